@@ -1,0 +1,44 @@
+"""patchguard: verify a hand-patched Python environment against the wheels it came from.
+
+>>> import patchguard
+>>> report = patchguard.scan(["pip"])  # doctest: +SKIP
+>>> [f.path for f in report.findings if f.kind is patchguard.Kind.MODIFIED]  # doctest: +SKIP
+['pip/_internal/cli/main.py']
+
+This module stays light on purpose: ``patchguard --version`` imports it, so nothing heavy (libcst, git,
+importlib-metadata) is imported until a function needs it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+from .errors import EnvironmentNotFound, InvalidRecord, PatchguardError, UsageError
+from .report import Finding, Kind, Report, Severity
+
+if TYPE_CHECKING:
+    from .scan import scan
+
+__all__ = [
+    "EnvironmentNotFound",
+    "Finding",
+    "InvalidRecord",
+    "Kind",
+    "PatchguardError",
+    "Report",
+    "Severity",
+    "UsageError",
+    "__version__",
+    "scan",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The scan machinery is imported on first use, not at `import patchguard`.
+    if name == "scan":
+        from .scan import scan
+
+        return scan
+    raise AttributeError(f"module 'patchguard' has no attribute {name!r}")

@@ -1,0 +1,3 @@
+from patchguard.cli import main
+
+main()

@@ -1,0 +1,142 @@
+"""The ``patchguard`` command: parse arguments, call the library, print, map outcomes to exit codes.
+
+Exit codes (stable): 0 nothing at or above the threshold / success; 1 findings at or above the threshold;
+2 usage error or the operation could not be done. Expected errors print one line on stderr, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__
+from .errors import PatchguardError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+_FAIL_ON = ("high", "moderate", "minor", "info", "never")
+
+
+def _environment_options(func: F) -> F:
+    """``--python`` / ``--site-packages``: the environment selectors every command accepts."""
+    func = click.option(
+        "--site-packages",
+        "site_packages",
+        multiple=True,
+        type=click.Path(file_okay=False, path_type=str),
+        help="Scan this site-packages directory (repeatable) instead of the running interpreter's.",
+    )(func)
+    func = click.option(
+        "--python",
+        "python",
+        type=click.Path(dir_okay=False, path_type=str),
+        help="Scan the environment of this interpreter (asked in an isolated subprocess).",
+    )(func)
+    return func
+
+
+def _errors_to_exit(func: F) -> F:
+    """Turn expected errors into one line on stderr and exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except PatchguardError as exc:
+            click.echo(f"patchguard: error: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            click.echo("patchguard: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Progress:
+    """A progress bar on stderr, only on a terminal and only once the work has taken a second."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.started = time.monotonic()
+        self.bar: Any = None
+        self.shown = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.started < 1.0:
+                return
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.shown)
+        self.shown = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="patchguard", message="%(prog)s %(version)s")
+def main() -> None:
+    """Verify a hand-patched Python environment against the wheels it came from."""
+
+
+@main.command()
+@click.argument("distributions", nargs=-1)
+@_environment_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(_FAIL_ON),
+    default="high",
+    show_default=True,
+    help="Exit 1 when a finding reaches this severity.",
+)
+@click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
+@_errors_to_exit
+def scan(
+    distributions: tuple[str, ...],
+    python: str | None,
+    site_packages: tuple[str, ...],
+    fmt: str,
+    fail_on: str,
+    no_cache: bool,
+) -> None:
+    """Fingerprint installed files against their wheels' RECORD.
+
+    With no DISTRIBUTIONS, every distribution of the environment is checked, and the top of
+    site-packages is searched for startup hooks (.pth files, sitecustomize) and unowned files.
+    """
+    from .report import Severity, format_json, format_table
+    from .scan import scan as run_scan
+
+    progress = _Progress("verifying") if sys.stderr.isatty() else None
+    try:
+        report = run_scan(
+            distributions,
+            site_packages=site_packages or None,
+            python=python,
+            use_cache=not no_cache,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    click.echo(format_json(report) if fmt == "json" else format_table(report), nl=False)
+    if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
+        sys.exit(EXIT_FINDINGS)

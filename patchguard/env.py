@@ -1,0 +1,158 @@
+"""Which environment to work on: its interpreter, prefix and site-packages directories.
+
+Three ways to name one, as on the command line:
+
+* nothing: the interpreter running patchguard (its purelib and platlib, deduplicated);
+* ``--python PATH``: another interpreter, asked for its paths in an isolated subprocess (``-I -S``: no
+  ``site``, so no ``.pth`` file of the scanned environment is ever executed, and nothing of it is imported
+  here);
+* ``--site-packages DIR`` (repeatable): directories given outright — a venv's, a system one, or a
+  ``pip install --target`` directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .errors import EnvironmentNotFound, UsageError
+
+__all__ = ["Target", "resolve_target"]
+
+# Runs inside the *other* interpreter with -I -S. It must work on any Python >= 3.8 and import nothing
+# of that environment. Without `site`, a venv is not recognised by the interpreter itself, so the
+# pyvenv.cfg lookup that site.venv() would do is repeated here (without processing any .pth file).
+_PROBE = r"""
+import json, os, sys, sysconfig
+exe = os.path.abspath(sys.executable)
+prefix = sys.prefix
+bindir = os.path.dirname(exe)
+for cfg in (os.path.join(bindir, "pyvenv.cfg"), os.path.join(os.path.dirname(bindir), "pyvenv.cfg")):
+    if os.path.isfile(cfg):
+        prefix = os.path.dirname(cfg)
+        break
+paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
+print(json.dumps({
+    "python": ".".join(map(str, sys.version_info[:3])),
+    "implementation": sys.implementation.name,
+    "prefix": prefix,
+    "purelib": paths["purelib"],
+    "platlib": paths["platlib"],
+    "scripts": paths["scripts"],
+    "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
+}))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A resolved environment: the site directories to scan and where its console scripts live."""
+
+    python: str
+    prefix: str
+    site_packages: tuple[str, ...]
+    scripts: str | None
+    implementation: str = "cpython"
+
+
+def _dedupe_existing(dirs: Iterable[str]) -> tuple[str, ...]:
+    """Keep existing directories, each once, by real path (``lib64`` is often a link to ``lib``)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real not in seen and os.path.isdir(real):
+            seen.add(real)
+            out.append(os.path.abspath(d))
+    return tuple(out)
+
+
+def _running() -> Target:
+    paths = sysconfig.get_paths()
+    return Target(
+        python=platform.python_version(),
+        prefix=sys.prefix,
+        site_packages=_dedupe_existing([paths["purelib"], paths["platlib"]]),
+        scripts=paths.get("scripts"),
+        implementation=sys.implementation.name,
+    )
+
+
+def _other(python: str) -> Target:
+    exe = os.path.abspath(python)
+    if not os.path.exists(exe):
+        raise EnvironmentNotFound("no such interpreter", path=python, hint="pass the path of a python binary")
+    try:
+        proc = subprocess.run(
+            [exe, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EnvironmentNotFound(
+            f"interpreter does not run ({exc.__class__.__name__}: {exc})",
+            path=python,
+            hint="pass a working python binary with --python",
+        ) from None
+    try:
+        info = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except json.JSONDecodeError:
+        info = None
+    if not isinstance(info, dict):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentNotFound(
+            f"interpreter did not report its paths (exit {proc.returncode}: {last})",
+            path=python,
+            hint="pass a working python binary with --python",
+        )
+    return Target(
+        python=str(info["python"]),
+        prefix=str(info["prefix"]),
+        site_packages=_dedupe_existing([str(info["purelib"]), str(info["platlib"])]),
+        scripts=str(info["scripts"]),
+        implementation=str(info["implementation"]),
+    )
+
+
+def _given(dirs: Sequence[str]) -> Target:
+    for d in dirs:
+        if not os.path.isdir(d):
+            what = "is not a directory" if os.path.exists(d) else "does not exist"
+            raise EnvironmentNotFound(
+                f"site-packages directory {what}",
+                path=d,
+                hint="pass an existing directory to --site-packages",
+            )
+    site = _dedupe_existing(dirs)
+    # A venv's site dir is <prefix>/lib/pythonX.Y/site-packages; anything else is its own prefix.
+    first = site[0]
+    parts = os.path.normpath(first).split(os.sep)
+    prefix = os.sep.join(parts[:-3]) if len(parts) > 3 and parts[-3] in ("lib", "lib64") else first
+    scripts = os.path.join(prefix, "bin") if prefix != first else None
+    # lib/python3.11/site-packages names its Python; a --target directory names none.
+    python = parts[-2][len("python") :] if len(parts) > 1 and parts[-2].startswith("python") else "unknown"
+    return Target(python=python, prefix=prefix or os.sep, site_packages=site, scripts=scripts)
+
+
+def resolve_target(python: str | None = None, site_packages: Sequence[str] | None = None) -> Target:
+    """Resolve the environment selectors of every command into a :class:`Target`.
+
+    Raises :class:`EnvironmentNotFound` for a missing directory or an interpreter that does not run, and
+    :class:`UsageError` when both selectors are given.
+    """
+    if python and site_packages:
+        raise UsageError("give either --python or --site-packages, not both")
+    if site_packages:
+        return _given(site_packages)
+    target = _other(python) if python else _running()
+    if not target.site_packages:
+        raise EnvironmentNotFound(
+            "the interpreter has no existing site-packages directory",
+            path=python or sys.executable,
+            hint="pass --site-packages DIR",
+        )
+    return target

@@ -1,0 +1,277 @@
+"""RECORD parsing and distribution discovery.
+
+RECORD is the CSV manifest a wheel installer writes into ``*.dist-info`` (PyPA "Recording installed
+projects"): one row per installed file, ``path,algo=urlsafe-b64-digest-without-padding,size``. Paths are
+relative to the directory holding the ``.dist-info`` (``../../bin/x`` for console scripts) or absolute. The
+hash may be blank (RECORD itself, ``.pyc`` files): such a file cannot be verified, which is not a failure.
+
+Parsing collects every problem instead of stopping at the first, so one bad row costs one finding and the
+rest of the distribution is still verified.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "HASH_ALGORITHMS",
+    "InstalledDistribution",
+    "RecordEntry",
+    "RecordProblem",
+    "discover",
+    "parse_record",
+]
+
+# Any algorithm every Python has; the digest size is checked where it is fixed (not for shake_*).
+HASH_ALGORITHMS: frozenset[str] = frozenset(hashlib.algorithms_guaranteed)
+_DIGEST_SIZES: dict[str, int] = {
+    a: hashlib.new(a).digest_size for a in HASH_ALGORITHMS if not a.startswith("shake_")
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEntry:
+    """One RECORD row. ``algorithm``/``digest`` are ``None`` when the row has no usable hash.
+
+    ``digest`` is the urlsafe base64 text of the digest, without padding, as the row has it.
+    """
+
+    path: str
+    algorithm: str | None
+    digest: str | None
+    size: int | None
+    line: int
+
+    @property
+    def verifiable(self) -> bool:
+        return self.algorithm is not None and self.digest is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordProblem:
+    """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file)."""
+
+    line: int
+    message: str
+    path: str | None = None
+
+
+_B64_TEXT = re.compile(r"[A-Za-z0-9_-]+")
+# Length of the unpadded urlsafe base64 text of each fixed-size digest (sha256: 43).
+_B64_LENGTHS: dict[str, int] = {a: (4 * n + 2) // 3 for a, n in _DIGEST_SIZES.items()}
+
+
+def _parse_hash(text: str) -> tuple[str, str] | str:
+    """``sha256=AbC…`` → (algorithm, unpadded urlsafe base64 digest), or an error message.
+
+    The digest stays text: verifying compares the base64 text of the computed digest, so no row needs
+    decoding (a RECORD of 20,000 rows is parsed in a few milliseconds).
+    """
+    algo, sep, b64 = text.partition("=")
+    if not sep or not b64:
+        return f"hash {text!r} is not of the form algo=digest"
+    algo = algo.strip().lower()
+    if algo not in HASH_ALGORITHMS:
+        return f"unknown hash algorithm {algo!r}"
+    b64 = b64.rstrip("=")
+    if not _B64_TEXT.fullmatch(b64) or len(b64) % 4 == 1:
+        return f"hash {text!r} is not urlsafe base64"
+    expected = _B64_LENGTHS.get(algo)
+    if expected is not None and len(b64) != expected:
+        return f"{algo} digest {b64!r} has {len(b64)} base64 characters, expected {expected}"
+    return algo, b64
+
+
+def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
+    """Parse the text of a RECORD file into entries and problems.
+
+    A row with a path but a bad hash or size still yields an entry (without a hash, so the file stays owned
+    but unverifiable) *and* a problem.
+
+    >>> row = "pkg/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0"
+    >>> entries, problems = parse_record(row)
+    >>> entries[0].path, entries[0].algorithm, entries[0].size, problems
+    ('pkg/__init__.py', 'sha256', 0, [])
+    """
+    entries: list[RecordEntry] = []
+    problems: list[RecordProblem] = []
+    seen: dict[str, int] = {}
+    try:
+        rows = list(csv.reader(text.splitlines(), strict=True))
+    except csv.Error as exc:
+        return [], [RecordProblem(1, f"not valid CSV ({exc})")]
+    for lineno, row in enumerate(rows, start=1):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != 3:
+            problems.append(
+                RecordProblem(
+                    lineno, f"expected 3 columns (path,hash,size), found {len(row)}", row[0] or None
+                )
+            )
+            if not row[0]:
+                continue
+            row = [*row, "", ""][:3]
+        path, hash_text, size_text = row
+        if not path:
+            problems.append(RecordProblem(lineno, "empty path"))
+            continue
+        if path in seen:
+            problems.append(RecordProblem(lineno, f"listed twice (first on line {seen[path]})", path))
+            continue
+        seen[path] = lineno
+        algo: str | None = None
+        digest: str | None = None
+        if hash_text:
+            parsed = _parse_hash(hash_text)
+            if isinstance(parsed, str):
+                problems.append(RecordProblem(lineno, parsed, path))
+            else:
+                algo, digest = parsed
+        size: int | None = None
+        if size_text:
+            if size_text.isdigit():
+                size = int(size_text)
+            else:
+                problems.append(RecordProblem(lineno, f"size {size_text!r} is not a whole number", path))
+        entries.append(RecordEntry(path, algo, digest, size, lineno))
+    return entries, problems
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledDistribution:
+    """A distribution found in a site directory, with its RECORD read and parsed.
+
+    ``record_text`` is ``None`` when there is no RECORD (egg-info, Debian's dh-python strips it): nothing
+    of it can be verified. ``top_level`` names the top-level packages it claims when only that is known.
+    """
+
+    name: str
+    version: str
+    site_dir: str
+    metadata_dir: str
+    record_text: str | None
+    entries: tuple[RecordEntry, ...]
+    problems: tuple[RecordProblem, ...]
+    paths: tuple[str, ...] = ()  # absolute path of each entry, same order as ``entries``
+    top_level: tuple[str, ...] = ()
+
+    @property
+    def canonical_name(self) -> str:
+        return canonicalize(self.name)
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(self.metadata_dir, "RECORD")
+
+    def resolve(self, entry_path: str) -> str:
+        """Absolute, normalised path of a RECORD entry (relative paths are relative to ``site_dir``)."""
+        return resolve_record_path(self.site_dir, entry_path)
+
+
+def resolve_record_path(site_dir: str, entry_path: str) -> str:
+    """Absolute, normalised path of a RECORD path written relative to ``site_dir`` (or absolute)."""
+    if os.sep == "/" and not (entry_path.startswith((".", "/")) or "/." in entry_path or "//" in entry_path):
+        return site_dir + "/" + entry_path  # already normal: the common case, kept cheap
+    return os.path.normpath(os.path.join(site_dir, entry_path))
+
+
+def canonicalize(name: str) -> str:
+    """PEP 503 normalised name (``Foo.Bar_baz`` → ``foo-bar-baz``)."""
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+_META_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _name_version_from_dirname(dirname: str) -> tuple[str, str]:
+    stem = dirname.rsplit(".", 1)[0]
+    name, _, rest = stem.partition("-")
+    version = rest.split("-", 1)[0] if rest else "unknown"
+    return name, version
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "surrogateescape")
+
+
+def _load(site_dir: str, meta_name: str) -> InstalledDistribution:
+    import importlib_metadata  # local: keep `patchguard --version` free of it
+
+    meta_dir = os.path.join(site_dir, meta_name)
+    name, version = _name_version_from_dirname(meta_name)
+    if os.path.isdir(meta_dir):
+        dist = importlib_metadata.Distribution.at(meta_dir)
+        try:
+            md = dist.metadata
+            name = md["Name"] or name
+            version = md["Version"] or version
+        except (OSError, ValueError, KeyError, UnicodeDecodeError):
+            pass
+    record_text: str | None = None
+    entries: list[RecordEntry] = []
+    problems: list[RecordProblem] = []
+    top_level: tuple[str, ...] = ()
+    if meta_name.endswith(".dist-info"):
+        record_file = os.path.join(meta_dir, "RECORD")
+        try:
+            with open(record_file, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = None
+        except OSError as exc:
+            raw = None
+            problems.append(RecordProblem(0, f"cannot read RECORD ({exc.strerror or exc})"))
+        if raw is not None:
+            try:
+                record_text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                record_text = raw.decode("utf-8", "surrogateescape")
+                problems.append(RecordProblem(0, "RECORD is not valid UTF-8"))
+            entries, more = parse_record(record_text)
+            problems.extend(more)
+    if record_text is None:
+        top = _read_text(os.path.join(meta_dir, "top_level.txt")) if os.path.isdir(meta_dir) else None
+        top_level = tuple(t.strip() for t in (top or "").splitlines() if t.strip())
+    return InstalledDistribution(
+        name=name,
+        version=version,
+        site_dir=site_dir,
+        metadata_dir=meta_dir,
+        record_text=record_text,
+        entries=tuple(entries),
+        problems=tuple(problems),
+        paths=tuple(resolve_record_path(site_dir, e.path) for e in entries),
+        top_level=top_level,
+    )
+
+
+def iter_metadata_dirs(site_dir: str) -> Iterator[str]:
+    """Names of ``*.dist-info`` / ``*.egg-info`` entries directly in ``site_dir``, sorted."""
+    try:
+        names = sorted(os.listdir(site_dir))
+    except OSError:
+        return
+    for n in names:
+        if n.endswith(_META_SUFFIXES):
+            yield n
+
+
+def discover(site_dirs: Sequence[str]) -> list[InstalledDistribution]:
+    """Every distribution installed in ``site_dirs`` (metadata via importlib-metadata), RECORD parsed."""
+    return [_load(d, meta) for d in site_dirs for meta in iter_metadata_dirs(d)]

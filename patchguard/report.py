@@ -1,0 +1,251 @@
+"""Findings, the report, and the pure formatters that turn a report into text.
+
+Nothing here does IO: a formatter takes a finished :class:`Report` and returns a string; the CLI prints it.
+The JSON shape is the stable contract of DESIGN.md (``schema: patchguard.report/1``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "REPORT_SCHEMA",
+    "Environment",
+    "Finding",
+    "Kind",
+    "Report",
+    "Severity",
+    "format_json",
+    "format_table",
+    "printable",
+]
+
+REPORT_SCHEMA = "patchguard.report/1"
+
+
+class Severity(enum.IntEnum):
+    """How bad a finding is; ordered, so ``report.worst >= Severity.HIGH`` reads as it should.
+
+    ``NONE`` is never the severity of a finding: it is the :attr:`Report.worst` of a clean report.
+    """
+
+    NONE = 0
+    INFO = 1
+    MINOR = 2
+    MODERATE = 3
+    HIGH = 4
+
+    @property
+    def label(self) -> str:
+        """The lowercase name used in JSON and on the command line (``"high"``)."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        """``"moderate"`` → ``Severity.MODERATE``; raises ``ValueError`` for anything else."""
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r}") from None
+
+
+class Kind(str, enum.Enum):
+    """What a finding is about (the ``kind`` field of the report JSON)."""
+
+    MODIFIED = "modified"
+    MISSING = "missing"
+    UNEXPECTED = "unexpected"
+    STARTUP_HOOK = "startup-hook"
+    RECORD_INVALID = "record-invalid"
+    UNVERIFIABLE = "unverifiable"
+    INJECTED_CODE = "injected-code"
+    FUNCTIONAL_CHANGE = "functional-change"
+    COSMETIC_CHANGE = "cosmetic-change"
+    DRIFT = "drift"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing patchguard found wrong (or worth knowing) in the environment.
+
+    ``path`` is POSIX and relative to the site-packages directory that holds the file, or absolute when the
+    file lies outside every site directory (console scripts). ``distribution`` is ``None`` for files no
+    distribution owns (a stray ``.pth``, ``sitecustomize.py``).
+    """
+
+    kind: Kind
+    severity: Severity
+    rule: str
+    path: str
+    message: str
+    distribution: str | None = None
+    version: str | None = None
+    line: int | None = None
+    end_line: int | None = None
+    function: str | None = None
+    gate: Mapping[str, str] | None = None
+    reach: str | None = None
+    evidence: tuple[str, ...] = ()
+    patch_set: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as the stable JSON object of DESIGN.md."""
+        return {
+            "kind": self.kind.value,
+            "severity": self.severity.label,
+            "rule": self.rule,
+            "distribution": self.distribution,
+            "version": self.version,
+            "path": printable(self.path),
+            "line": self.line,
+            "end_line": self.end_line,
+            "function": self.function,
+            "gate": dict(self.gate) if self.gate is not None else None,
+            "reach": self.reach,
+            "evidence": list(self.evidence),
+            "patch_set": self.patch_set,
+            "message": printable(self.message),
+        }
+
+    @property
+    def sort_key(self) -> tuple[str, str, int]:
+        return (self.distribution or "~", self.path, self.line or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """The interpreter and site directories a report is about."""
+
+    python: str
+    prefix: str
+    site_packages: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The result of a scan: what was checked and every finding, worst first within each distribution.
+
+    >>> r = Report(environment=Environment("3.11.7", "/venv", ("/venv/lib/python3.11/site-packages",)),
+    ...            distributions=(), files_checked=0, findings=())
+    >>> r.worst >= Severity.HIGH
+    False
+    """
+
+    environment: Environment
+    distributions: tuple[tuple[str, str], ...]
+    files_checked: int
+    findings: tuple[Finding, ...]
+    tool_version: str = ""
+    seconds: float = 0.0
+    files_hashed: int = 0
+
+    @property
+    def worst(self) -> Severity:
+        """The highest severity among the findings, ``Severity.NONE`` when there are none."""
+        return max((f.severity for f in self.findings), default=Severity.NONE)
+
+    def at_or_above(self, threshold: Severity) -> list[Finding]:
+        """Findings whose severity reaches ``threshold`` (what ``--fail-on`` counts)."""
+        return [f for f in self.findings if f.severity >= threshold]
+
+    def counts(self) -> dict[str, int]:
+        """Number of findings per severity label, every label present."""
+        c = Counter(f.severity for f in self.findings)
+        return {s.label: c.get(s, 0) for s in reversed(Severity) if s is not Severity.NONE}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "tool": {"name": "patchguard", "version": self.tool_version},
+            "environment": {
+                "python": self.environment.python,
+                "prefix": printable(self.environment.prefix),
+                "site_packages": [printable(p) for p in self.environment.site_packages],
+            },
+            "summary": {
+                "distributions": len(self.distributions),
+                "files_checked": self.files_checked,
+                "findings": self.counts(),
+            },
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def printable(text: str) -> str:
+    """Make a string safe to print or encode as UTF-8.
+
+    File names that are not valid UTF-8 arrive as lone surrogates (``surrogateescape``); they are shown as
+    ``\\xNN`` escapes instead of crashing the output.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
+def format_json(report: Report) -> str:
+    """The report as the stable JSON document (``patchguard.report/1``)."""
+    return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+# Kinds named in the summary line, in this order, with the word used there.
+_SUMMARY_WORDS: Sequence[tuple[Kind, str]] = (
+    (Kind.INJECTED_CODE, "injected"),
+    (Kind.FUNCTIONAL_CHANGE, "changed"),
+    (Kind.COSMETIC_CHANGE, "cosmetic"),
+    (Kind.MODIFIED, "modified"),
+    (Kind.MISSING, "missing"),
+    (Kind.UNEXPECTED, "unexpected"),
+    (Kind.STARTUP_HOOK, "startup hooks"),
+    (Kind.RECORD_INVALID, "invalid RECORD rows"),
+    (Kind.UNVERIFIABLE, "unverifiable"),
+    (Kind.DRIFT, "drifted"),
+)
+
+
+def summary_line(report: Report) -> str:
+    """``6557 files in 3 distributions checked in 0.4 s: 2 modified, 1 missing, 3 unexpected``."""
+    kinds = Counter(f.kind for f in report.findings)
+    parts = [f"{kinds[k]} {word}" for k, word in _SUMMARY_WORDS if kinds.get(k)]
+    n_dist = len(report.distributions)
+    head = (
+        f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
+        f" checked in {report.seconds:.1f} s"
+    )
+    return f"{head}: {', '.join(parts)}" if parts else f"{head}: no findings"
+
+
+def _group(findings: Iterable[Finding]) -> dict[tuple[str | None, str | None], list[Finding]]:
+    groups: dict[tuple[str | None, str | None], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.distribution, f.version), []).append(f)
+    return groups
+
+
+def format_table(report: Report) -> str:
+    """A human table grouped by distribution, worst first, then the summary line."""
+    lines: list[str] = []
+    groups = _group(report.findings)
+    # Distributions in name order; unowned files (distribution None) last, under their own heading.
+    for dist, version in sorted(groups, key=lambda k: (k[0] is None, (k[0] or "").lower())):
+        items = sorted(groups[(dist, version)], key=lambda f: (-f.severity, f.path, f.line or 0))
+        lines.append(f"{dist} {version}" if dist else "not owned by any distribution")
+        kind_w = max(len(f.kind.value) for f in items)
+        for f in items:
+            where = printable(f.path) + (f":{f.line}" if f.line else "")
+            lines.append(f"  {f.severity.label.upper():<9}{f.kind.value:<{kind_w + 2}}{where}")
+            detail = [printable(f.message)]
+            if f.function:
+                detail.insert(0, f.function)
+            if f.patch_set:
+                detail.append(f"patch set: {f.patch_set}")
+            lines.append(" " * 11 + " · ".join(detail))
+        lines.append("")
+    lines.append(summary_line(report))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,339 @@
+"""The integrity scan: environment → distributions → RECORD entries → verified files → a Report.
+
+This module decides what each mismatch means (kind, rule, severity); :mod:`patchguard.fingerprint` only
+says whether bytes match, and :mod:`patchguard.unowned` finds what no RECORD lists. Default severities
+until code analysis refines them: modified ``.py`` moderate, modified compiled extension high, modified data
+file minor, missing moderate, unexpected ``.py`` in a package moderate, unexpected data minor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from . import __version__
+from .cache import CachedDigest, StatCache
+from .env import Target, resolve_target
+from .errors import UsageError
+from .fingerprint import Check, Outcome, Status, verify
+from .records import InstalledDistribution, canonicalize, discover
+from .report import Environment, Finding, Kind, Report, Severity
+from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
+
+__all__ = ["scan", "select_distributions"]
+
+ProgressCallback = Callable[[int, int], None]
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def select_distributions(
+    dists: Sequence[InstalledDistribution], names: Iterable[str] | None
+) -> list[InstalledDistribution]:
+    """The distributions named (PEP 503 normalised), all when ``names`` is empty.
+
+    Raises :class:`UsageError` naming every requested distribution that is not installed.
+    """
+    wanted = [canonicalize(n) for n in names or ()]
+    if not wanted:
+        return list(dists)
+    present = {d.canonical_name for d in dists}
+    unknown = [n for n, c in zip(names or (), wanted, strict=True) if c not in present]
+    if unknown:
+        where = ", ".join(sorted({d.site_dir for d in dists})) or "the environment"
+        raise UsageError(
+            f"not installed: {', '.join(unknown)}",
+            path=where,
+            hint="check the name, or choose the environment with --python / --site-packages",
+        )
+    keep = set(wanted)
+    return [d for d in dists if d.canonical_name in keep]
+
+
+@dataclass
+class _Scan:
+    """Working state of one scan; the result is the immutable :class:`Report`."""
+
+    target: Target
+    findings: list[Finding] = field(default_factory=list)
+
+    def display(self, path: str) -> str:
+        """POSIX path relative to the site dir holding ``path``, or absolute when outside all of them."""
+        for site in self.target.site_packages:
+            if path.startswith(os.path.join(site, "")):
+                return os.path.relpath(path, site).replace(os.sep, "/")
+        return path
+
+    def add(
+        self,
+        dist: InstalledDistribution | None,
+        kind: Kind,
+        sev: Severity,
+        rule: str,
+        path: str,
+        message: str,
+        line: int | None = None,
+    ) -> None:
+        self.findings.append(
+            Finding(
+                kind,
+                sev,
+                rule,
+                path,
+                message,
+                distribution=dist.name if dist else None,
+                version=dist.version if dist else None,
+                line=line,
+            )
+        )
+
+
+def _resolve_entry(dist: InstalledDistribution, entry_path: str, path: str) -> tuple[str, bool]:
+    """Where a RECORD entry lives, and whether its location is known to exist.
+
+    ``pip install --target`` writes RECORD before moving the tree, so ``../../bin/x`` points nowhere and the
+    script sits in ``<target>/bin/x``: look there too. Returns ``(path, False)`` when neither location's
+    directory exists (the entry cannot be checked, rather than being missing).
+    """
+    if not entry_path.startswith("../"):
+        return path, True
+    if os.path.lexists(path):
+        return path, True
+    parts = entry_path.split("/")
+    while parts and parts[0] == "..":
+        parts.pop(0)
+    alt = os.path.join(dist.site_dir, *parts) if parts else path
+    if os.path.lexists(alt):
+        return alt, True
+    return path, os.path.isdir(os.path.dirname(path))
+
+
+def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, shown: str, outside: bool) -> None:
+    c = o.check
+    name = os.path.basename(c.path)
+    if c.size is not None and o.actual_size is not None and o.actual_size != c.size:
+        how = f"size {o.actual_size} bytes, RECORD says {c.size}"
+    else:
+        how = f"{c.algorithm} differs from RECORD"
+    if is_extension(name):
+        s.add(dist, Kind.MODIFIED, Severity.HIGH, "modified-extension", shown, f"compiled extension: {how}")
+    elif name.endswith(".py"):
+        s.add(dist, Kind.MODIFIED, Severity.MODERATE, "modified-python", shown, how)
+    elif name.endswith(".pth"):
+        imports = pth_import_lines(c.path)
+        if imports:
+            s.add(
+                dist,
+                Kind.MODIFIED,
+                Severity.HIGH,
+                "modified-pth",
+                shown,
+                f"{how}; executes at every interpreter start: {imports[0][:120]}",
+            )
+        else:
+            s.add(dist, Kind.MODIFIED, Severity.MODERATE, "modified-pth", shown, how)
+    elif outside:
+        s.add(dist, Kind.MODIFIED, Severity.MODERATE, "modified-script", shown, how)
+    else:
+        s.add(dist, Kind.MODIFIED, Severity.MINOR, "modified-data", shown, how)
+
+
+def _record_digest(dist: InstalledDistribution) -> str:
+    text = dist.record_text or ""
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def scan(
+    distributions: Iterable[str] | None = None,
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    use_cache: bool = True,
+    cache_dir: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> Report:
+    """Fingerprint every installed file of an environment against its wheel's RECORD.
+
+    With no arguments, scans the environment of the running interpreter. ``distributions`` limits the
+    scan to those names (then the top of site-packages is not searched for startup hooks).
+    ``site_packages`` / ``python`` choose another environment, as ``--site-packages`` / ``--python`` do.
+
+    >>> import patchguard
+    >>> report = patchguard.scan(["pip"])  # doctest: +SKIP
+    >>> report.worst >= patchguard.Severity.HIGH  # doctest: +SKIP
+    False
+
+    Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
+    and for distributions that are not installed; everything about individual files is a finding.
+    """
+    started = time.perf_counter()
+    target = resolve_target(python, site_packages)
+    all_dists = discover(target.site_packages)
+    names = list(distributions or ())
+    selected = select_distributions(all_dists, names)
+    s = _Scan(target)
+    cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
+
+    _duplicate_findings(s, selected)
+    checks: list[Check] = []
+    owners: list[tuple[InstalledDistribution, bool]] = []
+    remembered: dict[str, CachedDigest] = {}
+    owned_files: set[str] = set()
+    claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
+    for dist in all_dists:
+        is_selected = dist in selected
+        site_prefix = os.path.join(dist.site_dir, "")
+        if is_selected and dist.record_text is not None:
+            remembered.update(cache.for_distribution(dist.metadata_dir, _record_digest(dist)))
+        misplaced = 0
+        for entry, recorded in zip(dist.entries, dist.paths, strict=True):
+            path, known = _resolve_entry(dist, entry.path, recorded)
+            owned_files.add(path)
+            if path != recorded:
+                claimed_dirs.add(os.path.dirname(path))
+            if not is_selected or not entry.verifiable:
+                continue
+            if not known:
+                misplaced += 1
+                continue
+            assert entry.algorithm is not None and entry.digest is not None
+            checks.append(Check(path, entry.algorithm, entry.digest, entry.size))
+            owners.append((dist, not path.startswith(site_prefix)))
+        if is_selected:
+            _metadata_findings(s, dist, misplaced)
+
+    outcomes = verify(checks, remembered, workers=workers, progress=progress)
+    hashed = 0
+    per_dist: dict[str, dict[str, CachedDigest]] = {d.metadata_dir: {} for d in selected}
+    for o, (dist, outside) in zip(outcomes, owners, strict=True):
+        hashed += o.hashed
+        if o.cached is not None:
+            per_dist[dist.metadata_dir][o.check.path] = o.cached
+        if o.status is Status.OK:
+            continue
+        shown = s.display(o.check.path)
+        if o.status is Status.MODIFIED:
+            _modified_finding(s, dist, o, shown, outside)
+        elif o.status is Status.MISSING:
+            s.add(
+                dist,
+                Kind.MISSING,
+                Severity.MODERATE,
+                "missing-file",
+                shown,
+                "listed in RECORD but not installed",
+            )
+        else:
+            s.add(
+                dist, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
+            )
+
+    for dist in selected:
+        if dist.record_text is not None:
+            cache.update_distribution(dist.metadata_dir, _record_digest(dist), per_dist[dist.metadata_dir])
+    if not names:
+        cache.forget_missing({d.metadata_dir for d in all_dists}, target.site_packages)
+    cache.save()
+
+    _unowned_findings(s, all_dists, selected, frozenset(owned_files), claimed_dirs, toplevel=not names)
+    return Report(
+        environment=Environment(target.python, target.prefix, target.site_packages),
+        distributions=tuple((d.name, d.version) for d in selected),
+        files_checked=len(checks),
+        findings=tuple(sorted(s.findings, key=lambda f: f.sort_key)),
+        tool_version=__version__,
+        seconds=time.perf_counter() - started,
+        files_hashed=hashed,
+    )
+
+
+def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> None:
+    by_name: dict[str, list[InstalledDistribution]] = {}
+    for d in selected:
+        by_name.setdefault(d.canonical_name, []).append(d)
+    for group in by_name.values():
+        if len(group) < 2:
+            continue
+        dirs = ", ".join(s.display(d.metadata_dir) for d in group)
+        for d in group:
+            s.add(
+                d,
+                Kind.UNVERIFIABLE,
+                Severity.MODERATE,
+                "duplicate-metadata",
+                s.display(d.metadata_dir),
+                f"{len(group)} metadata directories for one distribution ({dirs}): which files belong to "
+                f"which install is ambiguous; reinstall {d.name}",
+            )
+
+
+def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) -> None:
+    record = s.display(dist.record_path)
+    if dist.record_text is None and not dist.problems:
+        kind = (
+            "egg-info" if dist.metadata_dir.endswith(".egg-info") else "RECORD stripped by a distro package?"
+        )
+        s.add(
+            dist,
+            Kind.UNVERIFIABLE,
+            Severity.INFO,
+            "record-absent",
+            s.display(dist.metadata_dir),
+            f"no RECORD ({kind}): its files cannot be verified",
+        )
+    for p in dist.problems:
+        what = f"{p.path}: {p.message}" if p.path else p.message
+        s.add(dist, Kind.RECORD_INVALID, Severity.MODERATE, "record-row", record, what, line=p.line or None)
+    if misplaced:
+        s.add(
+            dist,
+            Kind.UNVERIFIABLE,
+            Severity.INFO,
+            "files-elsewhere",
+            record,
+            f"{misplaced} file{'s' if misplaced != 1 else ''} RECORD places outside site-packages "
+            "(e.g. ../../bin scripts) are not where it says: installed with pip --target?",
+        )
+
+
+def _unowned_findings(
+    s: _Scan,
+    all_dists: Sequence[InstalledDistribution],
+    selected: Sequence[InstalledDistribution],
+    owned_files: frozenset[str],
+    claimed_dirs: set[str],
+    *,
+    toplevel: bool,
+) -> None:
+    selected_ids = {id(d) for d in selected}
+    for site in s.target.site_packages:
+        prefix = os.path.join(site, "")
+        claimed = {os.path.basename(d) for d in claimed_dirs if os.path.dirname(d) == site}
+        owned_dirs: set[str] = set()
+        installed_into: dict[str, tuple[str, str]] = {}
+        for dist in all_dists:
+            if dist.site_dir == site:
+                claimed.add(os.path.basename(dist.metadata_dir))
+                claimed.update(dist.top_level)
+            for path in dist.paths:
+                if not path.startswith(prefix):
+                    continue
+                first, sep, _ = path[len(prefix) :].partition(os.sep)
+                if not sep or first == "__pycache__":
+                    continue
+                if first not in owned_dirs:
+                    owned_dirs.add(first)
+                if id(dist) in selected_ids and first not in installed_into:
+                    installed_into[first] = (dist.name, dist.version)
+        attribute = {
+            os.path.join(site, first): dist_version
+            for first, dist_version in installed_into.items()
+            if not first.endswith(_METADATA_SUFFIXES)
+        }
+        ownership = Ownership(site, owned_files, frozenset(claimed))
+        s.findings.extend(package_findings(ownership, sorted(attribute), attribute))
+        if toplevel:
+            s.findings.extend(toplevel_findings(ownership, frozenset(owned_dirs)))

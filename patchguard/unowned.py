@@ -1,0 +1,274 @@
+"""Files no RECORD lists: unexpected files in package directories, and startup hooks at the top.
+
+Two places are searched:
+
+* every package directory a distribution installed into (``vllm/``, ``torch/``): any file in it that no
+  RECORD lists is unexpected — except ``__pycache__/*.pyc`` whose source *is* listed (the interpreter wrote
+  it). An orphan ``.pyc`` whose source is not listed is reported;
+* the top of each site-packages directory: unowned ``.pth`` files (an ``import`` line in one runs at every
+  interpreter start), ``sitecustomize.py`` / ``usercustomize.py`` (imported at every start), and every other
+  unowned file or directory.
+
+Only names are looked at here; no file of the environment is imported or executed. ``.pth`` files are read
+as text to find their ``import`` lines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from .report import Finding, Kind, Severity
+
+__all__ = ["Ownership", "package_findings", "pth_import_lines", "toplevel_findings"]
+
+_EXTENSION_SUFFIXES = (".so", ".pyd", ".dylib")
+_STARTUP_MODULES = ("sitecustomize.py", "usercustomize.py")
+_PATCHGUARD_STATE = ".patchguard"
+# CPython ships this file in every site-packages directory it creates; no distribution owns it.
+_CPYTHON_README = "This directory exists so that 3rd party packages can be installed"
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """What the installed distributions of one site directory claim.
+
+    ``files``: absolute paths listed in any RECORD. ``claimed_names``: top-level names claimed without a
+    file list (``top_level.txt`` of a distribution without RECORD, metadata directories): left alone.
+    """
+
+    site_dir: str
+    files: frozenset[str]
+    claimed_names: frozenset[str]
+
+
+def is_extension(name: str) -> bool:
+    """``.so``/``.pyd``/``.dylib`` files, including versioned ones (``libnccl.so.2``)."""
+    return name.endswith(_EXTENSION_SUFFIXES) or ".so." in name
+
+
+def pth_import_lines(path: str) -> list[str]:
+    """Lines of a ``.pth`` file that ``site`` executes (those starting with ``import`` + space or tab)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return []
+    text = data.decode("utf-8", "replace")
+    return [line.strip() for line in text.splitlines() if line.startswith(("import ", "import\t"))]
+
+
+def _rel(site_dir: str, path: str) -> str:
+    return os.path.relpath(path, site_dir).replace(os.sep, "/")
+
+
+def _pyc_source(pyc_path: str) -> str | None:
+    """``pkg/__pycache__/mod.cpython-311.opt-1.pyc`` → ``pkg/mod.py``."""
+    head, name = os.path.split(pyc_path)
+    parent, cache_dir = os.path.split(head)
+    if cache_dir != "__pycache__" or not name.endswith(".pyc"):
+        return None
+    return os.path.join(parent, name.split(".", 1)[0] + ".py")
+
+
+def _walk_files(top: str) -> Iterator[str]:
+    """Every non-directory entry below ``top``; symlinked directories are not followed."""
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    stack.append(e.path)
+                else:
+                    yield e.path
+
+
+def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding | None:
+    name = os.path.basename(path)
+    if name.endswith(".pyc"):
+        source = _pyc_source(path)
+        if source is not None:
+            if source in owned or os.path.exists(source):
+                # Compiled from a listed source, or from an unexpected .py reported on its own.
+                return None
+            return Finding(
+                Kind.UNEXPECTED,
+                Severity.MINOR,
+                "orphan-bytecode",
+                _rel(site_dir, path),
+                "compiled file whose source is not installed (left over; Python never imports it)",
+            )
+        return Finding(
+            Kind.UNEXPECTED,
+            Severity.MODERATE,
+            "unexpected-bytecode",
+            _rel(site_dir, path),
+            "sourceless .pyc no distribution installed: importable code with no source to review",
+        )
+    if name.endswith(".py"):
+        return Finding(
+            Kind.UNEXPECTED,
+            Severity.MODERATE,
+            "unexpected-python",
+            _rel(site_dir, path),
+            "Python file no distribution installed",
+        )
+    if is_extension(name):
+        return Finding(
+            Kind.UNEXPECTED,
+            Severity.HIGH,
+            "unexpected-extension",
+            _rel(site_dir, path),
+            "compiled extension no distribution installed",
+        )
+    return Finding(
+        Kind.UNEXPECTED,
+        Severity.MINOR,
+        "unexpected-file",
+        _rel(site_dir, path),
+        "file no distribution installed",
+    )
+
+
+def package_findings(
+    ownership: Ownership, package_dirs: Sequence[str], attribute: dict[str, tuple[str, str]]
+) -> list[Finding]:
+    """Unexpected files below ``package_dirs`` (absolute), attributed to the distribution owning the dir.
+
+    ``attribute`` maps a package directory to the (name, version) of the distribution that installed it
+    (the first one, for namespace directories several distributions share).
+    """
+    findings: list[Finding] = []
+    for top in package_dirs:
+        dist = attribute.get(top)
+        for path in _walk_files(top):
+            if path in ownership.files:
+                continue
+            f = _unexpected_file(ownership.site_dir, path, ownership.files)
+            if f is not None:
+                if dist is not None:
+                    f = _with_dist(f, dist)
+                findings.append(f)
+    return findings
+
+
+def _with_dist(f: Finding, dist: tuple[str, str]) -> Finding:
+    return replace(f, distribution=dist[0], version=dist[1])
+
+
+def _is_cpython_readme(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(_CPYTHON_README)).decode("ascii", "replace") == _CPYTHON_README
+    except OSError:
+        return False
+
+
+def _count_files(top: str) -> tuple[int, bool]:
+    n = 0
+    code = False
+    for p in _walk_files(top):
+        n += 1
+        code = code or p.endswith((".py", ".pyc")) or is_extension(p)
+    return n, code
+
+
+def toplevel_findings(ownership: Ownership, owned_dirs: frozenset[str]) -> list[Finding]:
+    """Findings for unowned entries directly in the site directory (startup hooks first of all).
+
+    ``owned_dirs`` names the top-level directories distributions installed files into.
+    """
+    site = ownership.site_dir
+    findings: list[Finding] = []
+    try:
+        entries = sorted(os.scandir(site), key=lambda e: e.name)
+    except OSError:
+        return findings
+    for e in entries:
+        name = e.name
+        # Owned files, directories distributions installed into (walked by package_findings), names claimed
+        # without a file list, and patchguard's own state are not findings here.
+        if e.path in ownership.files or name in owned_dirs or name in ownership.claimed_names:
+            continue
+        if name == _PATCHGUARD_STATE:
+            continue
+        try:
+            is_dir = e.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if name == "__pycache__" and is_dir:
+            findings.extend(_toplevel_pycache(ownership, e.path))
+            continue
+        if name.endswith(".pth") and not is_dir:
+            imports = pth_import_lines(e.path)
+            if imports:
+                findings.append(
+                    Finding(
+                        Kind.STARTUP_HOOK,
+                        Severity.HIGH,
+                        "pth-import",
+                        name,
+                        f"executes at every interpreter start: {imports[0][:120]}"
+                        + (f" (+{len(imports) - 1} more lines)" if len(imports) > 1 else ""),
+                    )
+                )
+            else:
+                findings.append(
+                    Finding(
+                        Kind.UNEXPECTED,
+                        Severity.MODERATE,
+                        "pth-path",
+                        name,
+                        ".pth file no distribution installed: adds directories to sys.path at every start",
+                    )
+                )
+            continue
+        if name in _STARTUP_MODULES and not is_dir:
+            findings.append(
+                Finding(
+                    Kind.STARTUP_HOOK,
+                    Severity.MODERATE,
+                    "sitecustomize",
+                    name,
+                    f"{name[:-3]} is imported at every interpreter start and no distribution installed it",
+                )
+            )
+            continue
+        if name == "README.txt" and _is_cpython_readme(e.path):
+            continue
+        if is_dir:
+            count, code = _count_files(e.path)
+            findings.append(
+                Finding(
+                    Kind.UNEXPECTED,
+                    Severity.MODERATE if code else Severity.MINOR,
+                    "unexpected-directory",
+                    name + "/",
+                    f"directory no distribution installed ({count} file{'s' if count != 1 else ''}"
+                    + (", importable code)" if code else ")"),
+                )
+            )
+            continue
+        f = _unexpected_file(site, e.path, ownership.files)
+        if f is not None:
+            findings.append(f)
+    return findings
+
+
+def _toplevel_pycache(ownership: Ownership, pycache: str) -> list[Finding]:
+    out: list[Finding] = []
+    for p in _walk_files(pycache):
+        f = _unexpected_file(ownership.site_dir, p, ownership.files)
+        if f is not None:
+            out.append(f)
+    return out
