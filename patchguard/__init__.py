@@ -19,7 +19,7 @@ from .errors import EnvironmentNotFound, InvalidRecord, PatchguardError, UsageEr
 from .report import Finding, Kind, Report, Severity
 
 if TYPE_CHECKING:
-    from .scan import scan
+    from .scanner import scan
 
 __all__ = [
     "EnvironmentNotFound",
@@ -38,7 +38,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The scan machinery is imported on first use, not at `import patchguard`.
     if name == "scan":
-        from .scan import scan
+        from .scanner import scan
 
         return scan
     raise AttributeError(f"module 'patchguard' has no attribute {name!r}")

@@ -123,7 +123,7 @@ def scan(
     site-packages is searched for startup hooks (.pth files, sitecustomize) and unowned files.
     """
     from .report import Severity, format_json, format_table
-    from .scan import scan as run_scan
+    from .scanner import scan as run_scan
 
     progress = _Progress("verifying") if sys.stderr.isatty() else None
     try:

@@ -15,17 +15,21 @@ import enum
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from .cache import CachedDigest, StatKey, is_racy
 
 __all__ = ["Check", "Outcome", "Status", "hash_file", "verify"]
 
-_CHUNK = 1 << 20  # read size; also the largest file read in one call
-_BATCH = 64  # files per task handed to a worker
+_SMALL = 4 << 20  # files up to this size are read in one call
+_CHUNK = 16 << 20  # streaming buffer for larger files, one per thread
+_BATCH = 64  # small files per task handed to a worker
+_local = threading.local()
 
 
 class Status(enum.Enum):
@@ -62,23 +66,39 @@ class Outcome:
     hashed: bool = False
 
 
-def hash_file(path: str, algorithm: str, length: int = 0) -> bytes:
-    """Digest of a file's bytes, streamed in 1 MiB chunks (memory stays bounded for any file size).
+def hash_file(path: str, algorithm: str, length: int = 0, size_hint: int = -1) -> bytes:
+    """Digest of a file's bytes, read in bounded chunks (memory stays bounded for any file size).
 
-    ``length`` is the digest size for the variable-length ``shake_*`` algorithms.
+    Small files are read with one system call. Large ones are streamed through a 16 MiB buffer reused by
+    the calling thread: few, long GIL-free calls, so a thread hashing ``libtorch_cpu.so`` does not queue
+    for the GIL behind threads busy with small files after every megabyte. ``length`` is the digest size
+    of the variable-length ``shake_*`` algorithms.
     """
     h = hashlib.new(algorithm)
-    with open(path, "rb", buffering=0) as f:
-        first = f.read(_CHUNK)  # most installed files fit: one read, no buffer juggling
-        h.update(first)
-        if len(first) == _CHUNK:
-            buf = bytearray(_CHUNK)
-            view = memoryview(buf)
-            while n := f.readinto(buf):
-                h.update(view[:n])
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if 0 <= size_hint <= _SMALL:
+            data = os.read(fd, size_hint + 1)
+            h.update(data)
+            if len(data) > size_hint:  # grew since stat: hash the rest too
+                _stream(fd, h)
+        else:
+            _stream(fd, h)
+    finally:
+        os.close(fd)
     if algorithm.startswith("shake_"):
         return h.digest(length)  # type: ignore[call-arg]
     return h.digest()
+
+
+def _stream(fd: int, h: Any) -> None:
+    buf: bytearray | None = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(fd, "rb", buffering=0, closefd=False) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
 
 
 def _b64(d: bytes) -> str:
@@ -111,7 +131,7 @@ def _stat_check(c: Check, remembered: CachedDigest | None) -> Outcome | StatKey:
 
 def _hash_check(c: Check, key: StatKey, now_ns: int) -> Outcome:
     try:
-        digest = _b64(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8))
+        digest = _b64(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8, key[0]))
     except PermissionError:
         return Outcome(c, Status.UNREADABLE, reason="permission denied")
     except OSError as exc:
@@ -127,8 +147,20 @@ def _hash_batch(batch: Sequence[tuple[int, Check, StatKey]], now_ns: int) -> lis
 
 
 def default_workers() -> int:
-    """Threads for hashing: enough to overlap IO with hashing on every core."""
-    return max(2, min(16, 2 * (os.cpu_count() or 1)))
+    """One hashing thread per core: hashing is CPU-bound once files are in the page cache."""
+    return max(1, min(16, os.cpu_count() or 1))
+
+
+def _schedule(to_hash: list[tuple[int, Check, StatKey]]) -> list[list[tuple[int, Check, StatKey]]]:
+    """Largest files first, each alone; then small files in batches.
+
+    Hashing one file cannot be split, so the largest file bounds the wall time: starting it first lets the
+    other threads work through everything else meanwhile (longest-processing-time-first scheduling).
+    """
+    ordered = sorted(to_hash, key=lambda t: t[2][0], reverse=True)
+    big = [[t] for t in ordered if t[2][0] > _SMALL]
+    small = ordered[len(big) :]
+    return big + [small[i : i + _BATCH] for i in range(0, len(small), _BATCH)]
 
 
 def verify(
@@ -158,7 +190,7 @@ def verify(
     done = total - len(to_hash)
     if progress:
         progress(done, total)
-    batches = [to_hash[i : i + _BATCH] for i in range(0, len(to_hash), _BATCH)]
+    batches = _schedule(to_hash)
     n = workers or default_workers()
     if n <= 1 or len(batches) <= 1:
         finished: Iterable[list[tuple[int, Outcome]]] = (_hash_batch(b, now_ns) for b in batches)

@@ -114,9 +114,8 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
                     lineno, f"expected 3 columns (path,hash,size), found {len(row)}", row[0] or None
                 )
             )
-            if not row[0]:
-                continue
-            row = [*row, "", ""][:3]
+            # Keep the path owned (it is not an unexpected file), but trust nothing else on the row.
+            row = [row[0], "", ""]
         path, hash_text, size_text = row
         if not path:
             problems.append(RecordProblem(lineno, "empty path"))
@@ -248,6 +247,10 @@ def _load(site_dir: str, meta_name: str) -> InstalledDistribution:
     if record_text is None:
         top = _read_text(os.path.join(meta_dir, "top_level.txt")) if os.path.isdir(meta_dir) else None
         top_level = tuple(t.strip() for t in (top or "").splitlines() if t.strip())
+        if not top_level:
+            # No file list and no top_level.txt: the import name is most often the project name.
+            guess = name.replace("-", "_").replace(".", "_")
+            top_level = tuple(dict.fromkeys((guess, guess.lower(), guess + ".py", guess.lower() + ".py")))
     return InstalledDistribution(
         name=name,
         version=version,

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .helpers import Env, build_wheel, minillm_files
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own stat cache directory: no test sees another's cache, nor the user's."""
+    cache = tmp_path / "pg-cache"
+    monkeypatch.setenv("PATCHGUARD_CACHE_DIR", str(cache))
+    return cache
+
+
+@pytest.fixture(scope="session")
+def minillm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """fixtures/minillm as a wheel, with its console script."""
+    out = tmp_path_factory.mktemp("wheels")
+    return build_wheel(
+        out,
+        "minillm",
+        "0.4.0",
+        minillm_files(),
+        console_scripts={"minillm-serve": "minillm.entrypoints.serve:main"},
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path, minillm_wheel: Path) -> Env:
+    """A venv-shaped prefix with minillm installed from its wheel."""
+    e = Env(tmp_path / "venv")
+    e.install(minillm_wheel)
+    return e

@@ -1,0 +1,133 @@
+"""Build real wheels and install them, the way a user's environment comes to be.
+
+Wheels are zip files written here (METADATA, WHEEL, entry points, RECORD with real hashes) and installed
+with pypa's ``installer`` into a venv-shaped prefix, or with pip where pip's own behaviour is the point.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer import install
+from installer.destinations import SchemeDictionaryDestination
+from installer.sources import WheelFile
+
+REPO = Path(__file__).resolve().parent.parent
+MINILLM_SRC = REPO / "fixtures" / "minillm"
+PYVER = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(
+    out_dir: Path,
+    name: str,
+    version: str,
+    files: Mapping[str, bytes | str],
+    *,
+    console_scripts: Mapping[str, str] | None = None,
+    scripts: Mapping[str, bytes | str] | None = None,
+    tag: str = "py3-none-any",
+    purelib: bool = True,
+) -> Path:
+    """Write ``{name}-{version}-{tag}.whl`` holding ``files`` (paths relative to site-packages)."""
+    dist_info = f"{name}-{version}.dist-info"
+    members: dict[str, bytes] = {p: (c.encode() if isinstance(c, str) else c) for p, c in files.items()}
+    for script, content in (scripts or {}).items():
+        members[f"{name}-{version}.data/scripts/{script}"] = content.encode() if isinstance(content, str) else content
+    members[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    members[f"{dist_info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: patchguard-tests\nRoot-Is-Purelib: {str(purelib).lower()}\nTag: {tag}\n"
+    ).encode()
+    if console_scripts:
+        lines = "".join(f"{k} = {v}\n" for k, v in console_scripts.items())
+        members[f"{dist_info}/entry_points.txt"] = f"[console_scripts]\n{lines}".encode()
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for path, data in members.items():
+        writer.writerow([path, record_hash(data), len(data)])
+    writer.writerow([f"{dist_info}/RECORD", "", ""])
+    members[f"{dist_info}/RECORD"] = record.getvalue().encode()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / f"{name.replace('-', '_')}-{version}-{tag}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in members.items():
+            zf.writestr(path, data)
+    return wheel
+
+
+def minillm_files(version: str = "0.4.0") -> dict[str, bytes | str]:
+    """Every file of the fixture package, as wheel members."""
+    root = MINILLM_SRC / "minillm"
+    files: dict[str, bytes | str] = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+            files[p.relative_to(MINILLM_SRC).as_posix()] = p.read_bytes()
+    return files
+
+
+@dataclass
+class Env:
+    """A venv-shaped prefix: ``<prefix>/lib/pythonX.Y/site-packages`` and ``<prefix>/bin``."""
+
+    prefix: Path
+
+    @property
+    def site(self) -> Path:
+        return self.prefix / "lib" / PYVER / "site-packages"
+
+    @property
+    def bin(self) -> Path:
+        return self.prefix / "bin"
+
+    def install(self, wheel: Path) -> None:
+        self.site.mkdir(parents=True, exist_ok=True)
+        dest = SchemeDictionaryDestination(
+            {
+                "purelib": str(self.site),
+                "platlib": str(self.site),
+                "headers": str(self.prefix / "include"),
+                "scripts": str(self.bin),
+                "data": str(self.prefix),
+            },
+            interpreter=str(self.prefix / "bin" / "python"),
+            script_kind="posix",
+        )
+        with WheelFile.open(wheel) as source:
+            install(source, dest, {"INSTALLER": b"patchguard-tests"})
+
+    def dist_info(self, name: str, version: str) -> Path:
+        return self.site / f"{name}-{version}.dist-info"
+
+
+def make_venv(path: Path) -> Env:
+    """A real virtual environment (no pip in it: nothing needs one, and it is fast)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    env = Env(path)
+    assert env.site.is_dir(), env.site
+    return env
+
+
+def patchguard_exe() -> list[str]:
+    """The installed console script (the way a user runs it), else ``python -m patchguard``."""
+    exe = Path(sys.executable).parent / "patchguard"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "patchguard"]
+
+
+def run_cli(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [*patchguard_exe(), *args], capture_output=True, text=True, env=full_env, check=False, timeout=120
+    )
