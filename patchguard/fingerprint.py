@@ -1,11 +1,14 @@
 """Verify installed files against their RECORD hashes: size first, then hash, in parallel.
 
 The expensive part of a scan is reading bytes, so it is done once per file at most, never for a file whose
-size already differs, and never for a file the stat cache vouches for. Hashing runs in a thread pool:
-``hashlib`` and file reads release the GIL, so threads scale across cores without the start-up cost of
-processes. Files are streamed in bounded chunks; a large ``.so`` is never held in memory whole.
+size already differs, and never for a file the stat cache vouches for. Each file is stat'ed in the calling
+thread as it is added: missing files, size mismatches and stat-cache hits are settled there without
+reading a byte. The files left are hashed by background threads (``hashlib`` and file reads release the
+GIL, so threads scale across cores without the start-up cost of processes), largest first, while the
+caller goes on parsing RECORDs and walking directories. Files are read in bounded chunks; a large ``.so``
+is never held in memory whole.
 
-This module only knows paths and digests; what a mismatch *means* is decided by :mod:`patchguard.scan`.
+This module only knows paths and digests; what a mismatch *means* is decided by :mod:`patchguard.scanner`.
 """
 
 from __future__ import annotations
@@ -14,65 +17,70 @@ import base64
 import enum
 import hashlib
 import os
+import queue
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from .cache import CachedDigest, StatKey, is_racy
 
-__all__ = ["Check", "Outcome", "Status", "hash_file", "verify"]
+__all__ = ["Check", "Outcome", "Status", "Verification", "Verifier", "hash_file", "verify"]
 
-_SMALL = 4 << 20  # files up to this size are read in one call
-_CHUNK = 16 << 20  # streaming buffer for larger files, one per thread
-_BATCH = 64  # small files per task handed to a worker
+_SMALL = 4 << 20  # files up to this size are read with one call
+_CHUNK = 1 << 20  # streaming buffer for larger files, one per thread
+_BATCH = 128  # small files per task handed to a worker
 _local = threading.local()
 
 
 class Status(enum.Enum):
-    OK = "ok"
     MODIFIED = "modified"
     MISSING = "missing"
     UNREADABLE = "unreadable"
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    """A file to verify: where it is, and what RECORD says it must be."""
+class Check(NamedTuple):
+    """A file to verify: where it is, and what RECORD says it must be (digest as unpadded base64)."""
 
     path: str
     algorithm: str
-    digest: str  # urlsafe base64, unpadded, as in RECORD
+    digest: str
     size: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """The verdict on one :class:`Check`.
-
-    ``actual_size`` is set for ``MODIFIED`` files; ``reason`` for ``UNREADABLE`` ones (``permission
-    denied``, ``not a regular file``, ``broken symlink``). ``cached`` is what to remember in the stat cache
-    (``None`` when the file was not hashed or is racily clean); ``hashed`` says whether bytes were read.
-    """
+    """A file that did not verify. ``actual_size`` for modified files, ``reason`` for unreadable ones."""
 
     check: Check
     status: Status
+    tag: object = None  # whatever the caller passed with the check (the scanner: its distribution)
     actual_size: int | None = None
     reason: str | None = None
-    cached: CachedDigest | None = None
-    hashed: bool = False
+
+
+@dataclass
+class Verification:
+    """What verifying a set of files found.
+
+    ``failures``: the files that are not as RECORD says, in the order of the checks. ``digests``: for every
+    file whose digest is known and not racily clean, what the stat cache may remember. ``hashed``: how many
+    files had their bytes read (zero on a warm re-scan of an unchanged environment).
+    """
+
+    failures: list[Outcome] = field(default_factory=list)
+    digests: dict[str, CachedDigest] = field(default_factory=dict)
+    hashed: int = 0
 
 
 def hash_file(path: str, algorithm: str, length: int = 0, size_hint: int = -1) -> bytes:
     """Digest of a file's bytes, read in bounded chunks (memory stays bounded for any file size).
 
-    Small files are read with one system call. Large ones are streamed through a 16 MiB buffer reused by
-    the calling thread: few, long GIL-free calls, so a thread hashing ``libtorch_cpu.so`` does not queue
-    for the GIL behind threads busy with small files after every megabyte. ``length`` is the digest size
-    of the variable-length ``shake_*`` algorithms.
+    A file up to 4 MiB (``size_hint`` from a previous stat) is read with one system call; larger ones are
+    streamed through a 1 MiB buffer reused by the calling thread, small enough to stay in the CPU cache
+    between the read and the hash. ``length`` is the digest size of the ``shake_*`` algorithms.
     """
     h = hashlib.new(algorithm)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -80,7 +88,7 @@ def hash_file(path: str, algorithm: str, length: int = 0, size_hint: int = -1) -
         if 0 <= size_hint <= _SMALL:
             data = os.read(fd, size_hint + 1)
             h.update(data)
-            if len(data) > size_hint:  # grew since stat: hash the rest too
+            if len(data) > size_hint:  # grew since it was stat'ed: hash the rest too
                 _stream(fd, h)
         else:
             _stream(fd, h)
@@ -105,45 +113,27 @@ def _b64(d: bytes) -> str:
     return base64.urlsafe_b64encode(d).rstrip(b"=").decode("ascii")
 
 
-def _stat_check(c: Check, remembered: CachedDigest | None) -> Outcome | StatKey:
-    """Everything short of reading bytes: an Outcome when stat settles it, else the key to hash under."""
-    try:
-        st = os.stat(c.path)
-    except FileNotFoundError:
+def _hash_batch(batch: Sequence[tuple[Check, StatKey]]) -> list[str | OSError]:
+    out: list[str | OSError] = []
+    for c, key in batch:
+        try:
+            out.append(_b64(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8, key[0])))
+        except OSError as exc:
+            out.append(exc)
+    return out
+
+
+def _unreadable(c: Check, exc: OSError, tag: object) -> Outcome:
+    reason = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
+    return Outcome(c, Status.UNREADABLE, tag, reason=reason)
+
+
+def _stat_failure(c: Check, exc: OSError, tag: object) -> Outcome:
+    if isinstance(exc, FileNotFoundError):
         if os.path.islink(c.path):
-            return Outcome(c, Status.UNREADABLE, reason="broken symlink")
-        return Outcome(c, Status.MISSING)
-    except PermissionError:
-        return Outcome(c, Status.UNREADABLE, reason="permission denied")
-    except OSError as exc:
-        return Outcome(c, Status.UNREADABLE, reason=exc.strerror or str(exc))
-    if not stat.S_ISREG(st.st_mode):
-        return Outcome(c, Status.UNREADABLE, reason="not a regular file")
-    if c.size is not None and st.st_size != c.size:
-        return Outcome(c, Status.MODIFIED, actual_size=st.st_size)
-    key: StatKey = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-    if remembered is not None and remembered[0] == key and remembered[1] == c.algorithm:
-        if remembered[2] == c.digest:
-            return Outcome(c, Status.OK, cached=remembered)
-        return Outcome(c, Status.MODIFIED, actual_size=st.st_size, cached=remembered)
-    return key
-
-
-def _hash_check(c: Check, key: StatKey, now_ns: int) -> Outcome:
-    try:
-        digest = _b64(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8, key[0]))
-    except PermissionError:
-        return Outcome(c, Status.UNREADABLE, reason="permission denied")
-    except OSError as exc:
-        return Outcome(c, Status.UNREADABLE, reason=exc.strerror or str(exc))
-    cached = None if is_racy(key, now_ns) else (key, c.algorithm, digest)
-    if digest == c.digest:
-        return Outcome(c, Status.OK, cached=cached, hashed=True)
-    return Outcome(c, Status.MODIFIED, actual_size=key[0], cached=cached, hashed=True)
-
-
-def _hash_batch(batch: Sequence[tuple[int, Check, StatKey]], now_ns: int) -> list[tuple[int, Outcome]]:
-    return [(i, _hash_check(c, key, now_ns)) for i, c, key in batch]
+            return Outcome(c, Status.UNREADABLE, tag, reason="broken symlink")
+        return Outcome(c, Status.MISSING, tag)
+    return _unreadable(c, exc, tag)
 
 
 def default_workers() -> int:
@@ -151,16 +141,138 @@ def default_workers() -> int:
     return max(1, min(16, os.cpu_count() or 1))
 
 
-def _schedule(to_hash: list[tuple[int, Check, StatKey]]) -> list[list[tuple[int, Check, StatKey]]]:
-    """Largest files first, each alone; then small files in batches.
+# A file to hash: (sequence number, check, stat key it was seen with, caller's tag).
+_Work = tuple[int, Check, StatKey, object]
 
-    Hashing one file cannot be split, so the largest file bounds the wall time: starting it first lets the
-    other threads work through everything else meanwhile (longest-processing-time-first scheduling).
+
+class Verifier:
+    """Verifies files as they are added, hashing in background threads while the caller goes on.
+
+    :meth:`add` stats a file at once (missing files, size mismatches and stat-cache hits are settled
+    without reading a byte) and queues the rest for hashing. The caller can keep parsing the next RECORD
+    while the threads hash: the largest queued work is taken first (longest-processing-time-first), so the
+    one huge ``.so`` that bounds the wall time starts as soon as it is seen. :meth:`finish` waits and
+    returns the :class:`Verification`. Threads start only once there is something to hash.
     """
-    ordered = sorted(to_hash, key=lambda t: t[2][0], reverse=True)
-    big = [[t] for t in ordered if t[2][0] > _SMALL]
-    small = ordered[len(big) :]
-    return big + [small[i : i + _BATCH] for i in range(0, len(small), _BATCH)]
+
+    def __init__(self, *, workers: int | None = None) -> None:
+        self._workers = workers or default_workers()
+        self._now_ns = time.time_ns()
+        self._failures: dict[int, Outcome] = {}
+        self._digests: dict[str, CachedDigest] = {}
+        self._count = 0
+        self._batch: list[_Work] = []
+        self._batch_bytes = 0
+        self._queue: queue.PriorityQueue[tuple[int, int, list[_Work]]] = queue.PriorityQueue()
+        self._seq = 0
+        self._threads: list[threading.Thread] = []
+        self._done: list[tuple[list[_Work], list[str | OSError]]] = []
+        self._queued = 0
+
+    def add(
+        self, checks: Iterable[Check], tag: object = None, remembered: Mapping[str, CachedDigest] = {}
+    ) -> None:
+        """Verify ``checks`` (``tag`` comes back on their failures); ``remembered``: cached digests by path.
+
+        This loop runs once per installed file on every scan, warm or cold: it is kept flat on purpose.
+        """
+        stat_, isreg = os.stat, stat.S_ISREG
+        get = remembered.get
+        digests = self._digests
+        i = self._count
+        for c in checks:
+            i += 1
+            path = c.path
+            try:
+                st = stat_(path)
+            except OSError as exc:
+                self._failures[i] = _stat_failure(c, exc, tag)
+                continue
+            if not isreg(st.st_mode):
+                self._failures[i] = Outcome(c, Status.UNREADABLE, tag, reason="not a regular file")
+                continue
+            size = st.st_size
+            if c.size is not None and size != c.size:
+                self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=size)
+                continue
+            key: StatKey = (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+            known = get(path)
+            if known is not None and known[0] == key and known[1] == c.algorithm:
+                digests[path] = known
+                if known[2] != c.digest:
+                    self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=size)
+                continue
+            if size > _SMALL:
+                self._submit([(i, c, key, tag)], size)
+            else:
+                self._batch.append((i, c, key, tag))
+                self._batch_bytes += size
+                if len(self._batch) >= _BATCH:
+                    self._flush()
+        self._count = i
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._submit(self._batch, self._batch_bytes)
+            self._batch, self._batch_bytes = [], 0
+
+    def _submit(self, work: list[_Work], weight: int) -> None:
+        if not self._threads and self._workers > 1:
+            for n in range(self._workers):
+                t = threading.Thread(target=self._work, name=f"patchguard-hash-{n}", daemon=True)
+                t.start()
+                self._threads.append(t)
+        self._seq += 1
+        self._queued += len(work)
+        if self._threads:
+            self._queue.put((-weight, self._seq, work))
+        else:
+            self._done.append((work, _hash_batch([(c, k) for _, c, k, _ in work])))
+
+    def _work(self) -> None:
+        while True:
+            _, _, work = self._queue.get()
+            if not work:  # sentinel
+                return
+            self._done.append((work, _hash_batch([(c, k) for _, c, k, _ in work])))
+
+    def __enter__(self) -> Verifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the threads (after the work queued so far); safe to call more than once."""
+        self._flush()
+        for _ in self._threads:
+            self._queue.put((1, 0, []))  # sorts after all real work
+        for t in self._threads:
+            t.join()
+        self._threads = []
+
+    def finish(self, progress: Callable[[int, int], None] | None = None) -> Verification:
+        """Wait for the hashing threads; every added file has its verdict after this."""
+        self._flush()
+        total = self._count
+        if progress:
+            while self._threads and (n_done := sum(len(w) for w, _ in self._done)) < self._queued:
+                progress(total - self._queued + n_done, total)
+                time.sleep(0.1)
+            progress(total, total)
+        self.close()
+        result = Verification(digests=self._digests, hashed=self._queued)
+        for work, hashed in self._done:
+            for (i, c, key, tag), got in zip(work, hashed, strict=True):
+                if isinstance(got, OSError):
+                    self._failures[i] = _unreadable(c, got, tag)
+                    continue
+                if not is_racy(key[1], key[2], self._now_ns):
+                    self._digests[c.path] = (key, c.algorithm, got)
+                if got != c.digest:
+                    self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=key[0])
+        result.failures = [self._failures[i] for i in sorted(self._failures)]
+        return result
 
 
 def verify(
@@ -169,43 +281,8 @@ def verify(
     *,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> list[Outcome]:
-    """Verify every check; results come back in the order of ``checks``.
-
-    Two phases: every file is stat'ed in this thread (size mismatches, missing files and stat-cache hits
-    are settled without reading a byte), then only the files left are hashed in a thread pool.
-    ``remembered`` maps a path to its cached digest (from :class:`patchguard.cache.StatCache`).
-    ``progress(done, total)`` is called from the calling thread.
-    """
-    now_ns = time.time_ns()
-    results: list[Outcome | None] = [None] * len(checks)
-    to_hash: list[tuple[int, Check, StatKey]] = []
-    for i, c in enumerate(checks):
-        r = _stat_check(c, remembered.get(c.path))
-        if isinstance(r, Outcome):
-            results[i] = r
-        else:
-            to_hash.append((i, c, r))
-    total = len(checks)
-    done = total - len(to_hash)
-    if progress:
-        progress(done, total)
-    batches = _schedule(to_hash)
-    n = workers or default_workers()
-    if n <= 1 or len(batches) <= 1:
-        finished: Iterable[list[tuple[int, Outcome]]] = (_hash_batch(b, now_ns) for b in batches)
-        pool = None
-    else:
-        pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="patchguard-hash")
-        finished = pool.map(lambda b: _hash_batch(b, now_ns), batches)
-    try:
-        for batch_result in finished:
-            for i, o in batch_result:
-                results[i] = o
-            done += len(batch_result)
-            if progress:
-                progress(done, total)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-    return [r for r in results if r is not None]
+) -> Verification:
+    """Verify every check against the files on disk (see :class:`Verifier`)."""
+    with Verifier(workers=workers) as v:
+        v.add(checks, remembered=remembered)
+        return v.finish(progress)

@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "HASH_ALGORITHMS",
@@ -24,7 +25,10 @@ __all__ = [
     "RecordEntry",
     "RecordProblem",
     "discover",
+    "iter_metadata_dirs",
+    "load_distribution",
     "parse_record",
+    "resolve_record_path",
 ]
 
 # Any algorithm every Python has; the digest size is checked where it is fixed (not for shake_*).
@@ -34,9 +38,11 @@ _DIGEST_SIZES: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class RecordEntry:
+class RecordEntry(NamedTuple):
     """One RECORD row. ``algorithm``/``digest`` are ``None`` when the row has no usable hash.
+
+    A named tuple rather than a dataclass: an environment has tens of thousands of rows, and tuples are
+    built several times faster.
 
     ``digest`` is the urlsafe base64 text of the digest, without padding, as the row has it.
     """
@@ -52,8 +58,7 @@ class RecordEntry:
         return self.algorithm is not None and self.digest is not None
 
 
-@dataclass(frozen=True, slots=True)
-class RecordProblem:
+class RecordProblem(NamedTuple):
     """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file)."""
 
     line: int
@@ -146,15 +151,15 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
 class InstalledDistribution:
     """A distribution found in a site directory, with its RECORD read and parsed.
 
-    ``record_text`` is ``None`` when there is no RECORD (egg-info, Debian's dh-python strips it): nothing
-    of it can be verified. ``top_level`` names the top-level packages it claims when only that is known.
+    ``has_record`` is false when there is no RECORD (egg-info, Debian's dh-python strips it): nothing of it
+    can be verified. ``top_level`` names the top-level packages it claims when only that is known.
     """
 
     name: str
     version: str
     site_dir: str
     metadata_dir: str
-    record_text: str | None
+    has_record: bool
     entries: tuple[RecordEntry, ...]
     problems: tuple[RecordProblem, ...]
     paths: tuple[str, ...] = ()  # absolute path of each entry, same order as ``entries``
@@ -209,7 +214,8 @@ def _read_text(path: str) -> str | None:
         return data.decode("utf-8", "surrogateescape")
 
 
-def _load(site_dir: str, meta_name: str) -> InstalledDistribution:
+def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
+    """Read one ``*.dist-info`` or ``*.egg-info``: metadata via importlib-metadata, RECORD parsed."""
     import importlib_metadata  # local: keep `patchguard --version` free of it
 
     meta_dir = os.path.join(site_dir, meta_name)
@@ -256,7 +262,7 @@ def _load(site_dir: str, meta_name: str) -> InstalledDistribution:
         version=version,
         site_dir=site_dir,
         metadata_dir=meta_dir,
-        record_text=record_text,
+        has_record=record_text is not None,
         entries=tuple(entries),
         problems=tuple(problems),
         paths=tuple(resolve_record_path(site_dir, e.path) for e in entries),
@@ -277,4 +283,4 @@ def iter_metadata_dirs(site_dir: str) -> Iterator[str]:
 
 def discover(site_dirs: Sequence[str]) -> list[InstalledDistribution]:
     """Every distribution installed in ``site_dirs`` (metadata via importlib-metadata), RECORD parsed."""
-    return [_load(d, meta) for d in site_dirs for meta in iter_metadata_dirs(d)]
+    return [load_distribution(d, meta) for d in site_dirs for meta in iter_metadata_dirs(d)]

@@ -8,18 +8,17 @@ file minor, missing moderate, unexpected ``.py`` in a package moderate, unexpect
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from . import __version__
-from .cache import CachedDigest, StatCache
+from .cache import DirListing, StatCache
 from .env import Target, resolve_target
 from .errors import UsageError
-from .fingerprint import Check, Outcome, Status, verify
-from .records import InstalledDistribution, canonicalize, discover
+from .fingerprint import Check, Outcome, Status, Verifier
+from .records import InstalledDistribution, canonicalize, iter_metadata_dirs, load_distribution
 from .report import Environment, Finding, Kind, Report, Severity
 from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
 
@@ -140,9 +139,21 @@ def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, shown: 
         s.add(dist, Kind.MODIFIED, Severity.MINOR, "modified-data", shown, how)
 
 
-def _record_digest(dist: InstalledDistribution) -> str:
-    text = dist.record_text or ""
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+def _largest_first(site_dirs: Sequence[str]) -> list[tuple[str, str]]:
+    """Metadata dirs ordered by the size of their RECORD, largest first.
+
+    The biggest distribution (torch) usually holds the biggest file, and that one file bounds how soon
+    hashing can end: reading it first gets its hash started while the rest is parsed.
+    """
+
+    def record_size(item: tuple[str, str]) -> int:
+        try:
+            return os.stat(os.path.join(item[0], item[1], "RECORD")).st_size
+        except OSError:
+            return 0
+
+    found = [(site, meta) for site in site_dirs for meta in iter_metadata_dirs(site)]
+    return sorted(found, key=record_size, reverse=True)
 
 
 def scan(
@@ -170,52 +181,67 @@ def scan(
     and for distributions that are not installed; everything about individual files is a finding.
     """
     started = time.perf_counter()
+    now_ns = time.time_ns()
     target = resolve_target(python, site_packages)
-    all_dists = discover(target.site_packages)
-    names = list(distributions or ())
-    selected = select_distributions(all_dists, names)
-    s = _Scan(target)
     cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
-
-    _duplicate_findings(s, selected)
-    checks: list[Check] = []
-    owners: list[tuple[InstalledDistribution, bool]] = []
-    remembered: dict[str, CachedDigest] = {}
+    names = list(distributions or ())
+    s = _Scan(target)
     owned_files: set[str] = set()
     claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
-    for dist in all_dists:
-        is_selected = dist in selected
-        site_prefix = os.path.join(dist.site_dir, "")
-        if is_selected and dist.record_text is not None:
-            remembered.update(cache.for_distribution(dist.metadata_dir, _record_digest(dist)))
-        misplaced = 0
-        for entry, recorded in zip(dist.entries, dist.paths, strict=True):
-            path, known = _resolve_entry(dist, entry.path, recorded)
-            owned_files.add(path)
-            if path != recorded:
-                claimed_dirs.add(os.path.dirname(path))
-            if not is_selected or not entry.verifiable:
-                continue
-            if not known:
-                misplaced += 1
-                continue
-            assert entry.algorithm is not None and entry.digest is not None
-            checks.append(Check(path, entry.algorithm, entry.digest, entry.size))
-            owners.append((dist, not path.startswith(site_prefix)))
-        if is_selected:
-            _metadata_findings(s, dist, misplaced)
+    checked: dict[int, list[Check]] = {}
 
-    outcomes = verify(checks, remembered, workers=workers, progress=progress)
-    hashed = 0
-    per_dist: dict[str, dict[str, CachedDigest]] = {d.metadata_dir: {} for d in selected}
-    for o, (dist, outside) in zip(outcomes, owners, strict=True):
-        hashed += o.hashed
-        if o.cached is not None:
-            per_dist[dist.metadata_dir][o.check.path] = o.cached
-        if o.status is Status.OK:
-            continue
+    def check(dist: InstalledDistribution, verifier: Verifier) -> None:
+        owned_files.update(dist.paths)
+        checks = checked[id(dist)] = []
+        misplaced = 0
+        for entry, path in zip(dist.entries, dist.paths, strict=True):
+            if entry.digest is None or entry.algorithm is None:
+                continue
+            if entry.path.startswith("../"):
+                recorded = path
+                path, known = _resolve_entry(dist, entry.path, recorded)
+                if path != recorded:
+                    owned_files.add(path)
+                    claimed_dirs.add(os.path.dirname(path))
+                if not known:
+                    misplaced += 1
+                    continue
+            checks.append(Check(path, entry.algorithm, entry.digest, entry.size))
+        verifier.add(checks, dist, cache.digests(dist))
+        _metadata_findings(s, dist, misplaced)
+
+    with Verifier(workers=workers) as verifier:
+        # Without names, each distribution is verified as soon as it is read: the hashing threads start on
+        # the first RECORD instead of waiting for the last.
+        all_dists: list[InstalledDistribution] = []
+        for site, meta in _largest_first(target.site_packages):
+            dist = cache.distribution(os.path.join(site, meta)) or load_distribution(site, meta)
+            all_dists.append(dist)
+            if not names:
+                check(dist, verifier)
+        all_dists.sort(key=lambda d: (d.site_dir, d.metadata_dir))
+        selected = select_distributions(all_dists, names)
+        selected_ids = {id(d) for d in selected}
+        for dist in all_dists:
+            if names and id(dist) in selected_ids:
+                check(dist, verifier)
+            elif id(dist) not in selected_ids:
+                owned_files.update(dist.paths)
+        _duplicate_findings(s, selected)
+        # The directory walk is system calls too: it runs while the threads hash.
+        listings = cache.dir_listings([d.metadata_dir for d in all_dists], now_ns)
+        unowned = _unowned_findings(
+            target, all_dists, selected_ids, frozenset(owned_files), claimed_dirs, not names, listings, now_ns
+        )
+        verification = verifier.finish(progress)
+
+    for o in verification.failures:
+        owner = o.tag
+        assert isinstance(owner, InstalledDistribution)
+        dist = owner
         shown = s.display(o.check.path)
         if o.status is Status.MODIFIED:
+            outside = not o.check.path.startswith(os.path.join(dist.site_dir, ""))
             _modified_finding(s, dist, o, shown, outside)
         elif o.status is Status.MISSING:
             s.add(
@@ -230,23 +256,24 @@ def scan(
             s.add(
                 dist, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
             )
+    s.findings.extend(unowned)
 
+    digests = verification.digests
     for dist in selected:
-        if dist.record_text is not None:
-            cache.update_distribution(dist.metadata_dir, _record_digest(dist), per_dist[dist.metadata_dir])
+        mine = checked.get(id(dist), [])
+        cache.remember(dist, {c.path: digests[c.path] for c in mine if c.path in digests}, now_ns)
     if not names:
         cache.forget_missing({d.metadata_dir for d in all_dists}, target.site_packages)
     cache.save()
 
-    _unowned_findings(s, all_dists, selected, frozenset(owned_files), claimed_dirs, toplevel=not names)
     return Report(
         environment=Environment(target.python, target.prefix, target.site_packages),
         distributions=tuple((d.name, d.version) for d in selected),
-        files_checked=len(checks),
+        files_checked=sum(len(c) for c in checked.values()),
         findings=tuple(sorted(s.findings, key=lambda f: f.sort_key)),
         tool_version=__version__,
         seconds=time.perf_counter() - started,
-        files_hashed=hashed,
+        files_hashed=verification.hashed,
     )
 
 
@@ -272,7 +299,7 @@ def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> 
 
 def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) -> None:
     record = s.display(dist.record_path)
-    if dist.record_text is None and not dist.problems:
+    if not dist.has_record and not dist.problems:
         kind = (
             "egg-info" if dist.metadata_dir.endswith(".egg-info") else "RECORD stripped by a distro package?"
         )
@@ -300,16 +327,17 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
 
 
 def _unowned_findings(
-    s: _Scan,
+    target: Target,
     all_dists: Sequence[InstalledDistribution],
-    selected: Sequence[InstalledDistribution],
+    selected_ids: set[int],
     owned_files: frozenset[str],
     claimed_dirs: set[str],
-    *,
     toplevel: bool,
-) -> None:
-    selected_ids = {id(d) for d in selected}
-    for site in s.target.site_packages:
+    listings: dict[str, DirListing] | None,
+    now_ns: int,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for site in target.site_packages:
         prefix = os.path.join(site, "")
         claimed = {os.path.basename(d) for d in claimed_dirs if os.path.dirname(d) == site}
         owned_dirs: set[str] = set()
@@ -334,6 +362,7 @@ def _unowned_findings(
             if not first.endswith(_METADATA_SUFFIXES)
         }
         ownership = Ownership(site, owned_files, frozenset(claimed))
-        s.findings.extend(package_findings(ownership, sorted(attribute), attribute))
+        findings.extend(package_findings(ownership, sorted(attribute), attribute, listings, now_ns))
         if toplevel:
-            s.findings.extend(toplevel_findings(ownership, frozenset(owned_dirs)))
+            findings.extend(toplevel_findings(ownership, frozenset(owned_dirs)))
+    return findings

@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from .cache import DirListing, is_racy
 from .report import Finding, Kind, Severity
 
 __all__ = ["Ownership", "package_findings", "pth_import_lines", "toplevel_findings"]
@@ -140,20 +141,75 @@ def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding
     )
 
 
+# A directory listing is cached with its stamp (mtime_ns, ctime_ns, inode, device): creating, deleting or
+# renaming an entry changes the directory's mtime, so an unchanged stamp means an unchanged listing.
+# Editing a file does not touch its directory, but owned files are verified one by one anyway: only the
+# *set of names* is cached here.
+
+
+def _unowned_below(
+    top: str, owned: frozenset[str], listings: dict[str, DirListing] | None, now_ns: int
+) -> Iterator[str]:
+    """Paths of files below ``top`` that no RECORD lists (and that are not bytecode of a listed source).
+
+    With ``listings`` (valid only for this exact set of owned files), a directory whose stamp did not
+    change is not listed again: a warm re-scan costs one ``stat`` per directory instead of a ``scandir``.
+    """
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            st = os.lstat(d)
+        except OSError:
+            continue
+        stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        seen = listings.get(d) if listings is not None else None
+        if seen is not None and seen[0] == stamp:
+            files, subdirs = seen[1], seen[2]
+        else:
+            files_l: list[str] = []
+            subdirs_l: list[str] = []
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        try:
+                            is_dir = e.is_dir(follow_symlinks=False)
+                        except OSError:
+                            is_dir = False
+                        if is_dir:
+                            subdirs_l.append(e.name)
+                        elif e.path not in owned and _pyc_source(e.path) not in owned:
+                            files_l.append(e.name)
+            except OSError:
+                continue
+            files, subdirs = tuple(files_l), tuple(subdirs_l)
+            if listings is not None:
+                if is_racy(stamp[0], stamp[1], now_ns):
+                    listings.pop(d, None)
+                else:
+                    listings[d] = (stamp, files, subdirs)
+        for name in files:
+            yield os.path.join(d, name)
+        stack.extend(os.path.join(d, name) for name in subdirs)
+
+
 def package_findings(
-    ownership: Ownership, package_dirs: Sequence[str], attribute: dict[str, tuple[str, str]]
+    ownership: Ownership,
+    package_dirs: Sequence[str],
+    attribute: dict[str, tuple[str, str]],
+    listings: dict[str, DirListing] | None = None,
+    now_ns: int = 0,
 ) -> list[Finding]:
     """Unexpected files below ``package_dirs`` (absolute), attributed to the distribution owning the dir.
 
     ``attribute`` maps a package directory to the (name, version) of the distribution that installed it
-    (the first one, for namespace directories several distributions share).
+    (the first one, for namespace directories several distributions share). ``listings``: see
+    :func:`_unowned_below`.
     """
     findings: list[Finding] = []
     for top in package_dirs:
         dist = attribute.get(top)
-        for path in _walk_files(top):
-            if path in ownership.files:
-                continue
+        for path in _unowned_below(top, ownership.files, listings, now_ns):
             f = _unexpected_file(ownership.site_dir, path, ownership.files)
             if f is not None:
                 if dist is not None:

@@ -275,7 +275,7 @@ def test_warm_rescan_hashes_nothing(env: Env, _isolated_cache: Path) -> None:
     warm = run_scan(env)
     assert warm.files_hashed == 0
     assert warm.findings == ()
-    assert list((_isolated_cache / "statcache").glob("*.json"))
+    assert list((_isolated_cache / "statcache").glob("*.bin"))
 
 
 def test_cache_never_hides_an_edit_with_reset_mtime(env: Env) -> None:
@@ -303,15 +303,27 @@ def test_record_change_invalidates_the_cache(env: Env) -> None:
 
 
 def test_corrupt_cache_is_discarded(env: Env, _isolated_cache: Path) -> None:
+    import hashlib
+    import marshal
+
     _settle()
     run_scan(env)
-    (cache_file,) = (_isolated_cache / "statcache").glob("*.json")
-    for garbage in (b"\x00not json", b'{"schema": "patchguard.statcache/1", "dists": {"x": 5}}', b"[]"):
+    (cache_file,) = (_isolated_cache / "statcache").glob("*.bin")
+    good = cache_file.read_bytes()
+    magic = good[: good.index(b"\n") + 1]
+    wrong_shape = marshal.dumps({"x": 5})
+    for garbage in (
+        b"",
+        b"\x00not a cache",
+        good[: len(good) // 2],  # truncated
+        good[:-1] + bytes([good[-1] ^ 1]),  # one bit flipped: checksum mismatch
+        magic + hashlib.sha256(wrong_shape).digest() + wrong_shape,  # checksum fine, shape wrong
+    ):
         cache_file.write_bytes(garbage)
         report = run_scan(env)
         assert report.findings == ()
         assert report.files_hashed == report.files_checked
-        assert json.loads(cache_file.read_text())["schema"] == "patchguard.statcache/1"
+        assert cache_file.read_bytes().startswith(magic)
 
 
 def test_no_cache_neither_reads_nor_writes(env: Env, _isolated_cache: Path) -> None:
