@@ -30,13 +30,13 @@ def _environment_options(func: F) -> F:
         "--site-packages",
         "site_packages",
         multiple=True,
-        type=click.Path(file_okay=False, path_type=str),
+        metavar="DIR",
         help="Scan this site-packages directory (repeatable) instead of the running interpreter's.",
     )(func)
     func = click.option(
         "--python",
         "python",
-        type=click.Path(dir_okay=False, path_type=str),
+        metavar="PATH",
         help="Scan the environment of this interpreter (asked in an isolated subprocess).",
     )(func)
     return func

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -107,7 +108,8 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
     problems: list[RecordProblem] = []
     seen: dict[str, int] = {}
     try:
-        rows = list(csv.reader(text.splitlines(), strict=True))
+        # Not str.splitlines(): it also splits on \x85, \u2028 and friends, legal in file names.
+        rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as exc:
         return [], [RecordProblem(1, f"not valid CSV ({exc})")]
     for lineno, row in enumerate(rows, start=1):

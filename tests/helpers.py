@@ -46,10 +46,13 @@ def build_wheel(
     dist_info = f"{name}-{version}.dist-info"
     members: dict[str, bytes] = {p: (c.encode() if isinstance(c, str) else c) for p, c in files.items()}
     for script, content in (scripts or {}).items():
-        members[f"{name}-{version}.data/scripts/{script}"] = content.encode() if isinstance(content, str) else content
+        members[f"{name}-{version}.data/scripts/{script}"] = (
+            content.encode() if isinstance(content, str) else content
+        )
     members[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
     members[f"{dist_info}/WHEEL"] = (
-        f"Wheel-Version: 1.0\nGenerator: patchguard-tests\nRoot-Is-Purelib: {str(purelib).lower()}\nTag: {tag}\n"
+        "Wheel-Version: 1.0\nGenerator: patchguard-tests\n"
+        f"Root-Is-Purelib: {str(purelib).lower()}\nTag: {tag}\n"
     ).encode()
     if console_scripts:
         lines = "".join(f"{k} = {v}\n" for k, v in console_scripts.items())

@@ -31,7 +31,10 @@ def test_pristine_install_has_no_findings(env: Env) -> None:
     assert report.findings == ()
     assert report.distributions == (("minillm", "0.4.0"),)
     # Every file of the wheel plus the generated console script and installer metadata was hashed.
-    assert report.files_checked == len((env.dist_info("minillm", "0.4.0") / "RECORD").read_text().splitlines()) - 1
+    assert (
+        report.files_checked
+        == len((env.dist_info("minillm", "0.4.0") / "RECORD").read_text().splitlines()) - 1
+    )
     assert report.worst is Severity.NONE
 
 
@@ -63,7 +66,11 @@ def test_missing_file(env: Env) -> None:
 def test_modified_compiled_extension_is_high(tmp_path: Path) -> None:
     env = Env(tmp_path / "venv")
     so = "fastops/_C.cpython-311-x86_64-linux-gnu.so"
-    env.install(build_wheel(tmp_path / "w", "fastops", "1.0", {"fastops/__init__.py": "", so: b"\x7fELF" + bytes(500)}))
+    env.install(
+        build_wheel(
+            tmp_path / "w", "fastops", "1.0", {"fastops/__init__.py": "", so: b"\x7fELF" + bytes(500)}
+        )
+    )
     target = env.site / so
     target.write_bytes(b"\x7fELF" + bytes(499) + b"\x01")
     report = run_scan(env)
@@ -90,7 +97,11 @@ def test_unexpected_files_in_a_package(env: Env) -> None:
     }
     py = found["minillm/models/debug_hooks.py"]
     assert (py.kind, py.severity, py.rule, py.distribution) == (
-        Kind.UNEXPECTED, Severity.MODERATE, "unexpected-python", "minillm")
+        Kind.UNEXPECTED,
+        Severity.MODERATE,
+        "unexpected-python",
+        "minillm",
+    )
     data = found["minillm/kernels/configs/E=16,N=64,device_name=H200.json"]
     assert (data.severity, data.rule) == (Severity.MINOR, "unexpected-file")
     assert found["minillm/models/__pycache__/gone.cpython-311.pyc"].rule == "orphan-bytecode"
@@ -99,8 +110,14 @@ def test_unexpected_files_in_a_package(env: Env) -> None:
 
 def test_startup_hooks_and_unowned_top_level(env: Env, tmp_path: Path) -> None:
     # An owned .pth that nobody touched is not a finding (like setuptools' distutils-precedence.pth).
-    env.install(build_wheel(tmp_path / "w", "hookpkg", "1.0", {"hookpkg.pth": "import hookpkg_boot\n",
-                                                                  "hookpkg_boot.py": "X = 1\n"}))
+    env.install(
+        build_wheel(
+            tmp_path / "w",
+            "hookpkg",
+            "1.0",
+            {"hookpkg.pth": "import hookpkg_boot\n", "hookpkg_boot.py": "X = 1\n"},
+        )
+    )
     (env.site / "nccl_env.pth").write_text("import os; os.environ['NCCL_P2P_DISABLE'] = '1'\n")
     (env.site / "extra_paths.pth").write_text("/opt/patched/vllm\n")
     (env.site / "sitecustomize.py").write_text("import os\n")
@@ -108,14 +125,23 @@ def test_startup_hooks_and_unowned_top_level(env: Env, tmp_path: Path) -> None:
     (env.site / "vllm_patched/__init__.py").write_text("")
     (env.site / "notes.txt").write_text("tried sm120 patch")
     (env.site / "README.txt").write_text(
-        "This directory exists so that 3rd party packages can be installed\nhere.  Read the source for site.py.\n"
+        "This directory exists so that 3rd party packages can be installed\n"
+        "here.  Read the source for site.py.\n"
     )
     found = by_path(run_scan(env))
     assert set(found) == {"nccl_env.pth", "extra_paths.pth", "sitecustomize.py", "vllm_patched/", "notes.txt"}
     pth = found["nccl_env.pth"]
-    assert (pth.kind, pth.severity, pth.rule, pth.distribution) == (Kind.STARTUP_HOOK, Severity.HIGH, "pth-import", None)
+    assert (pth.kind, pth.severity, pth.rule, pth.distribution) == (
+        Kind.STARTUP_HOOK,
+        Severity.HIGH,
+        "pth-import",
+        None,
+    )
     assert "NCCL_P2P_DISABLE" in pth.message
-    assert (found["extra_paths.pth"].kind, found["extra_paths.pth"].severity) == (Kind.UNEXPECTED, Severity.MODERATE)
+    assert (found["extra_paths.pth"].kind, found["extra_paths.pth"].severity) == (
+        Kind.UNEXPECTED,
+        Severity.MODERATE,
+    )
     sc = found["sitecustomize.py"]
     assert (sc.kind, sc.severity) == (Kind.STARTUP_HOOK, Severity.MODERATE)
     d = found["vllm_patched/"]
@@ -161,10 +187,13 @@ def test_malformed_record_rows_are_findings_and_the_scan_goes_on(env: Env) -> No
     record = env.dist_info("minillm", "0.4.0") / "RECORD"
     lines = record.read_text().splitlines()
     n = len(lines)
-    _rewrite_record(env, "minillm/a.py,sha256=abc\n"  # two columns
-                         "minillm/b.py,md7=AAAA,4\n"  # unknown algorithm
-                         "minillm/c.py,sha256=not*base64,4\n"
-                         "minillm/d.py,sha256=" + "A" * 43 + ",-1\n")
+    _rewrite_record(
+        env,
+        "minillm/a.py,sha256=abc\n"  # two columns
+        "minillm/b.py,md7=AAAA,4\n"  # unknown algorithm
+        "minillm/c.py,sha256=not*base64,4\n"
+        "minillm/d.py,sha256=" + "A" * 43 + ",-1\n",
+    )
     (env.site / "minillm/envs.py").write_text("tampered = True\n")
     report = run_scan(env)
     bad = [f for f in report.findings if f.kind is Kind.RECORD_INVALID]
@@ -192,7 +221,9 @@ def test_no_record_and_egg_info_are_unverifiable_not_unexpected(env: Env, tmp_pa
     report = run_scan(env)
     found = by_path(report)
     assert set(found) == {"legacy-0.1-py3.11.egg-info", "stripped-3.0.dist-info"}
-    assert {(f.kind, f.severity, f.rule) for f in found.values()} == {(Kind.UNVERIFIABLE, Severity.INFO, "record-absent")}
+    assert {(f.kind, f.severity, f.rule) for f in found.values()} == {
+        (Kind.UNVERIFIABLE, Severity.INFO, "record-absent")
+    }
 
 
 def test_two_metadata_dirs_for_one_name(env: Env, tmp_path: Path) -> None:
@@ -289,7 +320,11 @@ def test_cache_never_hides_an_edit_with_reset_mtime(env: Env) -> None:
     with open(mla, "r+b") as f:  # in place: same inode, same size
         f.write(tampered)
     os.utime(mla, ns=(st.st_atime_ns, st.st_mtime_ns))  # `touch -d`: mtime as before
-    assert (mla.stat().st_mtime_ns, mla.stat().st_size, mla.stat().st_ino) == (st.st_mtime_ns, st.st_size, st.st_ino)
+    assert (mla.stat().st_mtime_ns, mla.stat().st_size, mla.stat().st_ino) == (
+        st.st_mtime_ns,
+        st.st_size,
+        st.st_ino,
+    )
     report = run_scan(env)
     assert by_path_kind(report, Kind.MODIFIED) == ["minillm/models/mla.py"]
     assert report.files_hashed == 1
@@ -342,8 +377,18 @@ def test_pip_target_directory_scripts_are_found_not_missing(tmp_path: Path, mini
 
     target = tmp_path / "target"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
-         str(minillm_wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(minillm_wheel),
+        ],
         check=True,
         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
     )
@@ -381,3 +426,32 @@ def test_other_hash_algorithms_in_record(tmp_path: Path) -> None:
     (env.site / "algos/__init__.py").write_text("a = 2\n")
     assert by_path_kind(run_scan(env), Kind.MODIFIED) == ["algos/__init__.py"]
     assert record_hash(data).startswith("sha256=")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_permission_denied_is_could_not_check(minillm_wheel: Path) -> None:
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="pg-perm-"))
+    try:
+        top.chmod(0o755)
+        env = Env(top / "venv")
+        env.install(minillm_wheel)
+        for p in [top, *top.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        secret = env.site / "minillm/platforms/cuda.py"
+        secret.chmod(0o000)
+        os.seteuid(65534)  # nobody: root reads everything, a user does not
+        try:
+            report = run_scan(env, use_cache=False)
+        finally:
+            os.seteuid(0)
+        (f,) = report.findings
+        assert (f.path, f.kind, f.severity) == (
+            "minillm/platforms/cuda.py",
+            Kind.UNVERIFIABLE,
+            Severity.MINOR,
+        )
+        assert f.message == "could not check: permission denied"
+    finally:
+        shutil.rmtree(top)

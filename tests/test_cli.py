@@ -1,0 +1,204 @@
+"""The command line, end to end: click's CliRunner, and the installed console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from patchguard.cli import main
+
+from .helpers import Env, build_wheel, make_venv, run_cli
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), (
+        result.exception
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_clean_environment_table_and_exit_0(env: Env) -> None:
+    code, out, err = invoke("scan", "--site-packages", str(env.site))
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"{lines[0].split()[0]} files in 1 distribution checked in ")
+    assert lines[0].endswith(": no findings")
+    assert err == ""
+
+
+def test_findings_table_grouped_by_distribution(env: Env) -> None:
+    (env.site / "minillm/models/mla.py").write_text("print('hi')\n")
+    (env.site / "minillm/platforms/cuda.py").unlink()
+    (env.site / "dump.pth").write_text("import os\n")
+    code, out, _ = invoke("scan", "--site-packages", str(env.site))
+    assert code == 1  # the .pth is high, the default --fail-on
+    lines = out.splitlines()
+    assert lines[0] == "minillm 0.4.0"
+    assert lines[1].split() == ["MODERATE", "modified", "minillm/models/mla.py"]
+    assert lines[3].split() == ["MODERATE", "missing", "minillm/platforms/cuda.py"]
+    assert "not owned by any distribution" in lines
+    assert lines[-1].endswith(": 1 modified, 1 missing, 1 startup hooks")
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "expected"),
+    [("high", 0), ("moderate", 1), ("minor", 1), ("never", 0)],
+)
+def test_fail_on_threshold(env: Env, fail_on: str, expected: int) -> None:
+    (env.site / "minillm/models/mla.py").write_text("x = 1\n")  # moderate
+    code, _, _ = invoke("scan", "--site-packages", str(env.site), "--fail-on", fail_on)
+    assert code == expected
+
+
+def test_json_output_via_cli(env: Env) -> None:
+    (env.site / "minillm/envs.py").write_text("DEBUG = True\n")
+    code, out, _ = invoke(
+        "scan", "minillm", "--site-packages", str(env.site), "--format", "json", "--fail-on", "never"
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "patchguard.report/1"
+    assert [(f["kind"], f["path"]) for f in doc["findings"]] == [("modified", "minillm/envs.py")]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--site-packages", "/nonexistent/site-packages"],
+            "/nonexistent/site-packages: site-packages directory does not exist",
+        ),
+        (["--python", "/nonexistent/bin/python"], "/nonexistent/bin/python: no such interpreter"),
+        (["--python", "/bin/false"], "/bin/false: interpreter did not report its paths (exit 1"),
+        (["--python", sys.executable, "--site-packages", "/tmp"], "give either --python or --site-packages"),
+    ],
+)
+def test_environment_errors_exit_2_with_one_line(args: list[str], message: str) -> None:
+    code, out, err = invoke("scan", *args)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("patchguard: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_unknown_distribution_exit_2(env: Env) -> None:
+    code, _, err = invoke("scan", "vllm", "torch", "--site-packages", str(env.site))
+    assert code == 2
+    assert "not installed: vllm, torch" in err and str(env.site) in err
+
+
+def test_site_packages_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("")
+    code, _, err = invoke("scan", "--site-packages", str(f))
+    assert code == 2 and "is not a directory" in err
+
+
+def test_default_scans_the_running_interpreter_with_no_configuration() -> None:
+    code, out, err = invoke("scan", "--fail-on", "never", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    import sysconfig
+
+    assert sysconfig.get_paths()["purelib"] in doc["environment"]["site_packages"]
+    assert doc["summary"]["distributions"] >= 3  # at least patchguard, click, pytest
+
+
+def test_python_option_scans_another_venv_without_running_its_code(
+    tmp_path: Path, minillm_wheel: Path
+) -> None:
+    venv = make_venv(tmp_path / "other")
+    venv.install(minillm_wheel)
+    marker = tmp_path / "pth-was-executed"
+    (venv.site / "zz_marker.pth").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    (venv.site / "minillm/envs.py").write_text("X = 1\n")
+    code, out, err = invoke("scan", "--python", str(venv.prefix / "bin" / "python"), "--format", "json")
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["environment"]["site_packages"] == [str(venv.site)]
+    assert doc["environment"]["prefix"] == str(venv.prefix)
+    assert {(f["kind"], f["path"]) for f in doc["findings"]} == {
+        ("modified", "minillm/envs.py"),
+        ("startup-hook", "zz_marker.pth"),
+    }
+    assert not marker.exists(), "scanning must never execute a .pth of the scanned environment"
+
+
+def test_console_script_end_to_end(env: Env, tmp_path: Path) -> None:
+    (env.site / "minillm/models/llama.py").write_text("import pdb\n")
+    proc = run_cli("scan", "--site-packages", str(env.site), "--format", "json", "--fail-on", "moderate")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""  # not a TTY: no progress bar, nothing extra
+    doc = json.loads(proc.stdout)
+    assert [f["rule"] for f in doc["findings"]] == ["modified-python"]
+    bad = run_cli("scan", "--site-packages", str(tmp_path / "missing"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.count("\n") == 1
+
+
+def test_version_is_fast_and_imports_nothing_heavy() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from patchguard.cli import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "names = ('libcst', 'git', 'importlib_metadata', 'packaging', 'unidiff')\n"
+            "heavy = sorted(m for m in names if m in sys.modules)\n"
+            "print('heavy:', heavy)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "patchguard " in proc.stdout
+    assert "heavy: []" in proc.stdout
+
+
+def test_other_distributions_in_the_same_site_keep_their_files_owned(env: Env, tmp_path: Path) -> None:
+    env.install(
+        build_wheel(tmp_path / "w", "sidecar", "1.0", {"sidecar/__init__.py": "", "minillm/plugins/x.py": ""})
+    )
+    code, out, _ = invoke("scan", "minillm", "--site-packages", str(env.site), "--format", "json")
+    assert code == 0
+    assert json.loads(out)["findings"] == []  # minillm/plugins/x.py belongs to sidecar
+
+
+class _FakeTTY:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_appears_only_after_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchguard import cli
+
+    fake = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", fake)
+    clock = [100.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
+    progress = cli._Progress("verifying")
+    progress(10, 1000)
+    assert fake.text == ""  # fast scans show nothing
+    clock[0] += 1.5
+    progress(500, 1000)
+    progress(1000, 1000)
+    progress.close()
+    assert "verifying" in fake.text and "100%" in fake.text
