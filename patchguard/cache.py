@@ -23,19 +23,19 @@ subject to the transaction rules.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import marshal
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import InstalledDistribution, RecordEntry, RecordProblem, resolve_record_path
+from .records import InstalledDistribution, RecordEntry, RecordProblem
 
 __all__ = ["CachedDigest", "StatCache", "StatKey", "cache_root", "is_racy", "stat_key"]
 
-_MAGIC = b"patchguard-statcache/2\n"
+_MAGIC = b"patchguard-statcache/4\n"
 
 # (size, mtime_ns, ctime_ns, inode, device)
 StatKey = tuple[int, int, int, int, int]
@@ -147,6 +147,11 @@ class StatCache:
             return None
         return entry.dist if _metadata_keys(metadata_dir) == entry.keys else None
 
+    def knows(self, dist: InstalledDistribution) -> bool:
+        """Whether ``dist`` itself came from this cache (then only new digests need remembering)."""
+        entry = self.entries.get(dist.metadata_dir)
+        return entry is not None and entry.dist is dist
+
     def digests(self, dist: InstalledDistribution) -> dict[str, CachedDigest]:
         """Remembered digests of one distribution's files (path → digest with its stat key)."""
         entry = self.entries.get(dist.metadata_dir)
@@ -210,6 +215,8 @@ class StatCache:
         if not self.dirty:
             return
         directory = os.path.dirname(self.path)
+        import tempfile
+
         tmp: str | None = None
         try:
             os.makedirs(directory, exist_ok=True)
@@ -234,13 +241,17 @@ def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[
         d = e.dist
         dists[meta] = (
             e.keys,
-            (d.name, d.version, d.site_dir, d.has_record, d.top_level),
-            tuple((r.path, r.algorithm, r.digest, r.size, r.line) for r in d.entries),
-            tuple((p.line, p.message, p.path) for p in d.problems),
-            {path: (*key, algo, dig) for path, (key, algo, dig) in e.digests.items()},
+            (d.name, d.version, d.site_dir, d.has_record, d.top_level, d.canonical_name, d.package_dirs),
+            tuple(map(tuple, d.entries)),
+            d.paths,
+            tuple(map(tuple, d.problems)),
+            e.digests,
         )
     body = marshal.dumps({"dists": dists, "listings": (listings_stamp, listings)})
     return _MAGIC + hashlib.sha256(body).digest() + body
+
+
+_as_entry = functools.partial(tuple.__new__, RecordEntry)  # RecordEntry._make without the Python frame
 
 
 def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListing]]:
@@ -253,9 +264,13 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
     if not isinstance(payload, dict):
         raise ValueError("stat cache payload is not a mapping")
     out: dict[str, _DistEntry] = {}
-    for meta, (keys, info, rows, problems, digests) in payload["dists"].items():
-        name, version, site_dir, has_record, top_level = info
-        entries = tuple(map(RecordEntry._make, rows))
+    # Stored as marshal writes them: no per-file rebuilding beyond the named tuples. (A payload that passed
+    # the checksum but holds values of the wrong type can only make stat keys compare unequal: a cache miss.)
+    for meta, (keys, info, rows, paths, problems, digests) in payload["dists"].items():
+        name, version, site_dir, has_record, top_level, canonical_name, package_dirs = info
+        entries = tuple(map(_as_entry, rows))
+        if len(paths) != len(entries) or not isinstance(digests, dict):
+            raise ValueError("bad distribution entry")
         dist = InstalledDistribution(
             name=str(name),
             version=str(version),
@@ -264,11 +279,12 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
             has_record=bool(has_record),
             entries=entries,
             problems=tuple(map(RecordProblem._make, problems)),
-            paths=tuple(resolve_record_path(site_dir, e.path) for e in entries),
+            paths=tuple(paths),
             top_level=tuple(top_level),
+            canonical_name=str(canonical_name),
+            package_dirs=tuple(package_dirs),
         )
-        files = {path: ((s, m, c, i, dv), algo, dig) for path, (s, m, c, i, dv, algo, dig) in digests.items()}
-        out[str(meta)] = _DistEntry((tuple(keys[0]), tuple(keys[1])), dist, files)
+        out[str(meta)] = _DistEntry((tuple(keys[0]), tuple(keys[1])), dist, digests)
     listings_stamp, listings = payload["listings"]
     if not isinstance(listings_stamp, str) or not isinstance(listings, dict):
         raise ValueError("bad directory listings")

@@ -66,13 +66,15 @@ class Verification:
     """What verifying a set of files found.
 
     ``failures``: the files that are not as RECORD says, in the order of the checks. ``digests``: for every
-    file whose digest is known and not racily clean, what the stat cache may remember. ``hashed``: how many
+    file whose digest is known and not racily clean, what the stat cache may remember. ``rehashed_tags``: the
+    tags (by ``id``) of checks that were read, i.e. whose remembered digests changed. ``hashed``: how many
     files had their bytes read (zero on a warm re-scan of an unchanged environment).
     """
 
     failures: list[Outcome] = field(default_factory=list)
     digests: dict[str, CachedDigest] = field(default_factory=dict)
     hashed: int = 0
+    rehashed_tags: set[int] = field(default_factory=set)
 
 
 def hash_file(path: str, algorithm: str, length: int = 0, size_hint: int = -1) -> bytes:
@@ -264,6 +266,7 @@ class Verifier:
         result = Verification(digests=self._digests, hashed=self._queued)
         for work, hashed in self._done:
             for (i, c, key, tag), got in zip(work, hashed, strict=True):
+                result.rehashed_tags.add(id(tag))
                 if isinstance(got, OSError):
                     self._failures[i] = _unreadable(c, got, tag)
                     continue

@@ -28,6 +28,7 @@ __all__ = [
     "discover",
     "iter_metadata_dirs",
     "load_distribution",
+    "package_dirs_in",
     "parse_record",
     "resolve_record_path",
 ]
@@ -155,6 +156,8 @@ class InstalledDistribution:
 
     ``has_record`` is false when there is no RECORD (egg-info, Debian's dh-python strips it): nothing of it
     can be verified. ``top_level`` names the top-level packages it claims when only that is known.
+    ``canonical_name`` (PEP 503) and ``package_dirs`` (top-level directories of the site dir its files
+    are in) are derived once when the distribution is read, and cached with it.
     """
 
     name: str
@@ -166,10 +169,8 @@ class InstalledDistribution:
     problems: tuple[RecordProblem, ...]
     paths: tuple[str, ...] = ()  # absolute path of each entry, same order as ``entries``
     top_level: tuple[str, ...] = ()
-
-    @property
-    def canonical_name(self) -> str:
-        return canonicalize(self.name)
+    canonical_name: str = ""
+    package_dirs: tuple[str, ...] = ()
 
     @property
     def record_path(self) -> str:
@@ -195,6 +196,18 @@ def canonicalize(name: str) -> str:
 
 
 _META_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def package_dirs_in(site_dir: str, paths: Sequence[str]) -> tuple[str, ...]:
+    """Top-level directories of ``site_dir`` holding any of ``paths`` (``torch``; never ``six.py``)."""
+    prefix = os.path.join(site_dir, "")
+    found: dict[str, None] = {}
+    for path in paths:
+        if path.startswith(prefix):
+            first, sep, _ = path[len(prefix) :].partition(os.sep)
+            if sep and first != "__pycache__":
+                found[first] = None
+    return tuple(found)
 
 
 def _name_version_from_dirname(dirname: str) -> tuple[str, str]:
@@ -259,6 +272,7 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
             # No file list and no top_level.txt: the import name is most often the project name.
             guess = name.replace("-", "_").replace(".", "_")
             top_level = tuple(dict.fromkeys((guess, guess.lower(), guess + ".py", guess.lower() + ".py")))
+    paths = tuple(resolve_record_path(site_dir, e.path) for e in entries)
     return InstalledDistribution(
         name=name,
         version=version,
@@ -267,8 +281,10 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
         has_record=record_text is not None,
         entries=tuple(entries),
         problems=tuple(problems),
-        paths=tuple(resolve_record_path(site_dir, e.path) for e in entries),
+        paths=paths,
         top_level=top_level,
+        canonical_name=canonicalize(name),
+        package_dirs=package_dirs_in(site_dir, paths),
     )
 
 

@@ -194,25 +194,27 @@ def format_json(report: Report) -> str:
     return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
 
 
-# Kinds named in the summary line, in this order, with the word used there.
-_SUMMARY_WORDS: Sequence[tuple[Kind, str]] = (
-    (Kind.INJECTED_CODE, "injected"),
-    (Kind.FUNCTIONAL_CHANGE, "changed"),
-    (Kind.COSMETIC_CHANGE, "cosmetic"),
-    (Kind.MODIFIED, "modified"),
-    (Kind.MISSING, "missing"),
-    (Kind.UNEXPECTED, "unexpected"),
-    (Kind.STARTUP_HOOK, "startup hooks"),
-    (Kind.RECORD_INVALID, "invalid RECORD rows"),
-    (Kind.UNVERIFIABLE, "unverifiable"),
-    (Kind.DRIFT, "drifted"),
+# Kinds named in the summary line, in this order, with the words used there (one, several).
+_SUMMARY_WORDS: Sequence[tuple[Kind, str, str]] = (
+    (Kind.INJECTED_CODE, "injected", "injected"),
+    (Kind.FUNCTIONAL_CHANGE, "changed", "changed"),
+    (Kind.COSMETIC_CHANGE, "cosmetic", "cosmetic"),
+    (Kind.MODIFIED, "modified", "modified"),
+    (Kind.MISSING, "missing", "missing"),
+    (Kind.UNEXPECTED, "unexpected", "unexpected"),
+    (Kind.STARTUP_HOOK, "startup hook", "startup hooks"),
+    (Kind.RECORD_INVALID, "invalid RECORD row", "invalid RECORD rows"),
+    (Kind.UNVERIFIABLE, "unverifiable", "unverifiable"),
+    (Kind.DRIFT, "drifted", "drifted"),
 )
 
 
 def summary_line(report: Report) -> str:
     """``6557 files in 3 distributions checked in 0.4 s: 2 modified, 1 missing, 3 unexpected``."""
     kinds = Counter(f.kind for f in report.findings)
-    parts = [f"{kinds[k]} {word}" for k, word in _SUMMARY_WORDS if kinds.get(k)]
+    parts = [
+        f"{kinds[k]} {one if kinds[k] == 1 else many}" for k, one, many in _SUMMARY_WORDS if kinds.get(k)
+    ]
     n_dist = len(report.distributions)
     head = (
         f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"

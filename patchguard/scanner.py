@@ -18,7 +18,13 @@ from .cache import DirListing, StatCache
 from .env import Target, resolve_target
 from .errors import UsageError
 from .fingerprint import Check, Outcome, Status, Verifier
-from .records import InstalledDistribution, canonicalize, iter_metadata_dirs, load_distribution
+from .records import (
+    InstalledDistribution,
+    canonicalize,
+    iter_metadata_dirs,
+    load_distribution,
+    package_dirs_in,
+)
 from .report import Environment, Finding, Kind, Report, Severity
 from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
 
@@ -260,6 +266,8 @@ def scan(
 
     digests = verification.digests
     for dist in selected:
+        if cache.knows(dist) and id(dist) not in verification.rehashed_tags:
+            continue  # nothing of it was read: what the cache holds is still what it would write
         mine = checked.get(id(dist), [])
         cache.remember(dist, {c.path: digests[c.path] for c in mine if c.path in digests}, now_ns)
     if not names:
@@ -338,7 +346,6 @@ def _unowned_findings(
 ) -> list[Finding]:
     findings: list[Finding] = []
     for site in target.site_packages:
-        prefix = os.path.join(site, "")
         claimed = {os.path.basename(d) for d in claimed_dirs if os.path.dirname(d) == site}
         owned_dirs: set[str] = set()
         installed_into: dict[str, tuple[str, str]] = {}
@@ -346,16 +353,13 @@ def _unowned_findings(
             if dist.site_dir == site:
                 claimed.add(os.path.basename(dist.metadata_dir))
                 claimed.update(dist.top_level)
-            for path in dist.paths:
-                if not path.startswith(prefix):
-                    continue
-                first, sep, _ = path[len(prefix) :].partition(os.sep)
-                if not sep or first == "__pycache__":
-                    continue
-                if first not in owned_dirs:
-                    owned_dirs.add(first)
-                if id(dist) in selected_ids and first not in installed_into:
-                    installed_into[first] = (dist.name, dist.version)
+                dirs = dist.package_dirs
+            else:  # several site dirs (purelib and platlib apart): a RECORD may reach into this one too
+                dirs = package_dirs_in(site, dist.paths)
+            owned_dirs.update(dirs)
+            if id(dist) in selected_ids:
+                for first in dirs:
+                    installed_into.setdefault(first, (dist.name, dist.version))
         attribute = {
             os.path.join(site, first): dist_version
             for first, dist_version in installed_into.items()

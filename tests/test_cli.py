@@ -44,7 +44,7 @@ def test_findings_table_grouped_by_distribution(env: Env) -> None:
     assert lines[1].split() == ["MODERATE", "modified", "minillm/models/mla.py"]
     assert lines[3].split() == ["MODERATE", "missing", "minillm/platforms/cuda.py"]
     assert "not owned by any distribution" in lines
-    assert lines[-1].endswith(": 1 modified, 1 missing, 1 startup hooks")
+    assert lines[-1].endswith(": 1 modified, 1 missing, 1 startup hook")
 
 
 @pytest.mark.parametrize(
