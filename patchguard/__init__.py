@@ -19,6 +19,8 @@ from .errors import EnvironmentNotFound, InvalidRecord, PatchguardError, UsageEr
 from .report import Finding, Kind, Report, Severity
 
 if TYPE_CHECKING:
+    from .explain import diff
+    from .restoration import restore
     from .scanner import scan
 
 __all__ = [
@@ -31,14 +33,18 @@ __all__ = [
     "Severity",
     "UsageError",
     "__version__",
+    "diff",
+    "restore",
     "scan",
 ]
 
+_LAZY = {"scan": "scanner", "diff": "explain", "restore": "restoration"}
+
 
 def __getattr__(name: str) -> Any:
-    # The scan machinery is imported on first use, not at `import patchguard`.
-    if name == "scan":
-        from .scanner import scan
+    # The machinery is imported on first use, not at `import patchguard`.
+    if name in _LAZY:
+        import importlib
 
-        return scan
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'patchguard' has no attribute {name!r}")

@@ -20,6 +20,7 @@ from .errors import UsageError
 from .fingerprint import Check, Outcome, Status, Verifier
 from .records import (
     InstalledDistribution,
+    RecordEntry,
     canonicalize,
     iter_metadata_dirs,
     load_distribution,
@@ -162,6 +163,38 @@ def _largest_first(site_dirs: Sequence[str]) -> list[tuple[str, str]]:
     return sorted(found, key=record_size, reverse=True)
 
 
+@dataclass
+class Scanned:
+    """A scan's report together with what it was computed from (for diff and restore)."""
+
+    report: Report
+    target: Target
+    dists: list[InstalledDistribution]
+    selected: list[InstalledDistribution]
+    recovered: tuple[str, ...] = ()
+
+    def display(self, path: str) -> str:
+        return _Scan(self.target).display(path)
+
+    def locate(self, finding: Finding) -> tuple[InstalledDistribution | None, RecordEntry | None, str]:
+        """The distribution, RECORD entry (if any) and absolute path a file finding is about."""
+        dist = next(
+            (d for d in self.selected if (d.name, d.version) == (finding.distribution, finding.version)), None
+        )
+        if dist is not None:
+            for entry, path in zip(dist.entries, dist.paths, strict=True):
+                if self.display(path) == finding.path:
+                    return dist, entry, path
+        if os.path.isabs(finding.path):
+            return dist, None, finding.path
+        sites = [dist.site_dir] if dist is not None else list(self.target.site_packages)
+        for site in sites:
+            candidate = os.path.join(site, *finding.path.rstrip("/").split("/"))
+            if os.path.lexists(candidate):
+                return dist, None, candidate
+        return dist, None, os.path.join(sites[0], *finding.path.split("/"))
+
+
 def scan(
     distributions: Iterable[str] | None = None,
     *,
@@ -171,6 +204,10 @@ def scan(
     cache_dir: str | None = None,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
+    against: str = "HEAD",
+    verify_record: bool = False,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
 ) -> Report:
     """Fingerprint every installed file of an environment against its wheel's RECORD.
 
@@ -185,10 +222,52 @@ def scan(
 
     Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
     and for distributions that are not installed; everything about individual files is a finding.
+    Editable installs are compared with their git checkout at ``against``. ``verify_record`` also
+    compares each installed RECORD with the pristine wheel's (found in ``wheelhouse``, pip's and uv's
+    caches, or downloaded unless ``offline``), catching a file edited together with its RECORD row.
+    """
+    scanned = run(
+        distributions,
+        site_packages=site_packages,
+        python=python,
+        use_cache=use_cache,
+        cache_dir=cache_dir,
+        workers=workers,
+        progress=progress,
+        against=against,
+    )
+    if not verify_record:
+        return scanned.report
+    from dataclasses import replace
+
+    from .explain import Explainer, record_findings
+    from .pristine import Sources
+
+    extra = record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
+    findings = tuple(sorted((*scanned.report.findings, *extra), key=lambda f: f.sort_key))
+    return replace(scanned.report, findings=findings)
+
+
+def run(
+    distributions: Iterable[str] | None = None,
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    use_cache: bool = True,
+    cache_dir: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    against: str = "HEAD",
+    target: Target | None = None,
+) -> Scanned:
+    """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
+
+    A transaction a crash left unfinished in any site directory is rolled back first.
     """
     started = time.perf_counter()
     now_ns = time.time_ns()
-    target = resolve_target(python, site_packages)
+    target = target or resolve_target(python, site_packages)
+    recovered = _recover(target)
     cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
     names = list(distributions or ())
     s = _Scan(target)
@@ -263,6 +342,10 @@ def scan(
                 dist, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
             )
     s.findings.extend(unowned)
+    if any(e.path.endswith(".dist-info/direct_url.json") for d in selected for e in d.entries):
+        from .vcs import vcs_findings
+
+        s.findings.extend(vcs_findings(selected, against))
 
     digests = verification.digests
     for dist in selected:
@@ -274,7 +357,7 @@ def scan(
         cache.forget_missing({d.metadata_dir for d in all_dists}, target.site_packages)
     cache.save()
 
-    return Report(
+    report = Report(
         environment=Environment(target.python, target.prefix, target.site_packages),
         distributions=tuple((d.name, d.version) for d in selected),
         files_checked=sum(len(c) for c in checked.values()),
@@ -283,6 +366,21 @@ def scan(
         seconds=time.perf_counter() - started,
         files_hashed=verification.hashed,
     )
+    return Scanned(report, target, all_dists, selected, recovered)
+
+
+def _recover(target: Target) -> tuple[str, ...]:
+    """Roll back what an interrupted transaction left (every command does this first)."""
+    from .txn import STATE_DIR, TransactionError, recover
+
+    restored: list[str] = []
+    for site in target.site_packages:
+        if os.path.exists(os.path.join(site, STATE_DIR, "journal.json")):
+            try:
+                restored += recover(site)
+            except (TransactionError, OSError):
+                pass  # read-only here: the scan still reports what is on disk
+    return tuple(restored)
 
 
 def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> None:

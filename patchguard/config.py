@@ -1,0 +1,94 @@
+"""``[tool.patchguard]`` in the nearest ``pyproject.toml``, or a ``patchguard.toml``.
+
+Read from the current directory upwards; the first file that has a patchguard table wins. Unknown keys
+and values of the wrong type are errors naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import PatchguardError
+
+__all__ = ["Config", "ConfigError", "find_config", "load_config", "read_toml"]
+
+_KNOWN = {"wheelhouse", "patches"}
+
+
+class ConfigError(PatchguardError):
+    """A configuration or TOML file that cannot be used as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The settings patchguard reads from configuration (paths already made absolute)."""
+
+    path: str | None = None
+    wheelhouse: list[str] = field(default_factory=list)
+    patches: str | None = None
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    """Parse a TOML file; a syntax error is a :class:`ConfigError` naming the file and line."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            doc: dict[str, Any] = tomllib.load(f)
+            return doc
+    except OSError as exc:
+        raise ConfigError(f"cannot read ({exc.strerror or exc})", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML ({exc})", path=path, hint="fix the syntax") from None
+
+
+def find_config(start: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """The nearest file, from ``start`` upwards, holding patchguard settings, with its table."""
+    here = os.path.abspath(start or os.getcwd())
+    while True:
+        own = os.path.join(here, "patchguard.toml")
+        if os.path.isfile(own):
+            doc = read_toml(own)
+            return own, doc.get("tool", {}).get("patchguard", doc)
+        project = os.path.join(here, "pyproject.toml")
+        if os.path.isfile(project):
+            table = read_toml(project).get("tool", {}).get("patchguard")
+            if isinstance(table, dict):
+                return project, table
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def load_config(start: str | None = None) -> Config:
+    found = find_config(start)
+    if found is None:
+        return Config()
+    path, table = found
+    base = os.path.dirname(path)
+    extra = sorted(set(table) - _KNOWN - {"tool"})
+    if extra:
+        raise ConfigError(
+            f"unknown key{'s' if len(extra) > 1 else ''} in [tool.patchguard]: {', '.join(extra)}",
+            path=path,
+            hint=f"known keys: {', '.join(sorted(_KNOWN))}",
+        )
+    wheelhouse = table.get("wheelhouse", [])
+    if isinstance(wheelhouse, str):
+        wheelhouse = [wheelhouse]
+    if not isinstance(wheelhouse, list) or not all(isinstance(w, str) for w in wheelhouse):
+        raise ConfigError("wheelhouse must be a path or a list of paths", path=path)
+    patches = table.get("patches")
+    if patches is not None and not isinstance(patches, str):
+        raise ConfigError("patches must be a path", path=path)
+    return Config(
+        path=path,
+        wheelhouse=[os.path.join(base, w) for w in wheelhouse],
+        patches=os.path.join(base, patches) if patches else None,
+    )

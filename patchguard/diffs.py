@@ -1,0 +1,122 @@
+"""Unified diffs: produced with difflib, parsed with unidiff.
+
+Paths are written ``a/<path>`` / ``b/<path>`` relative to site-packages, with git's extended headers, so
+``git apply`` (``-R`` to undo) and patchguard's own patch sets accept the output. A missing file is a
+deletion, an unexpected text file an addition, a binary file one ``Binary files ... differ`` line. A last
+line without a newline gets git's ``\\ No newline at end of file`` marker, so applying is exact.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FileDiff", "is_binary", "parse_patch", "unified_diff"]
+
+
+def is_binary(data: bytes) -> bool:
+    """git's rule: a NUL byte in the first 8000 bytes makes a file binary; so does invalid UTF-8."""
+    if b"\0" in data[:8000]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode("utf-8").splitlines(keepends=True)
+
+
+def _body(old: Sequence[str], new: Sequence[str], context: int) -> Iterator[str]:
+    """Hunks of difflib's unified diff, with the no-newline marker git expects."""
+    for line in difflib.unified_diff(old, new, lineterm="", n=context):
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("@@"):
+            yield line + "\n"
+            continue
+        if line.endswith("\n"):
+            yield line
+        else:
+            yield line + "\n\\ No newline at end of file\n"
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """The diff of one file: ``old``/``new`` are ``None`` for an added/deleted file."""
+
+    path: str
+    old: bytes | None
+    new: bytes | None
+    mode: str = "100644"
+
+    @property
+    def status(self) -> str:
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "deleted"
+        return "modified"
+
+    @property
+    def binary(self) -> bool:
+        return any(is_binary(d) for d in (self.old, self.new) if d is not None)
+
+    def text(self, context: int = 3) -> str:
+        """The git-style unified diff of this file ("" when old and new are equal)."""
+        if self.old == self.new:
+            return ""
+        a, b = f"a/{self.path}", f"b/{self.path}"
+        head = [f"diff --git {a} {b}\n"]
+        if self.old is None:
+            head.append(f"new file mode {self.mode}\n")
+        elif self.new is None:
+            head.append(f"deleted file mode {self.mode}\n")
+        if self.binary:
+            return (
+                "".join(head)
+                + f"Binary files {a if self.old is not None else '/dev/null'} and "
+                + (f"{b if self.new is not None else '/dev/null'} differ\n")
+            )
+        head.append(f"--- {a if self.old is not None else '/dev/null'}\n")
+        head.append(f"+++ {b if self.new is not None else '/dev/null'}\n")
+        old = _lines(self.old) if self.old is not None else []
+        new = _lines(self.new) if self.new is not None else []
+        return "".join(head) + "".join(_body(old, new, context))
+
+
+def unified_diff(diffs: Sequence[FileDiff], context: int = 3) -> str:
+    """All files' diffs, one after the other, in the order given."""
+    return "".join(d.text(context) for d in diffs)
+
+
+def parse_patch(text: str) -> Any:
+    """Parse unified-diff text with unidiff (``PatchSet``); raises ``unidiff.UnidiffParseError``."""
+    from unidiff.patch import PatchSet
+
+    return PatchSet(text)
+
+
+def hunks_json(d: FileDiff, context: int = 3) -> dict[str, Any]:
+    """One file's diff as JSON: path, status, and hunks (header and lines) as unidiff parses them."""
+    out: dict[str, Any] = {"path": d.path, "status": d.status, "binary": d.binary, "hunks": []}
+    text = d.text(context)
+    if not text or d.binary:
+        return out
+    (patched,) = parse_patch(text)
+    for h in patched:
+        out["hunks"].append(
+            {
+                "header": f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@",
+                "source_start": h.source_start,
+                "source_length": h.source_length,
+                "target_start": h.target_start,
+                "target_length": h.target_length,
+                "lines": [str(line).rstrip("\n") for line in h],
+            }
+        )
+    return out

@@ -1,0 +1,524 @@
+"""Pristine sources: find the wheel an installed distribution came from, prove it, and read its bytes.
+
+Where a wheel is looked for, in this order (every place tried is reported when none fits):
+
+1. wheelhouses: ``--wheelhouse DIR`` (repeatable), ``$PATCHGUARD_WHEELHOUSE`` (``os.pathsep``-separated),
+   ``wheelhouse`` in ``[tool.patchguard]`` of the nearest ``pyproject.toml`` / ``patchguard.toml``;
+2. pip's cache: locally built wheels (``wheels/``) and downloaded ones (``http-v2/*.body``);
+3. uv's cache: unpacked wheels (``archive-v*/<id>/``) and wheel files (``wheels-v*/``);
+4. unless offline: ``pip download --no-deps --only-binary=:all:`` of ``name==version`` for the tags the
+   installed ``WHEEL`` file names (pip's own index configuration applies), kept in patchguard's cache.
+
+A candidate is trusted only once it is **proven the same build**: every file both the installed RECORD and
+the wheel's RECORD list must have the same hash (``+cu128`` and ``+cpu`` builds of one version differ). A
+candidate that disagrees is rejected with the reason, and the next one is tried.
+
+Bytes read from a wheel are checked against the installed RECORD hash and kept in a content-addressed
+store (``<cache>/pristine/<sha256>``), so a second ``diff`` needs no wheel at all: the RECORD's sha256 is
+the store key. Reading a member never extracts the whole wheel.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .cache import cache_root
+from .errors import PatchguardError
+from .records import InstalledDistribution, RecordEntry, parse_record
+
+__all__ = [
+    "READ_ERRORS",
+    "NoPristineSource",
+    "Pristine",
+    "PristineStore",
+    "Sources",
+    "find_pristine",
+]
+
+
+# What reading a candidate wheel can raise when it is truncated, corrupt or not what it claims.
+READ_ERRORS = (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, EOFError, ValueError)
+
+
+class NoPristineSource(PatchguardError):
+    """No wheel of this exact build was found anywhere patchguard looked."""
+
+
+def _b64_to_hex(b64: str) -> str:
+    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+
+
+def matches(entry: RecordEntry, data: bytes) -> bool:
+    """Whether ``data`` hashes to what the RECORD row says."""
+    if entry.algorithm is None or entry.digest is None:
+        return False
+    h = hashlib.new(entry.algorithm, data)
+    shake = entry.algorithm.startswith("shake_")
+    raw = h.digest(len(entry.digest) * 6 // 8) if shake else h.digest()  # type: ignore[call-arg]
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == entry.digest
+
+
+class PristineStore:
+    """Content-addressed bytes: ``<root>/<hh>/<sha256 hex>``. Reads verify the hash; writes are atomic."""
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = root or os.path.join(cache_root(), "pristine")
+
+    def _path(self, hexdigest: str) -> str:
+        return os.path.join(self.root, hexdigest[:2], hexdigest)
+
+    def get(self, hexdigest: str) -> bytes | None:
+        try:
+            with open(self._path(hexdigest), "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        return data if hashlib.sha256(data).hexdigest() == hexdigest else None
+
+    def put(self, data: bytes) -> str:
+        hexdigest = hashlib.sha256(data).hexdigest()
+        path = self._path(hexdigest)
+        if os.path.exists(path):
+            return hexdigest
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # only a cache
+        return hexdigest
+
+    def for_entry(self, entry: RecordEntry) -> bytes | None:
+        """The bytes a sha256 RECORD row names, if the store has them."""
+        if entry.algorithm != "sha256" or entry.digest is None:
+            return None
+        return self.get(_b64_to_hex(entry.digest))
+
+
+# -- candidate wheels -------------------------------------------------------------------------------------
+
+
+class Candidate:
+    """A possible pristine source: a wheel file or an unpacked wheel directory."""
+
+    kind: str
+    location: str
+
+    def record_text(self) -> str:
+        raise NotImplementedError
+
+    def read(self, member: str) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class WheelFile(Candidate):
+    def __init__(self, kind: str, path: str) -> None:
+        self.kind, self.location = kind, path
+        self._zip: zipfile.ZipFile | None = None
+        self._dist_info: str | None = None
+
+    def _open(self) -> zipfile.ZipFile:
+        if self._zip is None:
+            self._zip = zipfile.ZipFile(self.location)
+            infos = {n.split("/", 1)[0] for n in self._zip.namelist() if n.endswith(".dist-info/RECORD")}
+            if len(infos) != 1:
+                raise zipfile.BadZipFile(f"expected one .dist-info/RECORD, found {len(infos)}")
+            self._dist_info = infos.pop()
+        return self._zip
+
+    def record_text(self) -> str:
+        zf = self._open()
+        return zf.read(f"{self._dist_info}/RECORD").decode("utf-8")
+
+    def read(self, member: str) -> bytes:
+        return self._open().read(member)
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
+            self._zip = None
+
+
+class UnpackedWheel(Candidate):
+    """uv's ``archive-v*/<id>/``: a wheel's contents, unzipped (and hard-linked into environments)."""
+
+    def __init__(self, path: str, dist_info: str) -> None:
+        self.kind, self.location, self._dist_info = "uv-cache", path, dist_info
+
+    def record_text(self) -> str:
+        with open(os.path.join(self.location, self._dist_info, "RECORD"), encoding="utf-8") as f:
+            return f.read()
+
+    def read(self, member: str) -> bytes:
+        norm = os.path.normpath(member)
+        if norm.startswith("..") or os.path.isabs(norm):
+            raise OSError(f"member {member!r} leaves the archive")
+        with open(os.path.join(self.location, norm), "rb") as f:
+            return f.read()
+
+
+# -- where to look ----------------------------------------------------------------------------------------
+
+
+def _cache_dir(env_var: str, name: str) -> str:
+    explicit = os.environ.get(env_var)
+    if explicit:
+        return explicit
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, name)
+
+
+def pip_cache_dir() -> str:
+    return _cache_dir("PIP_CACHE_DIR", "pip")
+
+
+def uv_cache_dir() -> str:
+    return _cache_dir("UV_CACHE_DIR", "uv")
+
+
+@dataclass
+class Sources:
+    """Where pristine wheels may be found, and whether downloading is allowed."""
+
+    wheelhouses: Sequence[str] = ()
+    offline: bool = False
+    pip_cache: str | None = None
+    uv_cache: str | None = None
+    download_dir: str | None = None
+    store: PristineStore = field(default_factory=PristineStore)
+
+    @classmethod
+    def default(cls, wheelhouses: Sequence[str] = (), offline: bool = False) -> Sources:
+        from .config import load_config
+
+        houses = list(wheelhouses)
+        env = os.environ.get("PATCHGUARD_WHEELHOUSE")
+        if env:
+            houses += [p for p in env.split(os.pathsep) if p]
+        houses += load_config().wheelhouse
+        return cls(
+            wheelhouses=houses,
+            offline=offline,
+            pip_cache=pip_cache_dir(),
+            uv_cache=uv_cache_dir(),
+            download_dir=os.path.join(cache_root(), "downloads"),
+        )
+
+
+def _walk(top: str, suffix: str) -> Iterator[str]:
+    for dirpath, _dirnames, filenames in os.walk(top):
+        for n in filenames:
+            if n.endswith(suffix):
+                yield os.path.join(dirpath, n)
+
+
+def _wheel_matches(filename: str, name: str, version: str) -> bool:
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        wname, wversion, _build, _tags = parse_wheel_filename(os.path.basename(filename))
+        return wname == canonicalize_name(name) and wversion == Version(version)
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
+
+
+def _http_body_is(path: str, name: str, version: str) -> bool:
+    """pip's http-v2 cache keeps downloaded wheels as ``<hash>.body``: look inside for the dist-info."""
+    from packaging.utils import canonicalize_name
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"PK\x03\x04":
+                return False
+        with zipfile.ZipFile(path) as zf:
+            infos = {n.split("/", 1)[0] for n in zf.namelist() if n.endswith(".dist-info/METADATA")}
+    except (OSError, zipfile.BadZipFile):
+        return False
+    for info in infos:
+        stem = info[: -len(".dist-info")]
+        wname, _, wversion = stem.rpartition("-")
+        if canonicalize_name(wname) == canonicalize_name(name) and wversion == version:
+            return True
+    return False
+
+
+def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
+    """Every local candidate wheel for ``dist``, in the order of the module docstring."""
+    for house in sources.wheelhouses:
+        if not os.path.isdir(house):
+            tried.append(f"wheelhouse {house}: not a directory")
+            continue
+        found = [p for p in _walk(house, ".whl") if _wheel_matches(p, dist.name, dist.version)]
+        tried.append(f"wheelhouse {house}: {len(found)} matching wheel{'s' if len(found) != 1 else ''}")
+        for p in sorted(found):
+            yield WheelFile("wheelhouse", p)
+    if sources.pip_cache:
+        pip = sources.pip_cache
+        built = [
+            p
+            for p in _walk(os.path.join(pip, "wheels"), ".whl")
+            if _wheel_matches(p, dist.name, dist.version)
+        ]
+        bodies = [
+            p
+            for p in _walk(os.path.join(pip, "http-v2"), ".body")
+            if _http_body_is(p, dist.name, dist.version)
+        ]
+        tried.append(f"pip cache {pip}: {len(built) + len(bodies)} matching")
+        for p in [*built, *bodies]:
+            yield WheelFile("pip-cache", p)
+    if sources.uv_cache:
+        uv = sources.uv_cache
+        n = 0
+        for bucket in sorted(os.listdir(uv)) if os.path.isdir(uv) else []:
+            root = os.path.join(uv, bucket)
+            if bucket.startswith("archive-v"):
+                for entry in sorted(os.listdir(root)):
+                    path = os.path.join(root, entry)
+                    with contextlib.suppress(OSError):
+                        for sub in os.listdir(path):
+                            if sub.endswith(".dist-info") and _dist_info_matches(sub, dist):
+                                n += 1
+                                yield UnpackedWheel(path, sub)
+            elif bucket.startswith("wheels-v"):
+                for p in _walk(root, ".whl"):
+                    if _wheel_matches(p, dist.name, dist.version):
+                        n += 1
+                        yield WheelFile("uv-cache", p)
+        tried.append(f"uv cache {uv}: {n} matching")
+    if sources.download_dir and os.path.isdir(sources.download_dir):
+        for p in sorted(_walk(sources.download_dir, ".whl")):
+            if _wheel_matches(p, dist.name, dist.version):
+                tried.append(f"earlier download {p}")
+                yield WheelFile("download", p)
+
+
+def _dist_info_matches(dirname: str, dist: InstalledDistribution) -> bool:
+    from packaging.utils import canonicalize_name
+
+    stem = dirname[: -len(".dist-info")]
+    name, _, version = stem.rpartition("-")
+    return canonicalize_name(name) == dist.canonical_name and version == dist.version
+
+
+# -- proving a candidate ----------------------------------------------------------------------------------
+
+
+def member_map(wheel_entries: Sequence[RecordEntry], dist: InstalledDistribution) -> dict[str, str]:
+    """Installed RECORD path → wheel member, for every member the installer copied verbatim.
+
+    Root members install to the same path; ``<name>.data/purelib|platlib/X`` to ``X``; other ``.data``
+    schemes (scripts, data, headers) to somewhere outside site-packages, matched by path suffix.
+    """
+    installed = [e.path for e in dist.entries]
+    outside = [p for p in installed if p.startswith("../") or os.path.isabs(p)]
+    out: dict[str, str] = {}
+    for e in wheel_entries:
+        member = e.path
+        first, _, rest = member.partition("/")
+        if first.endswith(".data") and rest:
+            scheme, _, sub = rest.partition("/")
+            if scheme in ("purelib", "platlib"):
+                out[sub] = member
+                continue
+            suffix = {"scripts": "bin/" + sub, "headers": sub, "data": sub}.get(scheme, sub)
+            hits = [p for p in outside if p.endswith("/" + suffix)]
+            if len(hits) == 1:
+                out[hits[0]] = member
+            continue
+        out[member] = member
+    return out
+
+
+def _scripts(member: str) -> bool:
+    first, _, rest = member.partition("/")
+    return first.endswith(".data") and rest.startswith("scripts/")
+
+
+@dataclass
+class Pristine:
+    """A proven pristine source for one installed distribution."""
+
+    dist: InstalledDistribution
+    candidate: Candidate | None
+    members: dict[str, str]
+    store: PristineStore
+    description: str
+    wheel_record: dict[str, RecordEntry] = field(default_factory=dict)
+
+    def bytes_for(self, entry: RecordEntry) -> bytes:
+        """The pristine bytes of an installed RECORD entry, checked against that entry's hash.
+
+        Raises :class:`NoPristineSource` when the wheel has no such member or its bytes do not match
+        (a uv cache entry edited in place through a hard link, say).
+        """
+        cached = self.store.for_entry(entry)
+        if cached is not None:
+            return cached
+        member = self.members.get(entry.path)
+        if member is None or self.candidate is None:
+            raise NoPristineSource(
+                "the wheel has no such file (generated at install time?)",
+                path=entry.path,
+                hint=f"pristine source was {self.description}",
+            )
+        try:
+            data = self.candidate.read(member)
+        except READ_ERRORS as exc:
+            raise NoPristineSource(f"cannot read {member} ({exc})", path=self.candidate.location) from None
+        if _scripts(member) and data.startswith(b"#!python"):
+            data = self._rewrite_shebang(entry, data)
+        if entry.digest is not None and not matches(entry, data):
+            raise NoPristineSource(
+                f"{member} does not match the installed RECORD hash (pristine source modified?)",
+                path=self.candidate.location,
+                hint="point --wheelhouse at an untouched copy of the wheel",
+            )
+        self.store.put(data)
+        return data
+
+    def _rewrite_shebang(self, entry: RecordEntry, data: bytes) -> bytes:
+        """Installers rewrite ``#!python`` to the interpreter: find the rewrite matching the RECORD hash."""
+        body = data.split(b"\n", 1)[1] if b"\n" in data else b""
+        options: list[bytes] = []
+        with contextlib.suppress(OSError):
+            with open(self.dist.resolve(entry.path), "rb") as f:
+                first = f.readline()
+            if first.startswith(b"#!"):
+                options.append(first)
+        options.append(b"#!" + os.fsencode(sys.executable) + b"\n")
+        for shebang in options:
+            candidate = shebang + body
+            if matches(entry, candidate):
+                return candidate
+        return data
+
+
+def _prove(
+    dist: InstalledDistribution, cand: Candidate
+) -> tuple[dict[str, str], dict[str, RecordEntry]] | str:
+    """Member map if ``cand`` is the same build as ``dist``, else the reason it is not."""
+    try:
+        wheel_entries, problems = parse_record(cand.record_text())
+    except READ_ERRORS as exc:
+        return f"unreadable ({exc.__class__.__name__}: {exc})"
+    if problems:
+        return f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})"
+    members = member_map(wheel_entries, dist)
+    by_member = {e.path: e for e in wheel_entries}
+    installed = {e.path: e for e in dist.entries}
+    compared = 0
+    for path, member in members.items():
+        ours, theirs = installed.get(path), by_member[member]
+        if ours is None or ours.digest is None or theirs.digest is None or _scripts(member):
+            continue
+        if ours.algorithm != theirs.algorithm:
+            continue
+        compared += 1
+        if ours.digest != theirs.digest:
+            return f"a different build: {path} is {theirs.algorithm}={theirs.digest} in the wheel, " + (
+                f"{ours.algorithm}={ours.digest} in the installed RECORD"
+            )
+    if compared == 0:
+        return "shares no hashed file with the installed RECORD"
+    return members, {p: by_member[m] for p, m in members.items()}
+
+
+def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Candidate | None:
+    if sources.offline:
+        tried.append("download: skipped (--offline)")
+        return None
+    assert sources.download_dir is not None
+    dest = tempfile.mkdtemp(prefix="pg-download-")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", dest]
+    cmd += _tag_options(dist)
+    cmd.append(f"{dist.name}=={dist.version}")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        tried.append(f"download: pip could not run ({exc})")
+        return None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        if "No module named pip" in proc.stderr:
+            last = "pip is not installed for " + sys.executable
+        tried.append(f"download: pip download {dist.name}=={dist.version} failed ({last})")
+        return None
+    wheels = [os.path.join(dest, n) for n in os.listdir(dest) if n.endswith(".whl")]
+    if not wheels:
+        tried.append("download: pip downloaded no wheel")
+        return None
+    os.makedirs(sources.download_dir, exist_ok=True)
+    final = os.path.join(sources.download_dir, os.path.basename(wheels[0]))
+    os.replace(wheels[0], final)
+    with contextlib.suppress(OSError):
+        os.rmdir(dest)
+    tried.append(f"download: {os.path.basename(final)}")
+    return WheelFile("download", final)
+
+
+def _tag_options(dist: InstalledDistribution) -> list[str]:
+    """``--python-version/--implementation/--abi/--platform`` from the installed ``WHEEL``'s tags."""
+    from packaging.tags import parse_tag
+
+    try:
+        with open(os.path.join(dist.metadata_dir, "WHEEL"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    tags = [t for line in lines if line.startswith("Tag:") for t in parse_tag(line[4:].strip())]
+    if not tags or all(t.platform == "any" and t.abi == "none" for t in tags):
+        return []
+    opts: list[str] = []
+    interp = tags[0].interpreter
+    impl, digits = interp[:2], interp[2:]
+    if digits.isdigit():
+        opts += ["--python-version", digits, "--implementation", impl]
+    for abi in sorted({t.abi for t in tags}):
+        opts += ["--abi", abi]
+    for plat in sorted({t.platform for t in tags}):
+        opts += ["--platform", plat]
+    return opts
+
+
+def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
+    """A proven pristine source for ``dist``, or :class:`NoPristineSource` listing every place tried."""
+    tried: list[str] = []
+    for cand in candidates(dist, sources, tried):
+        proof = _prove(dist, cand)
+        if isinstance(proof, str):
+            tried.append(f"rejected {cand.location}: {proof}")
+            cand.close()
+            continue
+        members, wheel_record = proof
+        return Pristine(dist, cand, members, sources.store, f"{cand.kind} {cand.location}", wheel_record)
+    downloaded = _download(dist, sources, tried)
+    if downloaded is not None:
+        proof = _prove(dist, downloaded)
+        if not isinstance(proof, str):
+            members, wheel_record = proof
+            return Pristine(
+                dist, downloaded, members, sources.store, f"download {downloaded.location}", wheel_record
+            )
+        tried.append(f"rejected {downloaded.location}: {proof}")
+    raise NoPristineSource(
+        f"no wheel of {dist.name} {dist.version} (this build) found; looked in: "
+        + "; ".join(t.strip() for t in tried),
+        path=dist.metadata_dir,
+        hint="pass --wheelhouse DIR holding the wheel it was installed from",
+    )

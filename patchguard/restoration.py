@@ -1,0 +1,121 @@
+"""Put files back to the wheel's bytes, all in one transaction.
+
+Every modified or missing file (or the ``--path`` subset) gets the pristine bytes of its wheel, each checked
+against the installed RECORD hash *before* anything is written; unexpected files stay unless asked, and
+then they are moved into the transaction's backup, not deleted. Writing goes through :mod:`patchguard.txn`
+only: replaced, never written in place, so the other hard links of a uv-installed file keep their bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .errors import UsageError
+from .explain import ChangedFile, Explainer, changed_files
+from .pristine import Sources
+from .report import Kind, Report
+from .scanner import run
+from .txn import Change, Committed, Plan, commit
+
+__all__ = ["Action", "RestoreResult", "restore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A file restore touches: ``restore`` (modified), ``recreate`` (missing), ``remove`` (unexpected)."""
+
+    action: str
+    path: str
+    shown: str
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """What restore did (or, with ``dry_run``, would do), and the scan of those distributions after it."""
+
+    actions: tuple[Action, ...]
+    dry_run: bool
+    committed: Committed | None
+    after: Report | None
+    recovered: tuple[str, ...] = ()
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def restore(
+    distributions: Iterable[str],
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    paths: Sequence[str] = (),
+    dry_run: bool = False,
+    remove_unexpected: bool = False,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
+) -> RestoreResult:
+    """Restore every modified and missing file of ``distributions`` to its wheel's bytes.
+
+    >>> import patchguard
+    >>> result = patchguard.restore(["vllm"], paths=["*/deepseek_v2.py"])  # doctest: +SKIP
+    >>> [a.shown for a in result.actions]  # doctest: +SKIP
+    ['vllm/model_executor/models/deepseek_v2.py']
+
+    Raises :class:`~patchguard.pristine.NoPristineSource` when a file has no pristine source and
+    :class:`~patchguard.txn.TransactionError` when the environment cannot be written; in both cases
+    nothing was changed.
+    """
+    names = list(distributions)
+    if not names:
+        raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
+    scanned = run(names, site_packages=site_packages, python=python)
+    explainer = Explainer(Sources.default(wheelhouse, offline))
+    changes: list[Change] = []
+    actions: list[Action] = []
+    roots: list[str] = []
+    for c in changed_files(scanned, paths):
+        if c.dist is None or c.finding.kind is Kind.STARTUP_HOOK:
+            continue
+        if explainer.editable(c.dist) is not None:
+            raise UsageError(
+                f"{c.dist.name} is an editable install: its files are a git checkout",
+                path=c.path,
+                hint="use git checkout / git stash in the source tree",
+            )
+        if c.finding.kind is Kind.UNEXPECTED:
+            if remove_unexpected:
+                changes.append(Change(c.path, None, _sha256(c.path)))
+                actions.append(Action("remove", c.path, c.finding.path))
+            continue
+        change = _restoring(c, explainer)
+        changes.append(change)
+        actions.append(Action("recreate" if change.before is None else "restore", c.path, c.finding.path))
+        if c.dist.site_dir not in roots:
+            roots.append(c.dist.site_dir)
+    if dry_run or not changes:
+        return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered)
+    root = roots[0] if roots else scanned.target.site_packages[0]
+    outside = {os.path.dirname(ch.path) for ch in changes if not ch.path.startswith(root + os.sep)}
+    also = [*roots[1:], *sorted(outside)]
+    committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
+    after = run(names, target=scanned.target).report
+    return RestoreResult(tuple(actions), False, committed, after, scanned.recovered)
+
+
+def _restoring(c: ChangedFile, explainer: Explainer) -> Change:
+    """The change that puts one file back: pristine bytes checked against the installed RECORD."""
+    assert c.dist is not None and c.entry is not None
+    data = explainer.pristine_bytes(c)
+    if data is None:  # pragma: no cover - a RECORD row always has a pristine counterpart or raises
+        raise UsageError("no pristine bytes", path=c.path)
+    outside = not c.path.startswith(os.path.join(c.dist.site_dir, ""))
+    mode = 0o755 if outside or data.startswith(b"#!") else 0o644
+    return Change(c.path, data, _sha256(c.path), mode)

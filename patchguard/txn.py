@@ -1,0 +1,431 @@
+"""The one place that writes into an environment: all files or none, crash-safe.
+
+A :class:`Plan` says what every file must become (new bytes, or gone) and what it must be now. Committing it:
+
+1. take the environment lock (``<site>/.patchguard/lock``, ``flock``; a second writer waits, then fails
+   clearly), and roll back any transaction a crash left behind;
+2. check every path (inside the site dir, not through a symlink leaving it, a regular file or absent) and
+   every file's current bytes against the plan — if anything differs, nothing is written;
+3. write the journal (what will change, where the backups and temp files go) and fsync it;
+4. write each new file as a temp file in its own directory and fsync it; hard-link (or copy) each original
+   into the transaction's backup directory;
+5. ``os.replace`` each temp over its target (never write in place: uv hard-links installed files to its
+   cache, and an in-place edit would change every environment sharing the inode), unlink deleted files,
+   fsync the directories, remove stale ``__pycache__`` entries of touched ``.py`` files;
+6. delete the journal: that is the commit.
+
+Recovery (:func:`recover`) reads a leftover journal and puts every file whose bytes are not the before-state
+back from its backup, removes files the transaction created and its temp files, then deletes the journal.
+It is idempotent, so a crash during recovery is recovered by the next command. Either way every file ends
+byte-identical to the full before-state or the full after-state.
+
+``PATCHGUARD_TEST_CRASH_AT=N`` makes the process ``os._exit(137)`` at the N-th write point (counted from 1
+across the whole process); the reliability tests kill a transaction at every point this way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .errors import PatchguardError
+
+__all__ = [
+    "STATE_DIR",
+    "Change",
+    "Committed",
+    "LockTimeout",
+    "Plan",
+    "TransactionError",
+    "commit",
+    "recover",
+]
+
+STATE_DIR = ".patchguard"
+_JOURNAL = "journal.json"
+_LOCK = "lock"
+_BACKUPS = "backups"
+_TMP_MARK = ".pg-tmp-"
+
+
+class TransactionError(PatchguardError):
+    """The transaction could not be planned or committed; nothing was changed."""
+
+
+class LockTimeout(TransactionError):
+    """Another patchguard process holds the environment lock."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One file of a plan. ``path`` is absolute and inside the plan's root.
+
+    ``new`` is the content to write, ``None`` to remove the file (it is moved into the transaction's
+    backup, never just deleted). ``before`` is the sha256 hex the file must have now, ``None`` if it must
+    not exist. ``mode`` applies to a file that did not exist (an existing file keeps its own).
+    """
+
+    path: str
+    new: bytes | None
+    before: str | None
+    mode: int = 0o644
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything one transaction will write, decided before anything is written.
+
+    ``root`` is the site-packages dir whose ``.patchguard/`` holds the lock, journal and backups; ``also``
+    names further directories the plan may write in (another site dir, the scripts dir).
+    """
+
+    root: str
+    changes: tuple[Change, ...]
+    label: str = ""
+    also: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What a committed transaction did: its id, where the originals are kept, what was recovered first."""
+
+    txid: str
+    backup_dir: str
+    recovered: tuple[str, ...] = ()
+    removed_bytecode: tuple[str, ...] = field(default=())
+
+
+def sha256_file(path: str) -> str | None:
+    """sha256 hex of a file's bytes, ``None`` if it does not exist."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except FileNotFoundError:
+        return None
+    return h.hexdigest()
+
+
+# -- crash points (tests) ---------------------------------------------------------------------------------
+
+_write_points = 0
+
+
+def _point() -> None:
+    """A write point: the reliability tests make the process die here."""
+    global _write_points
+    _write_points += 1
+    crash = os.environ.get("PATCHGUARD_TEST_CRASH_AT")
+    if crash and crash.isdigit() and int(crash) == _write_points:
+        os._exit(137)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durable(path: str, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- lock -------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(root: str, timeout: float) -> Iterator[str]:
+    import fcntl
+
+    state = os.path.join(root, STATE_DIR)
+    try:
+        os.makedirs(state, exist_ok=True)
+        fd = os.open(os.path.join(state, _LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise TransactionError(
+            f"cannot write into the environment ({exc.strerror or exc})",
+            path=root,
+            hint="run as a user who can write to site-packages",
+        ) from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"another patchguard process has held the environment lock for {timeout:.0f} s",
+                        path=os.path.join(state, _LOCK),
+                        hint="wait for it to finish, then run the command again",
+                    ) from None
+                time.sleep(0.05)
+        yield state
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+# -- path safety ------------------------------------------------------------------------------------------
+
+
+def check_path(root: str, path: str, also: Sequence[str] = ()) -> str | None:
+    """Why ``path`` may not be written through a transaction rooted at ``root``, or ``None`` if it may.
+
+    Refused: paths outside ``root`` and ``also`` (after resolving symlinks of every parent directory),
+    and targets that are symlinks or not regular files.
+    """
+    if not os.path.isabs(path):
+        return "not an absolute path"
+    norm = os.path.normpath(path)
+    if norm != path.rstrip(os.sep):
+        return "not a normalised path"
+    parent_real = os.path.realpath(os.path.dirname(norm))
+    allowed = [os.path.realpath(r) for r in (root, *also)]
+    if not any(parent_real == r or parent_real.startswith(r + os.sep) for r in allowed):
+        return f"resolves outside {root} (through a symlink?)"
+    try:
+        st = os.lstat(norm)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot stat ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return None
+
+
+# -- commit -----------------------------------------------------------------------------------------------
+
+
+def commit(plan: Plan, *, lock_timeout: float = 30.0) -> Committed:
+    """Apply ``plan`` atomically (see the module docstring). Raises :class:`TransactionError`, with
+    every reason listed, when anything about the plan does not hold; then nothing was written."""
+    root = os.path.abspath(plan.root)
+    problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
+    if problems:
+        raise TransactionError("refusing to write:\n  " + "\n  ".join(problems), path=root)
+    with _locked(root, lock_timeout) as state:
+        recovered = recover(root, _locked_already=True)
+        mismatched = []
+        for c in plan.changes:
+            now = sha256_file(c.path)
+            if now != c.before:
+                what = "missing" if now is None else "differs from what was planned against"
+                mismatched.append(f"{c.path}: {what}")
+        if mismatched:
+            raise TransactionError(
+                "the environment changed since the plan was made:\n  " + "\n  ".join(mismatched),
+                path=root,
+                hint="run the command again",
+            )
+        txid = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        backup_dir = os.path.join(state, _BACKUPS, txid)
+        entries: list[dict[str, str | None]] = []
+        for n, c in enumerate(plan.changes):
+            directory, name = os.path.split(c.path)
+            entries.append(
+                {
+                    "path": c.path,
+                    "before": c.before,
+                    "after": hashlib.sha256(c.new).hexdigest() if c.new is not None else None,
+                    "tmp": os.path.join(directory, f".{name}{_TMP_MARK}{txid}")
+                    if c.new is not None
+                    else None,
+                    "backup": os.path.join(backup_dir, f"{n:05d}-{name}") if c.before is not None else None,
+                }
+            )
+        journal: dict[str, object] = {
+            "schema": "patchguard.journal/1",
+            "txid": txid,
+            "label": plan.label,
+            "also": list(plan.also),
+            "entries": entries,
+        }
+        try:
+            _write_journal(state, journal)
+            _stage(plan, entries, backup_dir)
+            touched_dirs = _apply(plan, entries)
+            for d in sorted(touched_dirs):
+                _fsync_dir(d)
+            removed = _remove_bytecode(c.path for c in plan.changes)
+            _point()
+            os.unlink(os.path.join(state, _JOURNAL))  # the commit point
+            _fsync_dir(state)
+        except OSError as exc:
+            # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
+            recover(root, _locked_already=True)
+            raise TransactionError(
+                f"could not write ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}); "
+                "nothing was changed",
+                path=root,
+                hint="free space or fix permissions, then run the command again",
+            ) from None
+    return Committed(txid, backup_dir, recovered, tuple(removed))
+
+
+def _write_journal(state: str, journal: dict[str, object]) -> None:
+    tmp = os.path.join(state, _JOURNAL + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    _point()
+    _write_durable(tmp, json.dumps(journal, indent=1).encode(), 0o644)
+    _point()
+    os.replace(tmp, os.path.join(state, _JOURNAL))
+    _fsync_dir(state)
+
+
+def _stage(plan: Plan, entries: Sequence[dict[str, str | None]], backup_dir: str) -> None:
+    os.makedirs(backup_dir, exist_ok=True)
+    for c, e in zip(plan.changes, entries, strict=True):
+        tmp, backup = e["tmp"], e["backup"]
+        if isinstance(tmp, str) and c.new is not None:
+            mode = c.mode
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(c.path)
+                mode = stat.S_IMODE(st.st_mode)
+            _point()
+            _write_durable(tmp, c.new, mode)
+            os.chmod(tmp, mode)  # umask must not narrow it
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                st = os.stat(c.path)
+                if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+                    os.chown(tmp, st.st_uid, st.st_gid)
+        if isinstance(backup, str):
+            _point()
+            try:
+                os.link(c.path, backup)  # the original inode stays untouched: a link is a full backup
+            except OSError:
+                shutil.copy2(c.path, backup)
+    _fsync_dir(backup_dir)
+
+
+def _apply(plan: Plan, entries: Sequence[dict[str, str | None]]) -> set[str]:
+    touched: set[str] = set()
+    for c, e in zip(plan.changes, entries, strict=True):
+        _point()
+        tmp = e["tmp"]
+        if isinstance(tmp, str):
+            os.makedirs(os.path.dirname(c.path), exist_ok=True)
+            os.replace(tmp, c.path)
+        else:
+            os.unlink(c.path)
+        touched.add(os.path.dirname(c.path))
+    return touched
+
+
+def _remove_bytecode(paths: Iterator[str]) -> list[str]:
+    """Delete ``__pycache__/<module>.*.pyc`` of every written ``.py``: it was compiled from other source."""
+    removed: list[str] = []
+    for path in paths:
+        if not path.endswith(".py"):
+            continue
+        directory, name = os.path.split(path)
+        cache = os.path.join(directory, "__pycache__")
+        stem = name[:-3] + "."
+        try:
+            names = os.listdir(cache)
+        except OSError:
+            continue
+        for n in names:
+            if n.startswith(stem) and n.endswith(".pyc"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(cache, n))
+                    removed.append(os.path.join(cache, n))
+    return removed
+
+
+# -- recovery ---------------------------------------------------------------------------------------------
+
+
+def pending(root: str) -> dict[str, object] | None:
+    """The journal an interrupted transaction left in ``root``, if any."""
+    path = os.path.join(root, STATE_DIR, _JOURNAL)
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise TransactionError(
+            f"unreadable transaction journal ({exc})",
+            path=path,
+            hint="inspect it; the backups it names are in .patchguard/backups/",
+        ) from None
+    return doc if isinstance(doc, dict) else None
+
+
+def recover(root: str, *, lock_timeout: float = 30.0, _locked_already: bool = False) -> tuple[str, ...]:
+    """Roll back a transaction a crash left behind; returns the paths put back (empty if none).
+
+    Files already in their before-state are left alone; the others are restored from their backups
+    (by replacing, never in place); files the transaction created are removed; its temp files go.
+    """
+    root = os.path.abspath(root)
+    if not _locked_already:
+        if pending(root) is None:
+            return ()
+        with _locked(root, lock_timeout):
+            return recover(root, _locked_already=True)
+    journal = pending(root)
+    if journal is None:
+        return ()
+    state = os.path.join(root, STATE_DIR)
+    restored: list[str] = []
+    entries, also = journal.get("entries"), journal.get("also", [])
+    if not isinstance(entries, list) or not isinstance(also, list):
+        raise TransactionError("malformed transaction journal", path=os.path.join(state, _JOURNAL))
+    for e in entries:
+        path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
+        if not isinstance(path, str) or check_path(root, path, [str(a) for a in also]) is not None:
+            continue  # never follow a journal outside the environment
+        now = sha256_file(path)
+        if now != before:
+            if before is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            elif isinstance(backup, str) and os.path.exists(backup):
+                staging = path + _TMP_MARK + "recover"
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(staging)
+                shutil.copy2(backup, staging)
+                os.replace(staging, path)
+            restored.append(path)
+            _fsync_dir(os.path.dirname(path))
+        if isinstance(tmp, str):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
+    os.unlink(os.path.join(state, _JOURNAL))  # recovered: from here on the backups are not needed
+    _fsync_dir(state)
+    txid = journal.get("txid")
+    if isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", ".."):
+        shutil.rmtree(os.path.join(state, _BACKUPS, txid), ignore_errors=True)
+    return tuple(restored)
+
+
+def is_enospc(exc: OSError) -> bool:
+    return exc.errno == errno.ENOSPC
