@@ -220,14 +220,22 @@ def check_path(root: str, path: str, also: Sequence[str] = ()) -> str | None:
 # -- commit -----------------------------------------------------------------------------------------------
 
 
-def commit(plan: Plan, *, lock_timeout: float = 30.0) -> Committed:
+def _lock_timeout() -> float:
+    """Seconds to wait for another writer: ``$PATCHGUARD_LOCK_TIMEOUT``, default 30."""
+    try:
+        return max(0.0, float(os.environ.get("PATCHGUARD_LOCK_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
+
+
+def commit(plan: Plan, *, lock_timeout: float | None = None) -> Committed:
     """Apply ``plan`` atomically (see the module docstring). Raises :class:`TransactionError`, with
     every reason listed, when anything about the plan does not hold; then nothing was written."""
     root = os.path.abspath(plan.root)
     problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
     if problems:
         raise TransactionError("refusing to write:\n  " + "\n  ".join(problems), path=root)
-    with _locked(root, lock_timeout) as state:
+    with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout) as state:
         recovered = recover(root, _locked_already=True)
         mismatched = []
         for c in plan.changes:
@@ -377,7 +385,9 @@ def pending(root: str) -> dict[str, object] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def recover(root: str, *, lock_timeout: float = 30.0, _locked_already: bool = False) -> tuple[str, ...]:
+def recover(
+    root: str, *, lock_timeout: float | None = None, _locked_already: bool = False
+) -> tuple[str, ...]:
     """Roll back a transaction a crash left behind; returns the paths put back (empty if none).
 
     Files already in their before-state are left alone; the others are restored from their backups
@@ -387,7 +397,7 @@ def recover(root: str, *, lock_timeout: float = 30.0, _locked_already: bool = Fa
     if not _locked_already:
         if pending(root) is None:
             return ()
-        with _locked(root, lock_timeout):
+        with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout):
             return recover(root, _locked_already=True)
     journal = pending(root)
     if journal is None:

@@ -439,6 +439,7 @@ def test_permission_denied_is_could_not_check(minillm_wheel: Path) -> None:
         env.install(minillm_wheel)
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
+        assert run_scan(env, use_cache=False).findings == ()  # imports done while still root
         secret = env.site / "minillm/platforms/cuda.py"
         secret.chmod(0o000)
         os.seteuid(65534)  # nobody: root reads everything, a user does not

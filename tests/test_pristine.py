@@ -1,0 +1,377 @@
+"""Pristine sources and diffs: wheelhouses, pip and uv caches, download, build proof, editable installs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import patchguard
+from patchguard import Kind, Severity
+from patchguard.cli import main
+from patchguard.diffs import parse_patch, unified_diff
+
+from .helpers import Env, build_wheel, make_venv, minillm_files
+
+MLA = "minillm/models/mla.py"
+DEBUG_BLOCK = "        if num_tokens == 5:\n            torch.save(hidden, '/tmp/mla_in.pt')\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's pip/uv caches and indexes must not leak into these tests."""
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("PATCHGUARD_WHEELHOUSE", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def edit_like_a_person(env: Env) -> None:
+    mla = env.site / MLA
+    text = mla.read_text()
+    assert "num_tokens, _ = hidden.shape\n" in text
+    mla.write_text(
+        text.replace("num_tokens, _ = hidden.shape\n", "num_tokens, _ = hidden.shape\n" + DEBUG_BLOCK, 1)
+    )
+    (env.site / "minillm/platforms/cuda.py").unlink()
+    (env.site / "minillm/models/notes.txt").write_text("tried sm120\n")
+    (env.site / "minillm/models/dump.bin").write_bytes(b"\x00\x01\x02")
+
+
+def wheelhouse(minillm_wheel: Path, tmp_path: Path) -> Path:
+    house = tmp_path / "wheelhouse"
+    house.mkdir(exist_ok=True)
+    shutil.copy(minillm_wheel, house)
+    return house
+
+
+def test_diff_shows_exact_edits_deletions_and_additions(
+    env: Env, minillm_wheel: Path, tmp_path: Path
+) -> None:
+    edit_like_a_person(env)
+    diffs = patchguard.diff(
+        ["minillm"],
+        site_packages=[str(env.site)],
+        wheelhouse=[str(wheelhouse(minillm_wheel, tmp_path))],
+        offline=True,
+    )
+    by_path = {d.path: d for d in diffs}
+    assert set(by_path) == {
+        MLA,
+        "minillm/platforms/cuda.py",
+        "minillm/models/notes.txt",
+        "minillm/models/dump.bin",
+    }
+    text = unified_diff(diffs)
+    patch = parse_patch(text)
+    files = {p.path: p for p in patch}
+    mla = files[MLA]
+    added = [line.value for h in mla for line in h if line.is_added]
+    assert added == DEBUG_BLOCK.splitlines(keepends=True)
+    assert not [line for h in mla for line in h if line.is_removed]
+    assert files["minillm/platforms/cuda.py"].is_removed_file
+    assert files["minillm/models/notes.txt"].is_added_file
+    assert "Binary files /dev/null and b/minillm/models/dump.bin differ" in text
+    # git accepts it: reversing it on the installed tree is exactly a restore of the text files.
+    if shutil.which("git"):
+        text_only = unified_diff([d for d in diffs if not d.binary])
+        proc = subprocess.run(
+            ["git", "apply", "-R", "--check", "-"],
+            input=text_only,
+            text=True,
+            cwd=env.site,
+            capture_output=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_diff_json_carries_hunks(env: Env, minillm_wheel: Path, tmp_path: Path) -> None:
+    edit_like_a_person(env)
+    result = CliRunner().invoke(
+        main,
+        [
+            "diff",
+            "minillm",
+            "--site-packages",
+            str(env.site),
+            "--path",
+            "*/mla.py",
+            "--wheelhouse",
+            str(wheelhouse(minillm_wheel, tmp_path)),
+            "--format",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (f,) = doc["files"]
+    assert (f["path"], f["status"], f["binary"]) == (MLA, "modified", False)
+    (hunk,) = f["hunks"]
+    assert hunk["target_length"] - hunk["source_length"] == 2
+    assert "+        if num_tokens == 5:" in hunk["lines"]
+
+
+def test_second_diff_needs_no_wheel(env: Env, minillm_wheel: Path, tmp_path: Path) -> None:
+    edit_like_a_person(env)
+    house = wheelhouse(minillm_wheel, tmp_path)
+    first = patchguard.diff(["minillm"], site_packages=[str(env.site)], wheelhouse=[str(house)], offline=True)
+    shutil.rmtree(house)
+    second = patchguard.diff(["minillm"], site_packages=[str(env.site)], offline=True)
+    assert unified_diff(second) == unified_diff(first)
+
+
+def test_no_wheel_anywhere_is_one_clear_line_exit_2(env: Env) -> None:
+    edit_like_a_person(env)
+    result = CliRunner().invoke(main, ["diff", "minillm", "--site-packages", str(env.site), "--offline"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "no wheel of minillm 0.4.0 (this build) found; looked in: pip cache" in line
+    assert "uv cache" in line and "download: skipped (--offline)" in line
+    assert "--wheelhouse" in line
+
+
+def test_a_different_build_is_rejected_and_the_right_one_used(
+    env: Env, minillm_wheel: Path, tmp_path: Path
+) -> None:
+    edit_like_a_person(env)
+    other = minillm_files()
+    other["minillm/layers/linear.py"] = b"# built for another GPU\n" + bytes(
+        other["minillm/layers/linear.py"]
+    )
+    wrong = build_wheel(tmp_path / "wrong", "minillm", "0.4.0", other, tag="py3-none-any")
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(wrong, house / "minillm-0.4.0-py3-none-any.whl")
+    result = CliRunner().invoke(
+        main, ["diff", "minillm", "--site-packages", str(env.site), "--offline", "--wheelhouse", str(house)]
+    )
+    assert result.exit_code == 2
+    assert "rejected" in result.stderr and "a different build: minillm/layers/linear.py" in result.stderr
+    right = tmp_path / "right"
+    right.mkdir()
+    shutil.copy(minillm_wheel, right)
+    diffs = patchguard.diff(
+        ["minillm"], site_packages=[str(env.site)], offline=True, wheelhouse=[str(house), str(right)]
+    )
+    assert MLA in {d.path for d in diffs}
+
+
+def test_truncated_wheel_is_rejected_with_the_reason(env: Env, minillm_wheel: Path, tmp_path: Path) -> None:
+    edit_like_a_person(env)
+    house = tmp_path / "house"
+    house.mkdir()
+    data = minillm_wheel.read_bytes()
+    (house / minillm_wheel.name).write_bytes(data[: len(data) // 2])
+    result = CliRunner().invoke(
+        main, ["diff", "minillm", "--site-packages", str(env.site), "--offline", "--wheelhouse", str(house)]
+    )
+    assert result.exit_code == 2
+    assert "rejected" in result.stderr and "unreadable (BadZipFile" in result.stderr
+
+
+def test_pip_cache_built_wheels_and_http_bodies(env: Env, minillm_wheel: Path, tmp_path: Path) -> None:
+    edit_like_a_person(env)
+    built = tmp_path / "pip-cache/wheels/3f/9a/0c"
+    built.mkdir(parents=True)
+    shutil.copy(minillm_wheel, built)
+    assert MLA in {d.path for d in patchguard.diff(["minillm"], site_packages=[str(env.site)], offline=True)}
+    shutil.rmtree(tmp_path / "pip-cache/wheels")
+    shutil.rmtree(tmp_path / "pg-cache/pristine")  # so the wheel must be found again
+    body = tmp_path / "pip-cache/http-v2/a/b/c/d/e"
+    body.mkdir(parents=True)
+    shutil.copy(minillm_wheel, body / "4f2c0a7d1e.body")
+    (body / "4f2c0a7d1e").write_bytes(b"not a wheel: the response metadata")
+    assert MLA in {d.path for d in patchguard.diff(["minillm"], site_packages=[str(env.site)], offline=True)}
+
+
+def _uv_archive(minillm_wheel: Path, tmp_path: Path) -> Path:
+    archive = tmp_path / "uv-cache/archive-v0/Xk3pQ0lA1bC2"
+    archive.mkdir(parents=True)
+    with zipfile.ZipFile(minillm_wheel) as zf:
+        zf.extractall(archive)
+    return archive
+
+
+def test_uv_unpacked_archive(env: Env, minillm_wheel: Path, tmp_path: Path) -> None:
+    edit_like_a_person(env)
+    _uv_archive(minillm_wheel, tmp_path)
+    diffs = patchguard.diff(["minillm"], site_packages=[str(env.site)], offline=True)
+    assert DEBUG_BLOCK in unified_diff(diffs).replace("+", "")
+
+
+def test_uv_archive_edited_through_a_hard_link_is_not_trusted(tmp_path: Path, minillm_wheel: Path) -> None:
+    # uv installs by hard-linking from its archive: an in-place edit changes the archive's copy too.
+    archive = _uv_archive(minillm_wheel, tmp_path)
+    env = Env(tmp_path / "venv")
+    env.install(minillm_wheel)
+    installed = env.site / MLA
+    installed.unlink()
+    os.link(archive / MLA, installed)
+    with open(installed, "a") as f:
+        f.write("print('debug')\n")
+    result = CliRunner().invoke(main, ["diff", "minillm", "--site-packages", str(env.site), "--offline"])
+    assert result.exit_code == 2
+    assert "does not match the installed RECORD hash (pristine source modified?)" in result.stderr
+
+
+def _simple_index(tmp_path: Path, wheel: Path) -> str:
+    project = tmp_path / "index/simple/minillm"
+    project.mkdir(parents=True)
+    shutil.copy(wheel, project)
+    (project / "index.html").write_text(
+        f'<html><body><a href="{wheel.name}">{wheel.name}</a></body></html>\n'
+    )
+    (tmp_path / "index/simple/index.html").write_text(
+        '<html><body><a href="minillm/">minillm</a></body></html>\n'
+    )
+    return (tmp_path / "index/simple").as_uri()
+
+
+def test_download_from_the_configured_index(
+    env: Env, minillm_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    edit_like_a_person(env)
+    monkeypatch.setenv("PIP_INDEX_URL", _simple_index(tmp_path, minillm_wheel))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    diffs = patchguard.diff(["minillm"], site_packages=[str(env.site)], paths=["*/mla.py"])
+    assert [d.path for d in diffs] == [MLA]
+    assert list((tmp_path / "pg-cache/downloads").glob("minillm-0.4.0-*.whl"))
+
+
+def test_download_without_pip_says_so(env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    edit_like_a_person(env)
+    bare = make_venv(tmp_path / "nopip")
+    monkeypatch.setattr(sys, "executable", str(bare.prefix / "bin/python"))
+    with pytest.raises(patchguard.PatchguardError, match=r"download: .*pip is not installed"):
+        patchguard.diff(["minillm"], site_packages=[str(env.site)])
+
+
+def test_console_script_shebang_is_restored_as_the_installer_wrote_it(tmp_path: Path) -> None:
+    env = Env(tmp_path / "venv")
+    wheel = build_wheel(
+        tmp_path / "w",
+        "tools",
+        "1.0",
+        {"tools/__init__.py": ""},
+        scripts={"tool-run": "#!python\nimport tools\nprint('run')\n"},
+    )
+    env.install(wheel)
+    script = env.bin / "tool-run"
+    installed = script.read_bytes()
+    assert not installed.startswith(b"#!python\n")  # the installer rewrote it
+    script.write_bytes(installed + b"import pdb; pdb.set_trace()\n")
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(wheel, house)
+    result = patchguard.restore(
+        ["tools"], site_packages=[str(env.site)], wheelhouse=[str(house)], offline=True
+    )
+    assert [a.action for a in result.actions] == ["restore"]
+    assert script.read_bytes() == installed
+    assert result.after is not None and result.after.findings == ()
+
+
+def test_verify_record_catches_a_file_edited_with_its_record_row(
+    env: Env, minillm_wheel: Path, tmp_path: Path
+) -> None:
+    import base64
+    import hashlib
+
+    mla = env.site / MLA
+    new = mla.read_bytes() + b"import os\n"
+    mla.write_bytes(new)
+    record = env.dist_info("minillm", "0.4.0") / "RECORD"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(new).digest()).rstrip(b"=").decode()
+    lines = [
+        f"{MLA},sha256={digest},{len(new)}" if line.startswith(MLA + ",") else line
+        for line in record.read_text().splitlines()
+    ]
+    (env.site / "minillm/backdoor.py").write_text("import os\n")
+    lines.append(
+        "minillm/backdoor.py,sha256="
+        + base64.urlsafe_b64encode(hashlib.sha256(b"import os\n").digest()).rstrip(b"=").decode()
+        + ",10"
+    )
+    record.write_text("\n".join(lines) + "\n")
+    assert patchguard.scan(site_packages=[str(env.site)]).findings == ()  # RECORD agrees with the files
+    house = wheelhouse(minillm_wheel, tmp_path)
+    report = patchguard.scan(
+        site_packages=[str(env.site)], verify_record=True, wheelhouse=[str(house)], offline=True
+    )
+    found = {f.path: f for f in report.findings}
+    assert (found[MLA].rule, found[MLA].severity) == ("record-tampered", Severity.HIGH)
+    assert (found["minillm/backdoor.py"].rule, found["minillm/backdoor.py"].kind) == (
+        "record-added",
+        Kind.UNEXPECTED,
+    )
+    assert len(found) == 2
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
+    repo = tmp_path / "src"
+    (repo / "edpkg").mkdir(parents=True)
+    (repo / "edpkg/__init__.py").write_text("VALUE = 1\n")
+    (repo / "edpkg/model.py").write_text("def forward(x):\n    return x\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "first")
+    (repo / "edpkg/model.py").write_text("def forward(x):\n    return x * 2\n")
+    _git(repo, "commit", "-qam", "committed change")
+    env = Env(tmp_path / "venv")
+    env.install(build_wheel(tmp_path / "w", "edpkg", "1.0", {"__editable__.edpkg-1.0.pth": f"{repo}\n"}))
+    meta = env.dist_info("edpkg", "1.0")
+    (meta / "direct_url.json").write_text(json.dumps({"url": repo.as_uri(), "dir_info": {"editable": True}}))
+    with open(meta / "RECORD", "a") as f:
+        f.write("edpkg-1.0.dist-info/direct_url.json,,\n")
+    (repo / "edpkg/__init__.py").write_text("VALUE = 2\nimport pdb\n")
+    (repo / "edpkg/debug_hook.py").write_text("print('hi')\n")
+
+    report = patchguard.scan(["edpkg"], site_packages=[str(env.site)])
+    kinds = {(f.kind, os.path.relpath(f.path, repo)) for f in report.findings}
+    assert kinds == {(Kind.MODIFIED, "edpkg/__init__.py"), (Kind.UNEXPECTED, "edpkg/debug_hook.py")}
+    against_first = patchguard.scan(["edpkg"], site_packages=[str(env.site)], against="HEAD~1")
+    assert (Kind.MODIFIED, str(repo / "edpkg/model.py")) in {(f.kind, f.path) for f in against_first.findings}
+
+    text = unified_diff(patchguard.diff(["edpkg"], site_packages=[str(env.site)]))
+    assert "diff --git a/edpkg/__init__.py b/edpkg/__init__.py" in text and "+import pdb" in text
+    assert "new file mode 100644\n--- /dev/null\n+++ b/edpkg/debug_hook.py" in text
+
+
+def test_vcs_install_is_unverifiable_with_its_commit(env: Env) -> None:
+    meta = env.dist_info("minillm", "0.4.0")
+    (meta / "direct_url.json").write_text(
+        json.dumps(
+            {
+                "url": "https://git.example.invalid/minillm.git",
+                "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef0123456789abcdef01234567"},
+            }
+        )
+    )
+    with open(meta / "RECORD", "a") as f:
+        f.write("minillm-0.4.0.dist-info/direct_url.json,,\n")
+    (f,) = patchguard.scan(["minillm"], site_packages=[str(env.site)]).findings
+    assert (f.kind, f.rule, f.severity) == (Kind.UNVERIFIABLE, "vcs-install", Severity.INFO)
+    assert "@0123456789abcdef0123456789abcdef01234567" in f.message
