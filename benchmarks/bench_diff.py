@@ -435,7 +435,8 @@ def build_wheel(dest: Path, texts: Mapping[str, str], binary_mb: int) -> WheelIn
 
         add(
             f"{DIST_INFO}/METADATA",
-            f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {VERSION}\nSummary: patchguard diff benchmark\n\n".encode(),
+            f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {VERSION}\n"
+            "Summary: patchguard diff benchmark\n\n".encode(),
         )
         add(
             f"{DIST_INFO}/WHEEL",
@@ -690,7 +691,8 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
         bad = {m for m, text in ops.items() if (site / m).read_text(encoding="utf-8") != text}
         not_pristine |= bad
         log(
-            f"restore run {i + 1}/{RESTORE_RUNS}: {run}; {restored_counts[-1]} restored, {len(bad)} not pristine"
+            f"restore run {i + 1}/{RESTORE_RUNS}: {run}; "
+            f"{restored_counts[-1]} restored, {len(bad)} not pristine"
         )
         if run.exit_code != 0:
             log(f"  restore stderr:\n{run.stderr.strip()}")
