@@ -8,18 +8,19 @@ Usage::
 The script writes ``bigpkg-1.0-py3-none-any.whl`` itself (``zipfile``: a 2,000-line model file, 100 small
 ``ops`` modules and ~300 MB of incompressible ``.so`` members), installs it with
 ``python -m pip install --no-deps --no-index --target <workdir>/venv/lib/pythonX.Y/site-packages``, edits the
-installed model file and all 100 ops modules the way a person would, then times:
+installed model file (two debug blocks) and all 100 ops modules (one line appended), then times:
 
-* a cold ``patchguard diff`` of the model file (empty pristine store), next to an in-process
-  ``zipfile`` open + read of that one member and a full ``ZipFile.extractall`` of the wheel;
-* the same diff warm (pristine store filled), median of 5;
-* ``patchguard restore`` of the 100 ops files, re-edited before each run, median of 3.
+* ``patchguard diff bigpkg --path '*/deepseek_v2.py'`` cold (fresh ``PATCHGUARD_CACHE_DIR``: empty pristine
+  store and stat cache), next to an in-process ``zipfile`` open + read of that one member and a full
+  ``ZipFile.extractall`` of the wheel; the same diff with only the stat cache filled (by a scan); and the
+  same diff warm (pristine store filled), median of 5;
+* ``patchguard restore bigpkg --path '*/ops/op_*.py'`` of the 100 ops files, re-edited before each run,
+  median of 3, then checks with ``patchguard scan`` that no ops file is reported modified.
 
-Every patchguard run gets ``--site-packages <site> --wheelhouse <dir of the wheel> --offline`` and its own
-``PATCHGUARD_CACHE_DIR`` per scenario.  The page cache is warm throughout (the wheel was just written).
-Progress goes to stderr; the result table (or, with ``--json``, a JSON object) goes to stdout.  The exit
-status is 0 whenever the benchmark ran, whatever the PASS/FAIL verdicts, and 2 when something could not be
-run.
+Every diff and restore gets ``--site-packages <site> --wheelhouse <dir of the wheel> --offline``.  The page
+cache is warm throughout (the wheel was just written; ``os.sync()`` runs before the timings).  Progress goes
+to stderr; the result table (or, with ``--json``, a JSON object) goes to stdout.  The exit status is 0
+whenever the benchmark ran, whatever the PASS/FAIL verdicts, and 2 when something could not be run.
 
 Standard library only.
 """
@@ -68,6 +69,7 @@ OPS_EDIT = "_LOCAL_HOTFIX = True  # appended by hand on the inference box\n"
 DIFF_HEADER = f"diff --git a/{MODEL_MEMBER}"
 
 COLD_RUNS = 3  # each with its own fresh cache dir
+STARTUP_RUNS = 5
 WARM_RUNS = 5
 RESTORE_RUNS = 3
 ZIP_READ_RUNS = 5
@@ -501,37 +503,41 @@ def patchguard_command() -> list[str]:
 class Run:
     seconds: float
     exit_code: int
-    maxrss_kib: int
     stdout: str
     stderr: str
 
     def __str__(self) -> str:
-        return f"{self.seconds:.3f}s, exit {self.exit_code}, peak RSS {self.maxrss_kib / 1024:.1f} MiB"
+        return f"{self.seconds:.3f}s, exit {self.exit_code}"
 
 
 def run_child(cmd: Sequence[str], env: Mapping[str, str], ok_codes: Sequence[int] | None = (0,)) -> Run:
-    """Run *cmd*; wall time, exit code, its own peak RSS (``wait4``), stdout and stderr.
+    """Run *cmd*: wall time, exit code, stdout and stderr.
 
     An exit code outside *ok_codes* raises BenchError (``None``: any exit code is returned to the caller).
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=dict(env))
-        except OSError as exc:
-            raise BenchError(f"cannot run {' '.join(cmd)}: {exc}") from exc
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        proc.returncode = code  # reaped by wait4: tell Popen so it does not wait again
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
-        stderr = err.read().decode("utf-8", "replace")
-    if ok_codes is not None and code not in ok_codes:
-        raise BenchError(f"{' '.join(cmd)} exited {code}; its stderr:\n{stderr}")
-    maxrss = usage.ru_maxrss // 1024 if sys.platform == "darwin" else usage.ru_maxrss
-    return Run(seconds, code, maxrss, stdout, stderr)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, env=dict(env), check=False)
+    except OSError as exc:
+        raise BenchError(f"cannot run {' '.join(cmd)}: {exc}") from exc
+    seconds = time.perf_counter() - start
+    stdout = proc.stdout.decode("utf-8", "replace")
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if ok_codes is not None and proc.returncode not in ok_codes:
+        raise BenchError(f"{' '.join(cmd)} exited {proc.returncode}; its stderr:\n{stderr}")
+    return Run(seconds, proc.returncode, stdout, stderr)
+
+
+def child_env(workdir: Path) -> dict[str, str]:
+    """The environment of every patchguard run: bytecode written, but only under *workdir*.
+
+    ``PYTHONDONTWRITEBYTECODE`` would make every run compile patchguard's modules from source again (tens
+    of ms each time, for an editable install); ``PYTHONPYCACHEPREFIX`` keeps the ``.pyc`` files out of the
+    source tree.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    return env
 
 
 def median(values: Sequence[float]) -> float:
@@ -582,10 +588,24 @@ def check_diff_output(run: Run) -> tuple[bool, str]:
     return True, f"1 file, +{len(added)} -{len(removed)}"
 
 
+def scan_findings(run: Run) -> list[dict[str, Any]]:
+    try:
+        report = json.loads(run.stdout)
+        findings = report["findings"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BenchError(f"the scan printed no JSON report ({exc}); its stderr:\n{run.stderr}") from exc
+    return [f for f in findings if isinstance(f, dict)]
+
+
 def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
     pg = patchguard_command()
-    version = run_child([*pg, "--version"], os.environ).stdout.strip()
+    base_env = child_env(workdir)
+    version = run_child([*pg, "--version"], base_env).stdout.strip()
     log(f"patchguard command: {' '.join(pg)} ({version})")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        log(
+            f"note: PYTHONDONTWRITEBYTECODE is unset for patchguard runs (bytecode goes to {workdir}/pycache)"
+        )
 
     wheelhouse = fresh_dir(workdir / "wheelhouse")
     venv = workdir / "venv"
@@ -623,9 +643,10 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
 
     common = ["--site-packages", str(site), "--wheelhouse", str(wheelhouse), "--offline"]
     diff_cmd = [*pg, "diff", DIST, "--path", MODEL_GLOB, *common]
+    scan_cmd = [*pg, "scan", DIST, "--site-packages", str(site), "--format", "json"]
 
     def env_for(cache: Path) -> dict[str, str]:
-        return {**os.environ, "PATCHGUARD_CACHE_DIR": str(cache)}
+        return {**base_env, "PATCHGUARD_CACHE_DIR": str(cache)}
 
     # In-process references: open the zip + read one member; full extraction.
     def zip_read() -> bytes:
@@ -647,8 +668,20 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
         shutil.rmtree(target)
         log(f"extractall run {i + 1}/{EXTRACT_RUNS}: {extract_times[-1]:.3f}s")
 
-    # diff, cold: every run with an empty cache dir (empty pristine store).
+    # Building, installing and extracting wrote about 1.2 GB: let the kernel write it back now rather than
+    # during the timed runs (on a small VM the writeback competes with them for CPU).
+    start = time.perf_counter()
+    os.sync()
+    log(f"os.sync() after the writes: {time.perf_counter() - start:.2f}s")
+
+    startup = [run_child([*pg, "--version"], base_env).seconds for _ in range(STARTUP_RUNS)]
+    log(f"patchguard --version: median {median(startup):.3f}s of {STARTUP_RUNS}")
+
     log(f"diff: {' '.join(diff_cmd)}")
+    warmup = run_child(diff_cmd, env_for(fresh_dir(caches / "warm-up")))
+    log(f"untimed warm-up diff (compiles patchguard's bytecode): {warmup}")
+
+    # diff, cold: every run with an empty cache dir (empty pristine store, empty stat cache).
     cold: list[Run] = []
     cache = caches
     for i in range(COLD_RUNS):
@@ -665,8 +698,18 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
     for i in range(WARM_RUNS):
         warm.append(run_child(diff_cmd, env_for(cache)))
         log(f"warm diff run {i + 1}/{WARM_RUNS}: {warm[-1]}")
-    warm_same = all(r.stdout == cold[0].stdout for r in [*cold, *warm])
-    if not warm_same:
+
+    # diff with an empty pristine store but the stat cache filled by a scan: the member read alone.
+    store_only: list[Run] = []
+    for i in range(COLD_RUNS):
+        cache = fresh_dir(caches / f"store-only-{i}")
+        run_child(scan_cmd, env_for(cache), ok_codes=(0, 1))
+        if (cache / "pristine").exists():
+            log("warning: the scan wrote into the pristine store")
+        store_only.append(run_child(diff_cmd, env_for(cache)))
+        log(f"empty-store diff run {i + 1}/{COLD_RUNS} (stat cache filled by a scan first): {store_only[-1]}")
+    stable = all(r.stdout == cold[0].stdout for r in [*cold, *warm, *store_only])
+    if not stable:
         log("warning: the diff output differs between runs")
 
     # restore of the 100 ops files: store filled by one untimed diff first.
@@ -683,40 +726,33 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
     restores: list[Run] = []
     not_pristine: set[str] = set()
     restored_counts: list[int] = []
-    for i in range(RESTORE_RUNS):
+    for i in range(RESTORE_RUNS + 1):  # the first run is an untimed warm-up (bytecode), checked like the rest
         apply_ops_edits(site, ops)
         run = run_child(restore_cmd, restore_env, ok_codes=None)
         restores.append(run)
         restored_counts.append(sum(1 for line in run.stdout.splitlines() if line.startswith("restore  ")))
         bad = {m for m, text in ops.items() if (site / m).read_text(encoding="utf-8") != text}
         not_pristine |= bad
-        log(
-            f"restore run {i + 1}/{RESTORE_RUNS}: {run}; "
-            f"{restored_counts[-1]} restored, {len(bad)} not pristine"
-        )
+        name = "warm-up" if i == 0 else f"{i}/{RESTORE_RUNS}"
+        log(f"restore run {name}: {run}; {restored_counts[-1]} restored, {len(bad)} not pristine")
         if run.exit_code != 0:
             log(f"  restore stderr:\n{run.stderr.strip()}")
+    timed_restores = restores[1:]
 
     # scan afterwards: no `modified` finding for an ops file.
-    scan_cmd = [*pg, "scan", DIST, "--site-packages", str(site), "--format", "json"]
     log(f"scan: {' '.join(scan_cmd)}")
     scan = run_child(scan_cmd, restore_env, ok_codes=(0, 1))
-    try:
-        report = json.loads(scan.stdout)
-        findings = [f for f in report.get("findings", []) if isinstance(f, dict)]
-    except (ValueError, AttributeError) as exc:
-        raise BenchError(f"the scan printed no JSON report ({exc}); its stderr:\n{scan.stderr}") from exc
+    findings = scan_findings(scan)
     ops_findings = [f for f in findings if "/ops/" in str(f.get("path", ""))]
     ops_modified = [f for f in ops_findings if f.get("kind") == "modified"]
-    all_kinds = Counter(
-        f"{f.get('kind')} {f.get('path')}" for f in findings if "/ops/" not in str(f.get("path"))
-    )
+    other = sorted(f"{f.get('kind')} {f.get('path')}" for f in findings if f not in ops_findings)
     ops_kinds = Counter(str(f.get("kind")) for f in ops_findings)
     log(f"  {scan}; {len(findings)} findings, ops files: {dict(ops_kinds) or 'none'}")
 
     cold_s = median([r.seconds for r in cold])
     warm_s = median([r.seconds for r in warm])
-    restore_s = median([r.seconds for r in restores])
+    store_only_s = median([r.seconds for r in store_only])
+    restore_s = median([r.seconds for r in timed_restores])
     extract_s = median(extract_times)
     restore_exit_ok = all(r.exit_code == 0 for r in restores)
     return {
@@ -732,42 +768,41 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
             "py_members": wheel.py_members,
             "binary_members": wheel.binary_members,
             "binary_bytes": wheel.binary_bytes,
+            "dist_info_members": wheel.members - wheel.py_members - wheel.binary_members,
             "model_lines": wheel.model_lines,
             "ops_modules": len(ops),
             "build_s": wheel.seconds,
             "install_s": install_s,
         },
+        "startup_s": median(startup),
         "zip_read_member_s": median(zip_read_times),
         "extractall_s": extract_s,
         "diff_cold_s": cold_s,
         "diff_cold_runs_s": [r.seconds for r in cold],
+        "diff_cold_over_extractall": cold_s / extract_s,
+        "diff_empty_store_s": store_only_s,
+        "diff_empty_store_runs_s": [r.seconds for r in store_only],
         "diff_warm_s": warm_s,
         "diff_warm_runs_s": [r.seconds for r in warm],
-        "diff_cold_over_extractall": cold_s / extract_s,
         "restore_s": restore_s,
-        "restore_runs_s": [r.seconds for r in restores],
+        "restore_runs_s": [r.seconds for r in timed_restores],
         "restore_exit_codes": [r.exit_code for r in restores],
         "restore_files_reported": restored_counts,
         "restore_stderr": sorted({r.stderr.strip() for r in restores if r.exit_code != 0}),
-        "peak_rss_mib": {
-            "diff_cold": max(r.maxrss_kib for r in cold) / 1024,
-            "diff_warm": max(r.maxrss_kib for r in warm) / 1024,
-            "restore": max(r.maxrss_kib for r in restores) / 1024,
-        },
         "ops_diff_files": ops_diff_files,
         "scan_exit_code": scan.exit_code,
         "scan_ops_findings": dict(ops_kinds),
-        "scan_other_findings": sorted(all_kinds),
+        "scan_other_findings": other,
         "checks": {
             "diff_output": diff_note,
-            "diff_output_stable": warm_same,
+            "diff_output_stable": stable,
             "restore_not_pristine": sorted(not_pristine),
         },
         "targets": {"diff_warm_s": TARGET_WARM_DIFF_S, "restore_s": TARGET_RESTORE_S},
         "verdicts": {
             "diff_warm_s": verdict(warm_s <= TARGET_WARM_DIFF_S),
             "restore_s": verdict(restore_s <= TARGET_RESTORE_S),
-            "diff_output": verdict(diff_ok and warm_same),
+            "diff_output": verdict(diff_ok and stable),
             "restore_exit": verdict(restore_exit_ok),
             "restored_pristine": verdict(not not_pristine and restore_exit_ok),
             "scan_no_ops_modified": verdict(not ops_modified),
@@ -776,11 +811,11 @@ def benchmark(workdir: Path, binary_mb: int) -> dict[str, Any]:
 
 
 def row(name: str, value: str, target: str = "", result: str = "") -> str:
-    return f"{name:<34}{value:>12}  {target:>10}  {result}".rstrip()
+    return f"{name:<42}{value:>9}  {target:>8}  {result}".rstrip()
 
 
 def format_table(res: Mapping[str, Any]) -> str:
-    w, v, rss = res["wheel"], res["verdicts"], res["peak_rss_mib"]
+    w, v, checks = res["wheel"], res["verdicts"], res["checks"]
     lines = [
         f"patchguard    : {' '.join(res['patchguard'])} ({res['patchguard_version']})",
         f"site-packages : {res['site_packages']}",
@@ -788,15 +823,17 @@ def format_table(res: Mapping[str, Any]) -> str:
         f"wheel         : {w['path']}",
         f"                {w['bytes']} bytes ({w['bytes'] / 1e6:.1f} MB), {w['members']} members: "
         f"{w['py_members']} .py (deflated), {w['binary_members']} binary (stored, "
-        f"{w['binary_bytes'] / 1e6:.1f} MB), 3 dist-info",
+        f"{w['binary_bytes'] / 1e6:.1f} MB), {w['dist_info_members']} dist-info",
         f"                model file {w['model_lines']} lines, {w['ops_modules']} ops modules; "
         f"built in {w['build_s']:.2f}s, pip-installed in {w['install_s']:.2f}s",
         "",
-        f"{'measure':<34}{'value':>12}  {'target':>10}  verdict",
+        f"{'measure':<42}{'value':>9}  {'target':>8}  verdict",
+        row(f"patchguard --version, median of {STARTUP_RUNS} (s)", f"{res['startup_s']:.3f}"),
         row("zipfile open + read 1 member (s)", f"{res['zip_read_member_s']:.4f}"),
-        row("ZipFile.extractall (s)", f"{res['extractall_s']:.3f}"),
+        row(f"ZipFile.extractall, median of {EXTRACT_RUNS} (s)", f"{res['extractall_s']:.3f}"),
         row(f"diff cold, median of {COLD_RUNS} (s)", f"{res['diff_cold_s']:.3f}")
         + f"  ({res['diff_cold_over_extractall']:.2f} x extractall)",
+        row(f"diff empty store, stat cache warm ({COLD_RUNS}) (s)", f"{res['diff_empty_store_s']:.3f}"),
         row(
             f"diff warm, median of {WARM_RUNS} (s)",
             f"{res['diff_warm_s']:.3f}",
@@ -810,18 +847,12 @@ def format_table(res: Mapping[str, Any]) -> str:
             v["restore_s"],
         ),
         "",
-        f"peak RSS (MiB): diff cold {rss['diff_cold']:.1f}, diff warm {rss['diff_warm']:.1f}, "
-        f"restore {rss['restore']:.1f}",
-        f"diff output              : {v['diff_output']}  ({res['checks']['diff_output']}"
-        f"{'' if res['checks']['diff_output_stable'] else '; output differs between runs'})",
-        f"restore exit codes       : {v['restore_exit']}  {res['restore_exit_codes']}, "
+        f"diff output              : {v['diff_output']}  ({checks['diff_output']}"
+        f"{'' if checks['diff_output_stable'] else '; output differs between runs'})",
+        f"restore exit codes       : {v['restore_exit']}  {res['restore_exit_codes']} (first: warm-up), "
         f"files reported restored {res['restore_files_reported']}",
         f"restored files pristine  : {v['restored_pristine']}"
-        + (
-            f"  not pristine: {res['checks']['restore_not_pristine'][:3]}"
-            if res["checks"]["restore_not_pristine"]
-            else ""
-        ),
+        + (f"  not pristine: {checks['restore_not_pristine'][:3]}" if checks["restore_not_pristine"] else ""),
         f"scan: no modified ops    : {v['scan_no_ops_modified']}  (scan exit {res['scan_exit_code']}; "
         f"ops findings {res['scan_ops_findings'] or 'none'})",
     ]
@@ -864,7 +895,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="pgbench-diff-") as tmp:
                 result = benchmark(Path(tmp), args.binary_mb)
-    except BenchError as exc:
+    except (BenchError, OSError, zipfile.BadZipFile) as exc:
         print(f"bench_diff: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2) if args.json else format_table(result))

@@ -20,8 +20,10 @@ from .report import Finding, Kind, Report, Severity
 
 if TYPE_CHECKING:
     from .explain import diff
+    from .patchsets import load_sets
     from .restoration import restore
     from .scanner import scan
+    from .setops import apply_set, capture_set, revert_set
 
 __all__ = [
     "EnvironmentNotFound",
@@ -33,12 +35,24 @@ __all__ = [
     "Severity",
     "UsageError",
     "__version__",
+    "apply_set",
+    "capture_set",
     "diff",
+    "load_sets",
     "restore",
+    "revert_set",
     "scan",
 ]
 
-_LAZY = {"scan": "scanner", "diff": "explain", "restore": "restoration"}
+_LAZY = {
+    "scan": "scanner",
+    "diff": "explain",
+    "restore": "restoration",
+    "apply_set": "setops",
+    "revert_set": "setops",
+    "capture_set": "setops",
+    "load_sets": "patchsets",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -141,6 +141,7 @@ def _say_recovered(paths: tuple[str, ...]) -> None:
     help="Exit 1 when a finding reaches this severity.",
 )
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
+@click.option("--patches", "patches", metavar="DIR", help="Patch sets to attribute modifications to.")
 @_errors_to_exit
 def scan(
     distributions: tuple[str, ...],
@@ -153,6 +154,7 @@ def scan(
     fmt: str,
     fail_on: str,
     no_cache: bool,
+    patches: str | None,
 ) -> None:
     """Fingerprint installed files against their wheels' RECORD.
 
@@ -174,6 +176,7 @@ def scan(
             verify_record=verify_record,
             wheelhouse=wheelhouse,
             offline=offline,
+            patches=patches,
         )
     finally:
         if progress is not None:
@@ -288,3 +291,195 @@ def restore(
         f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
         f"verified pristine against RECORD (originals kept in {result.committed.backup_dir})"
     )
+
+
+def _patches_option(func: F) -> F:
+    return click.option(
+        "--patches",
+        "patches",
+        metavar="DIR",
+        help="Where patch sets live (default: $PATCHGUARD_PATCHES, [tool.patchguard] patches, ./patches).",
+    )(func)
+
+
+def _describe(
+    plan_path: str, before: bytes | None, after: bytes | None, offsets: tuple[int, ...], reverse: bool
+) -> str:
+    if reverse:
+        what = "remove" if after is None else "recreate" if before is None else "revert"
+    else:
+        what = "create" if before is None else "delete" if after is None else "patch"
+    moved = [o for o in offsets if o]
+    note = f" (hunks moved by {', '.join(f'{o:+d}' for o in moved)} lines)" if moved else ""
+    return f"{what:<9}{plan_path}{note}"
+
+
+def _set_command(reverse: bool) -> Callable[..., None]:
+    def command(
+        set_name: str,
+        patches: str | None,
+        python: str | None,
+        site_packages: tuple[str, ...],
+        dry_run: bool,
+        force_version: bool,
+    ) -> None:
+        from .setops import apply_set, revert_set
+
+        run = revert_set if reverse else apply_set
+        out = run(
+            set_name,
+            patches=patches,
+            site_packages=site_packages or None,
+            python=python,
+            dry_run=dry_run,
+            force_version=force_version,
+        )
+        _say_recovered(out.recovered)
+        if out.action in ("already applied", "not applied"):
+            click.echo(f"{out.name} is {out.action}; nothing to do")
+            return
+        verdicts = dict(out.verdicts)
+        for f in out.files:
+            line = ("would " if dry_run else "") + _describe(f.path, f.before, f.after, f.offsets, reverse)
+            if f.path in verdicts:
+                line += f": {verdicts[f.path]}"
+            click.echo(line)
+        if not dry_run:
+            n = len(out.files)
+            click.echo(f"{out.action} {out.name}: {n} file{'s' if n != 1 else ''} in one transaction")
+            if any(v != "verified pristine" and not v.startswith("removed") for v in verdicts.values()):
+                sys.exit(EXIT_FINDINGS)
+
+    return command
+
+
+for _name, _reverse, _help in (
+    ("apply", False, "Apply a named patch set: all files or none. Already applied is a no-op."),
+    ("revert", True, "Revert a named patch set, applied by patchguard or by hand; verify each file."),
+):
+    _cmd = _set_command(_reverse)
+    _cmd.__doc__ = _help
+    _cmd = _errors_to_exit(_cmd)
+    _cmd = click.option(
+        "--force-version",
+        is_flag=True,
+        help="Try even if the installed version is outside the set's targets.",
+    )(_cmd)
+    _cmd = click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")(_cmd)
+    _cmd = _environment_options(_cmd)
+    _cmd = _patches_option(_cmd)
+    _cmd = click.option(
+        "--set", "set_name", required=True, metavar="NAME", help="The patch set (patches/NAME/)."
+    )(_cmd)
+    main.command(_name, help=_help)(_cmd)
+
+
+@main.command("sets")
+@_patches_option
+@_environment_options
+@_errors_to_exit
+def sets_command(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+    """List patch sets and where each stands in the environment."""
+    from .setops import set_states
+
+    states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
+    _say_recovered(recovered)
+    if not states:
+        click.echo("no patch sets (looked in the patches directory; see --patches)")
+        return
+    w_name = max(len(s.name) for s in states)
+    w_targets = max(len(s.targets) for s in states)
+    for s in states:
+        files = f"{s.files} file{'s' if s.files != 1 else ''}"
+        click.echo(f"{s.name:<{w_name}}  {s.targets:<{w_targets}}  {s.state:<18} {files}")
+        for d in s.detail:
+            click.echo(f"{'':<{w_name}}  {d}")
+
+
+@main.command()
+@_patches_option
+@_environment_options
+@_errors_to_exit
+def status(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+    """Applied sets, drift, and unfinished transactions (rolled back on sight)."""
+    from .env import resolve_target
+    from .setops import read_state, set_states
+    from .txn import pending
+
+    target = resolve_target(python, site_packages or None)
+    for site in target.site_packages:
+        journal = pending(site)
+        if journal is not None:
+            click.echo(f"unfinished transaction {journal.get('txid')} ({journal.get('label')}) in {site}")
+    states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
+    if recovered:
+        click.echo(f"  rolled back: {len(recovered)} file{'s' if len(recovered) != 1 else ''} put back")
+    applied_any = False
+    for site in target.site_packages:
+        for name, rec in sorted(read_state(site)["applied"].items()):
+            applied_any = True
+            click.echo(
+                f"applied  {name}  at {rec.get('time')}  ({len(rec.get('files', {}))} files, by patchguard "
+                f"{rec.get('tool_version')})"
+            )
+    if not applied_any:
+        click.echo("no set applied by patchguard")
+    drift = False
+    for s in states:
+        if s.state in ("drifted", "partially applied", "conflict", "applied (by hand)"):
+            drift = drift or s.state != "applied (by hand)"
+            click.echo(f"{s.state:<18} {s.name}")
+            for d in s.detail:
+                click.echo(f"  {d}")
+    if drift:
+        sys.exit(EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("distribution")
+@click.option(
+    "--set", "set_name", required=True, metavar="NAME", help="Name of the set to write (patches/NAME/)."
+)
+@click.option(
+    "--path", "paths", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable)."
+)
+@click.option(
+    "--version", "version", metavar="SPEC", help="Versions the set targets (default: == the installed one)."
+)
+@click.option("--description", default="", help="One line saying what the set is for.")
+@click.option("--force", is_flag=True, help="Overwrite an existing set of that name.")
+@_patches_option
+@_environment_options
+@_source_options
+@_errors_to_exit
+def capture(
+    distribution: str,
+    set_name: str,
+    paths: tuple[str, ...],
+    version: str | None,
+    description: str,
+    force: bool,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+    wheelhouse: tuple[str, ...],
+    offline: bool,
+) -> None:
+    """Write patches/NAME from the current modifications of DISTRIBUTION's files."""
+    from .setops import capture_set
+
+    ps = capture_set(
+        set_name,
+        distribution,
+        paths=paths,
+        version=version,
+        description=description,
+        force=force,
+        patches=patches,
+        site_packages=site_packages or None,
+        python=python,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    )
+    targets = ", ".join(f"{t.distribution} {t.version}" for t in ps.targets)
+    click.echo(f"wrote {ps.directory} ({targets}): {', '.join(ps.paths)}")

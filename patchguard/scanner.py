@@ -208,6 +208,7 @@ def scan(
     verify_record: bool = False,
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
+    patches: str | None = None,
 ) -> Report:
     """Fingerprint every installed file of an environment against its wheel's RECORD.
 
@@ -235,6 +236,7 @@ def scan(
         workers=workers,
         progress=progress,
         against=against,
+        patches=patches,
     )
     if not verify_record:
         return scanned.report
@@ -259,6 +261,7 @@ def run(
     progress: ProgressCallback | None = None,
     against: str = "HEAD",
     target: Target | None = None,
+    patches: str | None = None,
 ) -> Scanned:
     """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
 
@@ -366,7 +369,14 @@ def run(
         seconds=time.perf_counter() - started,
         files_hashed=verification.hashed,
     )
-    return Scanned(report, target, all_dists, selected, recovered)
+    scanned = Scanned(report, target, all_dists, selected, recovered)
+    if any(f.kind is Kind.MODIFIED for f in report.findings):
+        from dataclasses import replace
+
+        from .setops import attribute
+
+        scanned.report = replace(report, findings=tuple(attribute(scanned, patches)))
+    return scanned
 
 
 def _recover(target: Target) -> tuple[str, ...]:

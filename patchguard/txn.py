@@ -47,6 +47,7 @@ __all__ = [
     "Plan",
     "TransactionError",
     "commit",
+    "environment_lock",
     "recover",
 ]
 
@@ -228,14 +229,31 @@ def _lock_timeout() -> float:
         return 30.0
 
 
-def commit(plan: Plan, *, lock_timeout: float | None = None) -> Committed:
+@contextlib.contextmanager
+def environment_lock(root: str, *, lock_timeout: float | None = None) -> Iterator[tuple[str, ...]]:
+    """Hold the environment lock across planning *and* committing (a leftover journal is rolled back first).
+
+    A second writer then waits and plans against what the first one wrote, instead of failing on a stale
+    plan. Yields the paths recovery put back. :func:`commit` inside it must be called with ``locked=True``.
+    """
+    root = os.path.abspath(root)
+    with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout):
+        yield recover(root, _locked_already=True)
+
+
+def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = False) -> Committed:
     """Apply ``plan`` atomically (see the module docstring). Raises :class:`TransactionError`, with
     every reason listed, when anything about the plan does not hold; then nothing was written."""
     root = os.path.abspath(plan.root)
     problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
     if problems:
         raise TransactionError("refusing to write:\n  " + "\n  ".join(problems), path=root)
-    with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout) as state:
+    lock = (
+        contextlib.nullcontext(os.path.join(root, STATE_DIR))
+        if locked
+        else _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout)
+    )
+    with lock as state:
         recovered = recover(root, _locked_already=True)
         mismatched = []
         for c in plan.changes:

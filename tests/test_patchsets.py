@@ -1,0 +1,470 @@
+"""Named patch sets: capture, apply, revert, status — and every way a set or an environment can be bad."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import patchguard
+from patchguard import txn
+from patchguard.cli import main
+from patchguard.patchsets import PatchSetError, PlanFailed, load_set, parse_diff, plan_patches
+
+from .helpers import REPO, Env, patchguard_exe
+
+MLA = "minillm/models/mla.py"
+WEIGHTS = "minillm/model_loader/weights.py"
+CUDA = "minillm/platforms/cuda.py"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("PATCHGUARD_PATCHES", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def patches(tmp_path: Path) -> Path:
+    """A copy of the repository's example sets (tests never write into the repo)."""
+    dest = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
+    return dest
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def hand_edit_glm5(env: Env) -> None:
+    """The seed story: debug blocks typed in by hand, weeks before anyone wrote a patch set."""
+    mla = env.site / MLA
+    mla.write_text(
+        mla.read_text().replace(
+            "        num_tokens, _ = hidden.shape\n",
+            "        num_tokens, _ = hidden.shape\n"
+            "        if hidden.shape[0] == 5:  # GLM-5 garbage output: dump the MLA input\n"
+            '            torch.save(hidden.detach().cpu(), "/tmp/mla_in.pt")\n',
+            1,
+        )
+    )
+    weights = env.site / WEIGHTS
+    weights.write_text(
+        weights.read_text().replace(
+            "            seen.add(name)\n",
+            "            seen.add(name)\n"
+            '            print(f"[glm5-debug] loading {name} from {shard}", flush=True)\n',
+            1,
+        )
+    )
+
+
+def test_example_sets_load() -> None:
+    glm5 = load_set(str(REPO / "patches/glm5-debug"))
+    assert set(glm5.paths) == {MLA, WEIGHTS}
+    assert [(t.distribution, t.version) for t in glm5.targets] == [("minillm", ">=0.4,<0.5")]
+    sm120 = load_set(str(REPO / "patches/sm120-support"))
+    assert sm120.paths == (CUDA,)
+
+
+def test_revert_a_set_applied_by_hand(env: Env, patches: Path) -> None:
+    pristine = {p: sha(env.site / p) for p in (MLA, WEIGHTS)}
+    hand_edit_glm5(env)
+    site = ["--site-packages", str(env.site), "--patches", str(patches)]
+    code, out, _ = cli("sets", *site)
+    assert code == 0
+    assert "glm5-debug" in out and "applied (by hand)" in out
+    report = patchguard.scan(["minillm"], site_packages=[str(env.site)], patches=str(patches))
+    assert {(f.path, f.patch_set) for f in report.findings} == {(MLA, "glm5-debug"), (WEIGHTS, "glm5-debug")}
+    code, out, err = cli("revert", "--set", "glm5-debug", *site)
+    assert code == 0, err
+    assert f"revert   {MLA}: verified pristine" in out
+    assert f"revert   {WEIGHTS}: verified pristine" in out
+    assert {p: sha(env.site / p) for p in (MLA, WEIGHTS)} == pristine
+    assert patchguard.scan(["minillm"], site_packages=[str(env.site)]).findings == ()
+    code, out, _ = cli("revert", "--set", "glm5-debug", *site)
+    assert (code, out.strip()) == (0, "glm5-debug is not applied; nothing to do")
+
+
+def test_apply_status_drift_and_noop(env: Env, patches: Path) -> None:
+    site = ["--site-packages", str(env.site), "--patches", str(patches)]
+    code, out, _ = cli("apply", "--set", "sm120-support", "--dry-run", *site)
+    assert (code, out.strip()) == (0, f"would patch    {CUDA}")
+    assert patchguard.scan(["minillm"], site_packages=[str(env.site)]).findings == ()
+    code, out, err = cli("apply", "--set", "sm120-support", *site)
+    assert code == 0, err
+    assert "applied sm120-support: 1 file in one transaction" in out
+    assert '"sm120"' in (env.site / CUDA).read_text()
+    code, out, _ = cli("apply", "--set", "sm120-support", *site)
+    assert (code, out.strip()) == (0, "sm120-support is already applied; nothing to do")
+    code, out, _ = cli("status", *site)
+    assert code == 0 and "applied  sm120-support" in out
+    code, out, _ = cli("sets", *site)
+    assert "sm120-support" in out and " applied " in out and "glm5-debug" in out and "not applied" in out
+    cuda = env.site / CUDA
+    cuda.write_text(cuda.read_text() + "\n# tweaked after apply\n")
+    code, out, _ = cli("status", *site)
+    assert code == 1
+    assert "drifted" in out and f"{CUDA} changed after apply" in out
+
+
+def test_hunks_at_an_offset_are_reported(env: Env, patches: Path) -> None:
+    mla = env.site / MLA
+    mla.write_text("# one\n# two\n# three\n" + mla.read_text())
+    out = patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=[str(env.site)])
+    offsets = {f.path: f.offsets for f in out.files}
+    assert offsets[MLA] == (3,) and offsets[WEIGHTS] == (0,)
+    assert "torch.save(hidden.detach().cpu()" in mla.read_text()
+
+
+def test_every_failing_hunk_is_listed_and_nothing_written(env: Env, patches: Path) -> None:
+    for rel, old in (
+        (MLA, "        num_tokens, _ = hidden.shape\n"),
+        (WEIGHTS, "            seen.add(name)\n"),
+    ):
+        p = env.site / rel
+        p.write_text(p.read_text().replace(old, old.replace("    ", "\t", 1), 1))
+    before = {p: sha(env.site / p) for p in (MLA, WEIGHTS)}
+    code, out, err = cli(
+        "apply", "--set", "glm5-debug", "--site-packages", str(env.site), "--patches", str(patches)
+    )
+    assert code == 2 and out == ""
+    assert "applying glm5-debug: 2 hunks do not apply; nothing was written" in err
+    assert f"{MLA}: hunk @@" in err and f"{WEIGHTS}: hunk @@" in err
+    assert "expected:" in err and "found:" in err
+    assert {p: sha(env.site / p) for p in (MLA, WEIGHTS)} == before
+    assert not (env.site / ".patchguard/state.json").exists()
+
+
+def test_version_outside_the_targets_is_refused(env: Env, patches: Path) -> None:
+    toml = patches / "sm120-support/patchset.toml"
+    toml.write_text(toml.read_text().replace('">=0.4,<0.5"', '">=0.33,<0.34"'))
+    code, _, err = cli(
+        "apply", "--set", "sm120-support", "--site-packages", str(env.site), "--patches", str(patches)
+    )
+    assert code == 2
+    assert "sm120-support is for minillm >=0.33,<0.34; 0.4.0 is installed" in err and "--force-version" in err
+    code, _, err = cli(
+        "apply",
+        "--set",
+        "sm120-support",
+        "--force-version",
+        "--site-packages",
+        str(env.site),
+        "--patches",
+        str(patches),
+    )
+    assert code == 0, err
+
+
+def test_capture_writes_a_set_and_refuses_to_overwrite(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    hand_edit_glm5(env)
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    args = [
+        "capture",
+        "minillm",
+        "--set",
+        "mine",
+        "--path",
+        "*/mla.py",
+        "--site-packages",
+        str(env.site),
+        "--patches",
+        str(tmp_path / "sets"),
+        "--wheelhouse",
+        str(house),
+        "--offline",
+    ]
+    code, _out, err = cli(*args)
+    assert code == 0, err
+    ps = load_set(str(tmp_path / "sets/mine"))
+    assert ps.paths == (MLA,) and [(t.distribution, t.version) for t in ps.targets] == [
+        ("minillm", "==0.4.0")
+    ]
+    code, _, err = cli(*args)
+    assert code == 2 and "a patch set of that name exists" in err and "--force" in err
+    code, _, err = cli(*args, "--force", "--version", ">=0.4")
+    assert code == 0, err
+    assert load_set(str(tmp_path / "sets/mine")).targets[0].version == ">=0.4"
+    assert [p.name for p in (tmp_path / "sets").iterdir()] == ["mine"]  # no staging left behind
+    # The captured set reverts the hand edit.
+    out_revert = patchguard.revert_set("mine", patches=str(tmp_path / "sets"), site_packages=[str(env.site)])
+    assert dict(out_revert.verdicts) == {MLA: "verified pristine"}
+
+
+def test_revert_says_what_else_still_touches_a_file(env: Env, patches: Path) -> None:
+    hand_edit_glm5(env)
+    mla = env.site / MLA
+    mla.write_text(mla.read_text() + "\n# someone else's change\n")
+    out = patchguard.revert_set("glm5-debug", patches=str(patches), site_packages=[str(env.site)])
+    verdicts = dict(out.verdicts)
+    assert verdicts[WEIGHTS] == "verified pristine"
+    assert verdicts[MLA].startswith("still differs from RECORD: other changes remain")
+
+
+# --- crafted and broken sets -----------------------------------------------------------------------------
+
+
+def write_set(root: Path, name: str, diff: str | bytes, extra_toml: str = "") -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "patchset.toml").write_text(
+        f'name = "{name}"\ndescription = "crafted"\n'
+        'targets = [{distribution = "minillm", version = ">=0.4"}]\nfiles = ["0001.patch"]\n' + extra_toml
+    )
+    (d / "0001.patch").write_bytes(diff.encode() if isinstance(diff, str) else diff)
+    return d
+
+
+NEW_FILE = "diff --git a/{p} b/{p}\nnew file mode 100644\n--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+pwned\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("../../etc/x", "paths with '..' are refused"),
+        ("minillm/../../x", "paths with '..' are refused"),
+    ],
+)
+def test_paths_escaping_site_packages_are_refused(env: Env, tmp_path: Path, path: str, reason: str) -> None:
+    write_set(tmp_path / "sets", "evil", NEW_FILE.format(p=path))
+    code, _, err = cli(
+        "apply", "--set", "evil", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and reason in err
+
+
+def test_absolute_paths_are_refused(env: Env, tmp_path: Path) -> None:
+    diff = "--- /dev/null\n+++ /etc/evil\n@@ -0,0 +1 @@\n+pwned\n"
+    write_set(tmp_path / "sets", "evil", diff)
+    code, _, err = cli(
+        "apply", "--set", "evil", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "absolute paths are refused" in err
+    assert not Path("/etc/evil").exists()
+
+
+def test_symlink_inside_site_packages_pointing_outside_is_refused(env: Env, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (env.site / "minillm/escape").symlink_to(outside)
+    write_set(tmp_path / "sets", "evil", NEW_FILE.format(p="minillm/escape/x.py"))
+    code, _, err = cli(
+        "apply", "--set", "evil", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "minillm/escape/x.py: resolves outside" in err
+    assert list(outside.iterdir()) == []
+
+
+def test_deleting_a_file_no_record_owns_is_refused(env: Env, tmp_path: Path) -> None:
+    (env.site / "minillm/local_notes.py").write_text("x = 1\n")
+    diff = (
+        "diff --git a/minillm/local_notes.py b/minillm/local_notes.py\ndeleted file mode 100644\n"
+        "--- a/minillm/local_notes.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x = 1\n"
+    )
+    write_set(tmp_path / "sets", "evil", diff)
+    code, _, err = cli(
+        "apply", "--set", "evil", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "deletes files no RECORD owns: minillm/local_notes.py" in err
+    assert (env.site / "minillm/local_notes.py").exists()
+
+
+def test_binary_diff_is_refused(env: Env, tmp_path: Path) -> None:
+    diff = (
+        "diff --git a/minillm/x.so b/minillm/x.so\nindex 1..2 100644\n"
+        "Binary files a/minillm/x.so and b/minillm/x.so differ\n"
+    )
+    write_set(tmp_path / "sets", "bin", diff)
+    code, _, err = cli(
+        "apply", "--set", "bin", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "binary diffs are not supported" in err
+
+
+def test_oversized_patch_file_is_refused(env: Env, tmp_path: Path) -> None:
+    d = write_set(tmp_path / "sets", "huge", NEW_FILE.format(p="minillm/x.py"))
+    with open(d / "0001.patch", "ab") as f:
+        f.truncate(17 << 20)
+    code, _, err = cli(
+        "apply", "--set", "huge", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "larger than 16 MiB" in err
+
+
+@pytest.mark.parametrize(
+    ("toml_extra", "message"),
+    [
+        ('colour = "red"\n', "unknown key 'colour'"),
+    ],
+)
+def test_bad_patchset_toml(env: Env, tmp_path: Path, toml_extra: str, message: str) -> None:
+    write_set(tmp_path / "sets", "odd", NEW_FILE.format(p="minillm/x.py"), toml_extra)
+    code, _, err = cli(
+        "apply", "--set", "odd", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and message in err and "patchset.toml" in err
+
+
+def test_bad_specifier_and_bad_toml(env: Env, tmp_path: Path) -> None:
+    d = write_set(tmp_path / "sets", "spec", NEW_FILE.format(p="minillm/x.py"))
+    toml = d / "patchset.toml"
+    toml.write_text(toml.read_text().replace('">=0.4"', '"around 0.4"'))
+    code, _, err = cli(
+        "apply", "--set", "spec", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "'around 0.4' of minillm is not a version specifier" in err
+    toml.write_text("name = [unclosed\n")
+    code, _, err = cli(
+        "apply", "--set", "spec", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "invalid TOML" in err and str(toml) in err
+
+
+def test_unknown_set_lists_the_known_ones(env: Env, patches: Path) -> None:
+    code, _, err = cli("apply", "--set", "nope", "--site-packages", str(env.site), "--patches", str(patches))
+    assert code == 2 and "no patch set named 'nope'" in err and "glm5-debug, sm120-support" in err
+
+
+_diffish = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "--- a/x.py",
+                "+++ b/x.py",
+                "--- /dev/null",
+                "+++ /dev/null",
+                "@@ -1,2 +1,3 @@",
+                "@@ -0,0 +1 @@",
+                "@@ -1 +0,0 @@",
+                "diff --git a/x.py b/x.py",
+                "new file mode 100644",
+                "\\ No newline at end of file",
+                "Binary files a/x and b/x differ",
+            ]
+        ),
+        st.text(max_size=12).map(lambda t: " " + t),
+        st.text(max_size=12).map(lambda t: "+" + t),
+        st.text(max_size=12).map(lambda t: "-" + t),
+        st.text(max_size=20),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=_diffish, content=st.text(max_size=60))
+def test_malformed_diffs_never_crash(lines: list[str], content: str) -> None:
+    text = "\n".join(lines) + "\n"
+    try:
+        patches = parse_diff(text, "fuzz.patch")
+    except PatchSetError:
+        return
+    data = content.encode()
+    for reverse in (False, True):
+        try:
+            plan_patches("fuzz", patches, lambda _rel: data, reverse=reverse)
+        except PlanFailed:
+            pass
+
+
+# --- reliability ----------------------------------------------------------------------------------------
+
+
+def _run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*patchguard_exe(), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+def _state(env: Env) -> dict[str, str | None]:
+    return {p: (sha(env.site / p) if (env.site / p).exists() else None) for p in (MLA, WEIGHTS, CUDA)}
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_kill_at_every_write_point(env: Env, patches: Path, command: str) -> None:
+    args = [command, "--set", "glm5-debug", "--site-packages", str(env.site), "--patches", str(patches)]
+    if command == "revert":
+        hand_edit_glm5(env)
+    before = _state(env)
+    n = 0
+    while True:
+        n += 1
+        proc = _run(args, PATCHGUARD_TEST_CRASH_AT=str(n))
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == 137, proc.stderr
+        journal = (env.site / ".patchguard/journal.json").exists()
+        recovered = _run(["status", "--site-packages", str(env.site), "--patches", str(patches)])
+        assert ("unfinished transaction" in recovered.stdout) == journal, recovered.stdout
+        assert _state(env) == before, f"{command} killed at write point {n}"
+        assert not (env.site / ".patchguard/journal.json").exists()
+    after = _state(env)
+    assert after != before and n - 1 >= 10
+    assert _run(args).stdout.strip().endswith("nothing to do")
+
+
+def test_enospc_during_apply_changes_nothing(
+    env: Env, patches: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _state(env)
+    real = txn._write_durable
+    calls = {"n": 0}
+
+    def full(path: str, data: bytes, mode: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        real(path, data, mode)
+
+    monkeypatch.setattr(txn, "_write_durable", full)
+    with pytest.raises(txn.TransactionError, match="No space left on device"):
+        patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=[str(env.site)])
+    assert _state(env) == before
+
+
+def test_two_processes_applying_at_once_never_interleave(env: Env, patches: Path) -> None:
+    args = [
+        *patchguard_exe(),
+        "apply",
+        "--set",
+        "glm5-debug",
+        "--site-packages",
+        str(env.site),
+        "--patches",
+        str(patches),
+    ]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    results = [(p.returncode, out) for p, (out, _err) in zip(procs, outs, strict=True)]
+    assert sorted(code for code, _ in results) == [0, 0]
+    outputs = sorted(out for _, out in results)
+    assert "already applied; nothing to do" in outputs[1] or "already applied; nothing to do" in outputs[0]
+    assert any("applied glm5-debug: 2 files" in out for out in outputs)
+    assert (env.site / MLA).read_text().count("torch.save(hidden.detach().cpu()") == 1
