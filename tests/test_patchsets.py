@@ -468,3 +468,46 @@ def test_two_processes_applying_at_once_never_interleave(env: Env, patches: Path
     assert "already applied; nothing to do" in outputs[1] or "already applied; nothing to do" in outputs[0]
     assert any("applied glm5-debug: 2 files" in out for out in outputs)
     assert (env.site / MLA).read_text().count("torch.save(hidden.detach().cpu()") == 1
+
+
+def test_readme_walkthrough(tmp_path: Path, minillm_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's patch-set walkthrough, command by command, on a real venv (plus --python to aim at it)."""
+    import re
+    import shlex
+
+    from .helpers import make_venv
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Patch sets", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = [
+        shlex.split(line.split("#", 1)[0]) for line in block.splitlines() if line.startswith("patchguard ")
+    ]
+    assert [c[1] for c in commands] == [
+        "apply",
+        "scan",
+        "sets",
+        "revert",
+        "apply",
+        "apply",
+        "status",
+        "capture",
+    ]
+    venv = make_venv(tmp_path / "venv")
+    venv.install(minillm_wheel)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    shutil.copy(minillm_wheel, wheels)
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    env = {"PATCHGUARD_WHEELHOUSE": str(wheels)}
+    outputs = []
+    for cmd in commands:
+        proc = _run([*cmd[1:], "--python", str(venv.prefix / "bin/python")], **env)
+        outputs.append(proc.stdout)
+        assert proc.returncode in (0, 1), (cmd, proc.stderr)
+    scan, sets, revert, status = outputs[1], outputs[2], outputs[3], outputs[6]
+    assert "patch set: glm5-debug" in scan and ": 2 modified" in scan
+    assert re.search(r"glm5-debug\s+minillm >=0.4,<0.5\s+applied\s+2 files", sets)
+    assert revert.count("verified pristine") == 2
+    assert "applied  sm120-support" in status
+    captured = load_set(str(tmp_path / "patches/my-sm120"))
+    assert captured.paths == (CUDA,)
