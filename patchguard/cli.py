@@ -142,6 +142,16 @@ def _say_recovered(paths: tuple[str, ...]) -> None:
 )
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
 @click.option("--patches", "patches", metavar="DIR", help="Patch sets to attribute modifications to.")
+@click.option("--no-analysis", is_flag=True, help="Integrity only: do not judge changed code.")
+@click.option(
+    "--entry", "entries", multiple=True, metavar="MODULE", help="Code reachable from this module is live."
+)
+@click.option(
+    "--arch", "architectures", multiple=True, metavar="NAME", help="Model architecture being served."
+)
+@click.option(
+    "--model-config", metavar="FILE", help="A model config.json: its architectures are being served."
+)
 @_errors_to_exit
 def scan(
     distributions: tuple[str, ...],
@@ -155,6 +165,10 @@ def scan(
     fail_on: str,
     no_cache: bool,
     patches: str | None,
+    no_analysis: bool,
+    entries: tuple[str, ...],
+    architectures: tuple[str, ...],
+    model_config: str | None,
 ) -> None:
     """Fingerprint installed files against their wheels' RECORD.
 
@@ -164,6 +178,11 @@ def scan(
     from .report import Severity, format_json, format_table
     from .scanner import scan as run_scan
 
+    archs = list(architectures)
+    if model_config:
+        from .analysis.reach import architectures_from_config
+
+        archs += architectures_from_config(model_config)
     progress = _Progress("verifying") if sys.stderr.isatty() else None
     try:
         report = run_scan(
@@ -177,6 +196,9 @@ def scan(
             wheelhouse=wheelhouse,
             offline=offline,
             patches=patches,
+            analyse=not no_analysis,
+            entries=entries,
+            architectures=archs,
         )
     finally:
         if progress is not None:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .analysis.reach import ReachContext
 from .diffs import FileDiff
 from .errors import PatchguardError
 from .pristine import (
@@ -281,3 +282,46 @@ def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
         f"no wheel of {dist.name} {dist.version} found; looked in: " + ("; ".join(tried) or "nowhere"),
         path=dist.metadata_dir,
     )
+
+
+def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
+    """The scan's findings with every modified or unexpected ``.py`` file judged by code analysis.
+
+    A modified file's bare ``modified`` finding is replaced by one finding per changed region and rule,
+    keeping its patch-set attribution; without a pristine source the whole file is judged (``baseline:
+    none``). Each code finding gets the reach of its file, ``conditional`` when gated, ``dormant`` when dead.
+    """
+    from dataclasses import replace
+
+    from .analysis import CodeChange, analyse
+
+    out: list[Finding] = []
+    for f in scanned.report.findings:
+        if f.kind not in (Kind.MODIFIED, Kind.UNEXPECTED) or not f.path.endswith(".py") or f.line is not None:
+            out.append(f)
+            continue
+        dist, entry, path = scanned.locate(f)
+        after = _read(path)
+        if after is None:
+            out.append(f)
+            continue
+        before: bytes | None = None
+        if f.kind is Kind.MODIFIED and dist is not None:
+            try:
+                before = explainer.pristine_bytes(ChangedFile(f, dist, entry, path))
+            except PatchguardError:
+                before = None
+        code = analyse(CodeChange(f.path, before, after, f.distribution, f.version))
+        if not code:
+            out.append(f)
+            continue
+        file_reach, evidence = reach.reach(path)
+        for c in code:
+            gate_kind = (c.gate or {}).get("kind")
+            r = (
+                "dormant"
+                if gate_kind == "dead"
+                else ("conditional" if gate_kind and file_reach == "active" else file_reach)
+            )
+            out.append(replace(c, reach=r, evidence=tuple(evidence) + c.evidence, patch_set=f.patch_set))
+    return out

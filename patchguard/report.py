@@ -92,6 +92,7 @@ class Finding:
     reach: str | None = None
     evidence: tuple[str, ...] = ()
     patch_set: str | None = None
+    source: str | None = None  # the installed line a code finding points at
 
     def to_json(self) -> dict[str, Any]:
         """The finding as the stable JSON object of DESIGN.md."""
@@ -110,6 +111,7 @@ class Finding:
             "evidence": list(self.evidence),
             "patch_set": self.patch_set,
             "message": printable(self.message),
+            "source": printable(self.source) if self.source is not None else None,
         }
 
     @property
@@ -230,6 +232,31 @@ def _group(findings: Iterable[Finding]) -> dict[tuple[str | None, str | None], l
     return groups
 
 
+def _finding_lines(f: Finding, kind_w: int) -> list[str]:
+    pad = " " * 11
+    if f.source is not None and f.line is not None:
+        # A code finding: where and which rule, the line itself, then its gate and reach.
+        head = f"  {f.severity.label.upper():<9}{printable(f.path)}:{f.line}  {f.rule}"
+        out = [head + (f"  {f.function}" if f.function else ""), pad + printable(f.source)]
+        tail = []
+        if f.gate:
+            tail.append(f"gate: {f.gate.get('condition') or f.gate.get('kind')}")
+        if f.reach:
+            tail.append(f"reach: {f.reach}" + (f" ({f.evidence[0]})" if f.evidence else ""))
+        if f.patch_set:
+            tail.append(f"patch set: {f.patch_set}")
+        if "baseline: none" in f.evidence:
+            tail.append("baseline: none (no pristine source: the whole file was judged)")
+        return [*out, pad + " · ".join(tail)] if tail else out
+    where = printable(f.path) + (f":{f.line}" if f.line else "")
+    detail = [printable(f.message)]
+    if f.function:
+        detail.insert(0, f.function)
+    if f.patch_set:
+        detail.append(f"patch set: {f.patch_set}")
+    return [f"  {f.severity.label.upper():<9}{f.kind.value:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
+
+
 def format_table(report: Report) -> str:
     """A human table grouped by distribution, worst first, then the summary line."""
     lines: list[str] = []
@@ -240,14 +267,7 @@ def format_table(report: Report) -> str:
         lines.append(f"{dist} {version}" if dist else "not owned by any distribution")
         kind_w = max(len(f.kind.value) for f in items)
         for f in items:
-            where = printable(f.path) + (f":{f.line}" if f.line else "")
-            lines.append(f"  {f.severity.label.upper():<9}{f.kind.value:<{kind_w + 2}}{where}")
-            detail = [printable(f.message)]
-            if f.function:
-                detail.insert(0, f.function)
-            if f.patch_set:
-                detail.append(f"patch set: {f.patch_set}")
-            lines.append(" " * 11 + " · ".join(detail))
+            lines.extend(_finding_lines(f, kind_w))
         lines.append("")
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"

@@ -209,6 +209,9 @@ def scan(
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
     patches: str | None = None,
+    analyse: bool = True,
+    entries: Sequence[str] = (),
+    architectures: Sequence[str] = (),
 ) -> Report:
     """Fingerprint every installed file of an environment against its wheel's RECORD.
 
@@ -226,6 +229,11 @@ def scan(
     Editable installs are compared with their git checkout at ``against``. ``verify_record`` also
     compares each installed RECORD with the pristine wheel's (found in ``wheelhouse``, pip's and uv's
     caches, or downloaded unless ``offline``), catching a file edited together with its RECORD row.
+
+    With ``analyse`` (the default), every modified or unexpected ``.py`` file is judged by code analysis
+    (:mod:`patchguard.analysis`): its pristine source comes from the pristine store, ``wheelhouse`` or the
+    pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
+    (modules) and ``architectures`` (model architectures, through the framework's registry).
     """
     scanned = run(
         distributions,
@@ -238,16 +246,26 @@ def scan(
         against=against,
         patches=patches,
     )
-    if not verify_record:
+    code_files = any(
+        f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in scanned.report.findings
+    )
+    if not verify_record and not (analyse and code_files):
         return scanned.report
     from dataclasses import replace
 
-    from .explain import Explainer, record_findings
+    from .analysis.reach import ReachContext
+    from .explain import Explainer, judge_findings, record_findings
     from .pristine import Sources
 
-    extra = record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
-    findings = tuple(sorted((*scanned.report.findings, *extra), key=lambda f: f.sort_key))
-    return replace(scanned.report, findings=findings)
+    # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
+    findings = list(scanned.report.findings)
+    if analyse and code_files:
+        explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
+        reach = ReachContext(scanned.target.site_packages, entries, architectures)
+        findings = judge_findings(scanned, explainer, reach)
+    if verify_record:
+        findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
+    return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
 
 
 def run(

@@ -37,7 +37,7 @@ def test_findings_table_grouped_by_distribution(env: Env) -> None:
     (env.site / "minillm/models/mla.py").write_text("print('hi')\n")
     (env.site / "minillm/platforms/cuda.py").unlink()
     (env.site / "dump.pth").write_text("import os\n")
-    code, out, _ = invoke("scan", "--site-packages", str(env.site))
+    code, out, _ = invoke("scan", "--site-packages", str(env.site), "--no-analysis")
     assert code == 1  # the .pth is high, the default --fail-on
     lines = out.splitlines()
     assert lines[0] == "minillm 0.4.0"
@@ -53,14 +53,22 @@ def test_findings_table_grouped_by_distribution(env: Env) -> None:
 )
 def test_fail_on_threshold(env: Env, fail_on: str, expected: int) -> None:
     (env.site / "minillm/models/mla.py").write_text("x = 1\n")  # moderate
-    code, _, _ = invoke("scan", "--site-packages", str(env.site), "--fail-on", fail_on)
+    code, _, _ = invoke("scan", "--site-packages", str(env.site), "--fail-on", fail_on, "--no-analysis")
     assert code == expected
 
 
 def test_json_output_via_cli(env: Env) -> None:
     (env.site / "minillm/envs.py").write_text("DEBUG = True\n")
     code, out, _ = invoke(
-        "scan", "minillm", "--site-packages", str(env.site), "--format", "json", "--fail-on", "never"
+        "scan",
+        "minillm",
+        "--site-packages",
+        str(env.site),
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--no-analysis",
     )
     assert code == 0
     doc = json.loads(out)
@@ -120,7 +128,9 @@ def test_python_option_scans_another_venv_without_running_its_code(
     marker = tmp_path / "pth-was-executed"
     (venv.site / "zz_marker.pth").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
     (venv.site / "minillm/envs.py").write_text("X = 1\n")
-    code, out, err = invoke("scan", "--python", str(venv.prefix / "bin" / "python"), "--format", "json")
+    code, out, err = invoke(
+        "scan", "--python", str(venv.prefix / "bin" / "python"), "--format", "json", "--no-analysis"
+    )
     assert code == 1, err
     doc = json.loads(out)
     assert doc["environment"]["site_packages"] == [str(venv.site)]
@@ -133,12 +143,15 @@ def test_python_option_scans_another_venv_without_running_its_code(
 
 
 def test_console_script_end_to_end(env: Env, tmp_path: Path) -> None:
-    (env.site / "minillm/models/llama.py").write_text("import pdb\n")
+    (env.site / "minillm/models/llama.py").write_text("import pdb\npdb.set_trace()\n")
     proc = run_cli("scan", "--site-packages", str(env.site), "--format", "json", "--fail-on", "moderate")
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == ""  # not a TTY: no progress bar, nothing extra
     doc = json.loads(proc.stdout)
-    assert [f["rule"] for f in doc["findings"]] == ["modified-python"]
+    # No pristine wheel anywhere: the whole file is judged, and says so.
+    assert [(f["rule"], f["line"], f["evidence"][-1]) for f in doc["findings"]] == [
+        ("debugger", 2, "baseline: none")
+    ]
     bad = run_cli("scan", "--site-packages", str(tmp_path / "missing"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.count("\n") == 1

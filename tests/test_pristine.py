@@ -349,10 +349,15 @@ def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
     (repo / "edpkg/__init__.py").write_text("VALUE = 2\nimport pdb\n")
     (repo / "edpkg/debug_hook.py").write_text("print('hi')\n")
 
-    report = patchguard.scan(["edpkg"], site_packages=[str(env.site)])
+    report = patchguard.scan(["edpkg"], site_packages=[str(env.site)], analyse=False)
     kinds = {(f.kind, os.path.relpath(f.path, repo)) for f in report.findings}
     assert kinds == {(Kind.MODIFIED, "edpkg/__init__.py"), (Kind.UNEXPECTED, "edpkg/debug_hook.py")}
-    against_first = patchguard.scan(["edpkg"], site_packages=[str(env.site)], against="HEAD~1")
+    judged = patchguard.scan(["edpkg"], site_packages=[str(env.site)])  # against the checkout's HEAD
+    assert {(f.rule, os.path.relpath(f.path, repo), f.line) for f in judged.findings} == {
+        ("functional-change", "edpkg/__init__.py", 1),
+        ("print", "edpkg/debug_hook.py", 1),
+    }
+    against_first = patchguard.scan(["edpkg"], site_packages=[str(env.site)], against="HEAD~1", analyse=False)
     assert (Kind.MODIFIED, str(repo / "edpkg/model.py")) in {(f.kind, f.path) for f in against_first.findings}
 
     text = unified_diff(patchguard.diff(["edpkg"], site_packages=[str(env.site)]))

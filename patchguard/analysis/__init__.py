@@ -1,0 +1,307 @@
+"""Judge every change: injected debug code, its severity, its gate, and whether it is on the live path.
+
+Only what changed is judged: the installed file is compared with its pristine source, the changed lines
+are mapped to statements, and those are matched against the rules (:mod:`.rules`) with import aliases
+resolved. A rule the pristine code already hits (vLLM's own legitimate ``torch.save``) is not reported.
+Without a pristine source the whole file is judged and findings say ``baseline: none``.
+
+libcst is imported by :mod:`.judge` only, and only when there is a change to judge.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..report import Finding, Kind, Severity
+from .rules import RULES
+from .structure import Region, changed_regions, strip_docstrings, structure
+
+__all__ = ["CodeChange", "analyse"]
+
+_CODE_START = ("raise ", "raise\n", "assert ", "assert(")
+
+
+@dataclass(frozen=True, slots=True)
+class CodeChange:
+    """One changed ``.py`` file to judge; ``before`` is ``None`` when no pristine source was found."""
+
+    path: str  # as shown in findings
+    before: bytes | None
+    after: bytes
+    distribution: str | None = None
+    version: str | None = None
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _is_comment_or_blank(line: str) -> bool:
+    s = line.strip()
+    return not s or s.startswith("#")
+
+
+_SCAFFOLD = (
+    "import ",
+    "from ",
+    "if ",
+    "elif ",
+    "else:",
+    "try:",
+    "except",
+    "finally:",
+    "with ",
+    "for ",
+    "while ",
+)
+
+
+def _scaffolding(line: str) -> bool:
+    """Imports and block headers: the frame of an injected block, not a change of their own."""
+    s = line.split("#", 1)[0].strip()  # a trailing comment ("if x:  # why") does not make it code
+    return s.startswith(("import ", "from ")) or (s.startswith(_SCAFFOLD) and s.endswith(":"))
+
+
+def _looks_like_code(comment: str) -> bool:
+    text = comment.strip().lstrip("#").strip()
+    if not text or (text[0].isupper() and " " in text and not text.endswith(")")):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(n, (ast.Call, ast.Assign, ast.Import, ast.ImportFrom, ast.Return)) for n in ast.walk(tree)
+    )
+
+
+def analyse(change: CodeChange) -> list[Finding]:
+    """Findings for the changed code of one file (empty when nothing changed)."""
+    after = _decode(change.after)
+    before = _decode(change.before) if change.before is not None else None
+    regions = [r for r in changed_regions(before, after)]
+    if not regions:
+        return []
+    st = structure(after)
+    lines = after.splitlines(keepends=True)
+    baseline = () if before is not None else ("baseline: none",)
+
+    def finding(
+        kind: Kind,
+        rule: str,
+        severity: Severity,
+        line: int,
+        end: int,
+        function: str | None,
+        message: str,
+        gate: dict[str, str] | None = None,
+    ) -> Finding:
+        src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        return Finding(
+            kind,
+            severity,
+            rule,
+            change.path,
+            message,
+            change.distribution,
+            change.version,
+            line,
+            end,
+            function or None,
+            gate,
+            None,
+            baseline,
+            None,
+            src,
+        )
+
+    if before is not None and st.tree is not None:
+        try:
+            cosmetic = strip_docstrings(ast.parse(before)) == strip_docstrings(ast.parse(after))
+        except (SyntaxError, ValueError):
+            cosmetic = False
+        if cosmetic:
+            first = next((r for r in regions if r.end >= r.start), regions[0])
+            scope = st.innermost(first.start)
+            return [
+                finding(
+                    Kind.COSMETIC_CHANGE,
+                    "cosmetic-change",
+                    Severity.MINOR,
+                    first.start,
+                    max(first.end, first.start),
+                    scope.qualname if scope else None,
+                    "only comments, layout or docstrings differ from the pristine wheel",
+                )
+            ]
+
+    out: list[Finding] = []
+    changed = sorted({line for r in regions for line in r.lines})
+    covered: set[int] = set()
+    if changed:
+        out += _judged(change, st, lines, before, set(changed), covered, finding)
+    out += _removed_checks(regions, st, after, finding)
+    for r in regions:
+        added = [n for n in r.lines if n not in covered]
+        if len(added) < len(r.lines):
+            # The region holds a rule hit: its imports and block headers belong to that injected block.
+            added = [n for n in added if not _scaffolding(lines[n - 1])]
+        if not added:
+            continue
+        comments = [n for n in added if lines[n - 1].strip().startswith("#")]
+        for n in comments:
+            if _looks_like_code(lines[n - 1]):
+                scope = st.innermost(n)
+                out.append(
+                    finding(
+                        Kind.INJECTED_CODE,
+                        "commented-out-code",
+                        Severity.MINOR,
+                        n,
+                        n,
+                        scope.qualname if scope else None,
+                        "code left behind in a comment",
+                    )
+                )
+                covered.add(n)
+        rest = [n for n in added if n not in covered]
+        code_added = [n for n in rest if not _is_comment_or_blank(lines[n - 1])]
+        code_removed = [x for x in r.removed if not _is_comment_or_blank(x)]
+        if not rest and not code_removed:
+            continue
+        scope = st.innermost(rest[0] if rest else max(r.start - 1, 1))
+        line = rest[0] if rest else max(r.start - 1, 1)
+        end = rest[-1] if rest else line
+        if not code_added and not code_removed:
+            out.append(
+                finding(
+                    Kind.COSMETIC_CHANGE,
+                    "cosmetic-change",
+                    Severity.MINOR,
+                    line,
+                    end,
+                    scope.qualname if scope else None,
+                    "only comments or layout changed here",
+                )
+            )
+        elif not any(f.line is not None and line <= f.line <= end for f in out):
+            what = "lines removed" if not code_added else "logic differs from the pristine wheel"
+            out.append(
+                finding(
+                    Kind.FUNCTIONAL_CHANGE,
+                    "functional-change",
+                    Severity.MINOR,
+                    line,
+                    end,
+                    scope.qualname if scope else None,
+                    what,
+                )
+            )
+    return sorted(out, key=lambda f: (f.line or 0, f.rule))
+
+
+def _most_severe_per_line(findings: list[Finding]) -> list[Finding]:
+    """One finding per line: the ``.cpu()`` inside a ``torch.save(...)`` serves the dump, not itself."""
+    best: dict[int, Finding] = {}
+    for f in findings:
+        key = f.line or 0
+        if key not in best or f.severity > best[key].severity:
+            best[key] = f
+    return list(best.values())
+
+
+def _judged(
+    change: CodeChange,
+    st: object,
+    lines: Sequence[str],
+    before: str | None,
+    changed: set[int],
+    covered: set[int],
+    finding: object,
+) -> list[Finding]:
+    from .judge import Unit, hit_counts, judge_unit, units_for
+    from .structure import Structure
+
+    assert isinstance(st, Structure)
+    before_st = structure(before) if before is not None else None
+    before_lines = before.splitlines(keepends=True) if before is not None else []
+    out: list[Finding] = []
+    for unit, ulines in units_for(sorted(changed), st, lines).items():
+        result = judge_unit(unit, set(ulines) if before is not None else None, st, lines)
+        if not result.hits:
+            continue
+        baseline: dict[tuple[str, str], int] = {}
+        if before_st is not None:
+            scope = st.innermost(unit.start)
+            match = [s for s in before_st.scopes if scope is not None and s.qualname == scope.qualname]
+            if match:
+                b = match[0]
+                text = before_lines[b.start - 1] if b.start - 1 < len(before_lines) else ""
+                bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
+                baseline = dict(hit_counts(bunit, before_st, before_lines))
+            after_counts = hit_counts(unit, st, lines)
+        for hit in result.hits:
+            key = (hit.rule, hit.qualname)
+            if before_st is not None and baseline.get(key, 0) >= after_counts.get(key, 0):
+                continue  # the pristine unit already does this: moved or re-indented, not injected
+            rule = RULES[hit.rule]
+            severity = rule.severity
+            if hit.rule == "logging" and not (
+                hit.loop or hit.function.rsplit(".", 1)[-1].startswith("forward")
+            ):
+                severity = Severity.MINOR
+            if hit.dead:
+                severity = Severity.INFO
+            gate = None if hit.gate_kind == "none" else {"kind": hit.gate_kind, "condition": hit.gate}
+            where = ", on the forward path" if hit.function.rsplit(".", 1)[-1].startswith("forward") else ""
+            target = f": {hit.detail}" if hit.detail else ""
+            message = f"{hit.qualname} {rule.rationale}{target}{where}"
+            if hit.dead:
+                message += " (unreachable: it cannot run)"
+            out.append(
+                finding(
+                    Kind.INJECTED_CODE,
+                    hit.rule,
+                    severity,
+                    hit.line,
+                    hit.end_line,  # type: ignore[operator]
+                    hit.function,
+                    message,
+                    gate,
+                )
+            )
+            covered.update(range(hit.line, hit.end_line + 1))
+    return _most_severe_per_line(out)
+
+
+def _removed_checks(regions: Sequence[Region], st: object, after: str, finding: object) -> list[Finding]:
+    from .structure import Structure
+
+    assert isinstance(st, Structure)
+    out: list[Finding] = []
+    remaining = {line.strip() for line in after.splitlines()}
+    for r in regions:
+        for old in r.removed:
+            s = old.strip()
+            if s.startswith(_CODE_START) and s not in remaining:
+                line = max(min(r.start, r.end if r.end >= r.start else r.start), 1)
+                scope = st.innermost(line)
+                out.append(
+                    finding(
+                        Kind.INJECTED_CODE,
+                        "removed-check",
+                        Severity.MODERATE,
+                        line,
+                        line,  # type: ignore[operator]
+                        scope.qualname if scope else None,
+                        f"removed: {s[:100]}",
+                    )
+                )
+    return out
+
+
+def is_python(path: str) -> bool:
+    return path.endswith(".py") and not os.path.basename(path).startswith(".")

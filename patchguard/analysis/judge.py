@@ -1,0 +1,394 @@
+"""Judge changed code with libcst: which rule it hits, under which gate, in which function.
+
+The file is cut into *units* (the outermost function around a change, else the outermost class, else the
+top-level statements it touches); each unit is parsed with libcst on its own (a slice costs milliseconds
+where the whole 2,000-line file costs half a second) and walked once. Only calls and statements on changed
+lines are judged, and a hit that the same unit of the pristine file already has (a legitimate
+``torch.save`` whose line was merely re-indented or whose argument was renamed) is not reported again.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .rules import RULES, rule_for_call
+from .structure import Structure
+
+__all__ = ["Hit", "Unit", "judge_unit", "units_for"]
+
+_FORWARD = ("forward", "__call__", "_forward")
+_TERMINAL = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A slice of the file judged as one libcst module: lines ``start..end``, and its enclosing prefix."""
+
+    start: int
+    end: int
+    indent: int
+    prefix: str  # qualified name of what encloses the slice ("" at module level)
+
+
+@dataclass
+class Hit:
+    """A rule hit on a changed line (``line``/``end_line`` in the installed file)."""
+
+    rule: str
+    qualname: str
+    line: int
+    end_line: int
+    function: str
+    gate_kind: str
+    gate: str
+    dead: bool
+    detail: str = ""
+    loop: bool = False
+
+
+def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) -> dict[Unit, list[int]]:
+    """Group changed lines by the unit that contains them."""
+    out: dict[Unit, list[int]] = {}
+    top = st.tree.body if st.tree is not None else []
+    for line in lines:
+        scope = st.outermost_def(line)
+        if scope is None:
+            classes = [s for s in st.scopes if s.kind == "class" and s.start <= line <= s.end]
+            scope = min(classes, key=lambda s: s.start) if classes else None
+        if scope is not None:
+            prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
+            text = source_lines[scope.start - 1] if scope.start - 1 < len(source_lines) else ""
+            indent = len(text) - len(text.lstrip())
+            unit = Unit(scope.start, scope.end, indent, prefix)
+        else:
+            stmts = [n for n in top if n.lineno <= line <= (n.end_lineno or n.lineno)]
+            if stmts:
+                node = stmts[0]
+                start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+                unit = Unit(start, node.end_lineno or node.lineno, 0, "")
+            else:
+                unit = Unit(line, line, 0, "")
+        out.setdefault(unit, []).append(line)
+    return out
+
+
+def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
+    text = "".join(source_lines[unit.start - 1 : unit.end])
+    if unit.indent:
+        text = textwrap.dedent(text)
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node).strip()
+
+
+class _Walker(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, unit: Unit, changed: set[int] | None, st: Structure) -> None:
+        super().__init__()
+        self.unit, self.changed, self.st = unit, changed, st
+        self.aliases: dict[str, str] = dict(st.aliases)
+        self.names: list[str] = [unit.prefix] if unit.prefix else []
+        self.ifs: list[tuple[cst.BaseExpression, bool]] = []
+        self.dead_blocks: set[int] = set()
+        self.dead = 0
+        self.loops = 0
+        self.hits: list[Hit] = []
+
+    # -- where we are ---------------------------------------------------------------------------------
+    def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node)
+        return pos.start.line + self.unit.start - 1, pos.end.line + self.unit.start - 1
+
+    def _touched(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        start, end = self._lines(node)
+        if self.changed is None or any(line in self.changed for line in range(start, end + 1)):
+            return start, end
+        return None
+
+    def _function(self) -> str:
+        return ".".join(n for n in self.names if n)
+
+    def _in_forward(self) -> bool:
+        return any(n.startswith(_FORWARD) for n in self.names[-1:])
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.names.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.names.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.names.append(node.name.value)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.names.pop()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for a in node.names:
+            full = get_full_name_for_node(a.name) or ""
+            if a.asname is not None and isinstance(a.asname.name, cst.Name):
+                self.aliases[a.asname.name.value] = full
+            else:
+                self.aliases[full.split(".", 1)[0]] = full.split(".", 1)[0]
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        module = get_full_name_for_node(node.module) or ""
+        for a in node.names:
+            name = get_full_name_for_node(a.name) or ""
+            local = (
+                a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else name
+            )
+            self.aliases[local] = f"{module}.{name}"
+
+    # -- gates and dead code ----------------------------------------------------------------------------
+    def visit_If(self, node: cst.If) -> None:
+        if _always_false(node.test):
+            self.dead_blocks.add(id(node.body))
+        self.ifs.append((node.test, False))
+
+    def leave_If(self, original_node: cst.If) -> None:
+        self.ifs.pop()
+
+    def visit_Else(self, node: cst.Else) -> None:
+        if self.ifs:
+            test, _ = self.ifs[-1]
+            self.ifs[-1] = (test, True)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        seen_terminal = False
+        for stmt in node.body:
+            if seen_terminal:
+                self.dead_blocks.add(id(stmt))
+            if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, _TERMINAL) for s in stmt.body):
+                seen_terminal = True
+        if id(node) in self.dead_blocks:
+            self.dead += 1
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        if id(original_node) in self.dead_blocks:
+            self.dead -= 1
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if (
+            isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            and id(node) in self.dead_blocks
+        ):
+            self.dead += 1
+        if isinstance(node, (cst.For, cst.While)):
+            self.loops += 1
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if (
+            isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            and id(original_node) in self.dead_blocks
+        ):
+            self.dead -= 1
+        if isinstance(original_node, (cst.For, cst.While)):
+            self.loops -= 1
+        super().on_leave(original_node)
+
+    def _gate(self) -> tuple[str, str]:
+        if self.dead:
+            return "dead", "unreachable"
+        if not self.ifs:
+            return "none", ""
+        test, orelse = self.ifs[-1]
+        text = _code(test)
+        kind = _gate_kind(test, text, self.st.flags)
+        return kind, (f"not ({text})" if orelse else text)
+
+    def _hit(
+        self, rule: str, qualname: str, node: cst.CSTNode, lines: tuple[int, int], detail: str = ""
+    ) -> None:
+        kind, cond = self._gate()
+        self.hits.append(
+            Hit(
+                rule,
+                qualname,
+                lines[0],
+                lines[1],
+                self._function(),
+                kind,
+                cond,
+                self.dead > 0,
+                detail,
+                self.loops > 0,
+            )
+        )
+
+    # -- rules ------------------------------------------------------------------------------------------
+    def _resolve(self, dotted: str) -> str:
+        head, dot, rest = dotted.partition(".")
+        base = self.aliases.get(head)
+        if base is None:
+            return dotted
+        return f"{base}.{rest}" if dot else base
+
+    def visit_Call(self, node: cst.Call) -> None:
+        lines = self._touched(node)
+        if lines is None:
+            return
+        dotted = get_full_name_for_node(node.func)
+        method = receiver = None
+        if isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            receiver = get_full_name_for_node(node.func.value)
+        qualname = self._resolve(dotted) if dotted else (f"<expr>.{method}" if method else "<call>")
+        rule = rule_for_call(qualname, method, receiver)
+        if qualname in ("open", "builtins.open", "io.open", "codecs.open") and _writes(node):
+            rule = "file-write"
+        if rule == "device-sync" and not self._in_forward() and qualname != "torch.cuda.synchronize":
+            rule = None
+        if rule == "monkeypatch" and not (
+            node.args
+            and isinstance(node.args[0].value, cst.Name)
+            and node.args[0].value.value in self.aliases
+        ):
+            rule = None
+        if rule is None:
+            return
+        self._hit(rule, qualname, node, lines, _literal_paths(node))
+
+    def _assign_targets(self, targets: Sequence[cst.BaseExpression], node: cst.CSTNode) -> None:
+        lines = self._touched(node)
+        if lines is None:
+            return
+        for target in targets:
+            if not isinstance(target, cst.Attribute):
+                continue
+            dotted = get_full_name_for_node(target)
+            if not dotted:
+                continue
+            head = dotted.split(".", 1)[0]
+            if head not in self.aliases:
+                continue
+            qualname = self._resolve(dotted)
+            rule = "debugger" if qualname == "sys.breakpointhook" else "monkeypatch"
+            self._hit(rule, qualname, node, lines)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._assign_targets([t.target for t in node.targets], node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._assign_targets([node.target], node)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        lines = self._touched(node)
+        if lines is None:
+            return
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+        only_pass = all(
+            isinstance(s, cst.SimpleStatementLine)
+            and all(
+                isinstance(x, cst.Pass) or (isinstance(x, cst.Expr) and isinstance(x.value, cst.Ellipsis))
+                for x in s.body
+            )
+            for s in body
+        )
+        broad = node.type is None or get_full_name_for_node(node.type) in ("Exception", "BaseException")
+        if only_pass and broad:
+            self._hit("swallowed-exception", "except", node, lines)
+
+
+def _always_false(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.Name) and test.value in ("False", "TYPE_CHECKING"):
+        return True
+    if isinstance(test, cst.Attribute) and test.attr.value == "TYPE_CHECKING":
+        return True
+    return isinstance(test, cst.Integer) and test.value == "0"
+
+
+def _gate_kind(test: cst.BaseExpression, text: str, flags: set[str]) -> str:
+    if "environ" in text or "getenv" in text:
+        return "env"
+    if any(k in text for k in (".shape", ".size(", ".numel(", "len(")) and _compares_literal(test):
+        return "shape"
+    inner = test.expression if isinstance(test, cst.UnaryOperation) else test
+    if isinstance(inner, cst.Name) and (inner.value in flags or inner.value.isupper()):
+        return "flag"
+    return "condition"
+
+
+def _compares_literal(test: cst.BaseExpression) -> bool:
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            nonlocal found
+            parts = [node.left, *(c.comparator for c in node.comparisons)]
+            if any(isinstance(p, (cst.Integer, cst.Float)) for p in parts):
+                found = True
+
+    test.visit(_V())
+    return found
+
+
+def _writes(call: cst.Call) -> bool:
+    mode: cst.BaseExpression | None = None
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) > 1:
+        mode = positional[1].value
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "mode":
+            mode = a.value
+    if isinstance(mode, cst.SimpleString):
+        return any(c in mode.evaluated_value for c in "wax+")
+    return False
+
+
+def _literal_paths(call: cst.Call) -> str:
+    for a in call.args:
+        if isinstance(a.value, cst.SimpleString):
+            value = a.value.evaluated_value
+            if isinstance(value, str) and value.startswith(("/", "./", "~")):
+                return value
+        if isinstance(a.value, cst.FormattedString):
+            text = _code(a.value)
+            if "/tmp" in text or "/dev/shm" in text:
+                return text
+    return ""
+
+
+@dataclass
+class UnitResult:
+    hits: list[Hit] = field(default_factory=list)
+    parsed: bool = True
+
+
+def judge_unit(
+    unit: Unit, changed: set[int] | None, st: Structure, source_lines: Sequence[str]
+) -> UnitResult:
+    """Rule hits on the changed lines of one unit (all lines when ``changed`` is ``None``)."""
+    module = _parse(unit, source_lines)
+    if module is None:
+        return UnitResult(parsed=False)
+    walker = _Walker(unit, changed, st)
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(walker)
+    return UnitResult(walker.hits)
+
+
+def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[tuple[str, str]]:
+    """(rule, qualified name) → how often a unit hits it over all its lines (for the pristine baseline)."""
+    result = judge_unit(unit, None, st, source_lines)
+    return Counter((h.rule, h.qualname) for h in result.hits)
+
+
+def rule_info(rule: str) -> Any:
+    return RULES[rule]

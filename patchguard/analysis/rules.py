@@ -1,0 +1,164 @@
+"""The rules: what injected debug code looks like, how bad it is, and why.
+
+Each rule has an id (what ``--policy`` ignores and SARIF names), a severity, and a one-line rationale.
+Calls are matched on their *qualified* name after import aliases are resolved (``th.save`` with
+``import torch as th`` is ``torch.save``); a few rules match method names on any object (``x.cpu()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..report import Severity
+
+__all__ = ["CALLS", "METHODS", "RULES", "Rule", "rule_for_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    severity: Severity
+    rationale: str
+
+
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule("tensor-dump", Severity.HIGH, "writes tensors or objects to disk"),
+        Rule("file-write", Severity.HIGH, "writes a file from library code"),
+        Rule("debugger", Severity.HIGH, "stops the server waiting for a debugger"),
+        Rule("process-exit", Severity.HIGH, "ends or signals the process"),
+        Rule("subprocess", Severity.HIGH, "runs another program"),
+        Rule("network", Severity.HIGH, "opens a network connection"),
+        Rule("dynamic-exec", Severity.HIGH, "executes code built at run time"),
+        Rule("print", Severity.MODERATE, "prints from library code (on a hot path it costs every request)"),
+        Rule("logging", Severity.MODERATE, "logs on a hot path"),
+        Rule("sleep", Severity.MODERATE, "sleeps in library code"),
+        Rule("device-sync", Severity.MODERATE, "forces a device synchronisation in a forward pass"),
+        Rule("monkeypatch", Severity.MODERATE, "changes another module's attributes at run time"),
+        Rule("swallowed-exception", Severity.MODERATE, "silences every error of the block"),
+        Rule("removed-check", Severity.MODERATE, "a raise or assert of the pristine code was removed"),
+        Rule("commented-out-code", Severity.MINOR, "code left behind in a comment"),
+        Rule("functional-change", Severity.MINOR, "logic differs from the pristine wheel"),
+        Rule("cosmetic-change", Severity.MINOR, "only comments, layout or docstrings differ"),
+    )
+}
+
+_DUMPS = (
+    "torch.save",
+    "numpy.save",
+    "numpy.savez",
+    "numpy.savez_compressed",
+    "numpy.savetxt",
+    "pickle.dump",
+    "cloudpickle.dump",
+    "dill.dump",
+    "joblib.dump",
+    "safetensors.torch.save_file",
+    "safetensors.numpy.save_file",
+    "torch.distributed.checkpoint.save",
+    "json.dump",
+)
+_DEBUGGERS = (
+    "breakpoint",
+    "builtins.breakpoint",
+    "pdb.set_trace",
+    "pdb.post_mortem",
+    "pdb.pm",
+    "pdb.run",
+    "pdb.runcall",
+    "pdb.Pdb",
+    "ipdb.set_trace",
+    "ipdb.sset_trace",
+    "ipdb.post_mortem",
+    "pudb.set_trace",
+    "pudb.start",
+    "debugpy.listen",
+    "debugpy.wait_for_client",
+    "debugpy.breakpoint",
+    "ptvsd.enable_attach",
+    "ptvsd.wait_for_attach",
+    "ptvsd.break_into_debugger",
+    "code.interact",
+    "IPython.embed",
+    "IPython.terminal.embed.embed",
+    "IPython.terminal.embed.InteractiveShellEmbed",
+    "celery.contrib.rdb.set_trace",
+    "remote_pdb.set_trace",
+    "rpdb.set_trace",
+    "web_pdb.set_trace",
+)
+_EXITS = ("sys.exit", "os._exit", "exit", "quit", "os.kill", "os.killpg", "os.abort", "signal.raise_signal")
+_NETWORK_PREFIXES = ("requests.", "httpx.", "aiohttp.", "urllib3.")
+_NETWORK = (
+    "socket.socket",
+    "socket.create_connection",
+    "urllib.request.urlopen",
+    "http.client.HTTPConnection",
+    "http.client.HTTPSConnection",
+    "smtplib.SMTP",
+)
+
+CALLS: dict[str, str] = {
+    **{n: "tensor-dump" for n in _DUMPS},
+    **{n: "debugger" for n in _DEBUGGERS},
+    **{n: "process-exit" for n in _EXITS},
+    **{n: "network" for n in _NETWORK},
+    "os.system": "subprocess",
+    "os.popen": "subprocess",
+    "exec": "dynamic-exec",
+    "eval": "dynamic-exec",
+    "compile": "dynamic-exec",
+    "print": "print",
+    "pprint.pprint": "print",
+    "pprint.pp": "print",
+    "time.sleep": "sleep",
+    "asyncio.sleep": "sleep",
+    "torch.cuda.synchronize": "device-sync",
+    "torch.cuda.current_stream.synchronize": "device-sync",
+    "setattr": "monkeypatch",
+}
+
+# Method names matched on any receiver (the receiver's type is unknown without running the code).
+METHODS: dict[str, str] = {
+    "tofile": "tensor-dump",
+    "write_text": "file-write",
+    "write_bytes": "file-write",
+    "cpu": "device-sync",
+    "item": "device-sync",
+    "tolist": "device-sync",
+    "numpy": "device-sync",
+    "synchronize": "device-sync",
+}
+_LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+
+
+def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> str | None:
+    """The rule a call hits, if any. ``method``/``receiver``: for ``x.f()``, ``f`` and the dotted ``x``."""
+    rule = CALLS.get(qualname)
+    if rule:
+        return rule
+    if qualname.startswith(("subprocess.", "os.exec", "os.spawn", "os.posix_spawn")):
+        return "subprocess"
+    if qualname.startswith(_NETWORK_PREFIXES) and method in {
+        "get",
+        "post",
+        "put",
+        "delete",
+        "patch",
+        "request",
+        "head",
+        "Client",
+        "Session",
+        "AsyncClient",
+        "ClientSession",
+        "urlopen",
+    }:
+        return "network"
+    if method is not None and receiver is not None:
+        base = receiver.rsplit(".", 1)[-1].lower()
+        if method in _LOG_METHODS and ("log" in base or qualname.startswith("logging.")):
+            return "logging"
+        if method in METHODS:
+            return METHODS[method]
+    return None
