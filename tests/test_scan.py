@@ -17,7 +17,7 @@ from .helpers import Env, build_wheel, record_hash
 
 
 def run_scan(env: Env, *names: str, **kw: object) -> patchguard.Report:
-    """The integrity scan (code analysis off: these tests are about files, tests/test_analysis.py about code)."""
+    """The integrity scan, code analysis off: these tests are about files (test_analysis.py: about code)."""
     kw.setdefault("analyse", False)
     return patchguard.scan(list(names), site_packages=[str(env.site)], **kw)  # type: ignore[arg-type]
 
