@@ -128,10 +128,10 @@ def _say_recovered(paths: tuple[str, ...]) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(["table", "json", "sarif"]),
     default="table",
     show_default=True,
-    help="Output format.",
+    help="Output format (sarif: SARIF 2.1.0 for code scanning).",
 )
 @click.option(
     "--fail-on",
@@ -175,7 +175,7 @@ def scan(
     With no DISTRIBUTIONS, every distribution of the environment is checked, and the top of
     site-packages is searched for startup hooks (.pth files, sitecustomize) and unowned files.
     """
-    from .report import Severity, format_json, format_table
+    from .report import Severity, format_json, format_sarif, format_table
     from .scanner import scan as run_scan
 
     archs = list(architectures)
@@ -203,7 +203,8 @@ def scan(
     finally:
         if progress is not None:
             progress.close()
-    click.echo(format_json(report) if fmt == "json" else format_table(report), nl=False)
+    formatter = {"json": format_json, "sarif": format_sarif, "table": format_table}[fmt]
+    click.echo(formatter(report), nl=False)
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
 

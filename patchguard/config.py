@@ -15,7 +15,8 @@ from .errors import PatchguardError
 
 __all__ = ["Config", "ConfigError", "find_config", "load_config", "read_toml"]
 
-_KNOWN = {"wheelhouse", "patches"}
+# Policy keys are validated by patchguard.policy; here they are only known.
+_KNOWN = {"wheelhouse", "patches", "fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"}
 
 
 class ConfigError(PatchguardError):

@@ -235,7 +235,7 @@ def scan(
     pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
     (modules) and ``architectures`` (model architectures, through the framework's registry).
     """
-    scanned = run(
+    return run(
         distributions,
         site_packages=site_packages,
         python=python,
@@ -245,27 +245,13 @@ def scan(
         progress=progress,
         against=against,
         patches=patches,
-    )
-    code_files = any(
-        f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in scanned.report.findings
-    )
-    if not verify_record and not (analyse and code_files):
-        return scanned.report
-    from dataclasses import replace
-
-    from .analysis.reach import ReachContext
-    from .explain import Explainer, judge_findings, record_findings
-    from .pristine import Sources
-
-    # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
-    findings = list(scanned.report.findings)
-    if analyse and code_files:
-        explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
-        reach = ReachContext(scanned.target.site_packages, entries, architectures)
-        findings = judge_findings(scanned, explainer, reach)
-    if verify_record:
-        findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
-    return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
+        analyse=analyse,
+        entries=entries,
+        architectures=architectures,
+        verify_record=verify_record,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    ).report
 
 
 def run(
@@ -280,10 +266,17 @@ def run(
     against: str = "HEAD",
     target: Target | None = None,
     patches: str | None = None,
+    analyse: bool = False,
+    entries: Sequence[str] = (),
+    architectures: Sequence[str] = (),
+    verify_record: bool = False,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
 ) -> Scanned:
     """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
 
-    A transaction a crash left unfinished in any site directory is rolled back first.
+    A transaction a crash left unfinished in any site directory is rolled back first. Code analysis is
+    off by default here: ``diff`` and ``restore`` work on the integrity findings (one per file).
     """
     started = time.perf_counter()
     now_ns = time.time_ns()
@@ -394,7 +387,39 @@ def run(
         from .setops import attribute
 
         scanned.report = replace(report, findings=tuple(attribute(scanned, patches)))
+    if analyse or verify_record:
+        scanned.report = _judged(
+            scanned, analyse, entries, architectures, verify_record, wheelhouse, offline, against
+        )
     return scanned
+
+
+def _judged(
+    scanned: Scanned,
+    analyse: bool,
+    entries: Sequence[str],
+    architectures: Sequence[str],
+    verify_record: bool,
+    wheelhouse: Sequence[str],
+    offline: bool,
+    against: str,
+) -> Report:
+    from dataclasses import replace
+
+    from .analysis.reach import ReachContext
+    from .explain import Explainer, judge_findings, record_findings
+    from .pristine import Sources
+
+    findings = list(scanned.report.findings)
+    code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
+    # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
+    if analyse and code_files:
+        explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
+        reach = ReachContext(scanned.target.site_packages, entries, architectures)
+        findings = judge_findings(scanned, explainer, reach)
+    if verify_record:
+        findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
+    return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
 
 
 def _recover(target: Target) -> tuple[str, ...]:

@@ -110,7 +110,8 @@ def test_names_resolve_through_aliases() -> None:
     after = before.replace(
         "import torch\n", "import torch\nimport torch as th\nfrom pickle import dump as keep\n", 1
     )
-    after += "\n\ndef _debug(x):\n    th.save(x, '/dev/shm/x.pt')\n    keep(x, open('/tmp/x.pkl', 'wb'))\n"
+    after += "\n\ndef _debug(x):\n    th.save(x, '/dev/shm/x.pt')\n"
+    after += "\n\ndef _keep(x):\n    keep(x, open('/tmp/x.pkl', 'wb'))\n"
     found = {(f.rule, f.source) for f in analyse(CodeChange("llama.py", before.encode(), after.encode()))}
     assert ("tensor-dump", "th.save(x, '/dev/shm/x.pt')") in found
     assert ("tensor-dump", "keep(x, open('/tmp/x.pkl', 'wb'))") in found

@@ -124,6 +124,23 @@ def analyse(change: CodeChange) -> list[Finding]:
         except (SyntaxError, ValueError):
             cosmetic = False
         if cosmetic:
+            dead_code = [
+                finding(
+                    Kind.INJECTED_CODE,
+                    "commented-out-code",
+                    Severity.MINOR,
+                    n,
+                    n,
+                    _qualname(st, n),
+                    "code left behind in a comment",
+                    st.gate_at(n),
+                )
+                for r in regions
+                for n in r.lines
+                if lines[n - 1].strip().startswith("#") and _looks_like_code(lines[n - 1])
+            ]
+            if dead_code:
+                return _one_per_region_and_rule(dead_code, regions)
             first = next((r for r in regions if r.end >= r.start), regions[0])
             scope = st.innermost(first.start)
             return [
@@ -143,6 +160,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     covered: set[int] = set()
     if changed:
         out += _judged(change, st, lines, before, set(changed), covered, finding)
+    out = _one_per_region_and_rule(out, regions)
     out += _removed_checks(regions, st, after, finding)
     for r in regions:
         added = [n for n in r.lines if n not in covered]
@@ -164,6 +182,7 @@ def analyse(change: CodeChange) -> list[Finding]:
                         n,
                         scope.qualname if scope else None,
                         "code left behind in a comment",
+                        st.gate_at(n),
                     )
                 )
                 covered.add(n)
@@ -203,14 +222,28 @@ def analyse(change: CodeChange) -> list[Finding]:
     return sorted(out, key=lambda f: (f.line or 0, f.rule))
 
 
-def _most_severe_per_line(findings: list[Finding]) -> list[Finding]:
-    """One finding per line: the ``.cpu()`` inside a ``torch.save(...)`` serves the dump, not itself."""
-    best: dict[int, Finding] = {}
-    for f in findings:
-        key = f.line or 0
-        if key not in best or f.severity > best[key].severity:
-            best[key] = f
-    return list(best.values())
+def _qualname(st: object, line: int) -> str | None:
+    from .structure import Structure
+
+    assert isinstance(st, Structure)
+    scope = st.innermost(line)
+    return scope.qualname if scope else None
+
+
+def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region]) -> list[Finding]:
+    """One finding per changed region and rule (the first line it hits): a debug block of ten prints is
+    one print finding, not ten."""
+    seen: set[tuple[object, str]] = set()
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (f.line or 0, f.rule)):
+        region = next((i for i, r in enumerate(regions) if r.start <= (f.line or 0) <= r.end), -1)
+        # In one function, an edit split by difflib into several regions is still one edit.
+        where: object = f.function if f.function else region
+        if region >= 0 and (where, f.rule) in seen:
+            continue
+        seen.add((where, f.rule))
+        out.append(f)
+    return out
 
 
 def _judged(
@@ -274,7 +307,7 @@ def _judged(
                 )
             )
             covered.update(range(hit.line, hit.end_line + 1))
-    return _most_severe_per_line(out)
+    return out
 
 
 def _removed_checks(regions: Sequence[Region], st: object, after: str, finding: object) -> list[Finding]:
@@ -298,6 +331,7 @@ def _removed_checks(regions: Sequence[Region], st: object, after: str, finding: 
                         line,  # type: ignore[operator]
                         scope.qualname if scope else None,
                         f"removed: {s[:100]}",
+                        st.gate_at(line),
                     )
                 )
     return out

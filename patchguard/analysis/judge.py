@@ -256,12 +256,10 @@ class _Walker(cst.CSTVisitor):
             rule = "file-write"
         if rule == "device-sync" and not self._in_forward() and qualname != "torch.cuda.synchronize":
             rule = None
-        if rule == "monkeypatch" and not (
-            node.args
-            and isinstance(node.args[0].value, cst.Name)
-            and node.args[0].value.value in self.aliases
-        ):
-            rule = None
+        if rule == "monkeypatch":
+            target = get_full_name_for_node(node.args[0].value) if node.args else None
+            if not target or target.split(".", 1)[0] not in self.aliases:
+                rule = None  # setattr on a local object is ordinary code
         if rule is None:
             return
         self._hit(rule, qualname, node, lines, _literal_paths(node))

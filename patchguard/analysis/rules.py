@@ -57,7 +57,6 @@ _DUMPS = (
     "safetensors.torch.save_file",
     "safetensors.numpy.save_file",
     "torch.distributed.checkpoint.save",
-    "json.dump",
 )
 _DEBUGGERS = (
     "breakpoint",

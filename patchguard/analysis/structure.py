@@ -67,6 +67,7 @@ class Structure:
     aliases: dict[str, str]  # local name -> qualified name, from module-level imports
     flags: set[str]  # module-level names bound to a constant (DEBUG = True)
     tree: ast.Module | None
+    source: str | None = None
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -75,6 +76,25 @@ class Structure:
             if s.start <= line <= s.end and (best is None or s.start >= best.start):
                 best = s
         return best
+
+    def gate_at(self, line: int) -> dict[str, str] | None:
+        """The innermost ``if`` around ``line`` as a gate (for findings that have no node of their own)."""
+        if self.tree is None or self.source is None:
+            return None
+        best: ast.If | None = None
+        ifs = [n for n in ast.walk(self.tree) if isinstance(n, ast.If)]
+        for node in ifs:
+            inside = node.lineno <= line <= (node.end_lineno or node.lineno)
+            if inside and (best is None or node.lineno >= best.lineno):
+                best = node
+        if best is None:
+            return None
+        text = ast.get_source_segment(self.source, best.test) or ""
+        orelse = bool(best.orelse) and line >= min(getattr(n, "lineno", line + 1) for n in best.orelse)
+        return {
+            "kind": gate_kind_of(text, best.test, self.flags),
+            "condition": f"not ({text})" if orelse else text,
+        }
 
     def outermost_def(self, line: int) -> Scope | None:
         """The outermost *function* containing ``line`` (what is judged as one slice)."""
@@ -148,7 +168,31 @@ def structure(source: str) -> Structure:
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    return Structure(scopes, _imports(top), flags, tree)
+    return Structure(scopes, _imports(top), flags, tree, source)
+
+
+def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> str:
+    """Gate kind of an ``if`` test given as ast (the libcst judge has its own twin for libcst nodes)."""
+    if "environ" in text or "getenv" in text:
+        return "env"
+    compares_literal = any(
+        isinstance(n, ast.Compare)
+        and any(
+            isinstance(c, ast.Constant) and isinstance(c.value, (int, float))
+            for c in [n.left, *n.comparators]
+        )
+        for n in ast.walk(test)
+    )
+    if compares_literal and any(k in text for k in (".shape", ".size(", ".numel(", "len(")):
+        return "shape"
+    inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+    if isinstance(inner, ast.Name) and (inner.id in flags or inner.id.isupper()):
+        return "flag"
+    if (isinstance(test, ast.Constant) and not test.value) or (
+        isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+    ):
+        return "dead"
+    return "condition"
 
 
 def strip_docstrings(tree: ast.AST) -> str:

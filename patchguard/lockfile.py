@@ -1,0 +1,148 @@
+"""Environment locks: a deterministic, content-addressed description of an environment, for fleets.
+
+``patchguard lock`` on a reference host writes one; ``patchguard check --lock FILE`` on every other host says
+whether it is the same environment, or exactly what differs. Two environments installed from the same
+wheels produce byte-identical locks: paths are relative to site-packages, and what legitimately differs
+between two installs (console scripts, whose shebang names the interpreter; ``INSTALLER``, ``REQUESTED``,
+``direct_url.json``; bytecode) is left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import PatchguardError
+from .report import Kind
+
+__all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
+
+LOCK_SCHEMA = "patchguard.lock/1"
+_INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+    return h.hexdigest()
+
+
+def make_lock(scanned: Any, applied_sets: dict[str, str]) -> dict[str, Any]:
+    """The lock of a scanned environment (``scanned``: :class:`patchguard.scanner.Scanned`)."""
+    report = scanned.report
+    changed = {
+        (f.distribution, f.path): f for f in report.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)
+    }
+    unexpected: dict[str | None, list[str]] = {}
+    for f in report.findings:
+        if f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK) and not os.path.isabs(f.path):
+            unexpected.setdefault(f.distribution, []).append(f.path)
+    dists: dict[str, Any] = {}
+    for dist in scanned.selected:
+        rows: list[str] = []
+        meta = os.path.basename(dist.metadata_dir)
+        for entry, path in zip(dist.entries, dist.paths, strict=True):
+            rel = scanned.display(path)
+            if os.path.isabs(rel) or entry.digest is None or rel.startswith(".."):
+                continue
+            if rel.startswith(meta + "/") and rel.split("/", 1)[1] in _INSTALLER_FILES:
+                continue
+            finding = changed.get((dist.name, rel))
+            if finding is None:
+                state = f"{entry.algorithm}={entry.digest}"
+            elif finding.kind is Kind.MISSING:
+                state = "missing"
+            else:
+                state = "sha256:" + _sha256(path)
+            rows.append(f"{rel}\t{state}\n")
+        for rel in sorted(unexpected.get(dist.name, [])):
+            full = os.path.join(dist.site_dir, *rel.rstrip("/").split("/"))
+            rows.append(f"{rel}\tunexpected:{'dir' if rel.endswith('/') else _sha256(full)}\n")
+        rows.sort()
+        key = dist.canonical_name if dist.canonical_name not in dists else f"{dist.canonical_name}@{meta}"
+        dists[key] = {
+            "version": dist.version,
+            "files": len(rows),
+            "digest": "sha256:"
+            + hashlib.sha256("".join(rows).encode("utf-8", "surrogateescape")).hexdigest(),
+        }
+    hooks = sorted(
+        f"{f.path}\t{_sha256(scanned.locate(f)[2])}"
+        for f in report.findings
+        if f.distribution is None and f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
+    )
+    return {
+        "schema": LOCK_SCHEMA,
+        "python": report.environment.python.rsplit(".", 1)[0]
+        if report.environment.python.count(".") > 1
+        else report.environment.python,
+        "distributions": dict(sorted(dists.items())),
+        "applied_sets": dict(sorted(applied_sets.items())),
+        "unowned": hooks,
+    }
+
+
+def dumps(lock: dict[str, Any]) -> str:
+    return json.dumps(lock, indent=2, sort_keys=True) + "\n"
+
+
+def read_lock(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise PatchguardError(f"cannot read lock ({exc.strerror or exc})", path=path) from None
+    except ValueError as exc:
+        raise PatchguardError(
+            f"not a lock file ({exc})", path=path, hint="write one with patchguard lock"
+        ) from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema") != LOCK_SCHEMA
+        or not isinstance(doc.get("distributions"), dict)
+    ):
+        raise PatchguardError(f"not a {LOCK_SCHEMA} file", path=path, hint="write one with patchguard lock")
+    return doc
+
+
+def compare_locks(
+    expected: dict[str, Any], actual: dict[str, Any], local_changes: Sequence[str] = ()
+) -> list[str]:
+    """Every difference between the reference lock and this host's, one line each."""
+    out: list[str] = []
+    a, b = expected["distributions"], actual["distributions"]
+    for name in sorted(set(a) - set(b)):
+        out.append(f"distribution {name} {a[name]['version']} is in the lock but not installed here")
+    for name in sorted(set(b) - set(a)):
+        out.append(f"distribution {name} {b[name]['version']} is installed here but not in the lock")
+    for name in sorted(set(a) & set(b)):
+        if a[name]["version"] != b[name]["version"]:
+            out.append(f"distribution {name}: {b[name]['version']} here, {a[name]['version']} in the lock")
+        elif a[name]["digest"] != b[name]["digest"]:
+            here = [c for c in local_changes if c.startswith(name + ":")]
+            detail = f" (here: {'; '.join(c.split(':', 1)[1] for c in here)})" if here else ""
+            out.append(f"distribution {name}: files differ from the lock{detail}")
+    sa, sb = expected.get("applied_sets", {}), actual.get("applied_sets", {})
+    for name in sorted(set(sa) - set(sb)):
+        out.append(f"patch set {name} is applied in the lock but not here")
+    for name in sorted(set(sb) - set(sa)):
+        out.append(f"patch set {name} is applied here but not in the lock")
+    for name in sorted(set(sa) & set(sb)):
+        if sa[name] != sb[name]:
+            out.append(f"patch set {name}: a different version of the set is applied here")
+    ua, ub = set(expected.get("unowned", [])), set(actual.get("unowned", []))
+    for h in sorted(ub - ua):
+        out.append(f"unowned file here, not in the lock: {h.split(chr(9))[0]}")
+    for h in sorted(ua - ub):
+        out.append(f"unowned file in the lock, not here: {h.split(chr(9))[0]}")
+    if expected.get("python") != actual.get("python"):
+        out.append(f"python {actual.get('python')} here, {expected.get('python')} in the lock")
+    return out

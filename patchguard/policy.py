@@ -1,0 +1,198 @@
+"""Policy and the pre-restart gate: what fails a check, and ``check()`` itself.
+
+A policy is the ``[tool.patchguard]`` table of the nearest ``pyproject.toml`` or a ``patchguard.toml``
+(or ``--policy FILE``)::
+
+    [tool.patchguard]
+    fail_on = "moderate"                       # high | moderate | minor | info | never
+    allowed_sets = ["sm120-support"]           # modifications exactly matching these sets are expected
+    required_sets = ["sm120-support"]          # must be applied, or the check fails
+    expected_files = ["vllm/model_executor/layers/fused_moe/configs/*.json"]   # unexpected, but expected
+    ignore = [{rule = "print", distribution = "vllm"}, {path = "vllm/entrypoints/*"}]
+
+Unknown keys and values of the wrong type are errors naming the key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import ConfigError, find_config, read_toml
+from .report import Finding, Kind, Report, Severity
+
+__all__ = ["CheckResult", "Policy", "check", "load_policy"]
+
+_POLICY_KEYS = {"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"}
+_OTHER_KEYS = {"wheelhouse", "patches"}
+_IGNORE_KEYS = {"path", "rule", "distribution"}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What a check tolerates. The default policy fails on ``high`` findings only."""
+
+    fail_on: Severity | None = Severity.HIGH  # None: never
+    allowed_sets: tuple[str, ...] = ()
+    required_sets: tuple[str, ...] = ()
+    expected_files: tuple[str, ...] = ()
+    ignore: tuple[dict[str, str], ...] = ()
+    path: str | None = None
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], path: str | None) -> Policy:
+        unknown = sorted(set(table) - _POLICY_KEYS - _OTHER_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"unknown policy key {unknown[0]!r}",
+                path=path,
+                hint=f"known keys: {', '.join(sorted(_POLICY_KEYS | _OTHER_KEYS))}",
+            )
+        fail_on_text = table.get("fail_on", "high")
+        if fail_on_text == "never":
+            fail_on = None
+        else:
+            try:
+                fail_on = Severity.parse(fail_on_text) if isinstance(fail_on_text, str) else None
+            except ValueError:
+                fail_on = None
+            if fail_on is None or fail_on is Severity.NONE:
+                raise ConfigError(
+                    f"fail_on = {fail_on_text!r}: expected high, moderate, minor, info or never", path=path
+                )
+
+        def names(key: str) -> tuple[str, ...]:
+            value = table.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{key} must be a list of strings", path=path)
+            return tuple(value)
+
+        ignore = table.get("ignore", [])
+        if not isinstance(ignore, list):
+            raise ConfigError('ignore must be a list of tables like {rule = "print"}', path=path)
+        rules: list[dict[str, str]] = []
+        for i, item in enumerate(ignore):
+            if not isinstance(item, dict) or not item:
+                raise ConfigError(
+                    f"ignore[{i}] must be a table with path, rule and/or distribution", path=path
+                )
+            bad = sorted(set(item) - _IGNORE_KEYS)
+            if bad:
+                raise ConfigError(
+                    f"ignore[{i}]: unknown key {bad[0]!r} (use path, rule, distribution)", path=path
+                )
+            if not all(isinstance(v, str) for v in item.values()):
+                raise ConfigError(f"ignore[{i}]: values must be strings", path=path)
+            rules.append(dict(item))
+        return cls(
+            fail_on,
+            names("allowed_sets"),
+            names("required_sets"),
+            names("expected_files"),
+            tuple(rules),
+            path,
+        )
+
+    def ignores(self, f: Finding) -> bool:
+        for rule in self.ignore:
+            if "rule" in rule and rule["rule"] != f.rule:
+                continue
+            if "distribution" in rule and rule["distribution"] != f.distribution:
+                continue
+            if "path" in rule and not fnmatch.fnmatchcase(f.path, rule["path"]):
+                continue
+            return True
+        if f.kind is Kind.UNEXPECTED and any(fnmatch.fnmatchcase(f.path, g) for g in self.expected_files):
+            return True
+        exact = f.patch_set is not None and "plus other changes" not in f.message
+        return exact and f.patch_set in self.allowed_sets
+
+    def violates(self, f: Finding) -> bool:
+        return self.fail_on is not None and f.severity >= self.fail_on and not self.ignores(f)
+
+
+def load_policy(path: str | None = None) -> Policy:
+    """The policy in ``path`` (patchguard.toml or pyproject.toml), else the nearest one, else the default."""
+    if path is not None:
+        doc = read_toml(path)
+        table = doc.get("tool", {}).get(
+            "patchguard", doc if os.path.basename(path) != "pyproject.toml" else {}
+        )
+        if not isinstance(table, dict):
+            raise ConfigError("[tool.patchguard] must be a table", path=path)
+        return Policy.from_table(table, path)
+    found = find_config()
+    if found is None:
+        return Policy()
+    return Policy.from_table(found[1], found[0])
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The verdict of a check: ``passed``, every violation (one line each), and the scan behind it."""
+
+    passed: bool
+    violations: tuple[str, ...]
+    report: Report
+    policy: Policy = field(default_factory=Policy)
+
+
+def _line(f: Finding) -> str:
+    where = f.path + (f":{f.line}" if f.line else "")
+    return f"{f.severity.label.upper()} {where} {f.rule}: {f.message}"
+
+
+def check(
+    *,
+    policy: Policy | str | None = None,
+    lock: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    patches: str | None = None,
+    use_cache: bool = True,
+) -> CheckResult:
+    """The pre-restart gate: scan, apply the policy (and compare with a lock), and judge.
+
+    >>> import patchguard
+    >>> result = patchguard.check(policy="/srv/patchguard.toml")  # doctest: +SKIP
+    >>> result.passed, result.violations  # doctest: +SKIP
+    (True, ())
+
+    Raises :class:`~patchguard.errors.PatchguardError` when the check itself cannot be done (bad policy,
+    unreadable lock, missing environment); violations are results, not errors.
+    """
+    from .scanner import run
+    from .setops import read_state, set_states
+
+    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    scanned = run(
+        site_packages=site_packages, python=python, patches=patches, use_cache=use_cache, analyse=True
+    )
+    report = scanned.report
+    violations = [_line(f) for f in report.findings if pol.violates(f)]
+    if pol.required_sets:
+        states, _ = set_states(patches=patches, site_packages=site_packages, python=python)
+        by_name = {s.name: s for s in states}
+        for name in pol.required_sets:
+            s = by_name.get(name)
+            if s is None:
+                violations.append(f"required patch set {name} does not exist in the patches directory")
+            elif s.state not in ("applied", "applied (by hand)"):
+                violations.append(f"required patch set {name} is {s.state}")
+    if lock is not None:
+        from .lockfile import compare_locks, make_lock, read_lock
+
+        applied: dict[str, str] = {}
+        for site in scanned.target.site_packages:
+            applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
+        here = make_lock(scanned, applied)
+        local = [
+            f"{(f.distribution or '').lower()}:{f.kind.value} {f.path}"
+            for f in report.findings
+            if f.distribution
+        ]
+        violations += [f"LOCK {d}" for d in compare_locks(read_lock(lock), here, local)]
+    return CheckResult(not violations, tuple(violations), report, pol)
