@@ -19,24 +19,37 @@ from .errors import EnvironmentNotFound, InvalidRecord, PatchguardError, UsageEr
 from .report import Finding, Kind, Report, Severity
 
 if TYPE_CHECKING:
+    from .config import ConfigError
     from .explain import diff
-    from .patchsets import load_sets
+    from .patchsets import PatchSetError, PlanFailed, load_sets
+    from .policy import CheckResult, Policy, check
+    from .pristine import NoPristineSource
     from .restoration import restore
     from .scanner import scan
     from .setops import apply_set, capture_set, revert_set
+    from .txn import LockTimeout, TransactionError
 
 __all__ = [
+    "CheckResult",
+    "ConfigError",
     "EnvironmentNotFound",
     "Finding",
     "InvalidRecord",
     "Kind",
+    "LockTimeout",
+    "NoPristineSource",
+    "PatchSetError",
     "PatchguardError",
+    "PlanFailed",
+    "Policy",
     "Report",
     "Severity",
+    "TransactionError",
     "UsageError",
     "__version__",
     "apply_set",
     "capture_set",
+    "check",
     "diff",
     "load_sets",
     "restore",
@@ -52,6 +65,15 @@ _LAZY = {
     "revert_set": "setops",
     "capture_set": "setops",
     "load_sets": "patchsets",
+    "check": "policy",
+    "Policy": "policy",
+    "CheckResult": "policy",
+    "ConfigError": "config",
+    "NoPristineSource": "pristine",
+    "PatchSetError": "patchsets",
+    "PlanFailed": "patchsets",
+    "TransactionError": "txn",
+    "LockTimeout": "txn",
 }
 
 

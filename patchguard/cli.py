@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -506,3 +507,95 @@ def capture(
     )
     targets = ", ".join(f"{t.distribution} {t.version}" for t in ps.targets)
     click.echo(f"wrote {ps.directory} ({targets}): {', '.join(ps.paths)}")
+
+
+@main.command("check")
+@click.option(
+    "--policy",
+    metavar="FILE",
+    help="Policy file (default: [tool.patchguard] of the nearest pyproject.toml or patchguard.toml).",
+)
+@click.option("--lock", "lock_file", metavar="FILE", help="Also require the environment to match this lock.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True
+)
+@click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
+@_patches_option
+@_environment_options
+@_errors_to_exit
+def check_command(
+    policy: str | None,
+    lock_file: str | None,
+    fmt: str,
+    no_cache: bool,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+) -> None:
+    """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check."""
+    import json
+    from dataclasses import replace
+
+    from .policy import check
+    from .report import format_sarif
+
+    result = check(
+        policy=policy,
+        lock=lock_file,
+        site_packages=site_packages or None,
+        python=python,
+        patches=patches,
+        use_cache=not no_cache,
+    )
+    report = result.report
+    if fmt == "json":
+        doc = {
+            "schema": "patchguard.check/1",
+            "passed": result.passed,
+            "violations": list(result.violations),
+            "policy": result.policy.path,
+            "report": report.to_json(),
+        }
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    elif fmt == "sarif":
+        violating = tuple(f for f in report.findings if result.policy.violates(f))
+        click.echo(format_sarif(replace(report, findings=violating)), nl=False)
+    else:
+        for line in result.violations:
+            click.echo(line)
+        n = len(result.violations)
+        where = f" (policy: {result.policy.path})" if result.policy.path else ""
+        summary = f"{report.files_checked} files in {len(report.distributions)} distributions"
+        if result.passed:
+            click.echo(f"check passed: {summary}, no violation{where}")
+        else:
+            click.echo(f"check failed: {n} violation{'s' if n != 1 else ''} in {summary}{where}")
+    if not result.passed:
+        sys.exit(EXIT_FINDINGS)
+
+
+@main.command("lock")
+@click.option("--output", "-o", metavar="FILE", help="Write the lock here instead of standard output.")
+@_environment_options
+@_errors_to_exit
+def lock_command(output: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+    """Write a deterministic, content-addressed description of the environment (fleet identity)."""
+    from .lockfile import dumps, make_lock
+    from .scanner import run
+    from .setops import read_state
+
+    scanned = run(site_packages=site_packages or None, python=python)
+    applied: dict[str, str] = {}
+    for site in scanned.target.site_packages:
+        applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
+    text = dumps(make_lock(scanned, applied))
+    if output:
+        import tempfile
+
+        directory = os.path.dirname(os.path.abspath(output))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lock-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, output)
+    else:
+        click.echo(text, nl=False)

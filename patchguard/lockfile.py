@@ -38,9 +38,9 @@ def _sha256(path: str) -> str:
 def make_lock(scanned: Any, applied_sets: dict[str, str]) -> dict[str, Any]:
     """The lock of a scanned environment (``scanned``: :class:`patchguard.scanner.Scanned`)."""
     report = scanned.report
-    changed = {
-        (f.distribution, f.path): f for f in report.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)
-    }
+    # Code findings stand for a modified file too (analysis replaces the file's bare `modified` finding).
+    edited = (Kind.MODIFIED, Kind.MISSING, Kind.INJECTED_CODE, Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE)
+    changed = {(f.distribution, f.path): f for f in report.findings if f.kind in edited}
     unexpected: dict[str | None, list[str]] = {}
     for f in report.findings:
         if f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK) and not os.path.isabs(f.path):

@@ -41,6 +41,7 @@ class Policy:
     expected_files: tuple[str, ...] = ()
     ignore: tuple[dict[str, str], ...] = ()
     path: str | None = None
+    patches: str | None = None  # where the sets live, relative to the policy file
 
     @classmethod
     def from_table(cls, table: dict[str, Any], path: str | None) -> Policy:
@@ -87,6 +88,11 @@ class Policy:
             if not all(isinstance(v, str) for v in item.values()):
                 raise ConfigError(f"ignore[{i}]: values must be strings", path=path)
             rules.append(dict(item))
+        patches = table.get("patches")
+        if patches is not None and not isinstance(patches, str):
+            raise ConfigError("patches must be a path", path=path)
+        if patches and path:
+            patches = os.path.join(os.path.dirname(os.path.abspath(path)), patches)
         return cls(
             fail_on,
             names("allowed_sets"),
@@ -94,6 +100,7 @@ class Policy:
             names("expected_files"),
             tuple(rules),
             path,
+            patches,
         )
 
     def ignores(self, f: Finding) -> bool:
@@ -168,6 +175,7 @@ def check(
     from .setops import read_state, set_states
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    patches = patches or pol.patches
     scanned = run(
         site_packages=site_packages, python=python, patches=patches, use_cache=use_cache, analyse=True
     )

@@ -1,0 +1,359 @@
+"""Deploy integration: the library API, policies, `check`, SARIF, and environment locks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import patchguard
+from patchguard import Severity
+from patchguard.cli import main
+from patchguard.policy import Policy
+
+from .helpers import REPO, Env, build_wheel, patchguard_exe
+
+MLA = "minillm/models/mla.py"
+CUDA = "minillm/platforms/cuda.py"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("PATCHGUARD_PATCHES", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def dump_in_mla(env: Env) -> None:
+    p = env.site / MLA
+    p.write_text(
+        p.read_text().replace(
+            "        num_tokens, _ = hidden.shape\n",
+            "        num_tokens, _ = hidden.shape\n        torch.save(hidden, '/tmp/mla_in.pt')\n",
+            1,
+        )
+    )
+
+
+def policy_file(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "patchguard.toml"
+    p.write_text(text)
+    return p
+
+
+# --- the API as the README shows it --------------------------------------------------------------------
+
+
+def test_api_as_in_the_readme(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    patchguard.apply_set("glm5-debug", site_packages=[str(env.site)])
+    report = patchguard.scan(site_packages=[str(env.site)], distributions=["minillm"])
+    assert report.worst >= patchguard.Severity.HIGH
+    patchguard.revert_set("glm5-debug", site_packages=[str(env.site)])
+    assert patchguard.scan(site_packages=[str(env.site)], distributions=["minillm"]).worst is Severity.NONE
+    assert patchguard.check(site_packages=[str(env.site)]).passed
+    assert {s.name for s in patchguard.load_sets()} == {"glm5-debug", "sm120-support"}
+    for name in patchguard.__all__:
+        assert getattr(patchguard, name) is not None
+    for err in (
+        "EnvironmentNotFound",
+        "UsageError",
+        "TransactionError",
+        "LockTimeout",
+        "NoPristineSource",
+        "PatchSetError",
+        "PlanFailed",
+        "ConfigError",
+        "InvalidRecord",
+    ):
+        assert issubclass(getattr(patchguard, err), patchguard.PatchguardError)
+
+
+# --- policy ---------------------------------------------------------------------------------------------
+
+
+def test_policy_every_key(tmp_path: Path) -> None:
+    p = policy_file(
+        tmp_path,
+        'fail_on = "minor"\nallowed_sets = ["a"]\nrequired_sets = ["b"]\n'
+        'expected_files = ["x/*.json"]\nignore = [{rule = "print", distribution = "d"},'
+        ' {path = "y/*"}]\npatches = "sets"\nwheelhouse = ["w"]\n',
+    )
+    pol = patchguard.policy.load_policy(str(p))  # type: ignore[attr-defined]
+    assert pol == Policy(
+        Severity.MINOR,
+        ("a",),
+        ("b",),
+        ("x/*.json",),
+        ({"rule": "print", "distribution": "d"}, {"path": "y/*"}),
+        str(p),
+        str(tmp_path / "sets"),
+    )
+    never = patchguard.policy.load_policy(str(policy_file(tmp_path, 'fail_on = "never"\n')))  # type: ignore[attr-defined]
+    assert never.fail_on is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('colour = "red"\n', "unknown policy key 'colour'"),
+        ('fail_on = "severe"\n', "fail_on = 'severe': expected high, moderate, minor, info or never"),
+        ("fail_on = 3\n", "fail_on = 3"),
+        ('allowed_sets = "glm5"\n', "allowed_sets must be a list of strings"),
+        ("required_sets = [1]\n", "required_sets must be a list of strings"),
+        ("expected_files = {a = 1}\n", "expected_files must be a list of strings"),
+        ('ignore = "print"\n', "ignore must be a list of tables"),
+        ('ignore = [{rules = "print"}]\n', "ignore[0]: unknown key 'rules'"),
+        ("ignore = [{}]\n", "ignore[0] must be a table"),
+        ("ignore = [{rule = 1}]\n", "ignore[0]: values must be strings"),
+        ("patches = 1\n", "patches must be a path"),
+        ("fail_on = [\n", "invalid TOML"),
+    ],
+)
+def test_bad_policies_name_the_key(env: Env, tmp_path: Path, text: str, message: str) -> None:
+    p = policy_file(tmp_path, text)
+    code, out, err = cli("check", "--policy", str(p), "--site-packages", str(env.site))
+    assert code == 2 and out == ""
+    assert message in err and str(p) in err
+
+
+def test_policy_from_pyproject(env: Env, tmp_path: Path) -> None:
+    dump_in_mla(env)
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "ops"\n\n[tool.patchguard]\nignore = [{rule = "tensor-dump"}]\n'
+    )
+    code, out, _ = cli("check", "--site-packages", str(env.site))
+    assert code == 0, out
+    assert f"(policy: {tmp_path / 'pyproject.toml'})" in out
+
+
+# --- check ----------------------------------------------------------------------------------------------
+
+
+def test_check_exit_codes(env: Env, tmp_path: Path) -> None:
+    code, out, _ = cli("check", "--site-packages", str(env.site))
+    assert code == 0 and out.startswith("check passed: ")
+    dump_in_mla(env)
+    code, out, _ = cli("check", "--site-packages", str(env.site))
+    lines = out.splitlines()
+    assert code == 1
+    assert lines[0].startswith(f"HIGH {MLA}:") and "tensor-dump" in lines[0]
+    assert lines[-1].startswith("check failed: 1 violation in ")
+    code, _, err = cli("check", "--site-packages", str(tmp_path / "nowhere"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_check_policy_allowed_required_ignored_expected(env: Env, tmp_path: Path) -> None:
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    site = ["--site-packages", str(env.site)]
+    p = policy_file(tmp_path, 'fail_on = "minor"\nrequired_sets = ["sm120-support"]\n')
+    code, out, _ = cli("check", "--policy", str(p), *site)
+    assert code == 1 and "required patch set sm120-support is not applied" in out
+    assert cli("apply", "--set", "sm120-support", *site)[0] == 0
+    code, out, _ = cli("check", "--policy", str(p), *site)
+    assert code == 1 and "functional-change" in out  # the set's own edits, not allowed yet
+    p = policy_file(
+        tmp_path, 'fail_on = "minor"\nrequired_sets = ["sm120-support"]\nallowed_sets = ["sm120-support"]\n'
+    )
+    code, out, _ = cli("check", "--policy", str(p), *site)
+    assert code == 0, out
+    (env.site / "minillm/kernels/configs/E=16,N=64,device_name=H200.json").write_text("{}")
+    code, out, _ = cli("check", "--policy", str(p), *site)
+    assert code == 1 and "unexpected-file" in out
+    p.write_text(p.read_text() + 'expected_files = ["minillm/kernels/configs/*.json"]\n')
+    assert cli("check", "--policy", str(p), *site)[0] == 0
+    dump_in_mla(env)
+    p.write_text(p.read_text() + f'ignore = [{{path = "{MLA}", rule = "tensor-dump"}}]\n')
+    code, out, _ = cli("check", "--policy", str(p), *site)
+    assert code == 0, out
+
+
+def test_check_json(env: Env) -> None:
+    dump_in_mla(env)
+    code, out, _ = cli("check", "--site-packages", str(env.site), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["schema"] == "patchguard.check/1" and doc["passed"] is False
+    assert len(doc["violations"]) == 1 and doc["report"]["schema"] == "patchguard.report/1"
+
+
+# --- SARIF ----------------------------------------------------------------------------------------------
+
+
+def _validate_sarif(text: str) -> dict[str, object]:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "data/sarif-schema-2.1.0.json").read_text())
+    doc = json.loads(text)
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft4Validator)
+    return doc  # type: ignore[no-any-return]
+
+
+def test_sarif_validates_against_the_schema(env: Env) -> None:
+    dump_in_mla(env)
+    (env.site / "minillm/platforms/cuda.py").unlink()
+    (env.site / "evil.pth").write_text("import os\n")
+    code, out, _ = cli("scan", "--site-packages", str(env.site), "--format", "sarif")
+    assert code == 1
+    doc = _validate_sarif(out)
+    run = doc["runs"][0]  # type: ignore[index]
+    results = {r["ruleId"]: r for r in run["results"]}
+    assert {"tensor-dump", "missing-file", "pth-import"} <= set(results)
+    dump = results["tensor-dump"]
+    assert dump["level"] == "error"
+    region = dump["locations"][0]["physicalLocation"]["region"]
+    assert region["startLine"] > 1 and "torch.save" in region["snippet"]["text"]
+    assert dump["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": MLA,
+        "uriBaseId": "SITE_PACKAGES",
+    }
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert all(rules[r["ruleIndex"]] == r["ruleId"] for r in run["results"])
+    code, out, _ = cli("check", "--site-packages", str(env.site), "--format", "sarif")
+    assert {r["ruleId"] for r in _validate_sarif(out)["runs"][0]["results"]} == {"tensor-dump", "pth-import"}  # type: ignore[index]
+
+
+# --- locks ----------------------------------------------------------------------------------------------
+
+
+def two_hosts(tmp_path: Path, minillm_wheel: Path) -> tuple[Env, Env, Path]:
+    extra = build_wheel(
+        tmp_path / "w",
+        "helper-lib",
+        "2.0",
+        {"helper_lib/__init__.py": "X = 1\n"},
+        console_scripts={"helper": "helper_lib:main"},
+    )
+    hosts = []
+    for name in ("host-a", "host-b"):
+        e = Env(tmp_path / name / "venv")
+        e.install(minillm_wheel)
+        e.install(extra)
+        hosts.append(e)
+    return hosts[0], hosts[1], extra
+
+
+def lock_of(env: Env) -> str:
+    code, out, err = cli("lock", "--site-packages", str(env.site))
+    assert code == 0, err
+    return out
+
+
+def test_same_wheels_give_identical_locks(tmp_path: Path, minillm_wheel: Path) -> None:
+    a, b, _ = two_hosts(tmp_path, minillm_wheel)
+    assert lock_of(a) == lock_of(b)
+    doc = json.loads(lock_of(a))
+    assert doc["schema"] == "patchguard.lock/1"
+    assert set(doc["distributions"]) == {"minillm", "helper-lib"}
+    assert doc["distributions"]["minillm"]["digest"].startswith("sha256:")
+
+
+def test_every_kind_of_lock_difference(tmp_path: Path, minillm_wheel: Path) -> None:
+    a, b, _ = two_hosts(tmp_path, minillm_wheel)
+    lock = tmp_path / "env.lock"
+    assert cli("lock", "--site-packages", str(a.site), "--output", str(lock))[0] == 0
+    code, out, _ = cli("check", "--lock", str(lock), "--site-packages", str(b.site))
+    assert code == 0, out
+    dump_in_mla(b)
+    (b.site / "minillm/notes.txt").write_text("x")
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    assert cli("apply", "--set", "sm120-support", "--site-packages", str(b.site))[0] == 0
+    (b.site / "fast_nccl.pth").write_text("/opt/nccl\n")
+    shutil.rmtree(b.site / "helper_lib")
+    shutil.rmtree(b.dist_info("helper-lib", "2.0"))
+    b.install(build_wheel(tmp_path / "w2", "newcomer", "1.0", {"newcomer/__init__.py": ""}))
+    code, out, _ = cli(
+        "check",
+        "--lock",
+        str(lock),
+        "--site-packages",
+        str(b.site),
+        "--policy",
+        str(policy_file(tmp_path, 'fail_on = "never"\n')),
+    )
+    lines = [line for line in out.splitlines() if line.startswith("LOCK ")]
+    assert code == 1
+    assert "LOCK distribution helper-lib 2.0 is in the lock but not installed here" in lines
+    assert "LOCK distribution newcomer 1.0 is installed here but not in the lock" in lines
+    assert any(
+        line.startswith("LOCK distribution minillm: files differ from the lock (here: ") and MLA in line
+        for line in lines
+    )
+    assert "LOCK patch set sm120-support is applied here but not in the lock" in lines
+    assert "LOCK unowned file here, not in the lock: fast_nccl.pth" in lines
+
+
+def test_broken_lock_file_is_a_clear_error(env: Env, tmp_path: Path) -> None:
+    bad = tmp_path / "env.lock"
+    bad.write_text('{"schema": "something/else"}')
+    code, _, err = cli("check", "--lock", str(bad), "--site-packages", str(env.site))
+    assert code == 2 and "not a patchguard.lock/1 file" in err and str(bad) in err
+
+
+# --- the README's deploy snippets -------------------------------------------------------------------------
+
+
+def _readme_block(after: str, lang: str) -> str:
+    text = (REPO / "README.md").read_text().split("## Deploying", 1)[1]
+    return text.split(after, 1)[1].split(f"```{lang}\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_deploy_snippets(env: Env, tmp_path: Path) -> None:
+    policy = _readme_block("policies and fleet locks", "toml")
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv/patchguard.toml").write_text(policy)
+    # The policy names a set the fixture environment does not have: make it exist and be applied.
+    shutil.copytree(REPO / "patches", tmp_path / "srv/patches")
+    (tmp_path / "srv/patchguard.toml").write_text(
+        policy.replace('"/srv/patches"', f'"{tmp_path / "srv/patches"}"')
+    )
+    assert (
+        cli(
+            "apply",
+            "--set",
+            "sm120-support",
+            "--site-packages",
+            str(env.site),
+            "--patches",
+            str(tmp_path / "srv/patches"),
+        )[0]
+        == 0
+    )
+
+    def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        cmd = [c.replace("/srv/", f"{tmp_path}/srv/") for c in cmd]
+        assert cmd[0].endswith("patchguard")
+        return subprocess.run(
+            [*patchguard_exe(), *cmd[1:], "--site-packages", str(env.site)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ},
+        )
+
+    systemd = _readme_block("systemd, before every restart", "ini")
+    (line,) = [ln for ln in systemd.splitlines() if ln.startswith("ExecStartPre=")]
+    assert run(shlex.split(line.split("=", 1)[1])).returncode == 0
+    entry = _readme_block("A container entrypoint", "sh")
+    (check_line,) = [ln for ln in entry.splitlines() if ln.startswith("patchguard ")]
+    assert run(shlex.split(check_line)).returncode == 0
+    k8s = _readme_block("A Kubernetes init container", "yaml")
+    command = json.loads(k8s.split("command: ", 1)[1].splitlines()[0])
+    lock = tmp_path / "srv/env.lock"
+    lock.write_text(lock_of(env))
+    assert run(command).returncode == 0
+    dump_in_mla(env)
+    assert run(command).returncode == 1  # the tampered host is stopped before it serves
