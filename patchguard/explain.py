@@ -168,7 +168,7 @@ def diff(
     Raises :class:`~patchguard.pristine.NoPristineSource` (listing where it looked) when a changed file's
     distribution has no pristine source.
     """
-    scanned = run(distributions, site_packages=site_packages, python=python, against=against)
+    scanned = run(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
     explainer = Explainer(Sources.default(wheelhouse, offline), against)
     return [explainer.file_diff(c) for c in changed_files(scanned, paths)]
 

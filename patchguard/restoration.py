@@ -76,7 +76,7 @@ def restore(
     names = list(distributions)
     if not names:
         raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
-    scanned = run(names, site_packages=site_packages, python=python)
+    scanned = run(names, site_packages=site_packages, python=python, paths=paths)
     explainer = Explainer(Sources.default(wheelhouse, offline))
     changes: list[Change] = []
     actions: list[Action] = []

@@ -8,6 +8,7 @@ file minor, missing moderate, unexpected ``.py`` in a package moderate, unexpect
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -272,11 +273,13 @@ def run(
     verify_record: bool = False,
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
+    paths: Sequence[str] = (),
 ) -> Scanned:
     """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
 
-    A transaction a crash left unfinished in any site directory is rolled back first. Code analysis is
-    off by default here: ``diff`` and ``restore`` work on the integrity findings (one per file).
+    A transaction a crash left unfinished in any site directory is rolled back first. ``paths`` (globs on
+    RECORD paths) limits which files are verified, for ``diff --path`` and ``restore --path``. Code
+    analysis is off by default here: ``diff`` and ``restore`` work on the integrity findings (one per file).
     """
     started = time.perf_counter()
     now_ns = time.time_ns()
@@ -305,6 +308,8 @@ def run(
                 if not known:
                     misplaced += 1
                     continue
+            if paths and not any(fnmatch.fnmatchcase(entry.path, g) for g in paths):
+                continue  # diff/restore --path: only the files asked about are read
             checks.append(Check(path, entry.algorithm, entry.digest, entry.size))
         verifier.add(checks, dist, cache.digests(dist))
         _metadata_findings(s, dist, misplaced)
@@ -362,7 +367,7 @@ def run(
         s.findings.extend(vcs_findings(selected, against))
 
     digests = verification.digests
-    for dist in selected:
+    for dist in selected if not paths else ():  # a --path subset would shrink what the cache holds
         if cache.knows(dist) and id(dist) not in verification.rehashed_tags:
             continue  # nothing of it was read: what the cache holds is still what it would write
         mine = checked.get(id(dist), [])
