@@ -9,9 +9,20 @@ from .helpers import Env, build_wheel, minillm_files
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own stat cache directory: no test sees another's cache, nor the user's."""
+    """Every test runs in its own directory with its own caches: no test sees another's state, nor the
+    user's pip/uv caches, wheelhouses, patch sets or configuration."""
     cache = tmp_path / "pg-cache"
     monkeypatch.setenv("PATCHGUARD_CACHE_DIR", str(cache))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    for var in (
+        "PATCHGUARD_WHEELHOUSE",
+        "PATCHGUARD_PATCHES",
+        "PATCHGUARD_LOCK_TIMEOUT",
+        "PATCHGUARD_TEST_CRASH_AT",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
     return cache
 
 

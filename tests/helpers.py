@@ -134,3 +134,18 @@ def run_cli(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Comp
     return subprocess.run(
         [*patchguard_exe(), *args], capture_output=True, text=True, env=full_env, check=False, timeout=120
     )
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    """Run the command line in-process (click's CliRunner): (exit code, stdout, stderr).
+
+    An exception that is not a clean exit is re-raised: a traceback is a bug, never an outcome.
+    """
+    from click.testing import CliRunner
+
+    from patchguard.cli import main
+
+    result = CliRunner().invoke(main, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr

@@ -10,32 +10,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import patchguard
 from patchguard import Severity
-from patchguard.cli import main
 from patchguard.policy import Policy
 
-from .helpers import REPO, Env, build_wheel, patchguard_exe
+from .helpers import REPO, Env, build_wheel, cli, patchguard_exe
 
 MLA = "minillm/models/mla.py"
 CUDA = "minillm/platforms/cuda.py"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.delenv("PATCHGUARD_PATCHES", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def dump_in_mla(env: Env) -> None:

@@ -10,28 +10,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import patchguard
 from patchguard import txn
-from patchguard.cli import main
 from patchguard.patchsets import PatchSetError, PlanFailed, load_set, parse_diff, plan_patches
 
-from .helpers import REPO, Env, patchguard_exe
+from .helpers import REPO, Env, cli, patchguard_exe
 
 MLA = "minillm/models/mla.py"
 WEIGHTS = "minillm/model_loader/weights.py"
 CUDA = "minillm/platforms/cuda.py"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.delenv("PATCHGUARD_PATCHES", raising=False)
-    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture
@@ -40,13 +30,6 @@ def patches(tmp_path: Path) -> Path:
     dest = tmp_path / "patches"
     shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
     return dest
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def sha(p: Path) -> str:

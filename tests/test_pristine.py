@@ -24,15 +24,6 @@ MLA = "minillm/models/mla.py"
 DEBUG_BLOCK = "        if num_tokens == 5:\n            torch.save(hidden, '/tmp/mla_in.pt')\n"
 
 
-@pytest.fixture(autouse=True)
-def _no_user_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The user's pip/uv caches and indexes must not leak into these tests."""
-    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.delenv("PATCHGUARD_WHEELHOUSE", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 def edit_like_a_person(env: Env) -> None:
     mla = env.site / MLA
     text = mla.read_text()

@@ -26,13 +26,6 @@ CUDA = "minillm/platforms/cuda.py"
 WEIGHTS = "minillm/model_loader/weights.py"
 
 
-@pytest.fixture(autouse=True)
-def _no_user_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture
 def house(tmp_path: Path, minillm_wheel: Path) -> Path:
     h = tmp_path / "wheelhouse"
