@@ -166,7 +166,7 @@ def analyse(change: CodeChange) -> list[Finding]:
         added = [n for n in r.lines if n not in covered]
         if len(added) < len(r.lines):
             # The region holds a rule hit: its imports and block headers belong to that injected block.
-            added = [n for n in added if not _scaffolding(lines[n - 1])]
+            added = [n for n in added if lines[n - 1].strip() and not _scaffolding(lines[n - 1])]
         if not added:
             continue
         comments = [n for n in added if lines[n - 1].strip().startswith("#")]
@@ -208,6 +208,8 @@ def analyse(change: CodeChange) -> list[Finding]:
             )
         elif not any(f.line is not None and line <= f.line <= end for f in out):
             what = "lines removed" if not code_added else "logic differs from the pristine wheel"
+            if before is None:
+                what = "no pristine source to compare with: new or unverifiable code"
             out.append(
                 finding(
                     Kind.FUNCTIONAL_CHANGE,
