@@ -9,11 +9,12 @@ line without a newline gets git's ``\\ No newline at end of file`` marker, so ap
 from __future__ import annotations
 
 import difflib
+import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FileDiff", "is_binary", "parse_patch", "unified_diff"]
+__all__ = ["FileDiff", "is_binary", "parse_patch", "split_lines", "unified_diff"]
 
 
 def is_binary(data: bytes) -> bool:
@@ -27,8 +28,17 @@ def is_binary(data: bytes) -> bool:
     return False
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as Python, libcst, git and patch count them: ``\n``, ``\r\n`` and ``\r`` only.
+
+    Not ``str.splitlines()``: it also breaks at ``\x0c``, ``\x1c``-``\x1e``, ``\x85`` and ``\u2028``, so one
+    such character in a comment would shift every line number after it.
+    """
+    return io.StringIO(text, newline="").readlines()
+
+
 def _lines(data: bytes) -> list[str]:
-    return data.decode("utf-8").splitlines(keepends=True)
+    return split_lines(data.decode("utf-8"))
 
 
 def _body(old: Sequence[str], new: Sequence[str], context: int) -> Iterator[str]:

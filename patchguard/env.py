@@ -60,6 +60,11 @@ class Target:
     scripts: str | None
     implementation: str = "cpython"
 
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """Where patchguard may ever write in this environment: its site dirs and its scripts dir."""
+        return (*self.site_packages, *([self.scripts] if self.scripts else []))
+
 
 def _dedupe_existing(dirs: Iterable[str]) -> tuple[str, ...]:
     """Keep existing directories, each once, by real path (``lib64`` is often a link to ``lib``)."""

@@ -297,6 +297,7 @@ def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) 
 
     out: list[Finding] = []
     for f in scanned.report.findings:
+        partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"
         if f.kind not in (Kind.MODIFIED, Kind.UNEXPECTED) or not f.path.endswith(".py") or f.line is not None:
             out.append(f)
             continue
@@ -323,5 +324,14 @@ def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) 
                 if gate_kind == "dead"
                 else ("conditional" if gate_kind and file_reach == "active" else file_reach)
             )
-            out.append(replace(c, reach=r, evidence=tuple(evidence) + c.evidence, patch_set=f.patch_set))
+            out.append(
+                replace(
+                    c,
+                    reach=r,
+                    evidence=tuple(evidence) + c.evidence,
+                    patch_set=f.patch_set,
+                    patch_set_exact=f.patch_set_exact,
+                    message=c.message + partial,
+                )
+            )
     return out

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .config import ConfigError, load_config, read_toml
+from .diffs import split_lines
 from .errors import PatchguardError
 
 __all__ = [
@@ -128,6 +129,8 @@ def safe_relpath(path: str) -> str | None:
         return "paths must be normalised (no '//' or '/./')"
     if "\0" in path:
         return "NUL in path"
+    if parts[0].endswith((".dist-info", ".egg-info")) or parts[0] == ".patchguard":
+        return "installed metadata and patchguard's state are never patched (RECORD stays the wheel's)"
     return None
 
 
@@ -448,7 +451,7 @@ def plan_patches(
             failures.append(HunkFailure(fp.path, "(whole file)", (), (), "the file to patch does not exist"))
             continue
         text = (current or b"").decode("utf-8", "surrogateescape")
-        lines = text.splitlines(keepends=True)
+        lines = split_lines(text)
         n_before = len(failures)
         new_lines, offs = _apply_hunks(fp.path, lines, fp, reverse, failures)
         if len(failures) > n_before:

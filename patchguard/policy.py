@@ -114,8 +114,7 @@ class Policy:
             return True
         if f.kind is Kind.UNEXPECTED and any(fnmatch.fnmatchcase(f.path, g) for g in self.expected_files):
             return True
-        exact = f.patch_set is not None and "plus other changes" not in f.message
-        return exact and f.patch_set in self.allowed_sets
+        return f.patch_set is not None and f.patch_set_exact and f.patch_set in self.allowed_sets
 
     def violates(self, f: Finding) -> bool:
         return self.fail_on is not None and f.severity >= self.fail_on and not self.ignores(f)

@@ -94,6 +94,8 @@ class Finding:
     evidence: tuple[str, ...] = ()
     patch_set: str | None = None
     source: str | None = None  # the installed line a code finding points at
+    # Whether the file's modification is exactly the patch set's (False: the set plus other changes).
+    patch_set_exact: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The finding as the stable JSON object of DESIGN.md."""

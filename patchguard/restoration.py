@@ -103,8 +103,8 @@ def restore(
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered)
     root = roots[0] if roots else scanned.target.site_packages[0]
-    outside = {os.path.dirname(ch.path) for ch in changes if not ch.path.startswith(root + os.sep)}
-    also = [*roots[1:], *sorted(outside)]
+    # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
+    also = [r for r in scanned.target.roots if r != root]
     committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
     after = run(names, target=scanned.target).report
     return RestoreResult(tuple(actions), False, committed, after, scanned.recovered)

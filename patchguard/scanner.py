@@ -435,7 +435,7 @@ def _recover(target: Target) -> tuple[str, ...]:
     for site in target.site_packages:
         if os.path.exists(os.path.join(site, STATE_DIR, "journal.json")):
             try:
-                restored += recover(site)
+                restored += recover(site, allowed=target.roots)
             except (TransactionError, OSError):
                 pass  # read-only here: the scan still reports what is on disk
     return tuple(restored)

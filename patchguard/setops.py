@@ -82,7 +82,7 @@ class _Env:
         target = resolve_target(python, site_packages)
         recovered: list[str] = []
         for site in target.site_packages:
-            recovered += recover(site)
+            recovered += recover(site, allowed=target.roots)
         return cls(target, discover(target.site_packages), tuple(recovered))
 
     def installed(self, ps: PatchSet, force_version: bool) -> list[InstalledDistribution]:
@@ -229,7 +229,7 @@ def _move(
     if dry_run:
         return _plan_move(ps, reverse, env, dists, site, dry_run=True)
     # Plan under the lock: a second writer waits, then plans against what the first one wrote.
-    with environment_lock(site) as recovered:
+    with environment_lock(site, allowed=env.target.roots) as recovered:
         env.recovered += recovered
         return _plan_move(ps, reverse, env, dists, site, dry_run=False)
 
@@ -501,6 +501,6 @@ def attribute(scanned: Any, patches: str | None = None) -> list[Any]:
                 continue
             exact = fp.after is not None and matches(entry, fp.after)
             message = f.message if exact else f"{f.message} (patch set {ps.name} plus other changes)"
-            findings[i] = replace(f, patch_set=ps.name, message=message)
+            findings[i] = replace(f, patch_set=ps.name, message=message, patch_set_exact=exact)
             break
     return findings

@@ -26,7 +26,6 @@ across the whole process); the reliability tests kill a transaction at every poi
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -230,7 +229,9 @@ def _lock_timeout() -> float:
 
 
 @contextlib.contextmanager
-def environment_lock(root: str, *, lock_timeout: float | None = None) -> Iterator[tuple[str, ...]]:
+def environment_lock(
+    root: str, *, allowed: Sequence[str] = (), lock_timeout: float | None = None
+) -> Iterator[tuple[str, ...]]:
     """Hold the environment lock across planning *and* committing (a leftover journal is rolled back first).
 
     A second writer then waits and plans against what the first one wrote, instead of failing on a stale
@@ -238,7 +239,7 @@ def environment_lock(root: str, *, lock_timeout: float | None = None) -> Iterato
     """
     root = os.path.abspath(root)
     with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout):
-        yield recover(root, _locked_already=True)
+        yield recover(root, allowed=allowed, _locked_already=True)
 
 
 def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = False) -> Committed:
@@ -254,7 +255,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
         else _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout)
     )
     with lock as state:
-        recovered = recover(root, _locked_already=True)
+        recovered = recover(root, allowed=plan.also, _locked_already=True)
         mismatched = []
         for c in plan.changes:
             now = sha256_file(c.path)
@@ -404,31 +405,54 @@ def pending(root: str) -> dict[str, object] | None:
 
 
 def recover(
-    root: str, *, lock_timeout: float | None = None, _locked_already: bool = False
+    root: str,
+    *,
+    allowed: Sequence[str] = (),
+    lock_timeout: float | None = None,
+    _locked_already: bool = False,
 ) -> tuple[str, ...]:
     """Roll back a transaction a crash left behind; returns the paths put back (empty if none).
 
     Files already in their before-state are left alone; the others are restored from their backups
     (by replacing, never in place); files the transaction created are removed; its temp files go.
+
+    The journal is not trusted beyond ``root`` and the directories the *caller* allows (``allowed``: the
+    environment's other site dirs and scripts dir): an entry outside them is skipped, a temp file must sit
+    beside its target with patchguard's temp marker, a backup must lie in this transaction's backup dir.
     """
     root = os.path.abspath(root)
     if not _locked_already:
         if pending(root) is None:
             return ()
         with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout):
-            return recover(root, _locked_already=True)
+            return recover(root, allowed=allowed, _locked_already=True)
     journal = pending(root)
     if journal is None:
         return ()
     state = os.path.join(root, STATE_DIR)
+    journal_path = os.path.join(state, _JOURNAL)
+    txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
+    valid_txid = isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", "..")
+    if not valid_txid or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise TransactionError(
+            "malformed transaction journal", path=journal_path, hint="inspect it, then delete it by hand"
+        )
+    assert isinstance(txid, str)
+    backup_dir = os.path.join(state, _BACKUPS, txid)
+    trusted = [a for a in (also if isinstance(also, list) else []) if a in allowed]
     restored: list[str] = []
-    entries, also = journal.get("entries"), journal.get("also", [])
-    if not isinstance(entries, list) or not isinstance(also, list):
-        raise TransactionError("malformed transaction journal", path=os.path.join(state, _JOURNAL))
+    skipped = False
     for e in entries:
         path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
-        if not isinstance(path, str) or check_path(root, path, [str(a) for a in also]) is not None:
+        if not isinstance(path, str) or check_path(root, path, trusted) is not None:
+            skipped = True
             continue  # never follow a journal outside the environment
+        if isinstance(tmp, str) and (
+            os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)
+        ):
+            tmp = None
+        if isinstance(backup, str) and os.path.dirname(os.path.abspath(backup)) != backup_dir:
+            backup = None
         now = sha256_file(path)
         if now != before:
             if before is None:
@@ -440,6 +464,9 @@ def recover(
                     os.unlink(staging)
                 shutil.copy2(backup, staging)
                 os.replace(staging, path)
+            else:
+                skipped = True
+                continue
             restored.append(path)
             _fsync_dir(os.path.dirname(path))
         if isinstance(tmp, str):
@@ -447,13 +474,9 @@ def recover(
                 os.unlink(tmp)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
-    os.unlink(os.path.join(state, _JOURNAL))  # recovered: from here on the backups are not needed
+    os.unlink(journal_path)  # recovered: from here on the backups are not needed
     _fsync_dir(state)
-    txid = journal.get("txid")
-    if isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", ".."):
-        shutil.rmtree(os.path.join(state, _BACKUPS, txid), ignore_errors=True)
+    if not skipped:  # keep the originals of anything recovery could not put back
+        shutil.rmtree(backup_dir, ignore_errors=True)
     return tuple(restored)
 
-
-def is_enospc(exc: OSError) -> bool:
-    return exc.errno == errno.ENOSPC

@@ -15,6 +15,7 @@ as text to find their ``import`` lines.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -57,7 +58,9 @@ def pth_import_lines(path: str) -> list[str]:
     except OSError:
         return []
     text = data.decode("utf-8", "replace")
-    return [line.strip() for line in text.splitlines() if line.startswith(("import ", "import\t"))]
+    # site reads .pth files line by line with universal newlines (\n, \r\n, \r): split the same way.
+    lines = io.StringIO(text, newline=None).readlines()
+    return [line.strip() for line in lines if line.startswith(("import ", "import\t"))]
 
 
 def _rel(site_dir: str, path: str) -> str:

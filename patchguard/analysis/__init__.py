@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..diffs import split_lines
 from ..report import Finding, Kind, Severity
 from .rules import RULES
 from .structure import Region, changed_regions, strip_docstrings, structure
@@ -86,7 +87,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     if not regions:
         return []
     st = structure(after)
-    lines = after.splitlines(keepends=True)
+    lines = split_lines(after)
     baseline = () if before is not None else ("baseline: none",)
 
     def finding(
@@ -262,7 +263,7 @@ def _judged(
 
     assert isinstance(st, Structure)
     before_st = structure(before) if before is not None else None
-    before_lines = before.splitlines(keepends=True) if before is not None else []
+    before_lines = split_lines(before) if before is not None else []
     out: list[Finding] = []
     for unit, ulines in units_for(sorted(changed), st, lines).items():
         result = judge_unit(unit, set(ulines) if before is not None else None, st, lines)
@@ -317,7 +318,7 @@ def _removed_checks(regions: Sequence[Region], st: object, after: str, finding: 
 
     assert isinstance(st, Structure)
     out: list[Finding] = []
-    remaining = {line.strip() for line in after.splitlines()}
+    remaining = {line.strip() for line in split_lines(after)}
     for r in regions:
         for old in r.removed:
             s = old.strip()

@@ -13,6 +13,8 @@ import difflib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ..diffs import split_lines
+
 __all__ = ["Region", "Scope", "Structure", "changed_regions", "structure"]
 
 
@@ -35,10 +37,10 @@ class Region:
 
 def changed_regions(before: str | None, after: str) -> list[Region]:
     """The regions of ``after`` that differ from ``before`` (everything, when there is no baseline)."""
-    new = after.splitlines(keepends=True)
+    new = split_lines(after)
     if before is None:
         return [Region(1, len(new))] if new else []
-    old = before.splitlines(keepends=True)
+    old = split_lines(before)
     out: list[Region] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":
