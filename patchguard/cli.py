@@ -204,6 +204,7 @@ def scan(
     finally:
         if progress is not None:
             progress.close()
+    _say_recovered(report.recovered)
     formatter = {"json": format_json, "sarif": format_sarif, "table": format_table}[fmt]
     click.echo(formatter(report), nl=False)
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
@@ -255,7 +256,10 @@ def diff(
         doc = {"schema": "patchguard.diff/1", "files": [hunks_json(d) for d in diffs]}
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        click.echo(unified_diff(diffs), nl=False)
+        # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.
+        sys.stdout.flush()
+        sys.stdout.buffer.write(unified_diff(diffs).encode("utf-8", "surrogateescape"))
+        sys.stdout.buffer.flush()
 
 
 @main.command()
@@ -308,8 +312,9 @@ def restore(
     left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}
     still = [a.shown for a in result.actions if a.action != "remove" and a.shown in left]
     if still:
-        click.echo(f"patchguard: error: still not pristine after restore: {', '.join(still)}", err=True)
-        sys.exit(EXIT_ERROR)
+        # The transaction did commit: this is a finding about the result, not "nothing changed".
+        click.echo(f"patchguard: restored, but still not pristine: {', '.join(still)}", err=True)
+        sys.exit(EXIT_FINDINGS)
     assert result.committed is not None
     click.echo(
         f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
@@ -548,6 +553,7 @@ def check_command(
         use_cache=not no_cache,
     )
     report = result.report
+    _say_recovered(report.recovered)
     if fmt == "json":
         doc = {
             "schema": "patchguard.check/1",
@@ -585,6 +591,7 @@ def lock_command(output: str | None, python: str | None, site_packages: tuple[st
     from .setops import read_state
 
     scanned = run(site_packages=site_packages or None, python=python)
+    _say_recovered(scanned.recovered)
     applied: dict[str, str] = {}
     for site in scanned.target.site_packages:
         applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
@@ -593,9 +600,17 @@ def lock_command(output: str | None, python: str | None, site_packages: tuple[st
         import tempfile
 
         directory = os.path.dirname(os.path.abspath(output))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lock-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, output)
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lock-")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, output)
+            tmp = None
+        except OSError as exc:
+            raise PatchguardError(f"cannot write the lock ({exc.strerror or exc})", path=output) from None
+        finally:
+            if tmp is not None:
+                os.unlink(tmp)
     else:
         click.echo(text, nl=False)

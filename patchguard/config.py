@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import PatchguardError
 
-__all__ = ["Config", "ConfigError", "find_config", "load_config", "read_toml"]
+__all__ = ["Config", "ConfigError", "find_config", "load_config", "patchguard_table", "read_toml"]
 
 # Policy keys are validated by patchguard.policy; here they are only known.
 _KNOWN = {"wheelhouse", "patches", "fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"}
@@ -48,6 +48,17 @@ def read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"invalid TOML ({exc})", path=path, hint="fix the syntax") from None
 
 
+def patchguard_table(doc: dict[str, Any], path: str, default: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``[tool.patchguard]`` of a parsed TOML document (``default`` when there is none)."""
+    tool = doc.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError("'tool' must be a table", path=path)
+    table = tool.get("patchguard", default)
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError("[tool.patchguard] must be a table", path=path)
+    return table
+
+
 def find_config(start: str | None = None) -> tuple[str, dict[str, Any]] | None:
     """The nearest file, from ``start`` upwards, holding patchguard settings, with its table."""
     here = os.path.abspath(start or os.getcwd())
@@ -55,11 +66,12 @@ def find_config(start: str | None = None) -> tuple[str, dict[str, Any]] | None:
         own = os.path.join(here, "patchguard.toml")
         if os.path.isfile(own):
             doc = read_toml(own)
-            return own, doc.get("tool", {}).get("patchguard", doc)
+            table = patchguard_table(doc, own, default=doc)
+            return own, table if table is not None else doc
         project = os.path.join(here, "pyproject.toml")
         if os.path.isfile(project):
-            table = read_toml(project).get("tool", {}).get("patchguard")
-            if isinstance(table, dict):
+            table = patchguard_table(read_toml(project), project, default=None)
+            if table is not None:
                 return project, table
         parent = os.path.dirname(here)
         if parent == here:

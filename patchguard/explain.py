@@ -313,8 +313,13 @@ def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) 
             except PatchguardError:
                 before = None
         code = analyse(CodeChange(f.path, before, after, f.distribution, f.version))
-        if not code:
+        if f.kind is Kind.UNEXPECTED:
+            # The file itself stays an `unexpected` finding; analysis adds what its code does.
             out.append(f)
+            code = [c for c in code if c.kind is Kind.INJECTED_CODE]
+        if not code:
+            if f.kind is not Kind.UNEXPECTED:
+                out.append(f)
             continue
         file_reach, evidence = reach.reach(path)
         for c in code:

@@ -104,13 +104,21 @@ def read_lock(path: str) -> dict[str, Any]:
         raise PatchguardError(
             f"not a lock file ({exc})", path=path, hint="write one with patchguard lock"
         ) from None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("schema") != LOCK_SCHEMA
-        or not isinstance(doc.get("distributions"), dict)
-    ):
+    dists = doc.get("distributions") if isinstance(doc, dict) else None
+    ok = (
+        isinstance(doc, dict)
+        and doc.get("schema") == LOCK_SCHEMA
+        and isinstance(dists, dict)
+        and all(
+            isinstance(d, dict) and isinstance(d.get("version"), str) and isinstance(d.get("digest"), str)
+            for d in dists.values()
+        )
+        and isinstance(doc.get("applied_sets", {}), dict)
+        and isinstance(doc.get("unowned", []), list)
+    )
+    if not ok:
         raise PatchguardError(f"not a {LOCK_SCHEMA} file", path=path, hint="write one with patchguard lock")
-    return doc
+    return doc  # type: ignore[no-any-return]
 
 
 def compare_locks(

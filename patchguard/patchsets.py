@@ -191,8 +191,11 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
     return out
 
 
-def load_set(directory: str) -> PatchSet:
-    """Load and validate ``patches/<name>/``. Every problem is a :class:`PatchSetError` naming the file."""
+def load_set(directory: str, name: str | None = None) -> PatchSet:
+    """Load and validate ``patches/<name>/``. Every problem is a :class:`PatchSetError` naming the file.
+
+    ``name`` is the name the set must have (default: its directory's name).
+    """
     toml_path = os.path.join(directory, "patchset.toml")
     if not os.path.isfile(toml_path):
         raise PatchSetError(
@@ -207,10 +210,11 @@ def load_set(directory: str) -> PatchSet:
         raise PatchSetError(
             f"unknown key {unknown[0]!r}", path=toml_path, hint=f"known keys: {', '.join(sorted(_KEYS))}"
         )
+    expected_name = name or os.path.basename(os.path.normpath(directory))
     name = doc.get("name")
     if not isinstance(name, str) or not SET_NAME.fullmatch(name):
         raise PatchSetError("name must be letters, digits, '.', '_' or '-'", path=toml_path)
-    if name != os.path.basename(os.path.normpath(directory)):
+    if name != expected_name:
         raise PatchSetError(f"name {name!r} differs from its directory", path=toml_path)
     description = doc.get("description", "")
     if not isinstance(description, str):

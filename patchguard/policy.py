@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ConfigError, find_config, read_toml
-from .report import Finding, Kind, Report, Severity
+from .config import ConfigError, find_config, patchguard_table, read_toml
+from .report import Finding, Report, Severity
 
 __all__ = ["CheckResult", "Policy", "check", "load_policy"]
 
@@ -112,8 +112,8 @@ class Policy:
             if "path" in rule and not fnmatch.fnmatchcase(f.path, rule["path"]):
                 continue
             return True
-        if f.kind is Kind.UNEXPECTED and any(fnmatch.fnmatchcase(f.path, g) for g in self.expected_files):
-            return True
+        if any(fnmatch.fnmatchcase(f.path, g) for g in self.expected_files):
+            return True  # declared expected: the file and what is in it
         return f.patch_set is not None and f.patch_set_exact and f.patch_set in self.allowed_sets
 
     def violates(self, f: Finding) -> bool:
@@ -124,11 +124,8 @@ def load_policy(path: str | None = None) -> Policy:
     """The policy in ``path`` (patchguard.toml or pyproject.toml), else the nearest one, else the default."""
     if path is not None:
         doc = read_toml(path)
-        table = doc.get("tool", {}).get(
-            "patchguard", doc if os.path.basename(path) != "pyproject.toml" else {}
-        )
-        if not isinstance(table, dict):
-            raise ConfigError("[tool.patchguard] must be a table", path=path)
+        default = doc if os.path.basename(path) != "pyproject.toml" else {}
+        table = patchguard_table(doc, path, default) or {}
         return Policy.from_table(table, path)
     found = find_config()
     if found is None:

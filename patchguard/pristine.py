@@ -481,7 +481,10 @@ def _tag_options(dist: InstalledDistribution) -> list[str]:
             lines = f.read().splitlines()
     except OSError:
         return []
-    tags = [t for line in lines if line.startswith("Tag:") for t in parse_tag(line[4:].strip())]
+    try:
+        tags = [t for line in lines if line.startswith("Tag:") for t in parse_tag(line[4:].strip())]
+    except ValueError:  # packaging's InvalidTag: a WHEEL file someone edited; download for any tags
+        return []
     if not tags or all(t.platform == "any" and t.abi == "none" for t in tags):
         return []
     opts: list[str] = []

@@ -125,8 +125,8 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
             # Keep the path owned (it is not an unexpected file), but trust nothing else on the row.
             row = [row[0], "", ""]
         path, hash_text, size_text = row
-        if not path:
-            problems.append(RecordProblem(lineno, "empty path"))
+        if not path or "\0" in path:
+            problems.append(RecordProblem(lineno, "empty path" if not path else "NUL byte in path"))
             continue
         if path in seen:
             problems.append(RecordProblem(lineno, f"listed twice (first on line {seen[path]})", path))

@@ -148,6 +148,7 @@ class Report:
     tool_version: str = ""
     seconds: float = 0.0
     files_hashed: int = 0
+    recovered: tuple[str, ...] = ()  # files an interrupted transaction's rollback put back first
 
     @property
     def worst(self) -> Severity:

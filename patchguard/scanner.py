@@ -384,6 +384,7 @@ def run(
         tool_version=__version__,
         seconds=time.perf_counter() - started,
         files_hashed=verification.hashed,
+        recovered=recovered,
     )
     scanned = Scanned(report, target, all_dists, selected, recovered)
     if any(f.kind is Kind.MODIFIED for f in report.findings):
@@ -429,15 +430,17 @@ def _judged(
 
 def _recover(target: Target) -> tuple[str, ...]:
     """Roll back what an interrupted transaction left (every command does this first)."""
-    from .txn import STATE_DIR, TransactionError, recover
+    from .txn import STATE_DIR, JournalError, TransactionError, recover
 
     restored: list[str] = []
     for site in target.site_packages:
         if os.path.exists(os.path.join(site, STATE_DIR, "journal.json")):
             try:
                 restored += recover(site, allowed=target.roots)
+            except JournalError:
+                raise  # a journal nobody can trust: say so, do not scan past it
             except (TransactionError, OSError):
-                pass  # read-only here: the scan still reports what is on disk
+                pass  # read-only here (or locked): the scan still reports what is on disk
     return tuple(restored)
 
 

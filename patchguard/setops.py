@@ -66,9 +66,13 @@ def read_state(site: str) -> dict[str, Any]:
         raise PatchguardError(
             f"unreadable state file ({exc})", path=path, hint="inspect or delete it"
         ) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("applied"), dict):
+    applied = doc.get("applied") if isinstance(doc, dict) else None
+    if not isinstance(applied, dict) or not all(
+        isinstance(rec, dict) and isinstance(rec.get("files", {}), dict) for rec in applied.values()
+    ):
         raise PatchguardError("malformed state file", path=path, hint="inspect or delete it")
-    return doc
+    state: dict[str, Any] = doc
+    return state
 
 
 @dataclass
@@ -406,6 +410,15 @@ def capture_set(
         raise UsageError(
             "a patch set of that name exists", path=final, hint="choose another name or pass --force"
         )
+    if version is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(version)
+        except InvalidSpecifier:
+            raise UsageError(
+                f"--version {version!r} is not a version specifier", hint="e.g. '>=0.4,<0.5'"
+            ) from None
     diffs = diff(
         [distribution],
         site_packages=site_packages,
@@ -426,13 +439,20 @@ def capture_set(
     dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
     spec = version or f"=={dist.version}"
     files: list[str] = []
-    os.makedirs(root, exist_ok=True)
-    staging: str | None = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root)
+    try:
+        os.makedirs(root, exist_ok=True)
+        staging: str | None = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write patch sets here ({exc.strerror or exc})", path=root, hint="pass --patches DIR"
+        ) from None
     assert staging is not None
     try:
         for i, d in enumerate(diffs, start=1):
             fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}.patch"
-            with open(os.path.join(staging, fname), "w", encoding="utf-8", newline="") as f:
+            with open(
+                os.path.join(staging, fname), "w", encoding="utf-8", errors="surrogateescape", newline=""
+            ) as f:
                 f.write(d.text())
             files.append(fname)
         with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
@@ -442,6 +462,7 @@ def capture_set(
                 f"targets = [{{distribution = {json.dumps(dist.name)}, version = {json.dumps(spec)}}}]\n"
                 f"files = [{', '.join(json.dumps(x) for x in files)}]\n"
             )
+        load_set(staging, name)  # validate before anything existing is touched
         # Complete sets only: the directory appears under its name in one rename.
         aside = None
         if os.path.exists(final):

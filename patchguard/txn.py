@@ -65,6 +65,10 @@ class LockTimeout(TransactionError):
     """Another patchguard process holds the environment lock."""
 
 
+class JournalError(TransactionError):
+    """A leftover transaction journal that cannot be read or trusted: a person must look at it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """One file of a plan. ``path`` is absolute and inside the plan's root.
@@ -329,6 +333,7 @@ def _stage(plan: Plan, entries: Sequence[dict[str, str | None]], backup_dir: str
     for c, e in zip(plan.changes, entries, strict=True):
         tmp, backup = e["tmp"], e["backup"]
         if isinstance(tmp, str) and c.new is not None:
+            os.makedirs(os.path.dirname(c.path), exist_ok=True)  # a file of a deleted subpackage
             mode = c.mode
             with contextlib.suppress(FileNotFoundError):
                 st = os.stat(c.path)
@@ -396,12 +401,16 @@ def pending(root: str) -> dict[str, object] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise TransactionError(
+        raise JournalError(
             f"unreadable transaction journal ({exc})",
             path=path,
             hint="inspect it; the backups it names are in .patchguard/backups/",
         ) from None
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        raise JournalError(
+            "malformed transaction journal", path=path, hint="inspect it, then delete it by hand"
+        )
+    return doc
 
 
 def recover(
@@ -434,7 +443,7 @@ def recover(
     txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
     valid_txid = isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", "..")
     if not valid_txid or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise TransactionError(
+        raise JournalError(
             "malformed transaction journal", path=journal_path, hint="inspect it, then delete it by hand"
         )
     assert isinstance(txid, str)
@@ -479,4 +488,3 @@ def recover(
     if not skipped:  # keep the originals of anything recovery could not put back
         shutil.rmtree(backup_dir, ignore_errors=True)
     return tuple(restored)
-

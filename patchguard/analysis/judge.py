@@ -347,7 +347,9 @@ def _writes(call: cst.Call) -> bool:
         if a.keyword is not None and a.keyword.value == "mode":
             mode = a.value
     if isinstance(mode, cst.SimpleString):
-        return any(c in mode.evaluated_value for c in "wax+")
+        value = mode.evaluated_value
+        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+        return any(c in text for c in "wax+")
     return False
 
 
