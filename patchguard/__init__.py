@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from .errors import EnvironmentNotFound, InvalidRecord, PatchguardError, UsageError
+from .errors import EnvironmentNotFound, PatchguardError, UsageError
 from .report import Finding, Kind, Report, Severity
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ __all__ = [
     "ConfigError",
     "EnvironmentNotFound",
     "Finding",
-    "InvalidRecord",
     "Kind",
     "LockTimeout",
     "NoPristineSource",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 __all__ = [
     "EnvironmentNotFound",
-    "InvalidRecord",
     "PatchguardError",
     "UsageError",
 ]
@@ -40,7 +39,3 @@ class UsageError(PatchguardError):
 
 class EnvironmentNotFound(PatchguardError):
     """The environment to work on does not exist or its interpreter does not run."""
-
-
-class InvalidRecord(PatchguardError):
-    """A RECORD file cannot be read at all (not UTF-8, not CSV)."""

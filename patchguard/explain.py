@@ -78,6 +78,8 @@ def changed_files(scanned: Scanned, globs: Sequence[str] = ()) -> list[ChangedFi
                         sub = Finding(f.kind, f.severity, f.rule, shown, f.message, f.distribution, f.version)
                         out.append(ChangedFile(sub, dist, None, full))
             continue
+        if os.path.islink(path):
+            continue  # never read through a link: it may point anywhere (the scan reports it)
         if _wanted(f.path, globs):
             out.append(ChangedFile(f, dist, entry, path))
     return out
@@ -264,9 +266,11 @@ def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
             entries, _ = parse_record(cand.record_text())
             if cand.read(f"{meta}/METADATA") != installed_metadata:
                 tried.append(f"rejected {cand.location}: METADATA differs")
+                cand.close()
                 continue
         except READ_ERRORS as exc:
             tried.append(f"rejected {cand.location}: {exc.__class__.__name__}: {exc}")
+            cand.close()
             continue
         members = member_map(entries, dist)
         by_member = {e.path: e for e in entries}

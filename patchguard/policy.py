@@ -188,13 +188,14 @@ def check(
                 violations.append(f"required patch set {name} is {s.state}")
     if lock is not None:
         from .lockfile import compare_locks, make_lock, read_lock
+        from .records import canonicalize
 
         applied: dict[str, str] = {}
         for site in scanned.target.site_packages:
             applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
         here = make_lock(scanned, applied)
         local = [
-            f"{(f.distribution or '').lower()}:{f.kind.value} {f.path}"
+            f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
             for f in report.findings
             if f.distribution
         ]

@@ -24,6 +24,7 @@ import base64
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -445,6 +446,16 @@ def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -
         return None
     assert sources.download_dir is not None
     dest = tempfile.mkdtemp(prefix="pg-download-")
+    try:
+        return _download_into(dest, dist, sources, tried)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+def _download_into(
+    dest: str, dist: InstalledDistribution, sources: Sources, tried: list[str]
+) -> Candidate | None:
+    assert sources.download_dir is not None
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", dest]
     cmd += _tag_options(dist)
     cmd.append(f"{dist.name}=={dist.version}")
@@ -466,8 +477,6 @@ def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -
     os.makedirs(sources.download_dir, exist_ok=True)
     final = os.path.join(sources.download_dir, os.path.basename(wheels[0]))
     os.replace(wheels[0], final)
-    with contextlib.suppress(OSError):
-        os.rmdir(dest)
     tried.append(f"download: {os.path.basename(final)}")
     return WheelFile("download", final)
 

@@ -55,10 +55,6 @@ class RecordEntry(NamedTuple):
     size: int | None
     line: int
 
-    @property
-    def verifiable(self) -> bool:
-        return self.algorithm is not None and self.digest is not None
-
 
 class RecordProblem(NamedTuple):
     """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file)."""

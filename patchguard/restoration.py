@@ -8,7 +8,6 @@ only: replaced, never written in place, so the other hard links of a uv-installe
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from .explain import ChangedFile, Explainer, changed_files
 from .pristine import Sources
 from .report import Kind, Report
 from .scanner import run
-from .txn import Change, Committed, Plan, commit
+from .txn import Change, Committed, Plan, commit, sha256_file
 
 __all__ = ["Action", "RestoreResult", "restore"]
 
@@ -41,14 +40,6 @@ class RestoreResult:
     committed: Committed | None
     after: Report | None
     recovered: tuple[str, ...] = ()
-
-
-def _sha256(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except FileNotFoundError:
-        return None
 
 
 def restore(
@@ -92,7 +83,7 @@ def restore(
             )
         if c.finding.kind is Kind.UNEXPECTED:
             if remove_unexpected:
-                changes.append(Change(c.path, None, _sha256(c.path)))
+                changes.append(Change(c.path, None, sha256_file(c.path)))
                 actions.append(Action("remove", c.path, c.finding.path))
             continue
         change = _restoring(c, explainer)
@@ -118,4 +109,4 @@ def _restoring(c: ChangedFile, explainer: Explainer) -> Change:
         raise UsageError("no pristine bytes", path=c.path)
     outside = not c.path.startswith(os.path.join(c.dist.site_dir, ""))
     mode = 0o755 if outside or data.startswith(b"#!") else 0o644
-    return Change(c.path, data, _sha256(c.path), mode)
+    return Change(c.path, data, sha256_file(c.path), mode)

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .errors import PatchguardError
@@ -70,7 +71,7 @@ class EditableSource:
         """(status, path relative to the repository root): ``M`` modified, ``D`` deleted, ``?`` untracked."""
         import git
 
-        repo = git.Repo(self.root)
+        repo = safe_repo(self.root)
         out: list[tuple[str, str]] = []
         try:
             for d in repo.commit(self.rev).diff(None):  # the working tree against the revision
@@ -91,9 +92,8 @@ class EditableSource:
 
     def pristine(self, relpath: str) -> bytes | None:
         """The file's bytes at the revision, ``None`` if it did not exist there."""
-        import git
 
-        repo = git.Repo(self.root)
+        repo = safe_repo(self.root)
         try:
             blob = repo.commit(self.rev).tree / relpath
         except KeyError:
@@ -110,13 +110,34 @@ def editable_source(dist: InstalledDistribution, url: DirectUrl, rev: str = "HEA
     import git
 
     try:
-        repo = git.Repo(src, search_parent_directories=True)
+        repo = safe_repo(src, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return f"its source directory {src} is not a git checkout"
     root = repo.working_tree_dir
     if root is None:
         return f"{src} is a bare repository"
     return EditableSource(dist, str(root), rev)
+
+
+# A scanned checkout's own git config must not run anything (core.fsmonitor, hooks): overridden per call.
+_SAFE_GIT = {
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath",
+    "GIT_CONFIG_VALUE_1": os.devnull,
+    "GIT_CONFIG_KEY_2": "core.untrackedCache",
+    "GIT_CONFIG_VALUE_2": "false",
+}
+
+
+def safe_repo(path: str, search_parent_directories: bool = False) -> Any:
+    """A gitpython Repo whose git commands ignore the checkout's command-running settings."""
+    import git
+
+    repo = git.Repo(path, search_parent_directories=search_parent_directories)
+    repo.git.update_environment(**_SAFE_GIT)
+    return repo
 
 
 def _finding(

@@ -61,7 +61,6 @@ def test_api_as_in_the_readme(env: Env, tmp_path: Path, minillm_wheel: Path) -> 
         "PatchSetError",
         "PlanFailed",
         "ConfigError",
-        "InvalidRecord",
     ):
         assert issubclass(getattr(patchguard, err), patchguard.PatchguardError)
 

@@ -11,7 +11,6 @@ libcst is imported by :mod:`.judge` only, and only when there is a change to jud
 from __future__ import annotations
 
 import ast
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -338,7 +337,3 @@ def _removed_checks(regions: Sequence[Region], st: object, after: str, finding: 
                     )
                 )
     return out
-
-
-def is_python(path: str) -> bool:
-    return path.endswith(".py") and not os.path.basename(path).startswith(".")

@@ -13,13 +13,12 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .rules import RULES, rule_for_call
+from .rules import rule_for_call
 from .structure import Structure
 
 __all__ = ["Hit", "Unit", "judge_unit", "units_for"]
@@ -388,7 +387,3 @@ def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counte
     """(rule, qualified name) → how often a unit hits it over all its lines (for the pristine baseline)."""
     result = judge_unit(unit, None, st, source_lines)
     return Counter((h.rule, h.qualname) for h in result.hits)
-
-
-def rule_info(rule: str) -> Any:
-    return RULES[rule]
