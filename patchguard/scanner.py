@@ -410,14 +410,16 @@ def _judged(
     offline: bool,
     against: str,
 ) -> Report:
+    findings = list(scanned.report.findings)
+    code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
+    if not verify_record and not code_files:
+        return scanned.report  # nothing to judge: not even the analysis modules are imported
     from dataclasses import replace
 
     from .analysis.reach import ReachContext
     from .explain import Explainer, judge_findings, record_findings
     from .pristine import Sources
 
-    findings = list(scanned.report.findings)
-    code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
     # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
     if analyse and code_files:
         explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
