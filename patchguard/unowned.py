@@ -78,23 +78,7 @@ def _pyc_source(pyc_path: str) -> str | None:
 
 def _walk_files(top: str) -> Iterator[str]:
     """Every non-directory entry below ``top``; symlinked directories are not followed."""
-    stack = [top]
-    while stack:
-        d = stack.pop()
-        try:
-            it = os.scandir(d)
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                try:
-                    is_dir = e.is_dir(follow_symlinks=False)
-                except OSError:
-                    is_dir = False
-                if is_dir:
-                    stack.append(e.path)
-                else:
-                    yield e.path
+    return _unowned_below(top, frozenset(), None, 0)
 
 
 def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding | None:
