@@ -11,6 +11,7 @@ libcst is imported by :mod:`.judge` only, and only when there is a change to jud
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -118,7 +119,12 @@ def analyse(change: CodeChange) -> list[Finding]:
             src,
         )
 
-    if before is not None and st.tree is not None:
+    out: list[Finding] = []
+    changed = sorted({line for r in regions for line in r.lines})
+    covered: set[int] = set()
+    if changed:
+        out += _judged(change, st, lines, before, set(changed), covered, finding)
+    if not out and before is not None and st.tree is not None:
         try:
             cosmetic = strip_docstrings(ast.parse(before)) == strip_docstrings(ast.parse(after))
         except (SyntaxError, ValueError):
@@ -155,11 +161,6 @@ def analyse(change: CodeChange) -> list[Finding]:
                 )
             ]
 
-    out: list[Finding] = []
-    changed = sorted({line for r in regions for line in r.lines})
-    covered: set[int] = set()
-    if changed:
-        out += _judged(change, st, lines, before, set(changed), covered, finding)
     out = _one_per_region_and_rule(out, regions)
     out += _removed_checks(regions, st, after, finding)
     for r in regions:
@@ -265,8 +266,13 @@ def _judged(
     before_lines = split_lines(before) if before is not None else []
     out: list[Finding] = []
     for unit, ulines in units_for(sorted(changed), st, lines).items():
-        result = judge_unit(unit, set(ulines) if before is not None else None, st, lines)
-        if not result.hits:
+        # One walk of the unit: every hit, for the counts, then those on changed lines, for the report.
+        all_hits = judge_unit(unit, None, st, lines).hits
+        mine = set(ulines)
+        hits = [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
+        if before is None:
+            hits = all_hits
+        if not hits:
             continue
         baseline: dict[tuple[str, str], int] = {}
         if before_st is not None:
@@ -277,8 +283,8 @@ def _judged(
                 text = before_lines[b.start - 1] if b.start - 1 < len(before_lines) else ""
                 bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
                 baseline = dict(hit_counts(bunit, before_st, before_lines))
-            after_counts = hit_counts(unit, st, lines)
-        for hit in result.hits:
+            after_counts = Counter((h.rule, h.qualname) for h in all_hits)
+        for hit in hits:
             key = (hit.rule, hit.qualname)
             if before_st is not None and baseline.get(key, 0) >= after_counts.get(key, 0):
                 continue  # the pristine unit already does this: moved or re-indented, not injected
