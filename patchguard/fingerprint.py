@@ -172,38 +172,54 @@ class Verifier:
         self._queued = 0
 
     def add(
-        self, checks: Iterable[Check], tag: object = None, remembered: Mapping[str, CachedDigest] = {}
+        self,
+        checks: Iterable[tuple[str, str, str, int | None]],
+        tag: object = None,
+        remembered: Mapping[str, CachedDigest] = {},
     ) -> None:
         """Verify ``checks`` (``tag`` comes back on their failures); ``remembered``: cached digests by path.
 
-        This loop runs once per installed file on every scan, warm or cold: it is kept flat on purpose.
+        A check is a :class:`Check` or a plain ``(path, algorithm, digest, size)`` tuple. This loop runs once
+        per installed file on every scan, warm or cold: it is kept flat on purpose (no object is built for a
+        file the stat cache vouches for).
         """
         stat_, isreg = os.stat, stat.S_ISREG
         get = remembered.get
         digests = self._digests
         i = self._count
-        for c in checks:
+        for t in checks:
             i += 1
-            path = c.path
+            path, algorithm, digest, expected_size = t
             try:
                 st = stat_(path)
             except OSError as exc:
-                self._failures[i] = _stat_failure(c, exc, tag)
+                self._failures[i] = _stat_failure(Check._make(t), exc, tag)
                 continue
             if not isreg(st.st_mode):
-                self._failures[i] = Outcome(c, Status.UNREADABLE, tag, reason="not a regular file")
+                bad = Check._make(t)
+                self._failures[i] = Outcome(bad, Status.UNREADABLE, tag, reason="not a regular file")
                 continue
             size = st.st_size
-            if c.size is not None and size != c.size:
-                self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=size)
+            if expected_size is not None and size != expected_size:
+                self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
                 continue
-            key: StatKey = (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
             known = get(path)
-            if known is not None and known[0] == key and known[1] == c.algorithm:
-                digests[path] = known
-                if known[2] != c.digest:
-                    self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=size)
-                continue
+            if known is not None:
+                k = known[0]
+                if (
+                    k[1] == st.st_mtime_ns
+                    and k[2] == st.st_ctime_ns
+                    and k[0] == size
+                    and k[3] == st.st_ino
+                    and k[4] == st.st_dev
+                    and known[1] == algorithm
+                ):
+                    digests[path] = known
+                    if known[2] != digest:
+                        self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
+                    continue
+            key: StatKey = (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+            c = Check._make(t)
             if size > _SMALL:
                 self._submit([(i, c, key, tag)], size)
             else:

@@ -18,7 +18,7 @@ from . import __version__
 from .cache import DirListing, StatCache
 from .env import Target, resolve_target
 from .errors import UsageError
-from .fingerprint import Check, Outcome, Status, Verifier
+from .fingerprint import Outcome, Status, Verifier
 from .records import (
     InstalledDistribution,
     RecordEntry,
@@ -290,7 +290,7 @@ def run(
     s = _Scan(target)
     owned_files: set[str] = set()
     claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
-    checked: dict[int, list[Check]] = {}
+    checked: dict[int, list[tuple[str, str, str, int | None]]] = {}
 
     def check(dist: InstalledDistribution, verifier: Verifier) -> None:
         owned_files.update(dist.paths)
@@ -310,7 +310,7 @@ def run(
                     continue
             if paths and not any(fnmatch.fnmatchcase(entry.path, g) for g in paths):
                 continue  # diff/restore --path: only the files asked about are read
-            checks.append(Check(path, entry.algorithm, entry.digest, entry.size))
+            checks.append((path, entry.algorithm, entry.digest, entry.size))
         verifier.add(checks, dist, cache.digests(dist))
         _metadata_findings(s, dist, misplaced)
 
@@ -371,7 +371,7 @@ def run(
         if cache.knows(dist) and id(dist) not in verification.rehashed_tags:
             continue  # nothing of it was read: what the cache holds is still what it would write
         mine = checked.get(id(dist), [])
-        cache.remember(dist, {c.path: digests[c.path] for c in mine if c.path in digests}, now_ns)
+        cache.remember(dist, {c[0]: digests[c[0]] for c in mine if c[0] in digests}, now_ns)
     if not names:
         cache.forget_missing({d.metadata_dir for d in all_dists}, target.site_packages)
     cache.save()
