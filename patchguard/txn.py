@@ -157,11 +157,25 @@ def _write_durable(path: str, data: bytes, mode: int) -> None:
 # -- lock -------------------------------------------------------------------------------------------------
 
 
+def _check_state_dir(root: str) -> None:
+    """``.patchguard/`` and its ``backups/`` must be real directories inside ``root``: a symlink there would
+    send the lock, the journal, backups and their clean-up anywhere."""
+    state = os.path.join(root, STATE_DIR)
+    for d in (state, os.path.join(state, _BACKUPS)):
+        if os.path.islink(d):
+            raise JournalError(
+                "is a symlink: patchguard keeps its state only in a real directory",
+                path=d,
+                hint="remove the link (and look at who made it)",
+            )
+
+
 @contextlib.contextmanager
 def _locked(root: str, timeout: float) -> Iterator[str]:
     import fcntl
 
     state = os.path.join(root, STATE_DIR)
+    _check_state_dir(root)
     try:
         os.makedirs(state, exist_ok=True)
         fd = os.open(os.path.join(state, _LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -307,7 +321,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
             _fsync_dir(state)
         except OSError as exc:
             # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
-            recover(root, _locked_already=True)
+            recover(root, allowed=plan.also, _locked_already=True)
             raise TransactionError(
                 f"could not write ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}); "
                 "nothing was changed",
@@ -438,6 +452,7 @@ def recover(
     journal = pending(root)
     if journal is None:
         return ()
+    _check_state_dir(root)
     state = os.path.join(root, STATE_DIR)
     journal_path = os.path.join(state, _JOURNAL)
     txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
@@ -453,9 +468,13 @@ def recover(
     skipped = False
     for e in entries:
         path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
-        if not isinstance(path, str) or check_path(root, path, trusted) is not None:
+        if (
+            not isinstance(path, str)
+            or check_path(root, path, trusted) is not None
+            or os.path.normpath(path).startswith(os.path.join(state, ""))
+        ):
             skipped = True
-            continue  # never follow a journal outside the environment
+            continue  # never follow a journal outside the environment, nor into patchguard's own state
         if isinstance(tmp, str) and (
             os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)
         ):
@@ -483,7 +502,8 @@ def recover(
                 os.unlink(tmp)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
-    os.unlink(journal_path)  # recovered: from here on the backups are not needed
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(journal_path)  # recovered: from here on the backups are not needed
     _fsync_dir(state)
     if not skipped:  # keep the originals of anything recovery could not put back
         shutil.rmtree(backup_dir, ignore_errors=True)

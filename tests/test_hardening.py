@@ -182,3 +182,64 @@ def test_every_command_says_it_rolled_back(env: Env, tmp_path: Path, minillm_whe
     assert code == 0  # mla.py is back to its modified state: a moderate finding, below --fail-on high
     assert "rolled back an interrupted transaction first" in err
     assert (env.site / MLA).read_text() == "x = 1\n"
+
+
+def test_a_failed_commit_rolls_back_files_outside_the_state_root(tmp_path: Path) -> None:
+    import errno
+    import os
+
+    import pytest
+
+    from patchguard import txn
+
+    site, scripts = tmp_path / "site", tmp_path / "bin"
+    site.mkdir()
+    scripts.mkdir()
+    (site / "mod.py").write_bytes(b"old-mod")
+    (scripts / "tool").write_bytes(b"old-script")
+    plan = txn.Plan(
+        str(site),
+        (
+            txn.Change(str(site / "mod.py"), b"new-mod", hashlib.sha256(b"old-mod").hexdigest()),
+            txn.Change(str(scripts / "tool"), b"NEW-script", hashlib.sha256(b"old-script").hexdigest()),
+        ),
+        also=(str(scripts),),
+    )
+
+    def full(paths: object) -> list[str]:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(txn, "_remove_bytecode", full)
+    try:
+        with pytest.raises(txn.TransactionError, match="nothing was changed"):
+            txn.commit(plan)
+    finally:
+        mp.undo()
+    assert (site / "mod.py").read_bytes() == b"old-mod"
+    assert (scripts / "tool").read_bytes() == b"old-script"
+    assert [p.name for p in scripts.iterdir()] == ["tool"]  # no temp file left
+
+
+def test_a_symlinked_state_dir_is_refused(env: Env, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    (victim / "important").mkdir(parents=True)
+    (victim / "important/data.txt").write_text("precious")
+    state = env.site / ".patchguard"
+    state.mkdir()
+    (state / "backups").symlink_to(victim)
+    (state / "journal.json").write_text('{"txid": "important", "entries": []}')
+    code, _out, err = cli("scan", "--site-packages", str(env.site))
+    assert code == 2 and "is a symlink" in err
+    assert (victim / "important/data.txt").read_text() == "precious"
+
+
+def test_a_journal_entry_naming_the_journal_is_skipped(env: Env) -> None:
+    state = env.site / ".patchguard"
+    state.mkdir()
+    journal = state / "journal.json"
+    journal.write_text(json.dumps({"txid": "t1", "entries": [{"path": str(journal), "before": None}]}))
+    for command in ("status", "sets", "scan"):
+        code, _, err = cli(command, "--site-packages", str(env.site))
+        assert code in (0, 1) and "Traceback" not in err, (command, err)
+    assert not journal.exists()
