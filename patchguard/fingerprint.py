@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .cache import CachedDigest, StatKey, is_racy
+from .cache import CachedDigest, StatKey, is_racy, pack_key
 
 __all__ = ["Check", "Outcome", "Status", "Verification", "Verifier", "hash_file", "verify"]
 
@@ -183,7 +183,7 @@ class Verifier:
         per installed file on every scan, warm or cold: it is kept flat on purpose (no object is built for a
         file the stat cache vouches for).
         """
-        stat_, isreg = os.stat, stat.S_ISREG
+        stat_, isreg, pack = os.stat, stat.S_ISREG, pack_key
         get = remembered.get
         digests = self._digests
         i = self._count
@@ -204,20 +204,15 @@ class Verifier:
                 self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
                 continue
             known = get(path)
-            if known is not None:
-                k = known[0]
-                if (
-                    k[1] == st.st_mtime_ns
-                    and k[2] == st.st_ctime_ns
-                    and k[0] == size
-                    and k[3] == st.st_ino
-                    and k[4] == st.st_dev
-                    and known[1] == algorithm
-                ):
-                    digests[path] = known
-                    if known[2] != digest:
-                        self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
-                    continue
+            if (
+                known is not None
+                and known[0] == pack(size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+                and known[1] == algorithm
+            ):
+                digests[path] = known
+                if known[2] != digest:
+                    self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
+                continue
             key: StatKey = (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
             c = Check._make(t)
             if size > _SMALL:
@@ -287,7 +282,7 @@ class Verifier:
                     self._failures[i] = _unreadable(c, got, tag)
                     continue
                 if not is_racy(key[1], key[2], self._now_ns):
-                    self._digests[c.path] = (key, c.algorithm, got)
+                    self._digests[c.path] = (pack_key(*key), c.algorithm, got)
                 if got != c.digest:
                     self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=key[0])
         result.failures = [self._failures[i] for i in sorted(self._failures)]
