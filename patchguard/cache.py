@@ -34,7 +34,17 @@ from typing import Any
 
 from .records import InstalledDistribution, RecordEntry, RecordProblem
 
-__all__ = ["CachedDigest", "StatCache", "StatKey", "cache_root", "is_racy", "pack_key", "stat_key"]
+__all__ = [
+    "CachedDigest",
+    "StatCache",
+    "StatKey",
+    "cache_root",
+    "is_racy",
+    "pack_key",
+    "stat_key",
+    "user_cache_dir",
+    "write_atomically",
+]
 
 _MAGIC = b"patchguard-statcache/5\n"
 
@@ -52,14 +62,39 @@ _FINE_WINDOW_NS = 50_000_000
 _COARSE_WINDOW_NS = 2 * _NS
 
 
-def cache_root() -> str:
-    """Where patchguard keeps its caches, per the environment variables above."""
-    explicit = os.environ.get("PATCHGUARD_CACHE_DIR")
+def user_cache_dir(env_var: str, name: str) -> str:
+    """``$env_var``, else ``$XDG_CACHE_HOME/name``, else ``~/.cache/name`` (patchguard's, pip's, uv's)."""
+    explicit = os.environ.get(env_var)
     if explicit:
         return explicit
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = xdg if xdg else os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "patchguard")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, name)
+
+
+def cache_root() -> str:
+    """Where patchguard keeps its caches, per the environment variables above."""
+    return user_cache_dir("PATCHGUARD_CACHE_DIR", "patchguard")
+
+
+def write_atomically(path: str, data: bytes, *, make_dirs: bool = True) -> None:
+    """Write one of patchguard's *own* files (cache, store, lock output): temp file, then rename.
+
+    Never for files of an environment: those go through :mod:`patchguard.txn`. Raises ``OSError``.
+    """
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def stat_key(st: os.stat_result) -> StatKey:
@@ -217,25 +252,12 @@ class StatCache:
             self.dirty = True
         if not self.dirty:
             return
-        directory = os.path.dirname(self.path)
-        import tempfile
-
-        tmp: str | None = None
         try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".statcache-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(_encode(self.entries, self.listings_stamp, self.listings))
-            os.replace(tmp, self.path)
-            tmp = None
-            self.dirty = False
-            self._listings_loaded = dict(self.listings)
+            write_atomically(self.path, _encode(self.entries, self.listings_stamp, self.listings))
         except OSError:
-            pass
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            return  # only a cache
+        self.dirty = False
+        self._listings_loaded = dict(self.listings)
 
 
 def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[str, DirListing]) -> bytes:

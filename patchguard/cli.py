@@ -8,7 +8,6 @@ traceback.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -597,20 +596,11 @@ def lock_command(output: str | None, python: str | None, site_packages: tuple[st
         applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
     text = dumps(make_lock(scanned, applied))
     if output:
-        import tempfile
+        from .cache import write_atomically
 
-        directory = os.path.dirname(os.path.abspath(output))
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lock-")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, output)
-            tmp = None
+            write_atomically(output, text.encode(), make_dirs=False)
         except OSError as exc:
             raise PatchguardError(f"cannot write the lock ({exc.strerror or exc})", path=output) from None
-        finally:
-            if tmp is not None:
-                os.unlink(tmp)
     else:
         click.echo(text, nl=False)

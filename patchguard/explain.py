@@ -21,10 +21,9 @@ from .pristine import (
     Sources,
     candidates,
     find_pristine,
-    matches,
     member_map,
 )
-from .records import InstalledDistribution, RecordEntry, parse_record
+from .records import INSTALLER_FILES, InstalledDistribution, RecordEntry, matches, parse_record
 from .report import Finding, Kind, Severity
 from .scanner import Scanned, run
 from .vcs import EditableSource, direct_url, editable_source
@@ -38,7 +37,6 @@ _FILE_KINDS = {
     Kind.UNEXPECTED: "added",
     Kind.STARTUP_HOOK: "added",
 }
-_INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +238,7 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
         for path in installed:
             if path in wheel.wheel_record or path.startswith("../") or path.endswith(".pyc"):
                 continue
-            if path.startswith(meta + "/") and path.split("/", 1)[1] in _INSTALLER_FILES:
+            if path.startswith(meta + "/") and path.split("/", 1)[1] in INSTALLER_FILES:
                 continue
             shown = scanned.display(dist.resolve(path))
             out.append(

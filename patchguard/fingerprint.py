@@ -13,7 +13,6 @@ This module only knows paths and digests; what a mismatch *means* is decided by 
 
 from __future__ import annotations
 
-import base64
 import enum
 import hashlib
 import os
@@ -26,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .cache import CachedDigest, StatKey, is_racy, pack_key
+from .records import b64_digest
 
-__all__ = ["Check", "Outcome", "Status", "Verification", "Verifier", "hash_file", "verify"]
+__all__ = ["Check", "Outcome", "Status", "Verification", "Verifier", "hash_file"]
 
 _SMALL = 4 << 20  # files up to this size are read with one call
 _CHUNK = 1 << 20  # streaming buffer for larger files, one per thread
@@ -111,15 +111,11 @@ def _stream(fd: int, h: Any) -> None:
             h.update(view[:n])
 
 
-def _b64(d: bytes) -> str:
-    return base64.urlsafe_b64encode(d).rstrip(b"=").decode("ascii")
-
-
 def _hash_batch(batch: Sequence[tuple[Check, StatKey]]) -> list[str | OSError]:
     out: list[str | OSError] = []
     for c, key in batch:
         try:
-            out.append(_b64(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8, key[0])))
+            out.append(b64_digest(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8, key[0])))
         except OSError as exc:
             out.append(exc)
     return out
@@ -288,15 +284,3 @@ class Verifier:
         result.failures = [self._failures[i] for i in sorted(self._failures)]
         return result
 
-
-def verify(
-    checks: Sequence[Check],
-    remembered: Mapping[str, CachedDigest],
-    *,
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> Verification:
-    """Verify every check against the files on disk (see :class:`Verifier`)."""
-    with Verifier(workers=workers) as v:
-        v.add(checks, remembered=remembered)
-        return v.finish(progress)

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import PatchguardError
+from .records import INSTALLER_FILES
 from .report import Kind
 
 __all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
 
 LOCK_SCHEMA = "patchguard.lock/1"
-_INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
 
 
 def _sha256(path: str) -> str:
@@ -53,7 +53,7 @@ def make_lock(scanned: Any, applied_sets: dict[str, str]) -> dict[str, Any]:
             rel = scanned.display(path)
             if os.path.isabs(rel) or entry.digest is None or rel.startswith(".."):
                 continue
-            if rel.startswith(meta + "/") and rel.split("/", 1)[1] in _INSTALLER_FILES:
+            if rel.startswith(meta + "/") and rel.split("/", 1)[1] in INSTALLER_FILES:
                 continue
             finding = changed.get((dist.name, rel))
             if finding is None:

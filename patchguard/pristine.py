@@ -32,9 +32,16 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .cache import cache_root
+from .cache import cache_root, user_cache_dir, write_atomically
 from .errors import PatchguardError
-from .records import InstalledDistribution, RecordEntry, parse_record
+from .records import (
+    InstalledDistribution,
+    RecordEntry,
+    canonicalize,
+    matches,
+    name_version_from_dirname,
+    parse_record,
+)
 
 __all__ = [
     "READ_ERRORS",
@@ -58,16 +65,6 @@ def _b64_to_hex(b64: str) -> str:
     return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
 
 
-def matches(entry: RecordEntry, data: bytes) -> bool:
-    """Whether ``data`` hashes to what the RECORD row says."""
-    if entry.algorithm is None or entry.digest is None:
-        return False
-    h = hashlib.new(entry.algorithm, data)
-    shake = entry.algorithm.startswith("shake_")
-    raw = h.digest(len(entry.digest) * 6 // 8) if shake else h.digest()  # type: ignore[call-arg]
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == entry.digest
-
-
 class PristineStore:
     """Content-addressed bytes: ``<root>/<hh>/<sha256 hex>``. Reads verify the hash; writes are atomic."""
 
@@ -88,16 +85,9 @@ class PristineStore:
     def put(self, data: bytes) -> str:
         hexdigest = hashlib.sha256(data).hexdigest()
         path = self._path(hexdigest)
-        if os.path.exists(path):
-            return hexdigest
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # only a cache
+        if not os.path.exists(path):
+            with contextlib.suppress(OSError):  # only a cache
+                write_atomically(path, data)
         return hexdigest
 
     def for_entry(self, entry: RecordEntry) -> bytes | None:
@@ -175,20 +165,12 @@ class UnpackedWheel(Candidate):
 # -- where to look ----------------------------------------------------------------------------------------
 
 
-def _cache_dir(env_var: str, name: str) -> str:
-    explicit = os.environ.get(env_var)
-    if explicit:
-        return explicit
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(xdg, name)
-
-
 def pip_cache_dir() -> str:
-    return _cache_dir("PIP_CACHE_DIR", "pip")
+    return user_cache_dir("PIP_CACHE_DIR", "pip")
 
 
 def uv_cache_dir() -> str:
-    return _cache_dir("UV_CACHE_DIR", "uv")
+    return user_cache_dir("UV_CACHE_DIR", "uv")
 
 
 @dataclass
@@ -238,10 +220,8 @@ def _wheel_matches(filename: str, name: str, version: str) -> bool:
         return False
 
 
-def _http_body_is(path: str, name: str, version: str) -> bool:
+def _http_body_is(path: str, dist: InstalledDistribution) -> bool:
     """pip's http-v2 cache keeps downloaded wheels as ``<hash>.body``: look inside for the dist-info."""
-    from packaging.utils import canonicalize_name
-
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"PK\x03\x04":
@@ -250,12 +230,7 @@ def _http_body_is(path: str, name: str, version: str) -> bool:
             infos = {n.split("/", 1)[0] for n in zf.namelist() if n.endswith(".dist-info/METADATA")}
     except (OSError, zipfile.BadZipFile):
         return False
-    for info in infos:
-        stem = info[: -len(".dist-info")]
-        wname, _, wversion = stem.rpartition("-")
-        if canonicalize_name(wname) == canonicalize_name(name) and wversion == version:
-            return True
-    return False
+    return any(_dist_info_matches(info, dist) for info in infos)
 
 
 def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
@@ -278,7 +253,7 @@ def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) 
         bodies = [
             p
             for p in _walk(os.path.join(pip, "http-v2"), ".body")
-            if _http_body_is(p, dist.name, dist.version)
+            if _http_body_is(p, dist)
         ]
         tried.append(f"pip cache {pip}: {len(built) + len(bodies)} matching")
         for p in [*built, *bodies]:
@@ -310,11 +285,8 @@ def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) 
 
 
 def _dist_info_matches(dirname: str, dist: InstalledDistribution) -> bool:
-    from packaging.utils import canonicalize_name
-
-    stem = dirname[: -len(".dist-info")]
-    name, _, version = stem.rpartition("-")
-    return canonicalize_name(name) == dist.canonical_name and version == dist.version
+    name, version = name_version_from_dirname(dirname)
+    return canonicalize(name) == dist.canonical_name and version == dist.version
 
 
 # -- proving a candidate ----------------------------------------------------------------------------------

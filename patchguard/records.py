@@ -11,6 +11,7 @@ rest of the distribution is still verified.
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
@@ -22,12 +23,17 @@ from typing import NamedTuple
 
 __all__ = [
     "HASH_ALGORITHMS",
+    "INSTALLER_FILES",
+    "META_SUFFIXES",
     "InstalledDistribution",
     "RecordEntry",
     "RecordProblem",
+    "b64_digest",
     "discover",
     "iter_metadata_dirs",
     "load_distribution",
+    "matches",
+    "name_version_from_dirname",
     "package_dirs_in",
     "parse_record",
     "resolve_record_path",
@@ -191,7 +197,24 @@ def canonicalize(name: str) -> str:
     return str(canonicalize_name(name))
 
 
-_META_SUFFIXES = (".dist-info", ".egg-info")
+META_SUFFIXES = (".dist-info", ".egg-info")
+# Files an installer writes into a .dist-info beside the wheel's own: not part of the build.
+INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+
+
+def b64_digest(raw: bytes) -> str:
+    """A digest as RECORD writes it: urlsafe base64 without padding."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def matches(entry: RecordEntry, data: bytes) -> bool:
+    """Whether ``data`` hashes to what the RECORD row says."""
+    if entry.algorithm is None or entry.digest is None:
+        return False
+    h = hashlib.new(entry.algorithm, data)
+    shake = entry.algorithm.startswith("shake_")
+    raw = h.digest(len(entry.digest) * 6 // 8) if shake else h.digest()  # type: ignore[call-arg]
+    return b64_digest(raw) == entry.digest
 
 
 def package_dirs_in(site_dir: str, paths: Sequence[str]) -> tuple[str, ...]:
@@ -206,7 +229,8 @@ def package_dirs_in(site_dir: str, paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _name_version_from_dirname(dirname: str) -> tuple[str, str]:
+def name_version_from_dirname(dirname: str) -> tuple[str, str]:
+    """``torch-2.13.0+cpu.dist-info`` → ("torch", "2.13.0+cpu"); egg-info names may carry a Python tag."""
     stem = dirname.rsplit(".", 1)[0]
     name, _, rest = stem.partition("-")
     version = rest.split("-", 1)[0] if rest else "unknown"
@@ -230,7 +254,7 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
     import importlib_metadata  # local: keep `patchguard --version` free of it
 
     meta_dir = os.path.join(site_dir, meta_name)
-    name, version = _name_version_from_dirname(meta_name)
+    name, version = name_version_from_dirname(meta_name)
     if os.path.isdir(meta_dir):
         dist = importlib_metadata.Distribution.at(meta_dir)
         try:
@@ -291,7 +315,7 @@ def iter_metadata_dirs(site_dir: str) -> Iterator[str]:
     except OSError:
         return
     for n in names:
-        if n.endswith(_META_SUFFIXES):
+        if n.endswith(META_SUFFIXES):
             yield n
 
 

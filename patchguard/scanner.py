@@ -20,6 +20,7 @@ from .env import Target, resolve_target
 from .errors import UsageError
 from .fingerprint import Outcome, Status, Verifier
 from .records import (
+    META_SUFFIXES,
     InstalledDistribution,
     RecordEntry,
     canonicalize,
@@ -28,12 +29,12 @@ from .records import (
     package_dirs_in,
 )
 from .report import Environment, Finding, Kind, Report, Severity
+from .txn import recover_all
 from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
 
 __all__ = ["scan", "select_distributions"]
 
 ProgressCallback = Callable[[int, int], None]
-_METADATA_SUFFIXES = (".dist-info", ".egg-info")
 
 
 def select_distributions(
@@ -284,7 +285,7 @@ def run(
     started = time.perf_counter()
     now_ns = time.time_ns()
     target = target or resolve_target(python, site_packages)
-    recovered = _recover(target)
+    recovered = recover_all(target.site_packages, target.roots, tolerant=True)
     cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
     names = list(distributions or ())
     s = _Scan(target)
@@ -430,22 +431,6 @@ def _judged(
     return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
 
 
-def _recover(target: Target) -> tuple[str, ...]:
-    """Roll back what an interrupted transaction left (every command does this first)."""
-    from .txn import STATE_DIR, JournalError, TransactionError, recover
-
-    restored: list[str] = []
-    for site in target.site_packages:
-        if os.path.exists(os.path.join(site, STATE_DIR, "journal.json")):
-            try:
-                restored += recover(site, allowed=target.roots)
-            except JournalError:
-                raise  # a journal nobody can trust: say so, do not scan past it
-            except (TransactionError, OSError):
-                pass  # read-only here (or locked): the scan still reports what is on disk
-    return tuple(restored)
-
-
 def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> None:
     by_name: dict[str, list[InstalledDistribution]] = {}
     for d in selected:
@@ -524,7 +509,7 @@ def _unowned_findings(
         attribute = {
             os.path.join(site, first): dist_version
             for first, dist_version in installed_into.items()
-            if not first.endswith(_METADATA_SUFFIXES)
+            if not first.endswith(META_SUFFIXES)
         }
         ownership = Ownership(site, owned_files, frozenset(claimed))
         findings.extend(package_findings(ownership, sorted(attribute), attribute, listings, now_ns))

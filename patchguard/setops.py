@@ -34,8 +34,8 @@ from .patchsets import (
     plan_patches,
     plan_set,
 )
-from .records import InstalledDistribution, canonicalize, discover
-from .txn import STATE_DIR, Change, Committed, Plan, check_path, commit, environment_lock, recover
+from .records import InstalledDistribution, canonicalize, discover, matches
+from .txn import STATE_DIR, Change, Committed, Plan, check_path, commit, environment_lock, recover_all
 
 __all__ = [
     "SetOutcome",
@@ -84,10 +84,8 @@ class _Env:
     @classmethod
     def open(cls, site_packages: Sequence[str] | None, python: str | None) -> _Env:
         target = resolve_target(python, site_packages)
-        recovered: list[str] = []
-        for site in target.site_packages:
-            recovered += recover(site, allowed=target.roots)
-        return cls(target, discover(target.site_packages), tuple(recovered))
+        recovered = recover_all(target.site_packages, target.roots)
+        return cls(target, discover(target.site_packages), recovered)
 
     def installed(self, ps: PatchSet, force_version: bool) -> list[InstalledDistribution]:
         """The installed distribution of every target of ``ps``; refuses missing ones and wrong versions."""
@@ -279,8 +277,6 @@ def _verdicts(
     ps: PatchSet, plan: Sequence[FilePlan], dists: Sequence[InstalledDistribution], site: str
 ) -> tuple[tuple[str, str], ...]:
     """After a revert: is each file back to its RECORD hash, and if not, what else touches it?"""
-    from .pristine import matches
-
     entries = {p: e for d in dists for e, p in zip(d.entries, d.paths, strict=True)}
     applied = read_state(site)["applied"]
     out: list[tuple[str, str]] = []
@@ -487,7 +483,6 @@ def attribute(scanned: Any, patches: str | None = None) -> list[Any]:
     """
     from dataclasses import replace
 
-    from .pristine import matches
     from .report import Kind
 
     findings = list(scanned.report.findings)

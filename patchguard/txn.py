@@ -48,6 +48,7 @@ __all__ = [
     "commit",
     "environment_lock",
     "recover",
+    "recover_all",
 ]
 
 STATE_DIR = ".patchguard"
@@ -425,6 +426,28 @@ def pending(root: str) -> dict[str, object] | None:
             "malformed transaction journal", path=path, hint="inspect it, then delete it by hand"
         )
     return doc
+
+
+def recover_all(
+    site_dirs: Sequence[str], allowed: Sequence[str], *, tolerant: bool = False
+) -> tuple[str, ...]:
+    """Roll back leftover transactions in every site dir of an environment (every command does this first).
+
+    ``tolerant`` (read-only commands): a site dir that cannot be written or is locked is left as it is;
+    a journal that cannot be trusted (:class:`JournalError`) is an error either way.
+    """
+    restored: list[str] = []
+    for site in site_dirs:
+        if not os.path.exists(os.path.join(site, STATE_DIR, _JOURNAL)):
+            continue
+        try:
+            restored += recover(site, allowed=allowed)
+        except JournalError:
+            raise
+        except (TransactionError, OSError):
+            if not tolerant:
+                raise
+    return tuple(restored)
 
 
 def recover(
