@@ -587,14 +587,10 @@ def lock_command(output: str | None, python: str | None, site_packages: tuple[st
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from .lockfile import dumps, make_lock
     from .scanner import run
-    from .setops import read_state
 
     scanned = run(site_packages=site_packages or None, python=python)
     _say_recovered(scanned.recovered)
-    applied: dict[str, str] = {}
-    for site in scanned.target.site_packages:
-        applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
-    text = dumps(make_lock(scanned, applied))
+    text = dumps(make_lock(scanned))
     if output:
         from .cache import write_atomically
 

@@ -21,7 +21,6 @@ from .pristine import (
     Sources,
     candidates,
     find_pristine,
-    member_map,
 )
 from .records import INSTALLER_FILES, InstalledDistribution, RecordEntry, matches, parse_record
 from .report import Finding, Kind, Severity
@@ -270,16 +269,7 @@ def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
             tried.append(f"rejected {cand.location}: {exc.__class__.__name__}: {exc}")
             cand.close()
             continue
-        members = member_map(entries, dist)
-        by_member = {e.path: e for e in entries}
-        return Pristine(
-            dist,
-            cand,
-            members,
-            sources.store,
-            f"{cand.kind} {cand.location}",
-            {p: by_member[m] for p, m in members.items()},
-        )
+        return Pristine.of(dist, cand, entries, sources.store)
     raise NoPristineSource(
         f"no wheel of {dist.name} {dist.version} found; looked in: " + ("; ".join(tried) or "nowhere"),
         path=dist.metadata_dir,

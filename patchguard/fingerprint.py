@@ -283,4 +283,3 @@ class Verifier:
                     self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=key[0])
         result.failures = [self._failures[i] for i in sorted(self._failures)]
         return result
-

@@ -18,6 +18,7 @@ from typing import Any
 from .errors import PatchguardError
 from .records import INSTALLER_FILES
 from .report import Kind
+from .txn import sha256_file
 
 __all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
 
@@ -25,18 +26,19 @@ LOCK_SCHEMA = "patchguard.lock/1"
 
 
 def _sha256(path: str) -> str:
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+        return sha256_file(path) or "missing"
     except OSError as exc:
         return f"unreadable:{exc.errno}"
-    return h.hexdigest()
 
 
-def make_lock(scanned: Any, applied_sets: dict[str, str]) -> dict[str, Any]:
+def make_lock(scanned: Any) -> dict[str, Any]:
     """The lock of a scanned environment (``scanned``: :class:`patchguard.scanner.Scanned`)."""
+    from .setops import read_state
+
+    applied_sets: dict[str, str] = {}
+    for site in scanned.target.site_packages:
+        applied_sets.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
     report = scanned.report
     # Code findings stand for a modified file too (analysis replaces the file's bare `modified` finding).
     edited = (Kind.MODIFIED, Kind.MISSING, Kind.INJECTED_CODE, Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE)

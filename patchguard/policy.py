@@ -168,7 +168,7 @@ def check(
     unreadable lock, missing environment); violations are results, not errors.
     """
     from .scanner import run
-    from .setops import read_state, set_states
+    from .setops import states_of
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     patches = patches or pol.patches
@@ -178,7 +178,7 @@ def check(
     report = scanned.report
     violations = [_line(f) for f in report.findings if pol.violates(f)]
     if pol.required_sets:
-        states, _ = set_states(patches=patches, site_packages=site_packages, python=python)
+        states = states_of(scanned.target, scanned.dists, patches)
         by_name = {s.name: s for s in states}
         for name in pol.required_sets:
             s = by_name.get(name)
@@ -190,10 +190,7 @@ def check(
         from .lockfile import compare_locks, make_lock, read_lock
         from .records import canonicalize
 
-        applied: dict[str, str] = {}
-        for site in scanned.target.site_packages:
-            applied.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
-        here = make_lock(scanned, applied)
+        here = make_lock(scanned)
         local = [
             f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
             for f in report.findings

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -250,11 +251,7 @@ def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) 
             for p in _walk(os.path.join(pip, "wheels"), ".whl")
             if _wheel_matches(p, dist.name, dist.version)
         ]
-        bodies = [
-            p
-            for p in _walk(os.path.join(pip, "http-v2"), ".body")
-            if _http_body_is(p, dist)
-        ]
+        bodies = [p for p in _walk(os.path.join(pip, "http-v2"), ".body") if _http_body_is(p, dist)]
         tried.append(f"pip cache {pip}: {len(built) + len(bodies)} matching")
         for p in [*built, *bodies]:
             yield WheelFile("pip-cache", p)
@@ -334,15 +331,33 @@ class Pristine:
     description: str
     wheel_record: dict[str, RecordEntry] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls,
+        dist: InstalledDistribution,
+        cand: Candidate,
+        wheel_entries: Sequence[RecordEntry],
+        store: PristineStore,
+    ) -> Pristine:
+        """The pristine source ``cand`` gives ``dist``, once it is trusted (proven or same release)."""
+        members = member_map(wheel_entries, dist)
+        by_member = {e.path: e for e in wheel_entries}
+        return cls(
+            dist,
+            cand,
+            members,
+            store,
+            f"{cand.kind} {cand.location}",
+            {p: by_member[m] for p, m in members.items()},
+        )
+
     def bytes_for(self, entry: RecordEntry) -> bytes:
         """The pristine bytes of an installed RECORD entry, checked against that entry's hash.
 
-        Raises :class:`NoPristineSource` when the wheel has no such member or its bytes do not match
-        (a uv cache entry edited in place through a hard link, say).
+        Callers look in the store first (:meth:`PristineStore.for_entry`): this reads the wheel. Raises
+        :class:`NoPristineSource` when the wheel has no such member or its bytes do not match (a uv cache
+        entry edited in place through a hard link, say).
         """
-        cached = self.store.for_entry(entry)
-        if cached is not None:
-            return cached
         member = self.members.get(entry.path)
         if member is None or self.candidate is None:
             raise NoPristineSource(
@@ -382,10 +397,8 @@ class Pristine:
         return data
 
 
-def _prove(
-    dist: InstalledDistribution, cand: Candidate
-) -> tuple[dict[str, str], dict[str, RecordEntry]] | str:
-    """Member map if ``cand`` is the same build as ``dist``, else the reason it is not."""
+def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | str:
+    """The wheel's RECORD if ``cand`` is the same build as ``dist``, else the reason it is not."""
     try:
         wheel_entries, problems = parse_record(cand.record_text())
     except READ_ERRORS as exc:
@@ -409,19 +422,22 @@ def _prove(
             )
     if compared == 0:
         return "shares no hashed file with the installed RECORD"
-    return members, {p: by_member[m] for p, m in members.items()}
+    return wheel_entries
 
 
-def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Candidate | None:
+def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
+    """The wheel pip downloads, as the last candidate (only asked for when every local one failed)."""
     if sources.offline:
         tried.append("download: skipped (--offline)")
-        return None
+        return
     assert sources.download_dir is not None
     dest = tempfile.mkdtemp(prefix="pg-download-")
     try:
-        return _download_into(dest, dist, sources, tried)
+        got = _download_into(dest, dist, sources, tried)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
+    if got is not None:
+        yield got
 
 
 def _download_into(
@@ -483,23 +499,13 @@ def _tag_options(dist: InstalledDistribution) -> list[str]:
 def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
     """A proven pristine source for ``dist``, or :class:`NoPristineSource` listing every place tried."""
     tried: list[str] = []
-    for cand in candidates(dist, sources, tried):
+    for cand in itertools.chain(candidates(dist, sources, tried), _download(dist, sources, tried)):
         proof = _prove(dist, cand)
         if isinstance(proof, str):
             tried.append(f"rejected {cand.location}: {proof}")
             cand.close()
             continue
-        members, wheel_record = proof
-        return Pristine(dist, cand, members, sources.store, f"{cand.kind} {cand.location}", wheel_record)
-    downloaded = _download(dist, sources, tried)
-    if downloaded is not None:
-        proof = _prove(dist, downloaded)
-        if not isinstance(proof, str):
-            members, wheel_record = proof
-            return Pristine(
-                dist, downloaded, members, sources.store, f"download {downloaded.location}", wheel_record
-            )
-        tried.append(f"rejected {downloaded.location}: {proof}")
+        return Pristine.of(dist, cand, proof, sources.store)
     raise NoPristineSource(
         f"no wheel of {dist.name} {dist.version} (this build) found; looked in: "
         + "; ".join(t.strip() for t in tried),

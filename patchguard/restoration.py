@@ -71,7 +71,7 @@ def restore(
     explainer = Explainer(Sources.default(wheelhouse, offline))
     changes: list[Change] = []
     actions: list[Action] = []
-    roots: list[str] = []
+    root: str | None = None  # the site dir of the first restored file holds the transaction's state
     for c in changed_files(scanned, paths):
         if c.dist is None or c.finding.kind is Kind.STARTUP_HOOK:
             continue
@@ -89,11 +89,10 @@ def restore(
         change = _restoring(c, explainer)
         changes.append(change)
         actions.append(Action("recreate" if change.before is None else "restore", c.path, c.finding.path))
-        if c.dist.site_dir not in roots:
-            roots.append(c.dist.site_dir)
+        root = root or c.dist.site_dir
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered)
-    root = roots[0] if roots else scanned.target.site_packages[0]
+    root = root or scanned.target.site_packages[0]
     # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
     also = [r for r in scanned.target.roots if r != root]
     committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))

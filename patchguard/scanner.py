@@ -60,6 +60,14 @@ def select_distributions(
     return [d for d in dists if d.canonical_name in keep]
 
 
+def display_path(target: Target, path: str) -> str:
+    """POSIX path relative to the site dir holding ``path``, or absolute when outside all of them."""
+    for site in target.site_packages:
+        if path.startswith(os.path.join(site, "")):
+            return os.path.relpath(path, site).replace(os.sep, "/")
+    return path
+
+
 @dataclass
 class _Scan:
     """Working state of one scan; the result is the immutable :class:`Report`."""
@@ -68,11 +76,7 @@ class _Scan:
     findings: list[Finding] = field(default_factory=list)
 
     def display(self, path: str) -> str:
-        """POSIX path relative to the site dir holding ``path``, or absolute when outside all of them."""
-        for site in self.target.site_packages:
-            if path.startswith(os.path.join(site, "")):
-                return os.path.relpath(path, site).replace(os.sep, "/")
-        return path
+        return display_path(self.target, path)
 
     def add(
         self,
@@ -176,7 +180,7 @@ class Scanned:
     recovered: tuple[str, ...] = ()
 
     def display(self, path: str) -> str:
-        return _Scan(self.target).display(path)
+        return display_path(self.target, path)
 
     def locate(self, finding: Finding) -> tuple[InstalledDistribution | None, RecordEntry | None, str]:
         """The distribution, RECORD entry (if any) and absolute path a file finding is about."""
@@ -341,16 +345,15 @@ def run(
         verification = verifier.finish(progress)
 
     for o in verification.failures:
-        owner = o.tag
+        owner = o.tag  # the distribution check() passed with the file
         assert isinstance(owner, InstalledDistribution)
-        dist = owner
         shown = s.display(o.check.path)
         if o.status is Status.MODIFIED:
-            outside = not o.check.path.startswith(os.path.join(dist.site_dir, ""))
-            _modified_finding(s, dist, o, shown, outside)
+            outside = not o.check.path.startswith(os.path.join(owner.site_dir, ""))
+            _modified_finding(s, owner, o, shown, outside)
         elif o.status is Status.MISSING:
             s.add(
-                dist,
+                owner,
                 Kind.MISSING,
                 Severity.MODERATE,
                 "missing-file",
@@ -359,7 +362,7 @@ def run(
             )
         else:
             s.add(
-                dist, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
+                owner, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
             )
     s.findings.extend(unowned)
     if any(e.path.endswith(".dist-info/direct_url.json") for d in selected for e in d.entries):

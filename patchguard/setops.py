@@ -45,6 +45,7 @@ __all__ = [
     "read_state",
     "revert_set",
     "set_states",
+    "states_of",
 ]
 
 _STATE = "state.json"
@@ -56,12 +57,18 @@ def _sha(data: bytes | None) -> str | None:
 
 def read_state(site: str) -> dict[str, Any]:
     """The applied-sets record of a site dir (empty when none was ever written)."""
+    return _load_state(site)[1]
+
+
+def _load_state(site: str) -> tuple[bytes | None, dict[str, Any]]:
+    """The state file's bytes (``None``: absent) and its validated content."""
     path = os.path.join(site, STATE_DIR, _STATE)
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
+        doc = json.loads(raw)
     except FileNotFoundError:
-        return {"schema": "patchguard.state/1", "applied": {}}
+        return None, {"schema": "patchguard.state/1", "applied": {}}
     except (OSError, ValueError) as exc:
         raise PatchguardError(
             f"unreadable state file ({exc})", path=path, hint="inspect or delete it"
@@ -71,8 +78,7 @@ def read_state(site: str) -> dict[str, Any]:
         isinstance(rec, dict) and isinstance(rec.get("files", {}), dict) for rec in applied.values()
     ):
         raise PatchguardError("malformed state file", path=path, hint="inspect or delete it")
-    state: dict[str, Any] = doc
-    return state
+    return raw, doc
 
 
 @dataclass
@@ -152,16 +158,10 @@ def _owned(dists: Sequence[InstalledDistribution], site: str) -> set[str]:
 
 def _state_change(site: str, update: Any) -> Change:
     """The state file as one more file of the transaction, so state and files change together."""
-    path = os.path.join(site, STATE_DIR, _STATE)
-    try:
-        with open(path, "rb") as f:
-            old: bytes | None = f.read()
-    except FileNotFoundError:
-        old = None
-    doc = read_state(site)
+    old, doc = _load_state(site)
     update(doc["applied"])
     new = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-    return Change(path, new, _sha(old))
+    return Change(os.path.join(site, STATE_DIR, _STATE), new, _sha(old))
 
 
 def _plan_or_noop(ps: PatchSet, read: Any, reverse: bool) -> list[FilePlan] | None:
@@ -333,6 +333,14 @@ def set_states(
 ) -> tuple[list[SetState], tuple[str, ...]]:
     """Every set of the patches directory and its state in the environment (plus what recovery put back)."""
     env = _Env.open(site_packages, python)
+    return states_of(env.target, env.dists, patches), env.recovered
+
+
+def states_of(
+    target: Target, dists: list[InstalledDistribution], patches: str | None = None
+) -> list[SetState]:
+    """:func:`set_states` for an environment already read (``check`` has scanned it: no second pass)."""
+    env = _Env(target, dists)
     out: list[SetState] = []
     for ps in load_sets(patches):
         targets = ", ".join(f"{t.distribution} {t.version}".strip() for t in ps.targets)
@@ -370,7 +378,7 @@ def set_states(
             state = "partially applied"
             detail += [f"{rel}: {v}" for rel, v in states.items()]
         out.append(SetState(ps.name, targets, state, len(ps.paths), tuple(detail)))
-    return out, env.recovered
+    return out
 
 
 # -- capture ----------------------------------------------------------------------------------------------
