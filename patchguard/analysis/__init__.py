@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..diffs import split_lines
 from ..report import Finding, Kind, Severity
 from .rules import RULES
-from .structure import Region, changed_regions, strip_docstrings, structure
+from .structure import Region, Structure, changed_regions, strip_docstrings, structure
 
 __all__ = ["CodeChange", "analyse"]
 
@@ -79,18 +79,16 @@ def _looks_like_code(comment: str) -> bool:
     )
 
 
-def analyse(change: CodeChange) -> list[Finding]:
-    """Findings for the changed code of one file (empty when nothing changed)."""
-    after = _decode(change.after)
-    before = _decode(change.before) if change.before is not None else None
-    regions = [r for r in changed_regions(before, after)]
-    if not regions:
-        return []
-    st = structure(after)
-    lines = split_lines(after)
-    baseline = () if before is not None else ("baseline: none",)
+@dataclass(frozen=True, slots=True)
+class _Maker:
+    """Builds the findings of one file (its path, distribution, lines and baseline are shared)."""
 
-    def finding(
+    change: CodeChange
+    lines: Sequence[str]
+    baseline: tuple[str, ...]
+
+    def __call__(
+        self,
         kind: Kind,
         rule: str,
         severity: Severity,
@@ -100,30 +98,55 @@ def analyse(change: CodeChange) -> list[Finding]:
         message: str,
         gate: dict[str, str] | None = None,
     ) -> Finding:
-        src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        src = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        c = self.change
         return Finding(
             kind,
             severity,
             rule,
-            change.path,
+            c.path,
             message,
-            change.distribution,
-            change.version,
+            c.distribution,
+            c.version,
             line,
             end,
             function or None,
             gate,
             None,
-            baseline,
+            self.baseline,
             None,
             src,
         )
 
+    def commented_out(self, st: Structure, n: int) -> Finding:
+        return self(
+            Kind.INJECTED_CODE,
+            "commented-out-code",
+            Severity.MINOR,
+            n,
+            n,
+            st.qualname_at(n),
+            "code left behind in a comment",
+            st.gate_at(n),
+        )
+
+
+def analyse(change: CodeChange) -> list[Finding]:
+    """Findings for the changed code of one file (empty when nothing changed)."""
+    after = _decode(change.after)
+    before = _decode(change.before) if change.before is not None else None
+    regions = changed_regions(before, after)
+    if not regions:
+        return []
+    st = structure(after)
+    lines = split_lines(after)
+    finding = _Maker(change, lines, () if before is not None else ("baseline: none",))
+
     out: list[Finding] = []
-    changed = sorted({line for r in regions for line in r.lines})
+    changed = {line for r in regions for line in r.lines}
     covered: set[int] = set()
     if changed:
-        out += _judged(change, st, lines, before, set(changed), covered, finding)
+        out += _judged(st, lines, before, changed, covered, finding)
     if not out and before is not None and st.tree is not None:
         try:
             cosmetic = strip_docstrings(ast.parse(before)) == strip_docstrings(ast.parse(after))
@@ -131,16 +154,7 @@ def analyse(change: CodeChange) -> list[Finding]:
             cosmetic = False
         if cosmetic:
             dead_code = [
-                finding(
-                    Kind.INJECTED_CODE,
-                    "commented-out-code",
-                    Severity.MINOR,
-                    n,
-                    n,
-                    _qualname(st, n),
-                    "code left behind in a comment",
-                    st.gate_at(n),
-                )
+                finding.commented_out(st, n)
                 for r in regions
                 for n in r.lines
                 if lines[n - 1].strip().startswith("#") and _looks_like_code(lines[n - 1])
@@ -148,16 +162,17 @@ def analyse(change: CodeChange) -> list[Finding]:
             if dead_code:
                 return _one_per_region_and_rule(dead_code, regions)
             first = next((r for r in regions if r.end >= r.start), regions[0])
-            scope = st.innermost(first.start)
+            message = "only comments, layout or docstrings differ from the pristine wheel"
+            end = max(first.end, first.start)
             return [
                 finding(
                     Kind.COSMETIC_CHANGE,
                     "cosmetic-change",
                     Severity.MINOR,
                     first.start,
-                    max(first.end, first.start),
-                    scope.qualname if scope else None,
-                    "only comments, layout or docstrings differ from the pristine wheel",
+                    end,
+                    st.qualname_at(first.start),
+                    message,
                 )
             ]
 
@@ -170,29 +185,15 @@ def analyse(change: CodeChange) -> list[Finding]:
             added = [n for n in added if lines[n - 1].strip() and not _scaffolding(lines[n - 1])]
         if not added:
             continue
-        comments = [n for n in added if lines[n - 1].strip().startswith("#")]
-        for n in comments:
-            if _looks_like_code(lines[n - 1]):
-                scope = st.innermost(n)
-                out.append(
-                    finding(
-                        Kind.INJECTED_CODE,
-                        "commented-out-code",
-                        Severity.MINOR,
-                        n,
-                        n,
-                        scope.qualname if scope else None,
-                        "code left behind in a comment",
-                        st.gate_at(n),
-                    )
-                )
+        for n in added:
+            if lines[n - 1].strip().startswith("#") and _looks_like_code(lines[n - 1]):
+                out.append(finding.commented_out(st, n))
                 covered.add(n)
         rest = [n for n in added if n not in covered]
         code_added = [n for n in rest if not _is_comment_or_blank(lines[n - 1])]
         code_removed = [x for x in r.removed if not _is_comment_or_blank(x)]
         if not rest and not code_removed:
             continue
-        scope = st.innermost(rest[0] if rest else max(r.start - 1, 1))
         line = rest[0] if rest else max(r.start - 1, 1)
         end = rest[-1] if rest else line
         if not code_added and not code_removed:
@@ -203,7 +204,7 @@ def analyse(change: CodeChange) -> list[Finding]:
                     Severity.MINOR,
                     line,
                     end,
-                    scope.qualname if scope else None,
+                    st.qualname_at(line),
                     "only comments or layout changed here",
                 )
             )
@@ -218,19 +219,11 @@ def analyse(change: CodeChange) -> list[Finding]:
                     Severity.MINOR,
                     line,
                     end,
-                    scope.qualname if scope else None,
+                    st.qualname_at(line),
                     what,
                 )
             )
     return sorted(out, key=lambda f: (f.line or 0, f.rule))
-
-
-def _qualname(st: object, line: int) -> str | None:
-    from .structure import Structure
-
-    assert isinstance(st, Structure)
-    scope = st.innermost(line)
-    return scope.qualname if scope else None
 
 
 def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region]) -> list[Finding]:
@@ -250,31 +243,31 @@ def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region])
 
 
 def _judged(
-    change: CodeChange,
-    st: object,
+    st: Structure,
     lines: Sequence[str],
     before: str | None,
     changed: set[int],
     covered: set[int],
-    finding: object,
+    finding: _Maker,
 ) -> list[Finding]:
     from .judge import Unit, hit_counts, judge_unit, units_for
-    from .structure import Structure
 
-    assert isinstance(st, Structure)
     before_st = structure(before) if before is not None else None
     before_lines = split_lines(before) if before is not None else []
     out: list[Finding] = []
     for unit, ulines in units_for(sorted(changed), st, lines).items():
         # One walk of the unit: every hit, for the counts, then those on changed lines, for the report.
-        all_hits = judge_unit(unit, None, st, lines).hits
+        all_hits = judge_unit(unit, None, st, lines)
         mine = set(ulines)
-        hits = [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
-        if before is None:
-            hits = all_hits
+        hits = (
+            all_hits
+            if before is None
+            else [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
+        )
         if not hits:
             continue
         baseline: dict[tuple[str, str], int] = {}
+        after_counts = Counter((h.rule, h.qualname) for h in all_hits)
         if before_st is not None:
             scope = st.innermost(unit.start)
             match = [s for s in before_st.scopes if scope is not None and s.qualname == scope.qualname]
@@ -283,32 +276,31 @@ def _judged(
                 text = before_lines[b.start - 1] if b.start - 1 < len(before_lines) else ""
                 bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
                 baseline = dict(hit_counts(bunit, before_st, before_lines))
-            after_counts = Counter((h.rule, h.qualname) for h in all_hits)
         for hit in hits:
             key = (hit.rule, hit.qualname)
-            if before_st is not None and baseline.get(key, 0) >= after_counts.get(key, 0):
+            if before_st is not None and baseline.get(key, 0) >= after_counts[key]:
                 continue  # the pristine unit already does this: moved or re-indented, not injected
             rule = RULES[hit.rule]
+            forward = hit.function.rsplit(".", 1)[-1].startswith("forward")
             severity = rule.severity
-            if hit.rule == "logging" and not (
-                hit.loop or hit.function.rsplit(".", 1)[-1].startswith("forward")
-            ):
+            if hit.rule == "logging" and not (hit.loop or forward):
                 severity = Severity.MINOR
             if hit.dead:
                 severity = Severity.INFO
             gate = None if hit.gate_kind == "none" else {"kind": hit.gate_kind, "condition": hit.gate}
-            where = ", on the forward path" if hit.function.rsplit(".", 1)[-1].startswith("forward") else ""
-            target = f": {hit.detail}" if hit.detail else ""
-            message = f"{hit.qualname} {rule.rationale}{target}{where}"
-            if hit.dead:
-                message += " (unreachable: it cannot run)"
+            message = (
+                f"{hit.qualname} {rule.rationale}"
+                + (f": {hit.detail}" if hit.detail else "")
+                + (", on the forward path" if forward else "")
+                + (" (unreachable: it cannot run)" if hit.dead else "")
+            )
             out.append(
                 finding(
                     Kind.INJECTED_CODE,
                     hit.rule,
                     severity,
                     hit.line,
-                    hit.end_line,  # type: ignore[operator]
+                    hit.end_line,
                     hit.function,
                     message,
                     gate,
@@ -318,26 +310,22 @@ def _judged(
     return out
 
 
-def _removed_checks(regions: Sequence[Region], st: object, after: str, finding: object) -> list[Finding]:
-    from .structure import Structure
-
-    assert isinstance(st, Structure)
+def _removed_checks(regions: Sequence[Region], st: Structure, after: str, finding: _Maker) -> list[Finding]:
     out: list[Finding] = []
     remaining = {line.strip() for line in split_lines(after)}
     for r in regions:
+        line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
         for old in r.removed:
             s = old.strip()
             if s.startswith(_CODE_START) and s not in remaining:
-                line = max(min(r.start, r.end if r.end >= r.start else r.start), 1)
-                scope = st.innermost(line)
                 out.append(
                     finding(
                         Kind.INJECTED_CODE,
                         "removed-check",
                         Severity.MODERATE,
                         line,
-                        line,  # type: ignore[operator]
-                        scope.qualname if scope else None,
+                        line,
+                        st.qualname_at(line),
                         f"removed: {s[:100]}",
                         st.gate_at(line),
                     )

@@ -9,17 +9,18 @@ lines are judged, and a hit that the same unit of the pristine file already has 
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .rules import rule_for_call
-from .structure import Structure
+from .structure import Structure, gate_kind_of
 
 __all__ = ["Hit", "Unit", "judge_unit", "units_for"]
 
@@ -210,12 +211,10 @@ class _Walker(cst.CSTVisitor):
             return "none", ""
         test, orelse = self.ifs[-1]
         text = _code(test)
-        kind = _gate_kind(test, text, self.st.flags)
+        kind = _gate_kind(text, self.st.flags)
         return kind, (f"not ({text})" if orelse else text)
 
-    def _hit(
-        self, rule: str, qualname: str, node: cst.CSTNode, lines: tuple[int, int], detail: str = ""
-    ) -> None:
+    def _hit(self, rule: str, qualname: str, lines: tuple[int, int], detail: str = "") -> None:
         kind, cond = self._gate()
         self.hits.append(
             Hit(
@@ -261,7 +260,7 @@ class _Walker(cst.CSTVisitor):
                 rule = None  # setattr on a local object is ordinary code
         if rule is None:
             return
-        self._hit(rule, qualname, node, lines, _literal_paths(node))
+        self._hit(rule, qualname, lines, _literal_paths(node))
 
     def _assign_targets(self, targets: Sequence[cst.BaseExpression], node: cst.CSTNode) -> None:
         lines = self._touched(node)
@@ -278,7 +277,7 @@ class _Walker(cst.CSTVisitor):
                 continue
             qualname = self._resolve(dotted)
             rule = "debugger" if qualname == "sys.breakpointhook" else "monkeypatch"
-            self._hit(rule, qualname, node, lines)
+            self._hit(rule, qualname, lines)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._assign_targets([t.target for t in node.targets], node)
@@ -301,7 +300,7 @@ class _Walker(cst.CSTVisitor):
         )
         broad = node.type is None or get_full_name_for_node(node.type) in ("Exception", "BaseException")
         if only_pass and broad:
-            self._hit("swallowed-exception", "except", node, lines)
+            self._hit("swallowed-exception", "except", lines)
 
 
 def _always_false(test: cst.BaseExpression) -> bool:
@@ -312,29 +311,14 @@ def _always_false(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Integer) and test.value == "0"
 
 
-def _gate_kind(test: cst.BaseExpression, text: str, flags: set[str]) -> str:
-    if "environ" in text or "getenv" in text:
-        return "env"
-    if any(k in text for k in (".shape", ".size(", ".numel(", "len(")) and _compares_literal(test):
-        return "shape"
-    inner = test.expression if isinstance(test, cst.UnaryOperation) else test
-    if isinstance(inner, cst.Name) and (inner.value in flags or inner.value.isupper()):
-        return "flag"
-    return "condition"
-
-
-def _compares_literal(test: cst.BaseExpression) -> bool:
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Comparison(self, node: cst.Comparison) -> None:
-            nonlocal found
-            parts = [node.left, *(c.comparator for c in node.comparisons)]
-            if any(isinstance(p, (cst.Integer, cst.Float)) for p in parts):
-                found = True
-
-    test.visit(_V())
-    return found
+def _gate_kind(text: str, flags: set[str]) -> str:
+    """A test's gate kind, classified like every other gate (:func:`structure.gate_kind_of`)."""
+    try:
+        test = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return "condition"
+    kind = gate_kind_of(text, test, flags)
+    return "condition" if kind == "dead" else kind  # a dead body never reaches here; its else is live
 
 
 def _writes(call: cst.Call) -> bool:
@@ -365,25 +349,19 @@ def _literal_paths(call: cst.Call) -> str:
     return ""
 
 
-@dataclass
-class UnitResult:
-    hits: list[Hit] = field(default_factory=list)
-    parsed: bool = True
+def judge_unit(unit: Unit, changed: set[int] | None, st: Structure, source_lines: Sequence[str]) -> list[Hit]:
+    """Rule hits on the changed lines of one unit (all lines when ``changed`` is ``None``).
 
-
-def judge_unit(
-    unit: Unit, changed: set[int] | None, st: Structure, source_lines: Sequence[str]
-) -> UnitResult:
-    """Rule hits on the changed lines of one unit (all lines when ``changed`` is ``None``)."""
+    A unit that does not parse on its own (rare: a multi-line string dedented below the def) has no hits.
+    """
     module = _parse(unit, source_lines)
     if module is None:
-        return UnitResult(parsed=False)
+        return []
     walker = _Walker(unit, changed, st)
     MetadataWrapper(module, unsafe_skip_copy=True).visit(walker)
-    return UnitResult(walker.hits)
+    return walker.hits
 
 
 def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[tuple[str, str]]:
     """(rule, qualified name) → how often a unit hits it over all its lines (for the pristine baseline)."""
-    result = judge_unit(unit, None, st, source_lines)
-    return Counter((h.rule, h.qualname) for h in result.hits)
+    return Counter((h.rule, h.qualname) for h in judge_unit(unit, None, st, source_lines))

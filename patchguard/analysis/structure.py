@@ -79,6 +79,11 @@ class Structure:
                 best = s
         return best
 
+    def qualname_at(self, line: int) -> str | None:
+        """``Class.method`` around ``line`` (``None`` at module level)."""
+        scope = self.innermost(line)
+        return scope.qualname if scope else None
+
     def gate_at(self, line: int) -> dict[str, str] | None:
         """The innermost ``if`` around ``line`` as a gate (for findings that have no node of their own)."""
         if self.tree is None or self.source is None:
@@ -174,7 +179,7 @@ def structure(source: str) -> Structure:
 
 
 def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> str:
-    """Gate kind of an ``if`` test given as ast (the libcst judge has its own twin for libcst nodes)."""
+    """Gate kind of an ``if`` test: ``env``, ``shape``, ``flag``, ``dead`` or ``condition`` (the one rule for all)."""
     if "environ" in text or "getenv" in text:
         return "env"
     compares_literal = any(
