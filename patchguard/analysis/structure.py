@@ -179,7 +179,7 @@ def structure(source: str) -> Structure:
 
 
 def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> str:
-    """Gate kind of an ``if`` test: ``env``, ``shape``, ``flag``, ``dead`` or ``condition`` (the one rule for all)."""
+    """Gate kind of an ``if`` test: ``env``, ``shape``, ``flag``, ``dead`` or ``condition``."""
     if "environ" in text or "getenv" in text:
         return "env"
     compares_literal = any(
