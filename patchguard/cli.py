@@ -386,7 +386,6 @@ for _name, _reverse, _help in (
     ("revert", True, "Revert a named patch set, applied by patchguard or by hand; verify each file."),
 ):
     _cmd = _set_command(_reverse)
-    _cmd.__doc__ = _help
     _cmd = _errors_to_exit(_cmd)
     _cmd = click.option(
         "--force-version",

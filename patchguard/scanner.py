@@ -178,19 +178,29 @@ class Scanned:
     dists: list[InstalledDistribution]
     selected: list[InstalledDistribution]
     recovered: tuple[str, ...] = ()
+    _rows: dict[int, dict[str, tuple[RecordEntry, str]]] = field(default_factory=dict, repr=False)
 
     def display(self, path: str) -> str:
         return display_path(self.target, path)
+
+    def _rows_of(self, dist: InstalledDistribution) -> dict[str, tuple[RecordEntry, str]]:
+        """Shown path → (RECORD row, absolute path) of one distribution, built once."""
+        rows = self._rows.get(id(dist))
+        if rows is None:
+            rows = self._rows[id(dist)] = {
+                self.display(path): (entry, path)
+                for entry, path in zip(dist.entries, dist.paths, strict=True)
+            }
+        return rows
 
     def locate(self, finding: Finding) -> tuple[InstalledDistribution | None, RecordEntry | None, str]:
         """The distribution, RECORD entry (if any) and absolute path a file finding is about."""
         dist = next(
             (d for d in self.selected if (d.name, d.version) == (finding.distribution, finding.version)), None
         )
-        if dist is not None:
-            for entry, path in zip(dist.entries, dist.paths, strict=True):
-                if self.display(path) == finding.path:
-                    return dist, entry, path
+        if dist is not None and finding.path in self._rows_of(dist):
+            entry, path = self._rows_of(dist)[finding.path]
+            return dist, entry, path
         if os.path.isabs(finding.path):
             return dist, None, finding.path
         sites = [dist.site_dir] if dist is not None else list(self.target.site_packages)

@@ -57,7 +57,6 @@ class Scope:
     kind: str  # "def", "async def", "class"
     start: int
     end: int
-    body_start: int
     node: ast.AST = field(repr=False, compare=False)
 
 
@@ -161,7 +160,7 @@ def structure(source: str) -> Structure:
                     else ("async def" if isinstance(child, ast.AsyncFunctionDef) else "def")
                 )
                 end = child.end_lineno or child.lineno
-                scopes.append(Scope(name, kind, start, end, child.body[0].lineno, child))
+                scopes.append(Scope(name, kind, start, end, child))
                 visit(child, name)
             else:
                 visit(child, prefix)
