@@ -5,7 +5,8 @@ One file per environment (keyed by its site directories) under ``$PATCHGUARD_CAC
 
 * the parsed RECORD and metadata, valid while ``RECORD`` and ``METADATA`` keep their stat key — a changed
   RECORD drops the distribution's entries and is parsed again;
-* per verified file, the digest computed last time with the stat key it was computed under.
+* per verified file, the stat key it had when it was last hashed (all in one bytes object), and the digests
+  that were not RECORD's (the modified files).
 
 A stat key is (size, mtime_ns, ctime_ns, inode, device); all five must be unchanged to reuse a digest.
 ``ctime`` is what makes this safe: resetting mtime with ``touch -d`` or keeping the size does not reset
@@ -23,7 +24,6 @@ subject to the transaction rules.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import marshal
 import os
@@ -32,10 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import InstalledDistribution, RecordEntry, RecordProblem
+from .records import InstalledDistribution, RecordProblem
 
 __all__ = [
-    "CachedDigest",
     "StatCache",
     "StatKey",
     "cache_root",
@@ -46,14 +45,15 @@ __all__ = [
     "write_atomically",
 ]
 
-_MAGIC = b"patchguard-statcache/5\n"
+_MAGIC = b"patchguard-statcache/6\n"
 
 # (size, mtime_ns, ctime_ns, inode, device)
 StatKey = tuple[int, int, int, int, int]
-# (packed stat key, algorithm, urlsafe-b64 digest). The key is packed into 40 bytes: a cache of 30k files then
-# loads 30k small bytes objects instead of 150k ints, which is most of what loading it costs.
-CachedDigest = tuple[bytes, str, str]
-pack_key = struct.Struct("<QqqQQ").pack
+# A stat key packed into 40 bytes. A distribution's keys are kept as one bytes object (40 bytes per verified
+# file): a warm scan compares them all at once, and loading 30k files' keys is loading one object.
+_KEY = struct.Struct("<QqqQQ")
+pack_key = _KEY.pack
+pack_key_size = _KEY.size
 
 _NS = 1_000_000_000
 # Timestamp granularity assumed for a file system that keeps nanoseconds (Linux coarse clocks tick at most
@@ -123,9 +123,11 @@ def _metadata_keys(metadata_dir: str) -> tuple[StatKey, StatKey] | None:
 
 @dataclass
 class _DistEntry:
-    keys: tuple[StatKey, StatKey]
+    keys: tuple[StatKey, StatKey]  # of RECORD and METADATA
     dist: InstalledDistribution
-    digests: dict[str, CachedDigest]
+    slots: bytes  # which RECORD rows were verified, in order (4 bytes each): what ``known`` lines up with
+    known: bytes  # packed stat key per verified file (zeros: none)
+    odd: dict[int, str]  # verified file (index into slots) -> its digest, where that is not RECORD's
 
 
 # (mtime_ns, ctime_ns, inode, device) of a directory, its unowned file names, its subdirectory names.
@@ -185,24 +187,23 @@ class StatCache:
             return None
         return entry.dist if _metadata_keys(metadata_dir) == entry.keys else None
 
-    def knows(self, dist: InstalledDistribution) -> bool:
-        """Whether ``dist`` itself came from this cache (then only new digests need remembering)."""
+    def known(self, dist: InstalledDistribution, slots: bytes) -> tuple[bytes, dict[int, str]] | None:
+        """What was remembered of ``dist``'s files when the same RECORD rows (``slots``) were verified."""
         entry = self.entries.get(dist.metadata_dir)
-        return entry is not None and entry.dist is dist
+        if entry is None or entry.dist is not dist or entry.slots != slots:
+            return None
+        return entry.known, entry.odd
 
-    def digests(self, dist: InstalledDistribution) -> dict[str, CachedDigest]:
-        """Remembered digests of one distribution's files (path → digest with its stat key)."""
-        entry = self.entries.get(dist.metadata_dir)
-        return entry.digests if entry is not None and entry.dist is dist else {}
-
-    def remember(self, dist: InstalledDistribution, digests: dict[str, CachedDigest], now_ns: int) -> None:
-        """Remember a distribution and its file digests (not if its RECORD/METADATA are racily clean)."""
+    def remember(
+        self, dist: InstalledDistribution, slots: bytes, known: bytes, odd: dict[int, str], now_ns: int
+    ) -> None:
+        """Remember a distribution and its files (not if its RECORD/METADATA are racily clean)."""
         if self.path is None or not dist.has_record:
             return
         old = self.entries.get(dist.metadata_dir)
         if old is not None and old.dist is dist:
-            if old.digests != digests:
-                old.digests = digests
+            if (old.slots, old.known, old.odd) != (slots, known, odd):
+                old.slots, old.known, old.odd = slots, known, odd
                 self.dirty = True
             return
         keys = _metadata_keys(dist.metadata_dir)
@@ -211,7 +212,7 @@ class StatCache:
                 del self.entries[dist.metadata_dir]
                 self.dirty = True
             return
-        self.entries[dist.metadata_dir] = _DistEntry(keys, dist, digests)
+        self.entries[dist.metadata_dir] = _DistEntry(keys, dist, slots, known, odd)
         self.dirty = True
 
     def dir_listings(self, metadata_dirs: Sequence[str], now_ns: int) -> dict[str, DirListing] | None:
@@ -267,16 +268,17 @@ def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[
         dists[meta] = (
             e.keys,
             (d.name, d.version, d.site_dir, d.has_record, d.top_level, d.canonical_name, d.package_dirs),
-            tuple(map(tuple, d.entries)),
             d.paths,
             tuple(map(tuple, d.problems)),
-            e.digests,
+            d.checks,
+            d.check_rows,
+            d.outside,
+            e.slots,
+            e.known,
+            e.odd,
         )
     body = marshal.dumps({"dists": dists, "listings": (listings_stamp, listings)})
     return _MAGIC + hashlib.sha256(body).digest() + body
-
-
-_as_entry = functools.partial(tuple.__new__, RecordEntry)  # RecordEntry._make without the Python frame
 
 
 def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListing]]:
@@ -291,10 +293,18 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
     out: dict[str, _DistEntry] = {}
     # Stored as marshal writes them: no per-file rebuilding beyond the named tuples. (A payload that passed
     # the checksum but holds values of the wrong type can only make stat keys compare unequal: a cache miss.)
-    for meta, (keys, info, rows, paths, problems, digests) in payload["dists"].items():
+    for meta, (keys, info, paths, problems, checks, check_rows, outside, slots, known, odd) in payload[
+        "dists"
+    ].items():
         name, version, site_dir, has_record, top_level, canonical_name, package_dirs = info
-        entries = tuple(map(_as_entry, rows))
-        if len(paths) != len(entries) or not isinstance(digests, dict):
+        if (
+            not isinstance(check_rows, bytes)
+            or len(checks) * 4 != len(check_rows)
+            or not isinstance(slots, bytes)
+            or not isinstance(known, bytes)
+            or not isinstance(odd, dict)
+            or len(known) * 4 != len(slots) * pack_key_size
+        ):
             raise ValueError("bad distribution entry")
         dist = InstalledDistribution(
             name=str(name),
@@ -302,14 +312,17 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
             site_dir=str(site_dir),
             metadata_dir=str(meta),
             has_record=bool(has_record),
-            entries=entries,
+            rows=None,  # parsed from RECORD again if they are needed
             problems=tuple(map(RecordProblem._make, problems)),
             paths=tuple(paths),
             top_level=tuple(top_level),
             canonical_name=str(canonical_name),
             package_dirs=tuple(package_dirs),
+            checks=checks,
+            check_rows=check_rows,
+            outside=tuple(map(tuple, outside)),
         )
-        out[str(meta)] = _DistEntry((tuple(keys[0]), tuple(keys[1])), dist, digests)
+        out[str(meta)] = _DistEntry((tuple(keys[0]), tuple(keys[1])), dist, slots, known, odd)
     listings_stamp, listings = payload["listings"]
     if not isinstance(listings_stamp, str) or not isinstance(listings, dict):
         raise ValueError("bad directory listings")

@@ -13,26 +13,34 @@ This module only knows paths and digests; what a mismatch *means* is decided by 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import enum
-import hashlib
+import errno
 import os
 import queue
 import stat
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .cache import CachedDigest, StatKey, is_racy, pack_key
-from .records import b64_digest
+from ._hashworker import SMALL, read_frame, verify_batch, write_frame
+from .cache import is_racy, pack_key, pack_key_size
 
-__all__ = ["Check", "Outcome", "Status", "Verification", "Verifier", "hash_file"]
+if TYPE_CHECKING:
+    from ._hashworker import Result
 
-_SMALL = 4 << 20  # files up to this size are read with one call
-_CHUNK = 1 << 20  # streaming buffer for larger files, one per thread
+__all__ = ["KEY_SIZE", "NO_KEY", "Check", "Outcome", "Status", "Verification", "Verifier"]
+
 _BATCH = 128  # small files per task handed to a worker
-_local = threading.local()
+_DEPTH = 3  # batches in flight per helper process, so it never waits for this process to send the next
+# Pending work from which hashing moves to helper processes: below it, starting them costs more than it saves.
+_HELPER_FILES = 1000
+_HELPER_BYTES = 64 << 20
 
 
 class Status(enum.Enum):
@@ -65,73 +73,29 @@ class Outcome:
 class Verification:
     """What verifying a set of files found.
 
-    ``failures``: the files that are not as RECORD says, in the order of the checks. ``digests``: for every
-    file whose digest is known and not racily clean, what the stat cache may remember. ``rehashed_tags``: the
-    tags (by ``id``) of checks that were read, i.e. whose remembered digests changed. ``hashed``: how many
-    files had their bytes read (zero on a warm re-scan of an unchanged environment).
+    ``failures``: the files that are not as RECORD says, in the order of the checks. ``known``: for each tag
+    (by ``id``) whose files were read or changed since what the caller remembered, what to remember now:
+    ``(keys, odd)`` as :meth:`Verifier.add` takes them. ``hashed``: how many files had their bytes read
+    (zero on a warm re-scan of an unchanged environment).
     """
 
     failures: list[Outcome] = field(default_factory=list)
-    digests: dict[str, CachedDigest] = field(default_factory=dict)
+    known: dict[int, tuple[bytes, dict[int, str]]] = field(default_factory=dict)
     hashed: int = 0
-    rehashed_tags: set[int] = field(default_factory=set)
 
 
-def hash_file(path: str, algorithm: str, length: int = 0, size_hint: int = -1) -> bytes:
-    """Digest of a file's bytes, read in bounded chunks (memory stays bounded for any file size).
-
-    A file up to 4 MiB (``size_hint`` from a previous stat) is read with one system call; larger ones are
-    streamed through a 1 MiB buffer reused by the calling thread, small enough to stay in the CPU cache
-    between the read and the hash. ``length`` is the digest size of the ``shake_*`` algorithms.
-    """
-    h = hashlib.new(algorithm)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if 0 <= size_hint <= _SMALL:
-            data = os.read(fd, size_hint + 1)
-            h.update(data)
-            if len(data) > size_hint:  # grew since it was stat'ed: hash the rest too
-                _stream(fd, h)
-        else:
-            _stream(fd, h)
-    finally:
-        os.close(fd)
-    if algorithm.startswith("shake_"):
-        return h.digest(length)  # type: ignore[call-arg]
-    return h.digest()
-
-
-def _stream(fd: int, h: Any) -> None:
-    buf: bytearray | None = getattr(_local, "buf", None)
-    if buf is None:
-        buf = _local.buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(fd, "rb", buffering=0, closefd=False) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-
-
-def _hash_batch(batch: Sequence[tuple[Check, StatKey]]) -> list[str | OSError]:
-    out: list[str | OSError] = []
-    for c, key in batch:
-        try:
-            out.append(b64_digest(hash_file(c.path, c.algorithm, len(c.digest) * 6 // 8, key[0])))
-        except OSError as exc:
-            out.append(exc)
-    return out
-
-
-def _unreadable(c: Check, exc: OSError, tag: object) -> Outcome:
-    reason = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
+def _unreadable(c: Check, reason: str, tag: object) -> Outcome:
     return Outcome(c, Status.UNREADABLE, tag, reason=reason)
 
 
-def _stat_failure(c: Check, exc: OSError, tag: object) -> Outcome:
-    if isinstance(exc, FileNotFoundError):
+def _error_outcome(c: Check, err: int, message: str, tag: object) -> Outcome:
+    if err == errno.ENOENT:
         if os.path.islink(c.path):
-            return Outcome(c, Status.UNREADABLE, tag, reason="broken symlink")
+            return _unreadable(c, "broken symlink", tag)
         return Outcome(c, Status.MISSING, tag)
-    return _unreadable(c, exc, tag)
+    if err in (errno.EACCES, errno.EPERM):
+        return _unreadable(c, "permission denied", tag)
+    return _unreadable(c, message, tag)
 
 
 def default_workers() -> int:
@@ -139,86 +103,235 @@ def default_workers() -> int:
     return max(1, min(16, os.cpu_count() or 1))
 
 
-# A file to hash: (sequence number, check, stat key it was seen with, caller's tag).
-_Work = tuple[int, Check, StatKey, object]
+class _Helper:
+    """A hashing helper process (``python -I -S _hashworker.py``) fed by one thread, read by another.
+
+    :meth:`submit` sends a batch (at most ``depth`` are in flight, so the helper never waits for this
+    process to send the next one); a reader thread receives the results in order and appends them to
+    ``done``. Its own thread keeps the results pipe drained, so neither side can block the other on a full
+    pipe. If the helper dies or answers nonsense, the batches it still held are hashed by the reader
+    thread and :meth:`submit` returns ``False`` from then on (the caller hashes in-process).
+    """
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], done: list[tuple[list[_Work], list[Result]]], depth: int
+    ) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
+        self._in = proc.stdin.fileno()
+        self._out = proc.stdout.fileno()
+        self._done = done
+        self._depth = depth
+        self._slots = threading.Semaphore(depth)
+        self._lock = threading.Lock()
+        self._inflight: collections.deque[list[_Work]] = collections.deque()
+        self._failed = False
+        self._reader = threading.Thread(target=self._read, name="patchguard-hash-reader", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(cls, done: list[tuple[list[_Work], list[Result]]], depth: int) -> _Helper | None:
+        """A running helper, or ``None`` where one cannot be started (then the thread hashes itself)."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hashworker.py")
+        if not sys.executable or not os.path.isfile(script):
+            return None
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", script],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                bufsize=0,
+            )
+        except OSError:
+            return None
+        return cls(proc, done, depth)
+
+    def submit(self, work: list[_Work]) -> bool:
+        """Hand ``work`` to the helper; ``False`` once it has failed (then the caller hashes it)."""
+        self._slots.acquire()
+        with self._lock:
+            if self._failed:
+                return False
+            self._inflight.append(work)
+        try:
+            write_frame(self._in, _batch_of(work))
+        except OSError:
+            self._proc.kill()  # the reader sees the end of the stream and hashes what was in flight
+        return True
+
+    def _read(self) -> None:
+        try:
+            while True:
+                results = read_frame(self._out)
+                with self._lock:
+                    work = self._inflight.popleft()
+                if not isinstance(results, list) or len(results) != len(work):
+                    raise ValueError("malformed reply")
+                self._done.append((work, results))
+                self._slots.release()
+        except (OSError, EOFError, ValueError, IndexError, TypeError):
+            pass  # the end of the stream: the helper exited (or died, or is killed below)
+        with self._lock:
+            self._failed = True
+            leftovers = list(self._inflight)
+            self._inflight.clear()
+        if leftovers:
+            self._proc.kill()
+        for work in leftovers:
+            self._done.append((work, verify_batch(_batch_of(work))))
+        self._slots.release(self._depth + 1)  # wake a submit() waiting for a slot: it sees the failure
+
+    def close(self) -> None:
+        """Let the helper finish what it holds, then end it (it exits at the end of its input)."""
+        for stream in (self._proc.stdin,):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._reader.join()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+KEY_SIZE = pack_key_size
+NO_KEY = bytes(KEY_SIZE)  # "no stat key remembered": matches no file (real files have an inode)
+
+# A file to hash: (sequence number, check, caller's tag).
+_Work = tuple[int, Check, object]
+
+
+def _batch_of(work: list[_Work]) -> list[tuple[str, str, int, int]]:
+    return [
+        (c.path, c.algorithm, -1 if c.size is None else c.size, len(c.digest) * 6 // 8) for _, c, _ in work
+    ]
 
 
 class Verifier:
-    """Verifies files as they are added, hashing in background threads while the caller goes on.
+    """Verifies files as they are added, hashing in the background while the caller goes on.
 
-    :meth:`add` stats a file at once (missing files, size mismatches and stat-cache hits are settled
-    without reading a byte) and queues the rest for hashing. The caller can keep parsing the next RECORD
-    while the threads hash: the largest queued work is taken first (longest-processing-time-first), so the
-    one huge ``.so`` that bounds the wall time starts as soon as it is seen. :meth:`finish` waits and
-    returns the :class:`Verification`. Threads start only once there is something to hash.
+    :meth:`add` settles what it can without reading a byte: with remembered digests (a warm scan) each
+    file is stat'ed at once, and missing files, size mismatches and stat-cache hits end there. Everything
+    else is queued for hashing, largest first (longest-processing-time-first), so the one huge ``.so``
+    that bounds the wall time starts as soon as it is seen; a file with nothing remembered is not even
+    stat'ed here, the hashing side opens and ``fstat``-s it once. :meth:`finish` waits and returns the
+    :class:`Verification`.
+
+    Hashing runs in one thread per core. Once the pending work is large (a cold scan), each thread hands
+    its batches to a helper process of its own (:mod:`patchguard._hashworker`): ``hashlib`` releases the
+    GIL, but opening and reading tens of thousands of small files does not scale across threads that
+    share it with the caller's RECORD parsing, and processes share nothing. Where no helper can be
+    started, the thread hashes itself. ``processes``: ``None`` decides by the pending work, ``False``
+    never starts helpers, ``True`` always does.
     """
 
-    def __init__(self, *, workers: int | None = None) -> None:
+    def __init__(self, *, workers: int | None = None, processes: bool | None = None) -> None:
         self._workers = workers or default_workers()
+        self._processes = processes
         self._now_ns = time.time_ns()
         self._failures: dict[int, Outcome] = {}
-        self._digests: dict[str, CachedDigest] = {}
         self._count = 0
+        self._keys: list[bytes] = []  # per check, the packed stat key to remember (NO_KEY: nothing)
+        self._odd: dict[int, str] = {}  # per check whose digest is not RECORD's: the digest
+        self._tags: list[tuple[object, int, int, bytes | None, Mapping[int, str]]] = []
         self._batch: list[_Work] = []
         self._batch_bytes = 0
         self._queue: queue.PriorityQueue[tuple[int, int, list[_Work]]] = queue.PriorityQueue()
         self._seq = 0
         self._threads: list[threading.Thread] = []
-        self._done: list[tuple[list[_Work], list[str | OSError]]] = []
+        self._done: list[tuple[list[_Work], list[Result]]] = []
         self._queued = 0
+        self._queued_bytes = 0
 
     def add(
         self,
-        checks: Iterable[tuple[str, str, str, int | None]],
+        checks: Sequence[tuple[str, str, str, int | None]],
         tag: object = None,
-        remembered: Mapping[str, CachedDigest] = {},
+        keys: bytes | None = None,
+        odd: Mapping[int, str] | None = None,
     ) -> None:
-        """Verify ``checks`` (``tag`` comes back on their failures); ``remembered``: cached digests by path.
+        """Verify ``checks`` (``tag`` comes back on their failures).
 
-        A check is a :class:`Check` or a plain ``(path, algorithm, digest, size)`` tuple. This loop runs once
-        per installed file on every scan, warm or cold: it is kept flat on purpose (no object is built for a
-        file the stat cache vouches for).
+        A check is a :class:`Check` or a plain ``(path, algorithm, digest, size)`` tuple. ``keys`` and ``odd``
+        are what :class:`Verification` said to remember for the same checks last time: the packed stat key
+        each file had when it was hashed (:data:`KEY_SIZE` bytes per check, :data:`NO_KEY` where none) and,
+        by check index, the digests that were not RECORD's. A file whose stat key is unchanged is not read
+        again. Without ``keys`` nothing is stat'ed here: the hashing side opens, fstats and reads each file.
         """
-        stat_, isreg, pack = os.stat, stat.S_ISREG, pack_key
-        get = remembered.get
-        digests = self._digests
-        i = self._count
+        base, n = self._count, len(checks)
+        self._count += n
+        self._tags.append((tag, base, n, keys, odd or {}))
+        if keys is None:
+            self._keys.extend([NO_KEY] * n)
+            for j, t in enumerate(checks):
+                c = Check._make(t)
+                self._queue_work((base + j, c, tag), c.size or 0)
+            return
+        # This loop runs once per installed file on every warm scan: one stat and one pack each, then one
+        # comparison for the whole distribution. Only when something changed is each file looked at.
+        stat_, pack = os.stat, pack_key
+        now: list[bytes] = []
+        append = now.append
         for t in checks:
-            i += 1
-            path, algorithm, digest, expected_size = t
             try:
-                st = stat_(path)
-            except OSError as exc:
-                self._failures[i] = _stat_failure(Check._make(t), exc, tag)
+                st = stat_(t[0])
+            except OSError:
+                append(NO_KEY)
                 continue
-            if not isreg(st.st_mode):
-                bad = Check._make(t)
-                self._failures[i] = Outcome(bad, Status.UNREADABLE, tag, reason="not a regular file")
-                continue
-            size = st.st_size
-            if expected_size is not None and size != expected_size:
-                self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
-                continue
-            known = get(path)
-            if (
-                known is not None
-                and known[0] == pack(size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-                and known[1] == algorithm
-            ):
-                digests[path] = known
-                if known[2] != digest:
-                    self._failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
-                continue
-            key: StatKey = (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+            append(pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
+        self._keys.extend(now)
+        if b"".join(now) != keys or NO_KEY in now:
+            self._changed(checks, tag, base, now, keys, odd or {})
+            return
+        for j, digest in (odd or {}).items():
+            self._odd[base + j] = digest
+            c = Check._make(checks[j])
+            self._failures[base + j] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
+
+    def _changed(
+        self,
+        checks: Sequence[tuple[str, str, str, int | None]],
+        tag: object,
+        base: int,
+        now: list[bytes],
+        keys: bytes,
+        odd: Mapping[int, str],
+    ) -> None:
+        """Settle, file by file, the checks of a distribution whose stat keys are not all as remembered."""
+        for j, t in enumerate(checks):
+            i = base + j
+            key = now[j]
             c = Check._make(t)
-            if size > _SMALL:
-                self._submit([(i, c, key, tag)], size)
+            if key != NO_KEY and key == keys[j * KEY_SIZE : (j + 1) * KEY_SIZE]:
+                if j in odd:
+                    self._odd[i] = odd[j]
+                    self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
+                continue
+            self._keys[i] = NO_KEY
+            try:
+                st = os.stat(c.path)
+            except OSError as exc:
+                self._failures[i] = _error_outcome(c, exc.errno or 0, exc.strerror or "", tag)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                self._failures[i] = _unreadable(c, "not a regular file", tag)
+            elif c.size is not None and st.st_size != c.size:
+                self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=st.st_size)
             else:
-                self._batch.append((i, c, key, tag))
-                self._batch_bytes += size
-                if len(self._batch) >= _BATCH:
-                    self._flush()
-        self._count = i
+                self._queue_work((i, c, tag), st.st_size)
+
+    def _queue_work(self, work: _Work, size: int) -> None:
+        if size > SMALL:
+            self._submit([work], size)
+        else:
+            self._batch.append(work)
+            self._batch_bytes += size
+            if len(self._batch) >= _BATCH:
+                self._flush()
 
     def _flush(self) -> None:
         if self._batch:
@@ -233,17 +346,33 @@ class Verifier:
                 self._threads.append(t)
         self._seq += 1
         self._queued += len(work)
+        self._queued_bytes += weight
         if self._threads:
             self._queue.put((-weight, self._seq, work))
         else:
-            self._done.append((work, _hash_batch([(c, k) for _, c, k, _ in work])))
+            self._done.append((work, verify_batch(_batch_of(work))))
+
+    def _want_helper(self) -> bool:
+        if self._processes is not None:
+            return self._processes
+        return self._queued >= _HELPER_FILES or self._queued_bytes >= _HELPER_BYTES
 
     def _work(self) -> None:
-        while True:
-            _, _, work = self._queue.get()
-            if not work:  # sentinel
-                return
-            self._done.append((work, _hash_batch([(c, k) for _, c, k, _ in work])))
+        helper: _Helper | None = None
+        tried = False
+        try:
+            while True:
+                _, _, work = self._queue.get()
+                if not work:  # sentinel
+                    return
+                if not tried and self._want_helper():
+                    tried = True
+                    helper = _Helper.start(self._done, _DEPTH)
+                if helper is None or not helper.submit(work):
+                    self._done.append((work, verify_batch(_batch_of(work))))
+        finally:
+            if helper is not None:
+                helper.close()
 
     def __enter__(self) -> Verifier:
         return self
@@ -270,16 +399,29 @@ class Verifier:
                 time.sleep(0.1)
             progress(total, total)
         self.close()
-        result = Verification(digests=self._digests, hashed=self._queued)
-        for work, hashed in self._done:
-            for (i, c, key, tag), got in zip(work, hashed, strict=True):
-                result.rehashed_tags.add(id(tag))
-                if isinstance(got, OSError):
-                    self._failures[i] = _unreadable(c, got, tag)
-                    continue
-                if not is_racy(key[1], key[2], self._now_ns):
-                    self._digests[c.path] = (pack_key(*key), c.algorithm, got)
-                if got != c.digest:
-                    self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=key[0])
-        result.failures = [self._failures[i] for i in sorted(self._failures)]
+        result = Verification()
+        failures, keys, odd, now_ns = self._failures, self._keys, self._odd, self._now_ns
+        for work, results in self._done:
+            for (i, c, tag), got in zip(work, results, strict=True):
+                code = got[0]
+                if code == "h":
+                    _, digest, key = got
+                    result.hashed += 1
+                    if not is_racy(key[1], key[2], now_ns):
+                        keys[i] = pack_key(*key)
+                    if digest != c.digest:
+                        odd[i] = digest
+                        failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=key[0])
+                elif code == "s":
+                    failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=got[1][0])
+                elif code == "n":
+                    failures[i] = _unreadable(c, "not a regular file", tag)
+                else:
+                    failures[i] = _error_outcome(c, got[1], got[2], tag)
+        for tag, base, n, was, was_odd in self._tags:
+            now = b"".join(keys[base : base + n])
+            now_odd = {i - base: d for i, d in odd.items() if base <= i < base + n} if odd else {}
+            if now != was or now_odd != was_odd:
+                result.known[id(tag)] = (now, now_odd)
+        result.failures = [failures[i] for i in sorted(failures)]
         return result

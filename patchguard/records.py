@@ -11,6 +11,7 @@ rest of the distribution is still verified.
 
 from __future__ import annotations
 
+import array
 import base64
 import csv
 import hashlib
@@ -21,10 +22,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .errors import PatchguardError
+
 __all__ = [
     "HASH_ALGORITHMS",
     "INSTALLER_FILES",
     "META_SUFFIXES",
+    "Check",
     "InstalledDistribution",
     "RecordEntry",
     "RecordProblem",
@@ -60,6 +64,10 @@ class RecordEntry(NamedTuple):
     digest: str | None
     size: int | None
     line: int
+
+
+# What verifying one file needs: (absolute path, algorithm, digest as unpadded urlsafe base64, size).
+Check = tuple[str, str, str, "int | None"]
 
 
 class RecordProblem(NamedTuple):
@@ -107,14 +115,59 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
     >>> entries[0].path, entries[0].algorithm, entries[0].size, problems
     ('pkg/__init__.py', 'sha256', 0, [])
     """
-    entries: list[RecordEntry] = []
-    problems: list[RecordProblem] = []
-    seen: dict[str, int] = {}
     try:
         # Not str.splitlines(): it also splits on \x85, \u2028 and friends, legal in file names.
         rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as exc:
         return [], [RecordProblem(1, f"not valid CSV ({exc})")]
+    entries = _parse_plain_rows(rows)
+    if entries is not None:
+        return entries, []
+    return _parse_rows(rows)
+
+
+def _parse_plain_rows(rows: list[list[str]]) -> list[RecordEntry] | None:
+    """The entries of a RECORD whose every row is the plain kind an installer writes, else ``None``.
+
+    Plain: three columns, a non-empty path without NUL, listed once, and either a well-formed ``sha256=``
+    hash with a decimal size or neither. That is every row of every RECORD pip, uv and installer write, and
+    this loop checks it several times faster than :func:`_parse_rows`, which takes any RECORD apart row by
+    row and says what is wrong with it. The digests are checked in one regular expression match for the
+    whole RECORD.
+    """
+    entries: list[RecordEntry] = []
+    append, entry = entries.append, RecordEntry
+    digests: list[str] = []
+    keep = digests.append
+    for lineno, row in enumerate(rows, start=1):
+        if len(row) != 3:
+            if row and (len(row) > 1 or row[0].strip()):
+                return None
+            continue
+        path, hash_text, size_text = row
+        if not path or "\0" in path:
+            return None
+        if hash_text:
+            if len(hash_text) != 50 or not hash_text.startswith("sha256=") or not size_text.isdigit():
+                return None
+            digest = hash_text[7:]
+            keep(digest)
+            append(entry(path, "sha256", digest, int(size_text), lineno))
+        elif size_text:
+            return None
+        else:
+            append(entry(path, None, None, None, lineno))
+    if len({e.path for e in entries}) != len(entries):
+        return None
+    if digests and not _B64_TEXT.fullmatch("".join(digests)):
+        return None
+    return entries
+
+
+def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordProblem]]:
+    entries: list[RecordEntry] = []
+    problems: list[RecordProblem] = []
+    seen: dict[str, int] = {}
     for lineno, row in enumerate(rows, start=1):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
@@ -167,12 +220,37 @@ class InstalledDistribution:
     site_dir: str
     metadata_dir: str
     has_record: bool
-    entries: tuple[RecordEntry, ...]
+    rows: tuple[RecordEntry, ...] | None  # see ``entries``
     problems: tuple[RecordProblem, ...]
     paths: tuple[str, ...] = ()  # absolute path of each entry, same order as ``entries``
     top_level: tuple[str, ...] = ()
     canonical_name: str = ""
     package_dirs: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()  # one per entry with a hash, in RECORD order
+    check_rows: bytes = b""  # index into ``entries`` of each check, as array("I") bytes
+    outside: tuple[tuple[int, str], ...] = ()  # (index into ``checks``, RECORD path) of ``../`` entries
+
+    @property
+    def entries(self) -> tuple[RecordEntry, ...]:
+        """The RECORD rows.
+
+        A distribution from the stat cache has none until they are first asked for (a scan needs only
+        ``checks`` and ``paths``): the cache is valid only while RECORD keeps its stat key, so they are
+        parsed again from RECORD then. If RECORD changed since, :class:`PatchguardError` says so.
+        """
+        rows = self.rows
+        if rows is None:
+            raw = _read_text(self.record_path)
+            parsed = parse_record(raw)[0] if raw is not None else []
+            if [resolve_record_path(self.site_dir, e.path) for e in parsed] != list(self.paths):
+                raise PatchguardError(
+                    "RECORD changed while patchguard was reading it",
+                    path=self.record_path,
+                    hint="run the command again",
+                )
+            rows = tuple(parsed)
+            object.__setattr__(self, "rows", rows)
+        return rows
 
     @property
     def record_path(self) -> str:
@@ -251,6 +329,8 @@ def _read_text(path: str) -> str | None:
 
 def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
     """Read one ``*.dist-info`` or ``*.egg-info``: metadata via importlib-metadata, RECORD parsed."""
+    import email.parser
+
     import importlib_metadata  # local: keep `patchguard --version` free of it
 
     meta_dir = os.path.join(site_dir, meta_name)
@@ -258,7 +338,11 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
     if os.path.isdir(meta_dir):
         dist = importlib_metadata.Distribution.at(meta_dir)
         try:
-            md = dist.metadata
+            # Only the header block: the body is the project's whole README, and parsing it as e-mail
+            # costs more than reading the RECORD.
+            text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+            head = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
+            md = email.parser.HeaderParser().parsestr(head)
             name = md["Name"] or name
             version = md["Version"] or version
         except (OSError, ValueError, KeyError, UnicodeDecodeError):
@@ -292,19 +376,46 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
             # No file list and no top_level.txt: the import name is most often the project name.
             guess = name.replace("-", "_").replace(".", "_")
             top_level = tuple(dict.fromkeys((guess, guess.lower(), guess + ".py", guess.lower() + ".py")))
-    paths = tuple(resolve_record_path(site_dir, e.path) for e in entries)
+    # One pass over the rows for everything a scan needs of them (this runs for every row of a cold scan).
+    paths_l: list[str] = []
+    checks: list[Check] = []
+    rows = array.array("I")
+    outside: list[tuple[int, str]] = []
+    tops: dict[str, None] = {}
+    prefix = site_dir + "/"
+    plain = os.sep == "/"
+    for n, e in enumerate(entries):
+        rel = e.path
+        if plain and not (rel.startswith((".", "/")) or "/." in rel or "//" in rel):
+            path = prefix + rel  # already normal: resolve_record_path's common case, inline
+            first, sep, _ = rel.partition("/")
+            if sep and first not in tops and first != "__pycache__":
+                tops[first] = None
+        else:
+            path = resolve_record_path(site_dir, rel)
+            tops.update(dict.fromkeys(package_dirs_in(site_dir, (path,))))
+        paths_l.append(path)
+        if e.digest is not None and e.algorithm is not None:
+            if rel.startswith("../"):
+                outside.append((len(checks), rel))
+            checks.append((path, e.algorithm, e.digest, e.size))
+            rows.append(n)
+    paths = tuple(paths_l)
     return InstalledDistribution(
         name=name,
         version=version,
         site_dir=site_dir,
         metadata_dir=meta_dir,
         has_record=record_text is not None,
-        entries=tuple(entries),
+        rows=tuple(entries),
         problems=tuple(problems),
         paths=paths,
         top_level=top_level,
         canonical_name=canonicalize(name),
-        package_dirs=package_dirs_in(site_dir, paths),
+        package_dirs=tuple(tops),
+        checks=tuple(checks),
+        check_rows=rows.tobytes(),
+        outside=tuple(outside),
     )
 
 

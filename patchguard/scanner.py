@@ -8,6 +8,7 @@ file minor, missing moderate, unexpected ``.py`` in a package moderate, unexpect
 
 from __future__ import annotations
 
+import array
 import fnmatch
 import os
 import time
@@ -21,6 +22,7 @@ from .errors import UsageError
 from .fingerprint import Outcome, Status, Verifier
 from .records import (
     META_SUFFIXES,
+    Check,
     InstalledDistribution,
     RecordEntry,
     canonicalize,
@@ -305,28 +307,43 @@ def run(
     s = _Scan(target)
     owned_files: set[str] = set()
     claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
-    checked: dict[int, list[tuple[str, str, str, int | None]]] = {}
+    checked: dict[int, tuple[Sequence[Check], bytes]] = {}
 
     def check(dist: InstalledDistribution, verifier: Verifier) -> None:
         owned_files.update(dist.paths)
-        checks = checked[id(dist)] = []
+        checks: Sequence[Check] = dist.checks
+        rows = dist.check_rows  # which RECORD rows the checks are, for the stat cache
         misplaced = 0
-        for entry, path in zip(dist.entries, dist.paths, strict=True):
-            if entry.digest is None or entry.algorithm is None:
-                continue
-            if entry.path.startswith("../"):
-                recorded = path
-                path, known = _resolve_entry(dist, entry.path, recorded)
+        if dist.outside or paths:
+            # ../../bin scripts may sit elsewhere (pip --target); --path reads only the files asked about.
+            keep = list(checks)
+            numbers = array.array("I")
+            numbers.frombytes(rows)
+            drop: set[int] = set()
+            for pos, recorded_path in dist.outside:
+                recorded = keep[pos][0]
+                path, known = _resolve_entry(dist, recorded_path, recorded)
                 if path != recorded:
                     owned_files.add(path)
                     claimed_dirs.add(os.path.dirname(path))
+                    keep[pos] = (path, *keep[pos][1:])
                 if not known:
                     misplaced += 1
-                    continue
-            if paths and not any(fnmatch.fnmatchcase(entry.path, g) for g in paths):
-                continue  # diff/restore --path: only the files asked about are read
-            checks.append((path, entry.algorithm, entry.digest, entry.size))
-        verifier.add(checks, dist, cache.digests(dist))
+                    drop.add(pos)
+            if paths:
+                entries = dist.entries
+                drop.update(
+                    pos
+                    for pos, n in enumerate(numbers)
+                    if not any(fnmatch.fnmatchcase(entries[n].path, g) for g in paths)
+                )
+            if drop:
+                keep = [c for pos, c in enumerate(keep) if pos not in drop]
+                numbers = array.array("I", (n for pos, n in enumerate(numbers) if pos not in drop))
+            checks, rows = keep, numbers.tobytes()
+        checked[id(dist)] = (checks, rows)
+        remembered = cache.known(dist, rows)
+        verifier.add(checks, dist, *(remembered or (None, None)))
         _metadata_findings(s, dist, misplaced)
 
     with Verifier(workers=workers) as verifier:
@@ -375,17 +392,15 @@ def run(
                 owner, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
             )
     s.findings.extend(unowned)
-    if any(e.path.endswith(".dist-info/direct_url.json") for d in selected for e in d.entries):
+    if any(os.path.join(d.metadata_dir, "direct_url.json") in d.paths for d in selected):
         from .vcs import vcs_findings
 
         s.findings.extend(vcs_findings(selected, against))
 
-    digests = verification.digests
     for dist in selected if not paths else ():  # a --path subset would shrink what the cache holds
-        if cache.knows(dist) and id(dist) not in verification.rehashed_tags:
-            continue  # nothing of it was read: what the cache holds is still what it would write
-        mine = checked.get(id(dist), [])
-        cache.remember(dist, {c[0]: digests[c[0]] for c in mine if c[0] in digests}, now_ns)
+        known = verification.known.get(id(dist))
+        if known is not None:  # else: nothing of it changed, what the cache holds is what it would write
+            cache.remember(dist, checked[id(dist)][1], *known, now_ns)
     if not names:
         cache.forget_missing({d.metadata_dir for d in all_dists}, target.site_packages)
     cache.save()
@@ -393,7 +408,7 @@ def run(
     report = Report(
         environment=Environment(target.python, target.prefix, target.site_packages),
         distributions=tuple((d.name, d.version) for d in selected),
-        files_checked=sum(len(c) for c in checked.values()),
+        files_checked=sum(len(c) for c, _ in checked.values()),
         findings=tuple(sorted(s.findings, key=lambda f: f.sort_key)),
         tool_version=__version__,
         seconds=time.perf_counter() - started,

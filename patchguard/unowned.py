@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -142,33 +143,41 @@ def _unowned_below(
     With ``listings`` (valid only for this exact set of owned files), a directory whose stamp did not
     change is not listed again: a warm re-scan costs one ``stat`` per directory instead of a ``scandir``.
     """
-    stack = [top]
+    stack: list[tuple[str, os.stat_result | None]] = [(top, None)]
+    lstat, isdir = os.lstat, stat.S_ISDIR
     while stack:
-        d = stack.pop()
-        try:
-            st = os.lstat(d)
-        except OSError:
-            continue
+        d, st = stack.pop()
+        if st is None:
+            try:
+                st = lstat(d)
+            except OSError:
+                continue
         stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
         seen = listings.get(d) if listings is not None else None
         if seen is not None and seen[0] == stamp:
             files, subdirs = seen[1], seen[2]
+            stack.extend((os.path.join(d, name), None) for name in subdirs)
         else:
-            files_l: list[str] = []
-            subdirs_l: list[str] = []
             try:
-                with os.scandir(d) as it:
-                    for e in it:
-                        try:
-                            is_dir = e.is_dir(follow_symlinks=False)
-                        except OSError:
-                            is_dir = False
-                        if is_dir:
-                            subdirs_l.append(e.name)
-                        elif e.path not in owned and _pyc_source(e.path) not in owned:
-                            files_l.append(e.name)
+                names = os.listdir(d)
             except OSError:
                 continue
+            prefix = os.path.join(d, "")
+            files_l: list[str] = []
+            subdirs_l: list[str] = []
+            # Most names are files a RECORD lists: one set lookup each settles them. Only the rest (the
+            # subdirectories, bytecode, what nobody installed) costs a system call.
+            for name in [n for n in names if prefix + n not in owned]:
+                path = prefix + name
+                try:
+                    sub: os.stat_result | None = lstat(path)
+                except OSError:
+                    sub = None
+                if sub is not None and isdir(sub.st_mode):
+                    subdirs_l.append(name)
+                    stack.append((path, sub))
+                elif _pyc_source(path) not in owned:
+                    files_l.append(name)
             files, subdirs = tuple(files_l), tuple(subdirs_l)
             if listings is not None:
                 if is_racy(stamp[0], stamp[1], now_ns):
@@ -177,7 +186,6 @@ def _unowned_below(
                     listings[d] = (stamp, files, subdirs)
         for name in files:
             yield os.path.join(d, name)
-        stack.extend(os.path.join(d, name) for name in subdirs)
 
 
 def package_findings(

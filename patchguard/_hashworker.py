@@ -1,0 +1,164 @@
+"""Read and hash files, in a thread of the scanning process or in a helper process (``python -I -S``).
+
+Standard library only and free of relative imports, so a helper process starts with nothing but this file
+(``-I -S``: no site, no ``.pth`` file, no user site, no environment variables, no current directory; it
+imports none of the scanned environment's code). A helper reads batches from stdin and writes results to
+stdout, one frame each: 4-byte little-endian length, then a :mod:`marshal` payload.
+
+A batch is a list of ``(path, algorithm, expected_size, digest_length)`` (``expected_size`` -1 when RECORD
+has none); the result is one tuple per file, in order:
+
+* ``("h", digest, key)``: read and hashed; ``digest`` is urlsafe base64 without padding (as RECORD writes
+  it), ``key`` the ``(size, mtime_ns, ctime_ns, inode, device)`` of the file that was read;
+* ``("s", key)``: its size differs from ``expected_size``, so it was not read;
+* ``("n", key)``: not a regular file (a directory, a FIFO, a device), never read;
+* ``("e", errno, message)``: it could not be opened or read.
+
+Each file is opened once (``O_NONBLOCK``, so a FIFO cannot hang the scan) and ``fstat``-ed through that
+descriptor, so the key always describes the bytes that were hashed. Files are opened relative to their
+directory's descriptor, kept while consecutive files share it: a RECORD lists a directory's files together,
+and the kernel then resolves one name instead of the whole path. Files up to 4 MiB are read with one
+system call; larger ones are streamed through a 1 MiB buffer (memory stays bounded for any file size).
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import marshal
+import os
+import stat
+import sys
+import threading
+
+TYPE_CHECKING = False  # typing is not imported: a helper process starts faster without it
+if TYPE_CHECKING:
+    from typing import Any
+
+    Result = tuple[Any, ...]  # one of the tuples described above
+
+SMALL = 4 << 20
+CHUNK = 1 << 20
+_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_DIRECTORY", 0)
+_DIR_FD = os.open in os.supports_dir_fd and os.sep == "/"
+_READV = hasattr(os, "readv")
+_local = threading.local()
+
+
+def _buffer() -> bytearray:
+    buf: bytearray | None = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = bytearray(CHUNK)
+    return buf
+
+
+def digest_fd(fd: int, algorithm: str, size: int, length: int) -> bytes:
+    """Digest of the bytes of an open file, read to its end (``size``: what fstat said, a hint)."""
+    h = hashlib.new(algorithm)
+    if size <= SMALL:
+        data = os.read(fd, size + 1)
+        h.update(data)
+        grown = len(data) > size
+    else:
+        grown = True
+    if grown and _READV:  # large, or grew since fstat: stream the rest through one reused buffer
+        buf = _buffer()
+        view = memoryview(buf)
+        while n := os.readv(fd, [buf]):
+            h.update(view[:n])
+    elif grown:
+        while data := os.read(fd, CHUNK):
+            h.update(data)
+    if algorithm.startswith("shake_"):
+        return h.digest(length)  # type: ignore[call-arg]
+    return h.digest()
+
+
+def b64(raw: bytes) -> str:
+    """A digest as RECORD writes it: urlsafe base64 without padding."""
+    return binascii.b2a_base64(raw, newline=False).rstrip(b"=").translate(_URLSAFE).decode("ascii")
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
+    """Open, fstat and hash each file of ``batch``; one result tuple per file (see the module docstring)."""
+    out: list[Result] = []
+    dir_name: str | None = None
+    dir_fd = -1
+    opn, fstat, close, isreg = os.open, os.fstat, os.close, stat.S_ISREG
+    try:
+        for path, algorithm, expected, length in batch:
+            try:
+                if _DIR_FD:
+                    parent, _, name = path.rpartition("/")
+                    if parent != dir_name:
+                        if dir_fd >= 0:
+                            close(dir_fd)
+                            dir_fd = -1
+                        dir_name = parent
+                        try:
+                            dir_fd = opn(parent or "/", _DIR_FLAGS)
+                        except OSError:
+                            dir_fd = -1
+                    fd = opn(name, _FLAGS, dir_fd=dir_fd) if dir_fd >= 0 else opn(path, _FLAGS)
+                else:
+                    fd = opn(path, _FLAGS)
+                try:
+                    st = fstat(fd)
+                    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+                    if not isreg(st.st_mode):
+                        out.append(("n", key))
+                    elif expected >= 0 and st.st_size != expected:
+                        out.append(("s", key))
+                    else:
+                        out.append(("h", b64(digest_fd(fd, algorithm, st.st_size, length)), key))
+                finally:
+                    close(fd)
+            except OSError as exc:
+                out.append(("e", exc.errno or 0, exc.strerror or str(exc)))
+    finally:
+        if dir_fd >= 0:
+            close(dir_fd)
+    return out
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> object:
+    """One frame from ``fd``; ``EOFError`` at the end of the stream."""
+    size = int.from_bytes(_read_exactly(fd, 4), "little")
+    return marshal.loads(_read_exactly(fd, size))
+
+
+def write_frame(fd: int, payload: Any) -> None:
+    data = marshal.dumps(payload)
+    data = len(data).to_bytes(4, "little") + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def main() -> int:
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    while True:
+        try:
+            batch = read_frame(stdin)
+        except EOFError:
+            return 0
+        write_frame(stdout, verify_batch(batch))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
