@@ -1,9 +1,11 @@
-"""Read and hash files, in a thread of the scanning process or in a helper process (``python -I -S``).
+"""Read and hash files, in a thread of the scanning process or in a helper process.
 
-Standard library only and free of relative imports, so a helper process starts with nothing but this file
-(``-I -S``: no site, no ``.pth`` file, no user site, no environment variables, no current directory; it
-imports none of the scanned environment's code). A helper reads batches from stdin and writes results to
-stdout, one frame each: 4-byte little-endian length, then a :mod:`marshal` payload.
+A helper process is forked from the scanning process when that has a single thread (Linux), and otherwise
+started as ``python -I -S`` this file: standard library only and free of relative imports, it starts with
+nothing but this file (no site, no ``.pth`` file, no user site, no environment variables, no current
+directory), and imports none of the scanned environment's code either way. A helper reads batches from
+one pipe and writes results to another (stdin and stdout when started as a script), one frame each:
+4-byte little-endian length, then a :mod:`marshal` payload.
 
 A batch is a list of ``(path, algorithm, expected_size, digest_length)`` (``expected_size`` -1 when RECORD
 has none); the result is one tuple per file, in order:
@@ -150,14 +152,19 @@ def write_frame(fd: int, payload: Any) -> None:
         view = view[os.write(fd, view) :]
 
 
-def main() -> int:
-    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+def serve(requests: int, replies: int) -> None:
+    """Answer batches read from ``requests`` on ``replies`` until the end of ``requests``."""
     while True:
         try:
-            batch = read_frame(stdin)
+            batch = read_frame(requests)
         except EOFError:
-            return 0
-        write_frame(stdout, verify_batch(batch))  # type: ignore[arg-type]
+            return
+        write_frame(replies, verify_batch(batch))  # type: ignore[arg-type]
+
+
+def main() -> int:
+    serve(sys.stdin.fileno(), sys.stdout.fileno())
+    return 0
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ __all__ = [
     "cache_root",
     "is_racy",
     "pack_key",
+    "settled_before",
     "stat_key",
     "user_cache_dir",
     "write_atomically",
@@ -110,6 +111,11 @@ def is_racy(mtime: int, ctime: int, observed_at_ns: int) -> bool:
     coarse = mtime % _NS == 0 and ctime % _NS == 0
     window = _COARSE_WINDOW_NS if coarse else _FINE_WINDOW_NS
     return max(mtime, ctime) >= observed_at_ns - window
+
+
+def settled_before(observed_at_ns: int) -> int:
+    """A time before which no mtime or ctime is racy (a quick first test before :func:`is_racy`)."""
+    return observed_at_ns - _COARSE_WINDOW_NS
 
 
 def _metadata_keys(metadata_dir: str) -> tuple[StatKey, StatKey] | None:
@@ -270,7 +276,7 @@ def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[
             (d.name, d.version, d.site_dir, d.has_record, d.top_level, d.canonical_name, d.package_dirs),
             d.paths,
             tuple(map(tuple, d.problems)),
-            d.checks,
+            d.packed_checks(),
             d.check_rows,
             d.outside,
             e.slots,
@@ -299,7 +305,7 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
         name, version, site_dir, has_record, top_level, canonical_name, package_dirs = info
         if (
             not isinstance(check_rows, bytes)
-            or len(checks) * 4 != len(check_rows)
+            or not isinstance(checks, bytes)
             or not isinstance(slots, bytes)
             or not isinstance(known, bytes)
             or not isinstance(odd, dict)
@@ -318,7 +324,7 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
             top_level=tuple(top_level),
             canonical_name=str(canonical_name),
             package_dirs=tuple(package_dirs),
-            checks=checks,
+            verifiable=checks,
             check_rows=check_rows,
             outside=tuple(map(tuple, outside)),
         )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import sysconfig
@@ -79,6 +78,8 @@ def _dedupe_existing(dirs: Iterable[str]) -> tuple[str, ...]:
 
 
 def _running() -> Target:
+    import platform
+
     paths = sysconfig.get_paths()
     return Target(
         python=platform.python_version(),

@@ -19,6 +19,7 @@ import enum
 import errno
 import os
 import queue
+import signal
 import stat
 import subprocess
 import sys
@@ -28,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._hashworker import SMALL, read_frame, verify_batch, write_frame
-from .cache import is_racy, pack_key, pack_key_size
+from ._hashworker import SMALL, read_frame, serve, verify_batch, write_frame
+from .cache import is_racy, pack_key, pack_key_size, settled_before
 
 if TYPE_CHECKING:
     from ._hashworker import Result
@@ -104,7 +105,7 @@ def default_workers() -> int:
 
 
 class _Helper:
-    """A hashing helper process (``python -I -S _hashworker.py``) fed by one thread, read by another.
+    """A hashing helper process fed by one thread and read by another.
 
     :meth:`submit` sends a batch (at most ``depth`` are in flight, so the helper never waits for this
     process to send the next one); a reader thread receives the results in order and appends them to
@@ -114,12 +115,12 @@ class _Helper:
     """
 
     def __init__(
-        self, proc: subprocess.Popen[bytes], done: list[tuple[list[_Work], list[Result]]], depth: int
+        self,
+        process: tuple[int, int, int | subprocess.Popen[bytes]],
+        done: list[tuple[list[_Work], list[Result]]],
+        depth: int,
     ) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._proc = proc
-        self._in = proc.stdin.fileno()
-        self._out = proc.stdout.fileno()
+        self._in, self._out, self._proc = process
         self._done = done
         self._depth = depth
         self._slots = threading.Semaphore(depth)
@@ -128,24 +129,6 @@ class _Helper:
         self._failed = False
         self._reader = threading.Thread(target=self._read, name="patchguard-hash-reader", daemon=True)
         self._reader.start()
-
-    @classmethod
-    def start(cls, done: list[tuple[list[_Work], list[Result]]], depth: int) -> _Helper | None:
-        """A running helper, or ``None`` where one cannot be started (then the thread hashes itself)."""
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hashworker.py")
-        if not sys.executable or not os.path.isfile(script):
-            return None
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", script],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                bufsize=0,
-            )
-        except OSError:
-            return None
-        return cls(proc, done, depth)
 
     def submit(self, work: list[_Work]) -> bool:
         """Hand ``work`` to the helper; ``False`` once it has failed (then the caller hashes it)."""
@@ -157,8 +140,15 @@ class _Helper:
         try:
             write_frame(self._in, _batch_of(work))
         except OSError:
-            self._proc.kill()  # the reader sees the end of the stream and hashes what was in flight
+            self._kill()  # the reader sees the end of the stream and hashes what was in flight
         return True
+
+    def _kill(self) -> None:
+        if isinstance(self._proc, int):
+            with contextlib.suppress(OSError):
+                os.kill(self._proc, signal.SIGKILL)
+        else:
+            self._proc.kill()
 
     def _read(self) -> None:
         try:
@@ -177,38 +167,90 @@ class _Helper:
             leftovers = list(self._inflight)
             self._inflight.clear()
         if leftovers:
-            self._proc.kill()
+            self._kill()
         for work in leftovers:
             self._done.append((work, verify_batch(_batch_of(work))))
         self._slots.release(self._depth + 1)  # wake a submit() waiting for a slot: it sees the failure
 
     def close(self) -> None:
         """Let the helper finish what it holds, then end it (it exits at the end of its input)."""
-        for stream in (self._proc.stdin,):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        with contextlib.suppress(OSError):
+            os.close(self._in)
         self._reader.join()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
+        with contextlib.suppress(OSError):
+            os.close(self._out)
+        if isinstance(self._proc, int):
+            with contextlib.suppress(OSError):
+                os.waitpid(self._proc, 0)
+        else:
             self._proc.wait()
 
 
+def _single_threaded() -> bool:
+    """Whether this process has one thread only (then forking it is safe: no lock can be held)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _start_helpers(n: int) -> list[tuple[int, int, int | subprocess.Popen[bytes]]]:
+    """Start up to ``n`` helper processes: ``(requests fd, replies fd, pid or Popen)`` each.
+
+    Forked where this process is single-threaded on Linux (no interpreter start-up, nothing imported
+    again), else started as ``python -I -S _hashworker.py``. Fewer (or none) where that fails.
+    """
+    started: list[tuple[int, int, int | subprocess.Popen[bytes]]] = []
+    if sys.platform == "linux" and hasattr(os, "fork") and _single_threaded():
+        for _ in range(n):
+            req_r, req_w = os.pipe()
+            rep_r, rep_w = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:
+                for fd in (req_r, req_w, rep_r, rep_w):
+                    os.close(fd)
+                break
+            if pid == 0:  # the helper: serve, then leave without running anything of the parent's
+                try:
+                    for fd in (req_w, rep_r, *(f for h in started for f in h[:2])):
+                        os.close(fd)
+                    serve(req_r, rep_w)
+                finally:
+                    os._exit(0)
+            os.close(req_r)
+            os.close(rep_w)
+            started.append((req_w, rep_r, pid))
+        return started
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hashworker.py")
+    if not sys.executable or not os.path.isfile(script):
+        return started
+    for _ in range(n):
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", script],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                bufsize=0,
+            )
+        except OSError:
+            break
+        assert proc.stdin is not None and proc.stdout is not None
+        started.append((proc.stdin.fileno(), proc.stdout.fileno(), proc))
+    return started
+
+
+CheckTuple = tuple[str, str, str, "int | None"]
 KEY_SIZE = pack_key_size
 NO_KEY = bytes(KEY_SIZE)  # "no stat key remembered": matches no file (real files have an inode)
 
 # A file to hash: (sequence number, check, caller's tag).
-_Work = tuple[int, Check, object]
+_Work = tuple[int, "CheckTuple", object]  # a Check or a plain tuple: a Check is built only for a failure
 
 
 def _batch_of(work: list[_Work]) -> list[tuple[str, str, int, int]]:
-    return [
-        (c.path, c.algorithm, -1 if c.size is None else c.size, len(c.digest) * 6 // 8) for _, c, _ in work
-    ]
+    return [(c[0], c[1], -1 if c[3] is None else c[3], len(c[2]) * 6 // 8) for _, c, _ in work]
 
 
 class Verifier:
@@ -249,10 +291,12 @@ class Verifier:
 
     def add(
         self,
-        checks: Sequence[tuple[str, str, str, int | None]],
+        checks: Sequence[CheckTuple] | Callable[[], Sequence[CheckTuple]],
         tag: object = None,
         keys: bytes | None = None,
         odd: Mapping[int, str] | None = None,
+        *,
+        paths: Sequence[str] | None = None,
     ) -> None:
         """Verify ``checks`` (``tag`` comes back on their failures).
 
@@ -261,40 +305,58 @@ class Verifier:
         each file had when it was hashed (:data:`KEY_SIZE` bytes per check, :data:`NO_KEY` where none) and,
         by check index, the digests that were not RECORD's. A file whose stat key is unchanged is not read
         again. Without ``keys`` nothing is stat'ed here: the hashing side opens, fstats and reads each file.
+
+        ``checks`` may be a function returning them, with ``paths`` (the checks' paths, in order): it is
+        called only if some file needs more than a stat (a warm scan of an unchanged environment never
+        builds the checks of its files).
         """
-        base, n = self._count, len(checks)
+        given = checks
+        get: Callable[[], Sequence[CheckTuple]] = given if callable(given) else lambda: given
+        if paths is None:
+            paths = [t[0] for t in get()]
+        base, n = self._count, len(paths)
         self._count += n
         self._tags.append((tag, base, n, keys, odd or {}))
         if keys is None:
             self._keys.extend([NO_KEY] * n)
-            for j, t in enumerate(checks):
-                c = Check._make(t)
-                self._queue_work((base + j, c, tag), c.size or 0)
+            batch, submit = self._batch, self._submit
+            for j, t in enumerate(get(), start=base):  # inline _queue_work: once per file of a cold scan
+                size = t[3] or 0
+                if size > SMALL:
+                    submit([(j, t, tag)], size)
+                    continue
+                batch.append((j, t, tag))
+                self._batch_bytes += size
+                if len(batch) >= _BATCH:
+                    self._flush()
+                    batch = self._batch
             return
         # This loop runs once per installed file on every warm scan: one stat and one pack each, then one
         # comparison for the whole distribution. Only when something changed is each file looked at.
         stat_, pack = os.stat, pack_key
         now: list[bytes] = []
         append = now.append
-        for t in checks:
+        for path in paths:
             try:
-                st = stat_(t[0])
+                st = stat_(path)
             except OSError:
                 append(NO_KEY)
                 continue
             append(pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
         self._keys.extend(now)
         if b"".join(now) != keys or NO_KEY in now:
-            self._changed(checks, tag, base, now, keys, odd or {})
+            self._changed(get(), tag, base, now, keys, odd or {})
             return
-        for j, digest in (odd or {}).items():
-            self._odd[base + j] = digest
-            c = Check._make(checks[j])
-            self._failures[base + j] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
+        if odd:
+            all_checks = get()
+            for j, digest in odd.items():
+                self._odd[base + j] = digest
+                c = Check._make(all_checks[j])
+                self._failures[base + j] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
 
     def _changed(
         self,
-        checks: Sequence[tuple[str, str, str, int | None]],
+        checks: Sequence[CheckTuple],
         tag: object,
         base: int,
         now: list[bytes],
@@ -322,7 +384,7 @@ class Verifier:
             elif c.size is not None and st.st_size != c.size:
                 self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=st.st_size)
             else:
-                self._queue_work((i, c, tag), st.st_size)
+                self._queue_work((i, t, tag), st.st_size)
 
     def _queue_work(self, work: _Work, size: int) -> None:
         if size > SMALL:
@@ -339,35 +401,45 @@ class Verifier:
             self._batch, self._batch_bytes = [], 0
 
     def _submit(self, work: list[_Work], weight: int) -> None:
-        if not self._threads and self._workers > 1:
-            for n in range(self._workers):
-                t = threading.Thread(target=self._work, name=f"patchguard-hash-{n}", daemon=True)
-                t.start()
-                self._threads.append(t)
         self._seq += 1
         self._queued += len(work)
         self._queued_bytes += weight
-        if self._threads:
-            self._queue.put((-weight, self._seq, work))
-        else:
+        if self._workers <= 1:
             self._done.append((work, verify_batch(_batch_of(work))))
+            return
+        self._queue.put((-weight, self._seq, work))
+        if not self._threads and self._want_helpers():
+            self._start(helpers=True)
 
-    def _want_helper(self) -> bool:
+    def _want_helpers(self) -> bool:
         if self._processes is not None:
             return self._processes
         return self._queued >= _HELPER_FILES or self._queued_bytes >= _HELPER_BYTES
 
-    def _work(self) -> None:
-        helper: _Helper | None = None
-        tried = False
+    def _start(self, helpers: bool) -> None:
+        """Start the hashing threads (and first their helper processes: forking wants a single thread).
+
+        Nothing starts while the pending work is small: a warm scan with a few changed files hashes them
+        in :meth:`finish` without starting any process.
+        """
+        processes = _start_helpers(self._workers) if helpers else []
+        for n in range(self._workers):
+            process = processes[n] if n < len(processes) else None
+            t = threading.Thread(target=self._work, args=(process,), name=f"patchguard-hash-{n}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _start_pending(self) -> None:
+        if not self._threads and not self._queue.empty():
+            self._start(helpers=self._want_helpers())
+
+    def _work(self, process: tuple[int, int, int | subprocess.Popen[bytes]] | None) -> None:
+        helper = _Helper(process, self._done, _DEPTH) if process is not None else None
         try:
             while True:
                 _, _, work = self._queue.get()
                 if not work:  # sentinel
                     return
-                if not tried and self._want_helper():
-                    tried = True
-                    helper = _Helper.start(self._done, _DEPTH)
                 if helper is None or not helper.submit(work):
                     self._done.append((work, verify_batch(_batch_of(work))))
         finally:
@@ -383,6 +455,7 @@ class Verifier:
     def close(self) -> None:
         """Stop the threads (after the work queued so far); safe to call more than once."""
         self._flush()
+        self._start_pending()
         for _ in self._threads:
             self._queue.put((1, 0, []))  # sorts after all real work
         for t in self._threads:
@@ -392,6 +465,7 @@ class Verifier:
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Verification:
         """Wait for the hashing threads; every added file has its verdict after this."""
         self._flush()
+        self._start_pending()
         total = self._count
         if progress:
             while self._threads and (n_done := sum(len(w) for w, _ in self._done)) < self._queued:
@@ -401,23 +475,24 @@ class Verifier:
         self.close()
         result = Verification()
         failures, keys, odd, now_ns = self._failures, self._keys, self._odd, self._now_ns
+        settled = settled_before(now_ns)
         for work, results in self._done:
-            for (i, c, tag), got in zip(work, results, strict=True):
+            for (i, t, tag), got in zip(work, results, strict=True):
                 code = got[0]
                 if code == "h":
                     _, digest, key = got
                     result.hashed += 1
-                    if not is_racy(key[1], key[2], now_ns):
+                    if max(key[1], key[2]) < settled or not is_racy(key[1], key[2], now_ns):
                         keys[i] = pack_key(*key)
-                    if digest != c.digest:
+                    if digest != t[2]:
                         odd[i] = digest
-                        failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=key[0])
+                        failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=key[0])
                 elif code == "s":
-                    failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=got[1][0])
+                    failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=got[1][0])
                 elif code == "n":
-                    failures[i] = _unreadable(c, "not a regular file", tag)
+                    failures[i] = _unreadable(Check._make(t), "not a regular file", tag)
                 else:
-                    failures[i] = _error_outcome(c, got[1], got[2], tag)
+                    failures[i] = _error_outcome(Check._make(t), got[1], got[2], tag)
         for tag, base, n, was, was_odd in self._tags:
             now = b"".join(keys[base : base + n])
             now_odd = {i - base: d for i, d in odd.items() if base <= i < base + n} if odd else {}

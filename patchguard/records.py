@@ -14,13 +14,16 @@ from __future__ import annotations
 import array
 import base64
 import csv
+import functools
 import hashlib
 import io
+import marshal
+import operator
 import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from .errors import PatchguardError
 
@@ -70,6 +73,9 @@ class RecordEntry(NamedTuple):
 Check = tuple[str, str, str, "int | None"]
 
 
+_as_entry = functools.partial(tuple.__new__, RecordEntry)  # RecordEntry._make without the Python frame
+
+
 class RecordProblem(NamedTuple):
     """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file)."""
 
@@ -115,53 +121,57 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
     >>> entries[0].path, entries[0].algorithm, entries[0].size, problems
     ('pkg/__init__.py', 'sha256', 0, [])
     """
+    entries = _parse_plain(text)
+    if entries is not None:
+        return entries, []
     try:
         # Not str.splitlines(): it also splits on \x85, \u2028 and friends, legal in file names.
         rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as exc:
         return [], [RecordProblem(1, f"not valid CSV ({exc})")]
-    entries = _parse_plain_rows(rows)
-    if entries is not None:
-        return entries, []
     return _parse_rows(rows)
 
 
-def _parse_plain_rows(rows: list[list[str]]) -> list[RecordEntry] | None:
+_PLAIN_HASHES = re.compile(r"(?:sha256=[A-Za-z0-9_-]{43})*")
+
+
+def _parse_plain(text: str) -> list[RecordEntry] | None:
     """The entries of a RECORD whose every row is the plain kind an installer writes, else ``None``.
 
-    Plain: three columns, a non-empty path without NUL, listed once, and either a well-formed ``sha256=``
-    hash with a decimal size or neither. That is every row of every RECORD pip, uv and installer write, and
-    this loop checks it several times faster than :func:`_parse_rows`, which takes any RECORD apart row by
-    row and says what is wrong with it. The digests are checked in one regular expression match for the
-    whole RECORD.
+    Plain: ``\n``-terminated lines of three columns that need no CSV quoting, a non-empty path listed once,
+    and either a well-formed ``sha256=`` hash with a decimal size or neither. That is every row of every
+    RECORD pip, uv and installer write. It is checked column by column for the whole RECORD at once (one
+    regular expression match for all the digests), several times faster than :func:`_parse_rows`, which
+    takes any RECORD apart row by row and says what is wrong with it.
     """
-    entries: list[RecordEntry] = []
-    append, entry = entries.append, RecordEntry
-    digests: list[str] = []
-    keep = digests.append
-    for lineno, row in enumerate(rows, start=1):
-        if len(row) != 3:
-            if row and (len(row) > 1 or row[0].strip()):
-                return None
-            continue
-        path, hash_text, size_text = row
-        if not path or "\0" in path:
-            return None
-        if hash_text:
-            if len(hash_text) != 50 or not hash_text.startswith("sha256=") or not size_text.isdigit():
-                return None
-            digest = hash_text[7:]
-            keep(digest)
-            append(entry(path, "sha256", digest, int(size_text), lineno))
-        elif size_text:
-            return None
-        else:
-            append(entry(path, None, None, None, lineno))
-    if len({e.path for e in entries}) != len(entries):
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")  # csv.writer's default line ending: pip writes it
+    if '"' in text or "\r" in text or "\0" in text:
         return None
-    if digests and not _B64_TEXT.fullmatch("".join(digests)):
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    rows = [line.split(",") for line in lines]
+    if set(map(len, rows)) != {3}:
         return None
-    return entries
+    paths, hashes, sizes = zip(*rows, strict=True)
+    if "" in paths or len(set(paths)) != len(paths):
+        return None
+    joined = "".join(hashes)
+    if len(joined) != 50 * (len(hashes) - hashes.count("")) or not _PLAIN_HASHES.fullmatch(joined):
+        return None
+    hashed_sizes = [size for h, size in zip(hashes, sizes, strict=True) if h]
+    digits = "".join(hashed_sizes)
+    if (
+        "" in hashed_sizes
+        or not (digits.isascii() and digits.isdigit())
+        or len(digits) != len("".join(sizes))
+    ):
+        return None
+    return [
+        _as_entry((path, "sha256", h[7:], int(size), n)) if h else _as_entry((path, None, None, None, n))
+        for n, (path, h, size) in enumerate(rows, start=1)
+    ]
 
 
 def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordProblem]]:
@@ -197,7 +207,7 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
                 algo, digest = parsed
         size: int | None = None
         if size_text:
-            if size_text.isdigit():
+            if size_text.isascii() and size_text.isdigit():
                 size = int(size_text)
             else:
                 problems.append(RecordProblem(lineno, f"size {size_text!r} is not a whole number", path))
@@ -226,9 +236,41 @@ class InstalledDistribution:
     top_level: tuple[str, ...] = ()
     canonical_name: str = ""
     package_dirs: tuple[str, ...] = ()
-    checks: tuple[Check, ...] = ()  # one per entry with a hash, in RECORD order
+    verifiable: tuple[Check, ...] | bytes = ()  # see ``checks``
     check_rows: bytes = b""  # index into ``entries`` of each check, as array("I") bytes
     outside: tuple[tuple[int, str], ...] = ()  # (index into ``checks``, RECORD path) of ``../`` entries
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """One ``(path, algorithm, digest, size)`` per entry with a hash, in RECORD order.
+
+        From the stat cache they come packed (:mod:`marshal`, without the paths) and are unpacked on first
+        use: a warm scan of unchanged files needs only ``check_paths``.
+        """
+        checks = self.verifiable
+        if isinstance(checks, bytes):
+            algorithms, digests, sizes = marshal.loads(checks)
+            checks = tuple(zip(self.check_paths, algorithms, digests, sizes, strict=True))
+            object.__setattr__(self, "verifiable", checks)
+        return checks
+
+    @property
+    def check_paths(self) -> Sequence[str]:
+        """The absolute path of each of ``checks``, without unpacking them."""
+        if not isinstance(self.verifiable, bytes):
+            return [c[0] for c in self.verifiable]
+        rows = array.array("I")
+        rows.frombytes(self.check_rows)
+        if len(rows) < 2:
+            return [self.paths[n] for n in rows]
+        return operator.itemgetter(*rows)(self.paths)  # type: ignore[no-any-return]
+
+    def packed_checks(self) -> bytes:
+        """``checks`` without their paths, as the stat cache keeps them (algorithms, digests, sizes)."""
+        if isinstance(self.verifiable, bytes):
+            return self.verifiable
+        checks = self.verifiable
+        return marshal.dumps(([c[1] for c in checks], [c[2] for c in checks], [c[3] for c in checks]))
 
     @property
     def entries(self) -> tuple[RecordEntry, ...]:
@@ -268,11 +310,17 @@ def resolve_record_path(site_dir: str, entry_path: str) -> str:
     return os.path.normpath(os.path.join(site_dir, entry_path))
 
 
-def canonicalize(name: str) -> str:
-    """PEP 503 normalised name (``Foo.Bar_baz`` → ``foo-bar-baz``)."""
-    from packaging.utils import canonicalize_name
+_SEPARATORS = re.compile(r"[-_.]+")
 
-    return str(canonicalize_name(name))
+
+def canonicalize(name: str) -> str:
+    """PEP 503 normalised name (``Foo.Bar_baz`` → ``foo-bar-baz``).
+
+    PEP 503's own one-line definition rather than ``packaging.utils.canonicalize_name``: importing that
+    module imports ``packaging.tags`` too, 20 ms of a cold scan for this regular expression (the tests check
+    both agree).
+    """
+    return _SEPARATORS.sub("-", name).lower()
 
 
 META_SUFFIXES = (".dist-info", ".egg-info")
@@ -327,26 +375,44 @@ def _read_text(path: str) -> str | None:
         return data.decode("utf-8", "surrogateescape")
 
 
+def _name_version(meta_dir: str) -> tuple[str | None, str | None]:
+    """``Name`` and ``Version`` from a metadata directory's core metadata headers.
+
+    A ``.dist-info`` with ``METADATA`` is read directly, headers only: the body is the project's whole
+    README, and parsing it as e-mail (what ``importlib_metadata``'s ``metadata`` does) costs more than
+    reading the RECORD. Anything else (``.egg-info``, ``PKG-INFO``) is read through importlib-metadata.
+    """
+    try:
+        with open(os.path.join(meta_dir, "METADATA"), "rb") as f:
+            text = f.read().decode("utf-8", "surrogateescape")
+    except OSError:
+        text = None
+    if text is None:
+        import importlib_metadata  # local: keep `patchguard --version` free of it
+
+        try:
+            md = importlib_metadata.Distribution.at(meta_dir).metadata
+            return md["Name"], md["Version"]
+        except (OSError, ValueError, KeyError, UnicodeDecodeError):
+            return None, None
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the end of the headers
+        key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        if sep and key in ("name", "version") and key not in found:
+            found[key] = value.strip()
+    return found.get("name"), found.get("version")
+
+
 def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
-    """Read one ``*.dist-info`` or ``*.egg-info``: metadata via importlib-metadata, RECORD parsed."""
-    import email.parser
-
-    import importlib_metadata  # local: keep `patchguard --version` free of it
-
+    """Read one ``*.dist-info`` or ``*.egg-info``: its name and version, and its RECORD parsed."""
     meta_dir = os.path.join(site_dir, meta_name)
     name, version = name_version_from_dirname(meta_name)
     if os.path.isdir(meta_dir):
-        dist = importlib_metadata.Distribution.at(meta_dir)
-        try:
-            # Only the header block: the body is the project's whole README, and parsing it as e-mail
-            # costs more than reading the RECORD.
-            text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-            head = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
-            md = email.parser.HeaderParser().parsestr(head)
-            name = md["Name"] or name
-            version = md["Version"] or version
-        except (OSError, ValueError, KeyError, UnicodeDecodeError):
-            pass
+        meta_name_, meta_version = _name_version(meta_dir)
+        name, version = meta_name_ or name, meta_version or version
     record_text: str | None = None
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
@@ -376,31 +442,36 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
             # No file list and no top_level.txt: the import name is most often the project name.
             guess = name.replace("-", "_").replace(".", "_")
             top_level = tuple(dict.fromkeys((guess, guess.lower(), guess + ".py", guess.lower() + ".py")))
-    # One pass over the rows for everything a scan needs of them (this runs for every row of a cold scan).
-    paths_l: list[str] = []
-    checks: list[Check] = []
-    rows = array.array("I")
-    outside: list[tuple[int, str]] = []
-    tops: dict[str, None] = {}
+    # What a scan needs of the rows, in whole-list passes (this runs for every row of a cold scan).
+    rels = [e.path for e in entries]
+    joined = "\n" + "\n".join(rels)
     prefix = site_dir + "/"
-    plain = os.sep == "/"
-    for n, e in enumerate(entries):
-        rel = e.path
-        if plain and not (rel.startswith((".", "/")) or "/." in rel or "//" in rel):
-            path = prefix + rel  # already normal: resolve_record_path's common case, inline
-            first, sep, _ = rel.partition("/")
-            if sep and first not in tops and first != "__pycache__":
-                tops[first] = None
-        else:
-            path = resolve_record_path(site_dir, rel)
-            tops.update(dict.fromkeys(package_dirs_in(site_dir, (path,))))
-        paths_l.append(path)
-        if e.digest is not None and e.algorithm is not None:
-            if rel.startswith("../"):
-                outside.append((len(checks), rel))
-            checks.append((path, e.algorithm, e.digest, e.size))
-            rows.append(n)
-    paths = tuple(paths_l)
+    if os.sep == "/" and not any(bad in joined for bad in ("\n.", "\n/", "/.", "//")):
+        # Every path is already normal (resolve_record_path's common case): no ../ entries either.
+        paths = tuple([prefix + rel for rel in rels])
+        tops = {rel.partition("/")[0] for rel in rels if "/" in rel}
+        outside: list[tuple[int, str]] = []
+    else:
+        unusual = [
+            n for n, rel in enumerate(rels) if rel.startswith((".", "/")) or "/." in rel or "//" in rel
+        ]
+        resolved = [prefix + rel for rel in rels]
+        for n in unusual if os.sep == "/" else range(len(rels)):
+            resolved[n] = resolve_record_path(site_dir, rels[n])
+        paths = tuple(resolved)
+        skip = set(unusual)
+        tops = {rel.partition("/")[0] for n, rel in enumerate(rels) if "/" in rel and n not in skip}
+        tops.update(package_dirs_in(site_dir, [paths[n] for n in unusual]))
+        hashed = [n for n, e in enumerate(entries) if e.digest is not None and e.algorithm is not None]
+        outside = [(k, rels[n]) for k, n in enumerate(hashed) if rels[n].startswith("../")]
+    tops.discard("__pycache__")
+    rows = array.array(
+        "I", [n for n, e in enumerate(entries) if e.digest is not None and e.algorithm is not None]
+    )
+    # (rows holds only entries whose algorithm and digest are set)
+    checks = cast(
+        list[Check], [(paths[n], entries[n].algorithm, entries[n].digest, entries[n].size) for n in rows]
+    )
     return InstalledDistribution(
         name=name,
         version=version,
@@ -412,8 +483,8 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
         paths=paths,
         top_level=top_level,
         canonical_name=canonicalize(name),
-        package_dirs=tuple(tops),
-        checks=tuple(checks),
+        package_dirs=tuple(sorted(tops)),
+        verifiable=tuple(checks),
         check_rows=rows.tobytes(),
         outside=tuple(outside),
     )

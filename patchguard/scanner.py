@@ -307,26 +307,27 @@ def run(
     s = _Scan(target)
     owned_files: set[str] = set()
     claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
-    checked: dict[int, tuple[Sequence[Check], bytes]] = {}
+    checked: dict[int, tuple[int, bytes]] = {}  # per distribution: how many files checked, which rows
 
     def check(dist: InstalledDistribution, verifier: Verifier) -> None:
         owned_files.update(dist.paths)
-        checks: Sequence[Check] = dist.checks
+        files = dist.check_paths
         rows = dist.check_rows  # which RECORD rows the checks are, for the stat cache
         misplaced = 0
+        checks: Callable[[], Sequence[Check]] = lambda: dist.checks  # noqa: E731 - built only when needed
         if dist.outside or paths:
             # ../../bin scripts may sit elsewhere (pip --target); --path reads only the files asked about.
-            keep = list(checks)
+            moved = list(files)
             numbers = array.array("I")
             numbers.frombytes(rows)
             drop: set[int] = set()
             for pos, recorded_path in dist.outside:
-                recorded = keep[pos][0]
+                recorded = moved[pos]
                 path, known = _resolve_entry(dist, recorded_path, recorded)
                 if path != recorded:
                     owned_files.add(path)
                     claimed_dirs.add(os.path.dirname(path))
-                    keep[pos] = (path, *keep[pos][1:])
+                    moved[pos] = path
                 if not known:
                     misplaced += 1
                     drop.add(pos)
@@ -337,13 +338,18 @@ def run(
                     for pos, n in enumerate(numbers)
                     if not any(fnmatch.fnmatchcase(entries[n].path, g) for g in paths)
                 )
+            kept = [pos for pos in range(len(moved)) if pos not in drop] if drop else range(len(moved))
+            files = [moved[pos] for pos in kept] if drop else moved
             if drop:
-                keep = [c for pos, c in enumerate(keep) if pos not in drop]
-                numbers = array.array("I", (n for pos, n in enumerate(numbers) if pos not in drop))
-            checks, rows = keep, numbers.tobytes()
-        checked[id(dist)] = (checks, rows)
+                rows = array.array("I", (numbers[pos] for pos in kept)).tobytes()
+
+            def checks() -> Sequence[Check]:
+                full = dist.checks
+                return [(moved[pos], *full[pos][1:]) for pos in kept]
+
+        checked[id(dist)] = (len(files), rows)
         remembered = cache.known(dist, rows)
-        verifier.add(checks, dist, *(remembered or (None, None)))
+        verifier.add(checks, dist, *(remembered or (None, None)), paths=files)
         _metadata_findings(s, dist, misplaced)
 
     with Verifier(workers=workers) as verifier:
@@ -408,7 +414,7 @@ def run(
     report = Report(
         environment=Environment(target.python, target.prefix, target.site_packages),
         distributions=tuple((d.name, d.version) for d in selected),
-        files_checked=sum(len(c) for c, _ in checked.values()),
+        files_checked=sum(n for n, _ in checked.values()),
         findings=tuple(sorted(s.findings, key=lambda f: f.sort_key)),
         tool_version=__version__,
         seconds=time.perf_counter() - started,

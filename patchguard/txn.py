@@ -29,10 +29,8 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import stat
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -287,7 +285,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
                 path=root,
                 hint="run the command again",
             )
-        txid = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        txid = time.strftime("%Y%m%dT%H%M%S") + "-" + os.urandom(4).hex()
         backup_dir = os.path.join(state, _BACKUPS, txid)
         entries: list[dict[str, str | None]] = []
         for n, c in enumerate(plan.changes):
@@ -365,6 +363,8 @@ def _stage(plan: Plan, entries: Sequence[dict[str, str | None]], backup_dir: str
             try:
                 os.link(c.path, backup)  # the original inode stays untouched: a link is a full backup
             except OSError:
+                import shutil  # only when writing: a scan imports this module for recovery
+
                 shutil.copy2(c.path, backup)
     _fsync_dir(backup_dir)
 
@@ -513,6 +513,8 @@ def recover(
                 staging = path + _TMP_MARK + "recover"
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(staging)
+                import shutil
+
                 shutil.copy2(backup, staging)
                 os.replace(staging, path)
             else:
@@ -529,5 +531,7 @@ def recover(
         os.unlink(journal_path)  # recovered: from here on the backups are not needed
     _fsync_dir(state)
     if not skipped:  # keep the originals of anything recovery could not put back
+        import shutil
+
         shutil.rmtree(backup_dir, ignore_errors=True)
     return tuple(restored)

@@ -154,15 +154,15 @@ def _unowned_below(
                 continue
         stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
         seen = listings.get(d) if listings is not None else None
+        prefix = d if d.endswith(os.sep) else d + os.sep
         if seen is not None and seen[0] == stamp:
             files, subdirs = seen[1], seen[2]
-            stack.extend((os.path.join(d, name), None) for name in subdirs)
+            stack.extend([(prefix + name, None) for name in subdirs])
         else:
             try:
                 names = os.listdir(d)
             except OSError:
                 continue
-            prefix = os.path.join(d, "")
             files_l: list[str] = []
             subdirs_l: list[str] = []
             # Most names are files a RECORD lists: one set lookup each settles them. Only the rest (the
@@ -185,7 +185,7 @@ def _unowned_below(
                 else:
                     listings[d] = (stamp, files, subdirs)
         for name in files:
-            yield os.path.join(d, name)
+            yield prefix + name
 
 
 def package_findings(
