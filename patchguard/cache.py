@@ -3,12 +3,14 @@
 One file per environment (keyed by its site directories) under ``$PATCHGUARD_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/patchguard``, else ``~/.cache/patchguard``. Per distribution it keeps:
 
-* the parsed RECORD and metadata, valid while ``RECORD`` and ``METADATA`` keep their stat key — a changed
-  RECORD drops the distribution's entries and is parsed again;
-* per verified file, the stat key it had when it was last hashed (all in one bytes object), and the digests
-  that were not RECORD's (the modified files).
+* what a scan needs of the parsed RECORD and metadata (paths relative to the site directory, the checks
+  packed, problems), valid while ``RECORD`` and ``METADATA`` keep their stat key — a changed RECORD drops
+  the distribution's entries and is parsed again (the rows themselves are parsed again from the unchanged
+  RECORD when a command needs them, so the cache does not keep them);
+* per verified file, the stat key it had when it was last hashed (all in one bytes object, compared in one
+  go on a warm scan), and the digests that were not RECORD's (the modified files).
 
-A stat key is (size, mtime_ns, ctime_ns, inode, device); all five must be unchanged to reuse a digest.
+A stat key is (size, mtime_ns, ctime_ns, inode, device); all five must be unchanged to reuse a verdict.
 ``ctime`` is what makes this safe: resetting mtime with ``touch -d`` or keeping the size does not reset
 ctime, so such an edit is still re-hashed. Racily clean files (git's term) are never remembered: a file
 whose ctime/mtime lies within the timestamp granularity of the moment it was stat'ed could be edited again
@@ -82,12 +84,13 @@ def write_atomically(path: str, data: bytes, *, make_dirs: bool = True) -> None:
 
     Never for files of an environment: those go through :mod:`patchguard.txn`. Raises ``OSError``.
     """
-    import tempfile
-
     directory = os.path.dirname(os.path.abspath(path))
     if make_dirs:
         os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    # What tempfile.mkstemp does (a new file nobody else can have opened, mode 0600), without importing
+    # tempfile on every cold scan.
+    tmp = os.path.join(directory, f".tmp-{os.urandom(8).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -274,7 +277,7 @@ def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[
         dists[meta] = (
             e.keys,
             (d.name, d.version, d.site_dir, d.has_record, d.top_level, d.canonical_name, d.package_dirs),
-            d.paths,
+            _relative(d.site_dir, d.paths),
             tuple(map(tuple, d.problems)),
             d.packed_checks(),
             d.check_rows,
@@ -285,6 +288,19 @@ def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[
         )
     body = marshal.dumps({"dists": dists, "listings": (listings_stamp, listings)})
     return _MAGIC + hashlib.sha256(body).digest() + body
+
+
+# Paths are kept relative to their site directory (a third of the cache's size otherwise); one outside it
+# is kept absolute behind a NUL, which no path contains.
+def _relative(site_dir: str, paths: Sequence[str]) -> list[str]:
+    prefix = os.path.join(site_dir, "")
+    cut = len(prefix)
+    return [p[cut:] if p.startswith(prefix) else "\0" + p for p in paths]
+
+
+def _absolute(site_dir: str, stored: Sequence[str]) -> tuple[str, ...]:
+    prefix = os.path.join(site_dir, "")
+    return tuple([prefix + p if p[:1] != "\0" else p[1:] for p in stored])
 
 
 def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListing]]:
@@ -320,7 +336,7 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
             has_record=bool(has_record),
             rows=None,  # parsed from RECORD again if they are needed
             problems=tuple(map(RecordProblem._make, problems)),
-            paths=tuple(paths),
+            paths=_absolute(str(site_dir), paths),
             top_level=tuple(top_level),
             canonical_name=str(canonical_name),
             package_dirs=tuple(package_dirs),

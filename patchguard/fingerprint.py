@@ -1,12 +1,13 @@
 """Verify installed files against their RECORD hashes: size first, then hash, in parallel.
 
 The expensive part of a scan is reading bytes, so it is done once per file at most, never for a file whose
-size already differs, and never for a file the stat cache vouches for. Each file is stat'ed in the calling
-thread as it is added: missing files, size mismatches and stat-cache hits are settled there without
-reading a byte. The files left are hashed by background threads (``hashlib`` and file reads release the
-GIL, so threads scale across cores without the start-up cost of processes), largest first, while the
-caller goes on parsing RECORDs and walking directories. Files are read in bounded chunks; a large ``.so``
-is never held in memory whole.
+size already differs, and never for a file the stat cache vouches for. On a warm scan each file is stat'ed
+as it is added and its stat key compared with the one remembered (all of a distribution's keys at once);
+nothing else happens for an unchanged file. Everything else is hashed in the background, largest first,
+while the caller goes on parsing RECORDs and walking directories: by threads while the work is small, by
+helper processes of :mod:`patchguard._hashworker` once it is large (a cold scan), since opening and reading
+tens of thousands of small files does not scale across threads that share the GIL with the caller. Files
+are read in bounded chunks; a large ``.so`` is never held in memory whole.
 
 This module only knows paths and digests; what a mismatch *means* is decided by :mod:`patchguard.scanner`.
 """
@@ -21,6 +22,7 @@ import os
 import queue
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -155,9 +157,9 @@ class _Helper:
             while True:
                 results = read_frame(self._out)
                 with self._lock:
+                    if not isinstance(results, list) or len(results) != len(self._inflight[0]):
+                        raise ValueError("malformed reply")  # what it held is hashed below
                     work = self._inflight.popleft()
-                if not isinstance(results, list) or len(results) != len(work):
-                    raise ValueError("malformed reply")
                 self._done.append((work, results))
                 self._slots.release()
         except (OSError, EOFError, ValueError, IndexError, TypeError):
@@ -174,16 +176,23 @@ class _Helper:
 
     def close(self) -> None:
         """Let the helper finish what it holds, then end it (it exits at the end of its input)."""
+        proc = self._proc
         with contextlib.suppress(OSError):
-            os.close(self._in)
+            if isinstance(proc, int):
+                os.close(self._in)
+            elif proc.stdin is not None:
+                proc.stdin.close()
         self._reader.join()
         with contextlib.suppress(OSError):
-            os.close(self._out)
-        if isinstance(self._proc, int):
+            if isinstance(proc, int):
+                os.close(self._out)
+            elif proc.stdout is not None:
+                proc.stdout.close()
+        if isinstance(proc, int):
             with contextlib.suppress(OSError):
-                os.waitpid(self._proc, 0)
+                os.waitpid(proc, 0)
         else:
-            self._proc.wait()
+            proc.wait()
 
 
 def _single_threaded() -> bool:
@@ -478,21 +487,37 @@ class Verifier:
         settled = settled_before(now_ns)
         for work, results in self._done:
             for (i, t, tag), got in zip(work, results, strict=True):
-                code = got[0]
-                if code == "h":
-                    _, digest, key = got
-                    result.hashed += 1
-                    if max(key[1], key[2]) < settled or not is_racy(key[1], key[2], now_ns):
-                        keys[i] = pack_key(*key)
-                    if digest != t[2]:
-                        odd[i] = digest
-                        failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=key[0])
-                elif code == "s":
-                    failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=got[1][0])
-                elif code == "n":
-                    failures[i] = _unreadable(Check._make(t), "not a regular file", tag)
-                else:
-                    failures[i] = _error_outcome(Check._make(t), got[1], got[2], tag)
+                for trusted in (False, True):
+                    try:  # a helper's answer is checked by using it: a malformed one is redone here
+                        code = got[0]
+                        if code == "h":
+                            _, digest, key = got
+                            packed = pack_key(*key)
+                            if not isinstance(digest, str):
+                                raise TypeError(digest)
+                            result.hashed += 1
+                            if max(key[1], key[2]) < settled or not is_racy(key[1], key[2], now_ns):
+                                keys[i] = packed
+                            if digest != t[2]:
+                                odd[i] = digest
+                                failures[i] = Outcome(
+                                    Check._make(t), Status.MODIFIED, tag, actual_size=key[0]
+                                )
+                        elif code == "s" or code == "n":
+                            size = int(got[1][0])
+                            if code == "s":
+                                failures[i] = Outcome(Check._make(t), Status.MODIFIED, tag, actual_size=size)
+                            else:
+                                failures[i] = _unreadable(Check._make(t), "not a regular file", tag)
+                        elif code == "e":
+                            failures[i] = _error_outcome(Check._make(t), int(got[1]), str(got[2]), tag)
+                        else:
+                            raise ValueError(code)
+                        break
+                    except (TypeError, ValueError, IndexError, struct.error):
+                        if trusted:
+                            raise
+                        got = verify_batch(_batch_of([(i, t, tag)]))[0]
         for tag, base, n, was, was_odd in self._tags:
             now = b"".join(keys[base : base + n])
             now_odd = {i - base: d for i, d in odd.items() if base <= i < base + n} if odd else {}

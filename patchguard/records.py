@@ -164,7 +164,7 @@ def _parse_plain(text: str) -> list[RecordEntry] | None:
     digits = "".join(hashed_sizes)
     if (
         "" in hashed_sizes
-        or not (digits.isascii() and digits.isdigit())
+        or (digits and not (digits.isascii() and digits.isdigit()))
         or len(digits) != len("".join(sizes))
     ):
         return None

@@ -10,7 +10,15 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchguard.records import parse_record
+from patchguard.records import (
+    RecordEntry,
+    RecordProblem,
+    _parse_plain,
+    _parse_rows,
+    canonicalize,
+    discover,
+    parse_record,
+)
 
 
 def _row(path: str, data: bytes, algo: str = "sha256") -> list[str]:
@@ -92,3 +100,63 @@ def test_valid_rows_round_trip(rows: list[tuple[str, bytes, str]]) -> None:
     entries, problems = parse_record(_csv([_row(p, d, a) for p, d, a in rows]))
     assert problems == []
     assert [(e.path, e.algorithm, e.size) for e in entries] == [(p, a, len(d)) for p, d, a in rows]
+
+
+def _by_rows(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
+    """What the row-by-row parser makes of ``text`` (the reference the whole-RECORD fast path must match)."""
+    return _parse_rows(list(csv.reader(io.StringIO(text, newline=""), strict=True)))
+
+
+_plain_names = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters='\x00\r\n",'), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_plain_names, st.one_of(st.none(), st.binary(max_size=64))),
+        unique_by=lambda t: t[0],
+        min_size=1,
+        max_size=20,
+    ),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+)
+def test_plain_records_parse_the_same_fast(
+    rows: list[tuple[str, bytes | None]], ending: str, final_newline: bool
+) -> None:
+    lines = [",".join(_row(p, d)) if d is not None else f"{p},," for p, d in rows]
+    text = ending.join(lines) + (ending if final_newline else "")
+    fast = _parse_plain(text)
+    assert fast is not None
+    assert (fast, []) == _by_rows(text) == parse_record(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from('ab,"\r\n=\x00s2 5h6A-_'), max_size=60), max_size=8))
+def test_anything_else_is_left_to_the_row_by_row_parser(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    fast = _parse_plain(text)
+    if fast is not None:  # what it accepts, it reads exactly as the row-by-row parser does
+        assert (fast, []) == _by_rows(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("aZ9-_. .-__..x"), min_size=1, max_size=20))
+def test_canonical_names_are_pep_503(name: str) -> None:
+    from packaging.utils import canonicalize_name
+
+    assert canonicalize(name) == canonicalize_name(name)
+
+
+def test_names_and_versions_agree_with_importlib_metadata() -> None:
+    """Read from METADATA's headers directly; importlib-metadata parses the whole file and must agree."""
+    import sysconfig
+
+    import importlib_metadata
+
+    site = sysconfig.get_paths()["purelib"]
+    mine = sorted((d.name, d.version) for d in discover([site]))
+    theirs = sorted((d.metadata["Name"], d.version) for d in importlib_metadata.distributions(path=[site]))
+    assert len(mine) > 5 and mine == theirs

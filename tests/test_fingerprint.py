@@ -1,0 +1,221 @@
+"""Hashing in helper processes and the stat cache's key blobs, on real installed wheels.
+
+A cold scan of a large environment hashes in helper processes (forked, or started as ``python -I -S``
+where forking is not safe); a small one hashes in threads. Whichever does it, every file must get the same
+verdict, and a helper that dies or answers nonsense must cost nothing but speed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import patchguard
+from patchguard import Kind, fingerprint
+from patchguard.fingerprint import Status, Verifier
+from patchguard.records import discover
+
+from .helpers import Env
+
+
+def _break(env: Env) -> None:
+    """Break an installed minillm every way a file can be broken."""
+    site = env.site / "minillm"
+    mla = site / "models/mla.py"
+    data = mla.read_bytes()
+    mla.write_bytes(data.replace(b"def ", b"def_", 1))  # same size, other bytes
+    (site / "platforms/cuda.py").write_text("# shorter\n")  # other size
+    (site / "model_loader/weights.py").unlink()  # missing
+    fifo = site / "layers/rotary.py"
+    fifo.unlink()
+    os.mkfifo(fifo)  # not a regular file: must not hang the scan
+    (site / "platforms/__init__.py").unlink()
+    (site / "platforms/__init__.py").mkdir()  # a directory where a file was
+    loader_init = site / "model_loader/__init__.py"
+    loader_init.unlink()
+    loader_init.symlink_to(site / "nowhere.py")  # broken symlink
+
+
+def _verdicts(env: Env, processes: bool | None) -> list[tuple[str, Status, str | None, int | None]]:
+    (dist,) = discover([str(env.site)])
+    v = Verifier(workers=2, processes=processes)
+    v.add(dist.checks, dist)
+    result = v.finish()
+    site = str(env.site) + "/"
+    return [(o.check.path.removeprefix(site), o.status, o.reason, o.actual_size) for o in result.failures]
+
+
+EXPECTED = [
+    ("minillm/layers/rotary.py", Status.UNREADABLE, "not a regular file", None),
+    ("minillm/model_loader/__init__.py", Status.UNREADABLE, "broken symlink", None),
+    ("minillm/model_loader/weights.py", Status.MISSING, None, None),
+    ("minillm/models/mla.py", Status.MODIFIED, None, None),  # actual size checked below
+    ("minillm/platforms/__init__.py", Status.UNREADABLE, "not a regular file", None),
+    ("minillm/platforms/cuda.py", Status.MODIFIED, None, len("# shorter\n")),
+]
+
+
+def _normalised(
+    got: list[tuple[str, Status, str | None, int | None]],
+) -> list[tuple[str, Status, str | None, int | None]]:
+    return sorted((p, s, r, n if p.endswith("cuda.py") else None) for p, s, r, n in got)
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "helpers"])
+def test_every_verdict_is_the_same_in_threads_and_in_helper_processes(env: Env, processes: bool) -> None:
+    _break(env)
+    assert _normalised(_verdicts(env, processes)) == sorted(EXPECTED)
+
+
+def test_helpers_started_as_python_when_forking_is_not_safe(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _break(env)
+    started: list[object] = []
+    real = fingerprint._start_helpers
+
+    def spy(n: int) -> list[tuple[int, int, object]]:
+        got = real(n)
+        started.extend(p for _, _, p in got)
+        return got  # type: ignore[return-value]
+
+    monkeypatch.setattr(fingerprint, "_single_threaded", lambda: False)  # as if other threads were running
+    monkeypatch.setattr(fingerprint, "_start_helpers", spy)
+    assert _normalised(_verdicts(env, True)) == sorted(EXPECTED)
+    assert len(started) == 2 and all(not isinstance(p, int) for p in started)  # Popen objects: spawned
+
+
+def test_helpers_are_forked_when_single_threaded(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (sys.platform == "linux" and fingerprint._single_threaded()):
+        pytest.skip("forking helpers needs Linux and a single-threaded test process")
+    started: list[object] = []
+    real = fingerprint._start_helpers
+
+    def spy(n: int) -> list[tuple[int, int, object]]:
+        got = real(n)
+        started.extend(p for _, _, p in got)
+        return got  # type: ignore[return-value]
+
+    monkeypatch.setattr(fingerprint, "_start_helpers", spy)
+    assert _verdicts(env, True) == []
+    assert len(started) == 2 and all(isinstance(p, int) for p in started)  # pids: forked
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "import sys; sys.exit(0)",  # dies at once
+        "import sys; sys.stdin.buffer.read(4); "
+        "sys.stdout.buffer.write(b'\\x05\\0\\0\\0junk!'); sys.stdout.flush()",  # not marshal
+        "import sys, marshal; sys.stdin.buffer.read(4); d = marshal.dumps([('h',)]); "
+        "sys.stdout.buffer.write(len(d).to_bytes(4, 'little') + d); sys.stdout.flush()",  # wrong count
+        "import sys, marshal\n"  # one answer per file, each of them nonsense
+        "i, o = sys.stdin.buffer, sys.stdout.buffer\n"
+        "while h := i.read(4):\n"
+        "    batch = marshal.loads(i.read(int.from_bytes(h, 'little')))\n"
+        "    bad = [('h', 5, 'x'), ('s', None), ('e',), ('?', 1, 2), ('h', 'd', (1, 2))] * len(batch)\n"
+        "    d = marshal.dumps(bad[: len(batch)])\n"
+        "    o.write(len(d).to_bytes(4, 'little') + d)\n"
+        "    o.flush()",
+    ],
+    ids=["exits", "garbage", "short-answer", "nonsense"],
+)
+def test_a_failing_helper_costs_only_speed(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper: str
+) -> None:
+    _break(env)
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!{sys.executable}\n{helper}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(fingerprint, "_single_threaded", lambda: False)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    assert _normalised(_verdicts(env, True)) == sorted(EXPECTED)
+
+
+def test_cold_scan_of_a_large_environment_hashes_in_helpers(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch to helpers depends on the pending work: lower the bar and scan through the public API."""
+    _break(env)
+    in_threads = patchguard.scan(site_packages=[str(env.site)], analyse=False, use_cache=False)
+    calls: list[int] = []
+    real = fingerprint._start_helpers
+    monkeypatch.setattr(fingerprint, "_HELPER_FILES", 1)
+    monkeypatch.setattr(fingerprint, "_start_helpers", lambda n: calls.append(n) or real(n))
+    in_helpers = patchguard.scan(site_packages=[str(env.site)], analyse=False, use_cache=False)
+    assert calls, "no helper was started"
+    strip = lambda r: [(f.kind, f.rule, f.path, f.message) for f in r.findings]  # noqa: E731
+    assert strip(in_helpers) == strip(in_threads)
+    assert {f.path for f in in_helpers.findings if f.kind is Kind.MODIFIED} == {
+        "minillm/models/mla.py",
+        "minillm/platforms/cuda.py",
+    }
+
+
+def test_a_small_rescan_starts_no_process(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(fingerprint, "_start_helpers", lambda n: calls.append(n) or [])
+    report = patchguard.scan(site_packages=[str(env.site)], analyse=False, use_cache=False)
+    assert report.files_hashed > 0 and calls == []
+
+
+# --- what the stat cache remembers ----------------------------------------------------------------------
+
+
+def _settle() -> None:
+    time.sleep(0.12)  # past the racy-clean window
+
+
+def _scan(env: Env) -> patchguard.Report:
+    return patchguard.scan(site_packages=[str(env.site)], analyse=False)
+
+
+def test_a_modified_file_stays_reported_without_being_read_again(env: Env) -> None:
+    mla = env.site / "minillm/models/mla.py"
+    mla.write_bytes(mla.read_bytes().replace(b"def ", b"def_", 1))
+    _settle()
+    first = _scan(env)
+    again = _scan(env)
+    assert [f.path for f in again.findings] == [f.path for f in first.findings] == ["minillm/models/mla.py"]
+    assert again.files_hashed == 0
+    assert again.findings[0].message == first.findings[0].message
+
+
+def test_a_missing_file_stays_missing_on_a_warm_scan(env: Env) -> None:
+    (env.site / "minillm/model_loader/weights.py").unlink()
+    _settle()
+    assert [f.kind for f in _scan(env).findings] == [Kind.MISSING]
+    assert [f.kind for f in _scan(env).findings] == [Kind.MISSING]
+
+
+def test_a_file_put_back_is_clean_again(env: Env) -> None:
+    mla = env.site / "minillm/models/mla.py"
+    original = mla.read_bytes()
+    mla.write_bytes(original.replace(b"def ", b"def_", 1))
+    _settle()
+    assert len(_scan(env).findings) == 1
+    mla.write_bytes(original)
+    report = _scan(env)
+    assert report.findings == () and report.files_hashed == 1
+
+
+def test_rows_of_a_cached_distribution_are_read_again_from_record(env: Env) -> None:
+    from patchguard.errors import PatchguardError
+    from patchguard.scanner import run
+
+    _settle()
+    cold = run(site_packages=[str(env.site)])
+    warm = run(site_packages=[str(env.site)])
+    (fresh,), (cached,) = cold.dists, warm.dists
+    assert cached.rows is None  # from the cache: not parsed until asked for
+    assert cached.entries == fresh.entries
+    assert cached.checks == fresh.checks
+    again = run(site_packages=[str(env.site)])
+    record = Path(again.dists[0].record_path)
+    record.write_text(record.read_text() + "minillm/extra.py,,\n")
+    with pytest.raises(PatchguardError, match="RECORD changed"):
+        _ = again.dists[0].entries
