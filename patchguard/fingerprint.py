@@ -121,9 +121,11 @@ class _Helper:
         process: tuple[int, int, int | subprocess.Popen[bytes]],
         done: list[tuple[list[_Work], list[Result]]],
         depth: int,
+        abort: threading.Event,
     ) -> None:
         self._in, self._out, self._proc = process
         self._done = done
+        self._abort = abort
         self._depth = depth
         self._slots = threading.Semaphore(depth)
         self._lock = threading.Lock()
@@ -170,7 +172,7 @@ class _Helper:
             self._inflight.clear()
         if leftovers:
             self._kill()
-        for work in leftovers:
+        for work in leftovers if not self._abort.is_set() else ():
             self._done.append((work, verify_batch(_batch_of(work))))
         self._slots.release(self._depth + 1)  # wake a submit() waiting for a slot: it sees the failure
 
@@ -297,6 +299,7 @@ class Verifier:
         self._done: list[tuple[list[_Work], list[Result]]] = []
         self._queued = 0
         self._queued_bytes = 0
+        self._abort = threading.Event()
 
     def add(
         self,
@@ -443,7 +446,7 @@ class Verifier:
             self._start(helpers=self._want_helpers())
 
     def _work(self, process: tuple[int, int, int | subprocess.Popen[bytes]] | None) -> None:
-        helper = _Helper(process, self._done, _DEPTH) if process is not None else None
+        helper = _Helper(process, self._done, _DEPTH, self._abort) if process is not None else None
         try:
             while True:
                 _, _, work = self._queue.get()
@@ -458,13 +461,21 @@ class Verifier:
     def __enter__(self) -> Verifier:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(abort=exc_type is not None)
 
-    def close(self) -> None:
-        """Stop the threads (after the work queued so far); safe to call more than once."""
-        self._flush()
-        self._start_pending()
+    def close(self, *, abort: bool = False) -> None:
+        """Stop the threads after the work queued so far, or at once with ``abort`` (an error, Ctrl-C: the
+        work not yet started is dropped, helpers are not replaced); safe to call more than once."""
+        if abort:
+            self._abort.set()
+            self._batch = []
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self._queue.get_nowait()
+        else:
+            self._flush()
+            self._start_pending()
         for _ in self._threads:
             self._queue.put((1, 0, []))  # sorts after all real work
         for t in self._threads:

@@ -219,3 +219,28 @@ def test_rows_of_a_cached_distribution_are_read_again_from_record(env: Env) -> N
     record.write_text(record.read_text() + "minillm/extra.py,,\n")
     with pytest.raises(PatchguardError, match="RECORD changed"):
         _ = again.dists[0].entries
+
+
+def test_an_error_mid_scan_stops_the_helpers_without_finishing_the_work(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or any error) while files are queued: nothing more is hashed, every helper is reaped."""
+    pids: list[int] = []
+    real = fingerprint._start_helpers
+
+    def spy(n: int) -> list[tuple[int, int, object]]:
+        got = real(n)
+        pids.extend(p if isinstance(p, int) else p.pid for _, _, p in got)  # type: ignore[union-attr]
+        return got  # type: ignore[return-value]
+
+    monkeypatch.setattr(fingerprint, "_start_helpers", spy)
+    (dist,) = discover([str(env.site)])
+    with pytest.raises(KeyboardInterrupt), Verifier(workers=2, processes=True) as v:
+        for _ in range(200):  # far more work than can be done before the interrupt
+            v.add(dist.checks, dist)
+        raise KeyboardInterrupt
+    assert pids
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # already reaped
+    assert sum(len(w) for w, _ in v._done) < 200 * len(dist.checks)
