@@ -9,10 +9,12 @@ file minor, missing moderate, unexpected ``.py`` in a package moderate, unexpect
 from __future__ import annotations
 
 import array
+import contextlib
 import fnmatch
+import gc
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from . import __version__
@@ -298,6 +300,62 @@ def run(
     RECORD paths) limits which files are verified, for ``diff --path`` and ``restore --path``. Code
     analysis is off by default here: ``diff`` and ``restore`` work on the integrity findings (one per file).
     """
+    with _collector_paused():
+        scanned = _integrity(
+            distributions,
+            site_packages,
+            python,
+            use_cache,
+            cache_dir,
+            workers,
+            progress,
+            against,
+            target,
+            paths,
+        )
+    if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
+        from dataclasses import replace
+
+        from .setops import attribute
+
+        scanned.report = replace(scanned.report, findings=tuple(attribute(scanned, patches)))
+    if analyse or verify_record:
+        scanned.report = _judged(
+            scanned, analyse, entries, architectures, verify_record, wheelhouse, offline, against
+        )
+    return scanned
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a scan builds its tables, and as it was afterwards.
+
+    A scan allocates hundreds of thousands of tuples and strings, none in a reference cycle, and each
+    allocation burst sets off a collection that walks them all again: 60-80 ms of a cold scan of 30k files.
+    Reference counting frees everything anyway; only code analysis (libcst) makes cycles, and it runs after.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _integrity(
+    distributions: Iterable[str] | None,
+    site_packages: Sequence[str] | None,
+    python: str | None,
+    use_cache: bool,
+    cache_dir: str | None,
+    workers: int | None,
+    progress: ProgressCallback | None,
+    against: str,
+    target: Target | None,
+    paths: Sequence[str],
+) -> Scanned:
+    """The integrity part of :func:`run`: files verified, unowned files found, the cache updated."""
     started = time.perf_counter()
     now_ns = time.time_ns()
     target = target or resolve_target(python, site_packages)
@@ -421,18 +479,7 @@ def run(
         files_hashed=verification.hashed,
         recovered=recovered,
     )
-    scanned = Scanned(report, target, all_dists, selected, recovered)
-    if any(f.kind is Kind.MODIFIED for f in report.findings):
-        from dataclasses import replace
-
-        from .setops import attribute
-
-        scanned.report = replace(report, findings=tuple(attribute(scanned, patches)))
-    if analyse or verify_record:
-        scanned.report = _judged(
-            scanned, analyse, entries, architectures, verify_record, wheelhouse, offline, against
-        )
-    return scanned
+    return Scanned(report, target, all_dists, selected, recovered)
 
 
 def _judged(
