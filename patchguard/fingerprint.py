@@ -253,6 +253,7 @@ def _start_helpers(n: int) -> list[tuple[int, int, int | subprocess.Popen[bytes]
 
 
 CheckTuple = tuple[str, str, str, "int | None"]
+_STAT_AT = os.stat in os.supports_dir_fd
 KEY_SIZE = pack_key_size
 NO_KEY = bytes(KEY_SIZE)  # "no stat key remembered": matches no file (real files have an inode)
 
@@ -300,6 +301,7 @@ class Verifier:
         self._queued = 0
         self._queued_bytes = 0
         self._abort = threading.Event()
+        self._roots: dict[str, tuple[int, str]] = {}
 
     def add(
         self,
@@ -309,6 +311,7 @@ class Verifier:
         odd: Mapping[int, str] | None = None,
         *,
         paths: Sequence[str] | None = None,
+        root: str | None = None,
     ) -> None:
         """Verify ``checks`` (``tag`` comes back on their failures).
 
@@ -320,7 +323,7 @@ class Verifier:
 
         ``checks`` may be a function returning them, with ``paths`` (the checks' paths, in order): it is
         called only if some file needs more than a stat (a warm scan of an unchanged environment never
-        builds the checks of its files).
+        builds the checks of its files). ``root``: the directory most of the files are in (site-packages).
         """
         given = checks
         get: Callable[[], Sequence[CheckTuple]] = given if callable(given) else lambda: given
@@ -345,12 +348,19 @@ class Verifier:
             return
         # This loop runs once per installed file on every warm scan: one stat and one pack each, then one
         # comparison for the whole distribution. Only when something changed is each file looked at.
+        # Files below ``root`` are stat'ed by their name relative to its open descriptor: the kernel then
+        # resolves a few path components instead of the whole site-packages path, every time.
         stat_, pack = os.stat, pack_key
         now: list[bytes] = []
         append = now.append
+        root_fd, prefix = self._root(root)
+        cut = len(prefix)
         for path in paths:
             try:
-                st = stat_(path)
+                if root_fd >= 0 and path.startswith(prefix):
+                    st = stat_(path[cut:], dir_fd=root_fd)
+                else:
+                    st = stat_(path)
             except OSError:
                 append(NO_KEY)
                 continue
@@ -397,6 +407,19 @@ class Verifier:
                 self._failures[i] = Outcome(c, Status.MODIFIED, tag, actual_size=st.st_size)
             else:
                 self._queue_work((i, t, tag), st.st_size)
+
+    def _root(self, root: str | None) -> tuple[int, str]:
+        """An open descriptor of ``root`` (-1 where there is none) and the prefix of the paths below it."""
+        if root is None or not _STAT_AT:
+            return -1, "\0"
+        got = self._roots.get(root)
+        if got is None:
+            try:
+                fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                fd = -1
+            got = self._roots[root] = (fd, os.path.join(root, ""))
+        return got
 
     def _queue_work(self, work: _Work, size: int) -> None:
         if size > SMALL:
@@ -481,6 +504,10 @@ class Verifier:
         for t in self._threads:
             t.join()
         self._threads = []
+        for fd, _ in self._roots.values():
+            if fd >= 0:
+                os.close(fd)
+        self._roots.clear()
 
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Verification:
         """Wait for the hashing threads; every added file has its verdict after this."""

@@ -407,7 +407,7 @@ def _integrity(
 
         checked[id(dist)] = (len(files), rows)
         remembered = cache.known(dist, rows)
-        verifier.add(checks, dist, *(remembered or (None, None)), paths=files)
+        verifier.add(checks, dist, *(remembered or (None, None)), paths=files, root=dist.site_dir)
         _metadata_findings(s, dist, misplaced)
 
     with Verifier(workers=workers) as verifier:
