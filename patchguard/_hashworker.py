@@ -16,7 +16,8 @@ has none); the result is one tuple per file, in order:
 * ``("n", key)``: not a regular file (a directory, a FIFO, a device), never read;
 * ``("e", errno, message)``: it could not be opened or read.
 
-Each file is opened once (``O_NONBLOCK``, so a FIFO cannot hang the scan) and ``fstat``-ed through that
+Each file is stat'ed first (nothing but a regular file of the right size is ever opened), then opened once
+(``O_NONBLOCK``, so a FIFO swapped in meanwhile cannot hang the scan) and ``fstat``-ed through that
 descriptor, so the key always describes the bytes that were hashed. Files are opened relative to their
 directory's descriptor, kept while consecutive files share it: a RECORD lists a directory's files together,
 and the kernel then resolves one name instead of the whole path. Files up to 4 MiB are read with one
@@ -62,15 +63,16 @@ def digest_fd(fd: int, algorithm: str, size: int, length: int) -> bytes:
     if size <= SMALL:
         data = os.read(fd, size + 1)
         h.update(data)
-        grown = len(data) > size
+        # Grew since fstat, or a short read (network and FUSE file systems may return less): read on.
+        more = len(data) != size
     else:
-        grown = True
-    if grown and _READV:  # large, or grew since fstat: stream the rest through one reused buffer
+        more = True
+    if more and _READV:  # large, or more to read: stream the rest through one reused buffer
         buf = _buffer()
         view = memoryview(buf)
         while n := os.readv(fd, [buf]):
             h.update(view[:n])
-    elif grown:
+    elif more:
         while data := os.read(fd, CHUNK):
             h.update(data)
     if algorithm.startswith("shake_"):
@@ -87,11 +89,15 @@ _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
-    """Open, fstat and hash each file of ``batch``; one result tuple per file (see the module docstring)."""
+    """Stat, open, fstat and hash each file of ``batch``: one result tuple per file (module docstring).
+
+    A file is stat'ed before it is opened: opening a device (a path replaced by, or linking to, a watchdog
+    or tape device) can have effects, and a scan has none. One whose size differs is not opened either.
+    """
     out: list[Result] = []
     dir_name: str | None = None
     dir_fd = -1
-    opn, fstat, close, isreg = os.open, os.fstat, os.close, stat.S_ISREG
+    opn, stat_, fstat, close, isreg = os.open, os.stat, os.fstat, os.close, stat.S_ISREG
     try:
         for path, algorithm, expected, length in batch:
             try:
@@ -106,11 +112,22 @@ def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
                             dir_fd = opn(parent or "/", _DIR_FLAGS)
                         except OSError:
                             dir_fd = -1
-                    fd = opn(name, _FLAGS, dir_fd=dir_fd) if dir_fd >= 0 else opn(path, _FLAGS)
+                    if dir_fd < 0:
+                        name = path
+                    st = stat_(name, dir_fd=dir_fd) if dir_fd >= 0 else stat_(path)
                 else:
-                    fd = opn(path, _FLAGS)
+                    name = path
+                    st = stat_(path)
+                key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+                if not isreg(st.st_mode):
+                    out.append(("n", key))
+                    continue
+                if expected >= 0 and st.st_size != expected:
+                    out.append(("s", key))
+                    continue
+                fd = opn(name, _FLAGS, dir_fd=dir_fd) if dir_fd >= 0 else opn(path, _FLAGS)
                 try:
-                    st = fstat(fd)
+                    st = fstat(fd)  # the key must describe the bytes read, whatever happened since the stat
                     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
                     if not isreg(st.st_mode):
                         out.append(("n", key))
@@ -122,6 +139,8 @@ def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
                     close(fd)
             except OSError as exc:
                 out.append(("e", exc.errno or 0, exc.strerror or str(exc)))
+            except ValueError:  # an algorithm this Python cannot compute (a FIPS build without md5, ...)
+                out.append(("e", 0, f"{algorithm} is not available in this Python"))
     finally:
         if dir_fd >= 0:
             close(dir_fd)
@@ -139,9 +158,14 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
+_MAX_FRAME = 1 << 28  # far above any real batch: a larger length is a broken stream, not a reason to allocate
+
+
 def read_frame(fd: int) -> object:
-    """One frame from ``fd``; ``EOFError`` at the end of the stream."""
+    """One frame from ``fd``; ``EOFError`` at the end of the stream, ``ValueError`` for a broken one."""
     size = int.from_bytes(_read_exactly(fd, 4), "little")
+    if size > _MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes")
     return marshal.loads(_read_exactly(fd, size))
 
 

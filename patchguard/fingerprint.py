@@ -139,6 +139,7 @@ class _Helper:
         self._slots.acquire()
         with self._lock:
             if self._failed:
+                self._slots.release()  # keep the slot free for the next caller, who will see this too
                 return False
             self._inflight.append(work)
         try:
@@ -164,17 +165,19 @@ class _Helper:
                     work = self._inflight.popleft()
                 self._done.append((work, results))
                 self._slots.release()
-        except (OSError, EOFError, ValueError, IndexError, TypeError):
-            pass  # the end of the stream: the helper exited (or died, or is killed below)
+        except Exception:  # whatever ends the stream (exit, death, nonsense) ends it the same way
+            pass
         with self._lock:
             self._failed = True
             leftovers = list(self._inflight)
             self._inflight.clear()
-        if leftovers:
-            self._kill()
-        for work in leftovers if not self._abort.is_set() else ():
-            self._done.append((work, verify_batch(_batch_of(work))))
-        self._slots.release(self._depth + 1)  # wake a submit() waiting for a slot: it sees the failure
+        try:
+            if leftovers:
+                self._kill()
+            for work in leftovers if not self._abort.is_set() else ():
+                self._done.append((work, verify_batch(_batch_of(work))))
+        finally:  # wake a submit() waiting for a slot: it sees the failure (Verifier.finish redoes the rest)
+            self._slots.release(self._depth + 1)
 
     def close(self) -> None:
         """Let the helper finish what it holds, then end it (it exits at the end of its input)."""
@@ -212,6 +215,33 @@ def _start_helpers(n: int) -> list[tuple[int, int, int | subprocess.Popen[bytes]
     again), else started as ``python -I -S _hashworker.py``. Fewer (or none) where that fails.
     """
     started: list[tuple[int, int, int | subprocess.Popen[bytes]]] = []
+    try:
+        return _start(n, started)
+    except BaseException:  # Ctrl-C while starting them: none may outlive the scan
+        for process in started:
+            _end_process(process)
+        raise
+
+
+def _end_process(process: tuple[int, int, int | subprocess.Popen[bytes]]) -> None:
+    """Close a helper's pipes and wait for it (it exits at the end of its input)."""
+    requests, replies, proc = process
+    if isinstance(proc, int):
+        for fd in (requests, replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            os.waitpid(proc, 0)
+    else:
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        proc.wait()
+
+
+def _start(
+    n: int, started: list[tuple[int, int, int | subprocess.Popen[bytes]]]
+) -> list[tuple[int, int, int | subprocess.Popen[bytes]]]:
     if sys.platform == "linux" and hasattr(os, "fork") and _single_threaded():
         for _ in range(n):
             req_r, req_w = os.pipe()
@@ -238,8 +268,10 @@ def _start_helpers(n: int) -> list[tuple[int, int, int | subprocess.Popen[bytes]
         return started
     for _ in range(n):
         try:
+            # The same file-name encoding as this process: -I ignores PYTHONUTF8, so UTF-8 mode is passed on.
+            utf8 = ["-X", "utf8"] if sys.flags.utf8_mode else []
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", script],
+                [sys.executable, "-I", "-S", *utf8, script],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -302,6 +334,7 @@ class Verifier:
         self._queued_bytes = 0
         self._abort = threading.Event()
         self._roots: dict[str, tuple[int, str]] = {}
+        self._submitted: list[list[_Work]] = []  # every batch handed over, to check each got its results
 
     def add(
         self,
@@ -439,6 +472,7 @@ class Verifier:
         self._seq += 1
         self._queued += len(work)
         self._queued_bytes += weight
+        self._submitted.append(work)
         if self._workers <= 1:
             self._done.append((work, verify_batch(_batch_of(work))))
             return
@@ -469,14 +503,22 @@ class Verifier:
             self._start(helpers=self._want_helpers())
 
     def _work(self, process: tuple[int, int, int | subprocess.Popen[bytes]] | None) -> None:
-        helper = _Helper(process, self._done, _DEPTH, self._abort) if process is not None else None
+        helper = None
+        if process is not None:
+            try:
+                helper = _Helper(process, self._done, _DEPTH, self._abort)
+            except Exception:  # no reader thread (a thread limit): this thread hashes instead
+                _end_process(process)
         try:
             while True:
                 _, _, work = self._queue.get()
                 if not work:  # sentinel
                     return
-                if helper is None or not helper.submit(work):
-                    self._done.append((work, verify_batch(_batch_of(work))))
+                try:
+                    if helper is None or not helper.submit(work):
+                        self._done.append((work, verify_batch(_batch_of(work))))
+                except Exception:  # the batch stays unanswered: finish() hashes it again
+                    continue
         finally:
             if helper is not None:
                 helper.close()
@@ -520,6 +562,10 @@ class Verifier:
                 time.sleep(0.1)
             progress(total, total)
         self.close()
+        answered = {id(work) for work, _ in self._done}
+        for work in self._submitted:  # a thread that died left its batch unanswered: never a silent pass
+            if id(work) not in answered:
+                self._done.append((work, verify_batch(_batch_of(work))))
         result = Verification()
         failures, keys, odd, now_ns = self._failures, self._keys, self._odd, self._now_ns
         settled = settled_before(now_ns)

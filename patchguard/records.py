@@ -22,7 +22,7 @@ import operator
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, cast
 
 from .errors import PatchguardError
@@ -158,7 +158,7 @@ def _parse_plain(text: str) -> list[RecordEntry] | None:
     if "" in paths or len(set(paths)) != len(paths):
         return None
     joined = "".join(hashes)
-    if len(joined) != 50 * (len(hashes) - hashes.count("")) or not _PLAIN_HASHES.fullmatch(joined):
+    if not set(map(len, hashes)) <= {0, 50} or not _PLAIN_HASHES.fullmatch(joined):
         return None
     hashed_sizes = [size for h, size in zip(hashes, sizes, strict=True) if h]
     digits = "".join(hashed_sizes)
@@ -230,13 +230,13 @@ class InstalledDistribution:
     site_dir: str
     metadata_dir: str
     has_record: bool
-    rows: tuple[RecordEntry, ...] | None  # see ``entries``
+    rows: tuple[RecordEntry, ...] | None = field(compare=False)  # see ``entries``; filled in lazily
     problems: tuple[RecordProblem, ...]
     paths: tuple[str, ...] = ()  # absolute path of each entry, same order as ``entries``
     top_level: tuple[str, ...] = ()
     canonical_name: str = ""
     package_dirs: tuple[str, ...] = ()
-    verifiable: tuple[Check, ...] | bytes = ()  # see ``checks``
+    verifiable: tuple[Check, ...] | bytes = field(default=(), compare=False)  # see ``checks``; lazy
     check_rows: bytes = b""  # index into ``entries`` of each check, as array("I") bytes
     outside: tuple[tuple[int, str], ...] = ()  # (index into ``checks``, RECORD path) of ``../`` entries
 
@@ -384,9 +384,11 @@ def _name_version(meta_dir: str) -> tuple[str | None, str | None]:
     """
     try:
         with open(os.path.join(meta_dir, "METADATA"), "rb") as f:
-            text = f.read().decode("utf-8", "surrogateescape")
+            text = f.read().decode("utf-8")
     except OSError:
         text = None
+    except UnicodeDecodeError:
+        return None, None  # as importlib-metadata reads it: not at all (the directory name is used)
     if text is None:
         import importlib_metadata  # local: keep `patchguard --version` free of it
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import os
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -143,41 +142,40 @@ def _unowned_below(
     With ``listings`` (valid only for this exact set of owned files), a directory whose stamp did not
     change is not listed again: a warm re-scan costs one ``stat`` per directory instead of a ``scandir``.
     """
-    stack: list[tuple[str, os.stat_result | None]] = [(top, None)]
-    lstat, isdir = os.lstat, stat.S_ISDIR
+    stack = [top]
+    lstat = os.lstat
     while stack:
-        d, st = stack.pop()
-        if st is None:
-            try:
-                st = lstat(d)
-            except OSError:
-                continue
+        d = stack.pop()
+        try:
+            st = lstat(d)
+        except OSError:
+            continue
         stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
         seen = listings.get(d) if listings is not None else None
         prefix = d if d.endswith(os.sep) else d + os.sep
         if seen is not None and seen[0] == stamp:
             files, subdirs = seen[1], seen[2]
-            stack.extend([(prefix + name, None) for name in subdirs])
+            stack.extend([prefix + name for name in subdirs])
         else:
-            try:
-                names = os.listdir(d)
-            except OSError:
-                continue
             files_l: list[str] = []
             subdirs_l: list[str] = []
-            # Most names are files a RECORD lists: one set lookup each settles them. Only the rest (the
-            # subdirectories, bytecode, what nobody installed) costs a system call.
-            for name in [n for n in names if prefix + n not in owned]:
-                path = prefix + name
-                try:
-                    sub: os.stat_result | None = lstat(path)
-                except OSError:
-                    sub = None
-                if sub is not None and isdir(sub.st_mode):
-                    subdirs_l.append(name)
-                    stack.append((path, sub))
-                elif _pyc_source(path) not in owned:
-                    files_l.append(name)
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        name = e.name
+                        try:
+                            # The entry's type from the directory itself (no system call). A directory is
+                            # walked even where a RECORD lists that name as a file (one was swapped in).
+                            is_dir = e.is_dir(follow_symlinks=False)
+                        except OSError:
+                            is_dir = False
+                        if is_dir:
+                            subdirs_l.append(name)
+                        elif (path := prefix + name) not in owned and _pyc_source(path) not in owned:
+                            files_l.append(name)
+            except OSError:
+                continue
+            stack.extend([prefix + name for name in subdirs_l])
             files, subdirs = tuple(files_l), tuple(subdirs_l)
             if listings is not None:
                 if is_racy(stamp[0], stamp[1], now_ns):

@@ -244,3 +244,108 @@ def test_an_error_mid_scan_stops_the_helpers_without_finishing_the_work(
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # already reaped
     assert sum(len(w) for w, _ in v._done) < 200 * len(dist.checks)
+
+
+# --- regressions from review: helpers that die, threads that cannot start ---------------------------------
+
+
+def _many_files(tmp_path: Path, n: int = 3000) -> list[tuple[str, str, str, int | None]]:
+    """``n`` small files and checks for them, every fifth one with a wrong digest."""
+    import base64
+    import hashlib
+
+    checks: list[tuple[str, str, str, int | None]] = []
+    for i in range(n):
+        d = tmp_path / "many" / f"d{i // 50}"
+        d.mkdir(parents=True, exist_ok=True)
+        data = f"x = {i}\n".encode()
+        (d / f"f{i}.py").write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        checks.append((str(d / f"f{i}.py"), "sha256", digest if i % 5 else "A" * 43, len(data)))
+    return checks
+
+
+def _in_time(fn: object, seconds: float = 120) -> object:
+    """Run ``fn`` in a thread; fail (instead of hanging the suite) if it does not return in time."""
+    import threading
+
+    out: list[object] = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)  # type: ignore[operator]
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the verifier hung"
+    return out[0]
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
+def test_helpers_killed_at_start_do_not_hang_the_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
+) -> None:
+    import signal
+
+    if fork and not (sys.platform == "linux" and fingerprint._single_threaded()):
+        pytest.skip("forking helpers needs Linux and a single-threaded test process")
+    checks = _many_files(tmp_path)
+    real = fingerprint._start_helpers
+
+    def killed(n: int) -> list[tuple[int, int, object]]:
+        got = real(n)
+        for _, _, p in got:
+            os.kill(p if isinstance(p, int) else p.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        return got  # type: ignore[return-value]
+
+    monkeypatch.setattr(fingerprint, "_start_helpers", killed)
+    if not fork:
+        monkeypatch.setattr(fingerprint, "_single_threaded", lambda: False)
+
+    def verify() -> list[str]:
+        with Verifier(workers=2, processes=True) as v:
+            v.add(checks, "tag")
+            return [o.check.path for o in v.finish().failures]
+
+    if fork:  # forking wants this thread to be the only one: a hang ends the run with a traceback instead
+        import faulthandler
+
+        faulthandler.dump_traceback_later(120, exit=True)
+        try:
+            failed = verify()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+    else:
+        failed = _in_time(verify)
+    assert failed == [c[0] for i, c in enumerate(checks) if i % 5 == 0]
+
+
+def test_no_reader_thread_means_hashing_here_not_a_silent_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks = _many_files(tmp_path, 1500)
+
+    def no_thread(*args: object, **kw: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(fingerprint._Helper, "__init__", no_thread)
+    with Verifier(workers=2, processes=True) as v:
+        v.add(checks, "tag")
+        failed = [o.check.path for o in v.finish().failures]
+    assert failed == [c[0] for i, c in enumerate(checks) if i % 5 == 0]
+
+
+def test_a_worker_thread_that_dies_leaves_no_file_unverified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks = _many_files(tmp_path, 600)
+    real = fingerprint.verify_batch
+    calls = [0]
+
+    def flaky(batch: list[tuple[str, str, int, int]]) -> list[tuple[object, ...]]:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise MemoryError  # the thread dies with its batch
+        return real(batch)
+
+    monkeypatch.setattr(fingerprint, "verify_batch", flaky)
+    with Verifier(workers=2, processes=False) as v:
+        v.add(checks, "tag")
+        failed = [o.check.path for o in v.finish().failures]
+    assert failed == [c[0] for i, c in enumerate(checks) if i % 5 == 0]

@@ -160,3 +160,14 @@ def test_names_and_versions_agree_with_importlib_metadata() -> None:
     mine = sorted((d.name, d.version) for d in discover([site]))
     theirs = sorted((d.metadata["Name"], d.version) for d in importlib_metadata.distributions(path=[site]))
     assert len(mine) > 5 and mine == theirs
+
+
+def test_hash_columns_that_straddle_rows_are_problems_not_digests() -> None:
+    """Two hash columns whose lengths add up to two good ones must not pass as two sha256 digests."""
+    a = base64.urlsafe_b64encode(hashlib.sha256(b"a").digest()).rstrip(b"=").decode()
+    b = base64.urlsafe_b64encode(hashlib.sha256(b"b").digest()).rstrip(b"=").decode()
+    text = f"pkg/a.py,sha256={a}s,1\npkg/b.py,ha256={b},1\n"
+    assert _parse_plain(text) is None
+    entries, problems = parse_record(text)
+    assert [e.algorithm for e in entries] == [None, None]
+    assert [p.line for p in problems] == [1, 2]

@@ -459,3 +459,25 @@ def test_permission_denied_is_could_not_check(minillm_wheel: Path) -> None:
         assert f.message == "could not check: permission denied"
     finally:
         shutil.rmtree(top)
+
+
+# --- regressions from review --------------------------------------------------------------------------------
+
+
+def test_a_directory_swapped_in_for_a_listed_file_is_walked(env: Env) -> None:
+    """pkg/mod.py replaced by a package pkg/mod.py/__init__.py: its code is unexpected, not overlooked."""
+    mla = env.site / "minillm/models/mla.py"
+    mla.unlink()
+    mla.mkdir()
+    (mla / "__init__.py").write_text("import os\nos.system('id')\n")
+    found = {(f.kind, f.path) for f in run_scan(env).findings}
+    assert (Kind.UNEXPECTED, "minillm/models/mla.py/__init__.py") in found
+    assert (Kind.UNVERIFIABLE, "minillm/models/mla.py") in found
+
+
+def test_metadata_that_is_not_utf8_falls_back_to_the_directory_name(env: Env) -> None:
+    meta = env.dist_info("minillm", "0.4.0") / "METADATA"
+    meta.write_bytes(meta.read_bytes().replace(b"Name: minillm", b"Name: minill\xe9m"))
+    report = patchguard.scan(["minillm"], site_packages=[str(env.site)], analyse=False, use_cache=False)
+    assert report.distributions == (("minillm", "0.4.0"),)
+    json.dumps(report.to_json(), ensure_ascii=False).encode("utf-8")  # nothing unencodable in the output
