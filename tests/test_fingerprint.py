@@ -71,10 +71,9 @@ def test_every_verdict_is_the_same_in_threads_and_in_helper_processes(env: Env, 
     assert _normalised(_verdicts(env, processes)) == sorted(EXPECTED)
 
 
-def test_helpers_started_as_python_when_forking_is_not_safe(
-    env: Env, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _break(env)
+@pytest.fixture
+def started_helpers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every helper process the test starts: a pid when forked, a ``Popen`` when spawned."""
     started: list[object] = []
     real = fingerprint._start_helpers
 
@@ -83,24 +82,24 @@ def test_helpers_started_as_python_when_forking_is_not_safe(
         started.extend(p for _, _, p in got)
         return got  # type: ignore[return-value]
 
-    monkeypatch.setattr(fingerprint, "_single_threaded", lambda: False)  # as if other threads were running
     monkeypatch.setattr(fingerprint, "_start_helpers", spy)
+    return started
+
+
+def test_helpers_started_as_python_when_forking_is_not_safe(
+    env: Env, monkeypatch: pytest.MonkeyPatch, started_helpers: list[object]
+) -> None:
+    _break(env)
+    started = started_helpers
+    monkeypatch.setattr(fingerprint, "_single_threaded", lambda: False)  # as if other threads were running
     assert _normalised(_verdicts(env, True)) == sorted(EXPECTED)
     assert len(started) == 2 and all(not isinstance(p, int) for p in started)  # Popen objects: spawned
 
 
-def test_helpers_are_forked_when_single_threaded(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_helpers_are_forked_when_single_threaded(env: Env, started_helpers: list[object]) -> None:
     if not (sys.platform == "linux" and fingerprint._single_threaded()):
         pytest.skip("forking helpers needs Linux and a single-threaded test process")
-    started: list[object] = []
-    real = fingerprint._start_helpers
-
-    def spy(n: int) -> list[tuple[int, int, object]]:
-        got = real(n)
-        started.extend(p for _, _, p in got)
-        return got  # type: ignore[return-value]
-
-    monkeypatch.setattr(fingerprint, "_start_helpers", spy)
+    started = started_helpers
     assert _verdicts(env, True) == []
     assert len(started) == 2 and all(isinstance(p, int) for p in started)  # pids: forked
 
@@ -222,23 +221,15 @@ def test_rows_of_a_cached_distribution_are_read_again_from_record(env: Env) -> N
 
 
 def test_an_error_mid_scan_stops_the_helpers_without_finishing_the_work(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: Env, started_helpers: list[object]
 ) -> None:
     """Ctrl-C (or any error) while files are queued: nothing more is hashed, every helper is reaped."""
-    pids: list[int] = []
-    real = fingerprint._start_helpers
-
-    def spy(n: int) -> list[tuple[int, int, object]]:
-        got = real(n)
-        pids.extend(p if isinstance(p, int) else p.pid for _, _, p in got)  # type: ignore[union-attr]
-        return got  # type: ignore[return-value]
-
-    monkeypatch.setattr(fingerprint, "_start_helpers", spy)
     (dist,) = discover([str(env.site)])
     with pytest.raises(KeyboardInterrupt), Verifier(workers=2, processes=True) as v:
         for _ in range(200):  # far more work than can be done before the interrupt
             v.add(dist.checks, dist)
         raise KeyboardInterrupt
+    pids = [p if isinstance(p, int) else p.pid for p in started_helpers]  # type: ignore[attr-defined]
     assert pids
     for pid in pids:
         with pytest.raises(ChildProcessError):
