@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
@@ -91,6 +90,8 @@ def _running() -> Target:
 
 
 def _other(python: str) -> Target:
+    import subprocess  # here: scanning the running interpreter's environment does not need it
+
     exe = os.path.abspath(python)
     if not os.path.exists(exe):
         raise EnvironmentNotFound("no such interpreter", path=python, hint="pass the path of a python binary")

@@ -23,7 +23,6 @@ import queue
 import signal
 import stat
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,8 @@ from ._hashworker import SMALL, read_frame, serve, verify_batch, write_frame
 from .cache import is_racy, pack_key, pack_key_size, settled_before
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ._hashworker import Result
 
 __all__ = ["KEY_SIZE", "NO_KEY", "Check", "Outcome", "Status", "Verification", "Verifier"]
@@ -263,6 +264,8 @@ def _start(
             os.close(rep_w)
             started.append((req_w, rep_r, pid))
         return started
+    import subprocess  # here: a scan that starts no helper does not import it
+
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hashworker.py")
     if not sys.executable or not os.path.isfile(script):
         return started

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from . import __version__
+from ._state import journal_path
 from .cache import DirListing, StatCache
 from .env import Target, resolve_target
 from .errors import UsageError
@@ -33,7 +34,6 @@ from .records import (
     package_dirs_in,
 )
 from .report import Environment, Finding, Kind, Report, Severity
-from .txn import recover_all
 from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
 
 __all__ = ["scan", "select_distributions"]
@@ -359,7 +359,11 @@ def _integrity(
     started = time.perf_counter()
     now_ns = time.time_ns()
     target = target or resolve_target(python, site_packages)
-    recovered = recover_all(target.site_packages, target.roots, tolerant=True)
+    recovered: tuple[str, ...] = ()
+    if any(os.path.exists(journal_path(site)) for site in target.site_packages):
+        from .txn import recover_all  # only then: a clean scan does not import the transaction machinery
+
+        recovered = recover_all(target.site_packages, target.roots, tolerant=True)
     cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
     names = list(distributions or ())
     s = _Scan(target)

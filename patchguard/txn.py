@@ -34,6 +34,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ._state import JOURNAL as _JOURNAL
+from ._state import STATE_DIR, journal_path
 from .errors import PatchguardError
 
 __all__ = [
@@ -49,8 +51,6 @@ __all__ = [
     "recover_all",
 ]
 
-STATE_DIR = ".patchguard"
-_JOURNAL = "journal.json"
 _LOCK = "lock"
 _BACKUPS = "backups"
 _TMP_MARK = ".pg-tmp-"
@@ -438,7 +438,7 @@ def recover_all(
     """
     restored: list[str] = []
     for site in site_dirs:
-        if not os.path.exists(os.path.join(site, STATE_DIR, _JOURNAL)):
+        if not os.path.exists(journal_path(site)):
             continue
         try:
             restored += recover(site, allowed=allowed)

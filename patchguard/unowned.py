@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from ._state import STATE_DIR
 from .cache import DirListing, is_racy
 from .report import Finding, Kind, Severity
 
@@ -27,7 +28,6 @@ __all__ = ["Ownership", "package_findings", "pth_import_lines", "toplevel_findin
 
 _EXTENSION_SUFFIXES = (".so", ".pyd", ".dylib")
 _STARTUP_MODULES = ("sitecustomize.py", "usercustomize.py")
-_PATCHGUARD_STATE = ".patchguard"
 # CPython ships this file in every site-packages directory it creates; no distribution owns it.
 _CPYTHON_README = "This directory exists so that 3rd party packages can be installed"
 
@@ -249,7 +249,7 @@ def toplevel_findings(ownership: Ownership, owned_dirs: frozenset[str]) -> list[
         # without a file list, and patchguard's own state are not findings here.
         if e.path in ownership.files or name in owned_dirs or name in ownership.claimed_names:
             continue
-        if name == _PATCHGUARD_STATE:
+        if name == STATE_DIR:
             continue
         try:
             is_dir = e.is_dir(follow_symlinks=False)
