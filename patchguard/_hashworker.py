@@ -147,7 +147,7 @@ def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
     return out
 
 
-def _read_exactly(fd: int, n: int) -> bytes:
+def read_exactly(fd: int, n: int) -> bytes:
     chunks = []
     while n:
         chunk = os.read(fd, n)
@@ -163,10 +163,10 @@ _MAX_FRAME = 1 << 28  # far above any real batch: a larger length is a broken st
 
 def read_frame(fd: int) -> object:
     """One frame from ``fd``; ``EOFError`` at the end of the stream, ``ValueError`` for a broken one."""
-    size = int.from_bytes(_read_exactly(fd, 4), "little")
+    size = int.from_bytes(read_exactly(fd, 4), "little")
     if size > _MAX_FRAME:
         raise ValueError(f"frame of {size} bytes")
-    return marshal.loads(_read_exactly(fd, size))
+    return marshal.loads(read_exactly(fd, size))
 
 
 def write_frame(fd: int, payload: Any) -> None:

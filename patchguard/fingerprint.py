@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._hashworker import SMALL, read_frame, serve, verify_batch, write_frame
+from ._hashworker import SMALL, read_exactly, read_frame, serve, verify_batch, write_frame
 from .cache import is_racy, pack_key, pack_key_size, settled_before
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ _DEPTH = 3  # batches in flight per helper process, so it never waits for this p
 # Pending work from which hashing moves to helper processes: below it, starting them costs more than it saves.
 _HELPER_FILES = 1000
 _HELPER_BYTES = 64 << 20
+_PARALLEL_STAT = 4000  # deferred stat keys from which half are taken by a forked helper (start_stats)
 
 
 class Status(enum.Enum):
@@ -338,6 +339,19 @@ class Verifier:
         self._abort = threading.Event()
         self._roots: dict[str, tuple[int, str]] = {}
         self._submitted: list[list[_Work]] = []  # every batch handed over, to check each got its results
+        # Warm distributions whose stat keys are yet to be taken: (checks, tag, base, paths, keys, odd, root).
+        self._pending: list[
+            tuple[
+                Callable[[], Sequence[CheckTuple]],
+                object,
+                int,
+                Sequence[str],
+                bytes,
+                Mapping[int, str],
+                tuple[int, str],
+            ]
+        ] = []
+        self._stat_child: tuple[int, int, int, int] | None = None  # (pid, pipe, first file, files)
 
     def add(
         self,
@@ -382,35 +396,108 @@ class Verifier:
                     self._flush()
                     batch = self._batch
             return
-        # This loop runs once per installed file on every warm scan: one stat and one pack each, then one
-        # comparison for the whole distribution. Only when something changed is each file looked at.
-        # Files below ``root`` are stat'ed by their name relative to its open descriptor: the kernel then
-        # resolves a few path components instead of the whole site-packages path, every time.
+        # Warm: the stat keys are taken once every distribution is added (start_stats, finish): with many
+        # files, half of them by a forked helper while this process takes the other half.
+        self._keys.extend([NO_KEY] * n)
+        self._pending.append((get, tag, base, paths, keys, odd or {}, self._root(root)))
+
+    def _stat_range(self, lo: int, hi: int) -> list[bytes]:
+        """Packed stat keys of the deferred files ``lo`` to ``hi`` (counted across distributions, in order).
+
+        This loop runs once per installed file on every warm scan: one stat and one pack each. Files below a
+        distribution's root are stat'ed by their name relative to its open descriptor: the kernel then
+        resolves a few path components instead of the whole site-packages path, every time.
+        """
         stat_, pack = os.stat, pack_key
         now: list[bytes] = []
         append = now.append
-        root_fd, prefix = self._root(root)
-        cut = len(prefix)
-        for path in paths:
-            try:
-                if root_fd >= 0 and path.startswith(prefix):
-                    st = stat_(path[cut:], dir_fd=root_fd)
-                else:
-                    st = stat_(path)
-            except OSError:
-                append(NO_KEY)
-                continue
-            append(pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
-        self._keys.extend(now)
-        if b"".join(now) != keys or NO_KEY in now:
-            self._changed(get(), tag, base, now, keys, odd or {})
+        start = 0
+        for _, _, _, paths, _, _, (root_fd, prefix) in self._pending:
+            end = start + len(paths)
+            if end > lo and start < hi:
+                cut = len(prefix)
+                for path in paths[max(lo - start, 0) : min(hi, end) - start]:
+                    try:
+                        if root_fd >= 0 and path.startswith(prefix):
+                            st = stat_(path[cut:], dir_fd=root_fd)
+                        else:
+                            st = stat_(path)
+                    except OSError:
+                        append(NO_KEY)
+                        continue
+                    append(pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
+            start = end
+        return now
+
+    def start_stats(self) -> None:
+        """Have a forked helper start on half of the deferred stat keys (many files, Linux, one thread).
+
+        ``stat`` is a system call per file: on a warm scan of 20k files it is most of the work, and two
+        processes take it in half the time. :meth:`finish` takes the rest, and all of it if no helper ran.
+        """
+        total = sum(len(p[3]) for p in self._pending)
+        if (
+            self._stat_child is not None
+            or total < _PARALLEL_STAT
+            or self._threads
+            or sys.platform != "linux"
+            or not hasattr(os, "fork")
+            or not _single_threaded()
+        ):
             return
-        if odd:
-            all_checks = get()
-            for j, digest in odd.items():
-                self._odd[base + j] = digest
-                c = Check._make(all_checks[j])
-                self._failures[base + j] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
+        half = total // 2
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:  # the helper: take the second half, hand it over, leave without running anything else
+            try:
+                os.close(r)
+                view = memoryview(b"".join(self._stat_range(half, total)))
+                while view:
+                    view = view[os.write(w, view) :]
+            finally:
+                os._exit(0)
+        os.close(w)
+        self._stat_child = (pid, r, half, total)
+
+    def _settle_stats(self) -> None:
+        """Take (or collect) the deferred stat keys and settle each distribution as :meth:`add` describes."""
+        if not self._pending:
+            return
+        total = sum(len(p[3]) for p in self._pending)
+        child, self._stat_child = self._stat_child, None
+        half = child[2] if child is not None else total
+        now = self._stat_range(0, half)
+        if child is not None:
+            pid, r, _, _ = child
+            try:
+                blob = read_exactly(r, (total - half) * KEY_SIZE)
+                now += [blob[k : k + KEY_SIZE] for k in range(0, len(blob), KEY_SIZE)]
+            except (OSError, EOFError):  # the helper died: take its half here
+                now += self._stat_range(half, total)
+            finally:
+                os.close(r)
+                with contextlib.suppress(OSError):
+                    os.waitpid(pid, 0)
+        pending, self._pending = self._pending, []
+        start = 0
+        for get, tag, base, paths, keys, odd, _ in pending:
+            mine = now[start : start + len(paths)]
+            start += len(paths)
+            self._keys[base : base + len(mine)] = mine
+            if b"".join(mine) != keys or NO_KEY in mine:
+                self._changed(get(), tag, base, mine, keys, odd)
+                continue
+            if odd:
+                all_checks = get()
+                for j, digest in odd.items():
+                    self._odd[base + j] = digest
+                    c = Check._make(all_checks[j])
+                    self._failures[base + j] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
 
     def _changed(
         self,
@@ -535,6 +622,13 @@ class Verifier:
     def close(self, *, abort: bool = False) -> None:
         """Stop the threads after the work queued so far, or at once with ``abort`` (an error, Ctrl-C: the
         work not yet started is dropped, helpers are not replaced); safe to call more than once."""
+        if self._stat_child is not None:  # never collected (an error before finish): end it
+            pid, r, _, _ = self._stat_child
+            self._stat_child = None
+            os.close(r)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
         if abort:
             self._abort.set()
             self._batch = []
@@ -556,6 +650,7 @@ class Verifier:
 
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Verification:
         """Wait for the hashing threads; every added file has its verdict after this."""
+        self._settle_stats()
         self._flush()
         self._start_pending()
         total = self._count

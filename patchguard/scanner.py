@@ -431,6 +431,7 @@ def _integrity(
                 check(dist, verifier)
             elif id(dist) not in selected_ids:
                 owned_files.update(dist.paths)
+        verifier.start_stats()  # a warm scan's stat keys: half of them taken in a helper from here on
         _duplicate_findings(s, selected)
         # The directory walk is system calls too: it runs while the threads hash.
         listings = cache.dir_listings([d.metadata_dir for d in all_dists], now_ns)

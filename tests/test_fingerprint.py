@@ -169,11 +169,31 @@ def _settle() -> None:
     time.sleep(0.12)  # past the racy-clean window
 
 
+@pytest.fixture(params=["serial", "forked"], ids=["stat-here", "stat-in-helper"])
+def stat_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each warm-scan test twice: stat keys taken here, and half of them by a forked helper (the bar for
+    that lowered to one file). Returns the list of helpers forked (one per warm scan in the second case)."""
+    forked: list[int] = []
+    if request.param == "forked":
+        if not (sys.platform == "linux" and fingerprint._single_threaded()):
+            pytest.skip("forking a stat helper needs Linux and a single-threaded test process")
+        monkeypatch.setattr(fingerprint, "_PARALLEL_STAT", 1)
+        real = Verifier.start_stats
+
+        def spy(self: Verifier) -> None:
+            real(self)
+            if self._stat_child is not None:
+                forked.append(self._stat_child[0])
+
+        monkeypatch.setattr(Verifier, "start_stats", spy)
+    return forked
+
+
 def _scan(env: Env) -> patchguard.Report:
     return patchguard.scan(site_packages=[str(env.site)], analyse=False)
 
 
-def test_a_modified_file_stays_reported_without_being_read_again(env: Env) -> None:
+def test_a_modified_file_stays_reported_without_being_read_again(env: Env, stat_mode: list[int]) -> None:
     mla = env.site / "minillm/models/mla.py"
     mla.write_bytes(mla.read_bytes().replace(b"def ", b"def_", 1))
     _settle()
@@ -182,16 +202,17 @@ def test_a_modified_file_stays_reported_without_being_read_again(env: Env) -> No
     assert [f.path for f in again.findings] == [f.path for f in first.findings] == ["minillm/models/mla.py"]
     assert again.files_hashed == 0
     assert again.findings[0].message == first.findings[0].message
+    assert len(stat_mode) in (0, 1)  # forked once: for the one warm scan
 
 
-def test_a_missing_file_stays_missing_on_a_warm_scan(env: Env) -> None:
+def test_a_missing_file_stays_missing_on_a_warm_scan(env: Env, stat_mode: list[int]) -> None:
     (env.site / "minillm/model_loader/weights.py").unlink()
     _settle()
     assert [f.kind for f in _scan(env).findings] == [Kind.MISSING]
     assert [f.kind for f in _scan(env).findings] == [Kind.MISSING]
 
 
-def test_a_file_put_back_is_clean_again(env: Env) -> None:
+def test_a_file_put_back_is_clean_again(env: Env, stat_mode: list[int]) -> None:
     mla = env.site / "minillm/models/mla.py"
     original = mla.read_bytes()
     mla.write_bytes(original.replace(b"def ", b"def_", 1))
@@ -340,3 +361,45 @@ def test_a_worker_thread_that_dies_leaves_no_file_unverified(
         v.add(checks, "tag")
         failed = [o.check.path for o in v.finish().failures]
     assert failed == [c[0] for i, c in enumerate(checks) if i % 5 == 0]
+
+
+def test_an_edit_with_the_mtime_put_back_is_caught_whoever_takes_the_stat(
+    env: Env, stat_mode: list[int]
+) -> None:
+    """The stat cache's promise, with the keys taken in a forked helper too: same size, same mtime."""
+    _settle()
+    assert _scan(env).findings == ()
+    for rel in ("minillm/models/mla.py", "minillm/layers/linear.py"):  # one in each half, most likely
+        f = env.site / rel
+        st = f.stat()
+        data = f.read_bytes()
+        f.write_bytes(data.replace(b"def ", b"def_", 1))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    report = _scan(env)
+    assert sorted(f.path for f in report.findings) == ["minillm/layers/linear.py", "minillm/models/mla.py"]
+    assert report.files_hashed == 2
+    if stat_mode:
+        assert all(pid > 0 for pid in stat_mode)
+        for pid in stat_mode:
+            with pytest.raises(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # reaped
+
+
+def test_a_stat_helper_that_dies_costs_only_speed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (sys.platform == "linux" and fingerprint._single_threaded()):
+        pytest.skip("forking a stat helper needs Linux and a single-threaded test process")
+    import signal
+
+    _settle()
+    _scan(env)
+    (env.site / "minillm/models/mla.py").write_text("# gone\n")
+    monkeypatch.setattr(fingerprint, "_PARALLEL_STAT", 1)
+    real = Verifier.start_stats
+
+    def killed(self: Verifier) -> None:
+        real(self)
+        assert self._stat_child is not None
+        os.kill(self._stat_child[0], signal.SIGKILL)
+
+    monkeypatch.setattr(Verifier, "start_stats", killed)
+    assert [f.path for f in _scan(env).findings] == ["minillm/models/mla.py"]
