@@ -14,6 +14,7 @@ from __future__ import annotations
 import array
 import base64
 import csv
+import errno
 import functools
 import hashlib
 import io
@@ -21,6 +22,7 @@ import marshal
 import operator
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, cast
@@ -43,6 +45,7 @@ __all__ = [
     "name_version_from_dirname",
     "package_dirs_in",
     "parse_record",
+    "read_regular",
     "resolve_record_path",
 ]
 
@@ -363,10 +366,28 @@ def name_version_from_dirname(dirname: str) -> tuple[str, str]:
     return name, version
 
 
+def read_regular(path: str, limit: int = -1) -> bytes:
+    """The bytes of a regular file (at most ``limit``); ``OSError`` for anything else.
+
+    Nothing but a regular file is opened: a FIFO named ``RECORD`` or ``x.pth`` would block a plain
+    ``open()`` forever, and opening a device can have effects. What is read is checked again through the
+    descriptor, so a file swapped in meanwhile is refused too.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
+
+
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_regular(path)
     except OSError:
         return None
     try:
@@ -378,17 +399,21 @@ def _read_text(path: str) -> str | None:
 def _name_version(meta_dir: str) -> tuple[str | None, str | None]:
     """``Name`` and ``Version`` from a metadata directory's core metadata headers.
 
-    A ``.dist-info`` with ``METADATA`` is read directly, headers only: the body is the project's whole
-    README, and parsing it as e-mail (what ``importlib_metadata``'s ``metadata`` does) costs more than
-    reading the RECORD. Anything else (``.egg-info``, ``PKG-INFO``) is read through importlib-metadata.
+    ``METADATA`` (``.dist-info``) or ``PKG-INFO`` (``.egg-info``) is read directly, headers only: the body
+    is the project's whole README, and parsing it as e-mail (what ``importlib_metadata``'s ``metadata``
+    does) costs more than reading the RECORD. A directory with neither is left to importlib-metadata.
     """
-    try:
-        with open(os.path.join(meta_dir, "METADATA"), "rb") as f:
-            text = f.read().decode("utf-8")
-    except OSError:
-        text = None
-    except UnicodeDecodeError:
-        return None, None  # as importlib-metadata reads it: not at all (the directory name is used)
+    text: str | None = None
+    for name in ("METADATA", "PKG-INFO"):
+        try:
+            text = read_regular(os.path.join(meta_dir, name)).decode("utf-8")
+            break
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError):
+            # Not UTF-8: importlib-metadata cannot read it either (the directory name is used). Not a
+            # regular file: nothing may open it (a FIFO would block).
+            return None, None
     if text is None:
         import importlib_metadata  # local: keep `patchguard --version` free of it
 
@@ -422,8 +447,7 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
     if meta_name.endswith(".dist-info"):
         record_file = os.path.join(meta_dir, "RECORD")
         try:
-            with open(record_file, "rb") as f:
-                raw = f.read()
+            raw: bytes | None = read_regular(record_file)
         except FileNotFoundError:
             raw = None
         except OSError as exc:

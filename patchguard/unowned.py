@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from ._state import STATE_DIR
 from .cache import DirListing, is_racy
+from .records import read_regular
 from .report import Finding, Kind, Severity
 
 __all__ = ["Ownership", "package_findings", "pth_import_lines", "toplevel_findings"]
@@ -53,8 +54,7 @@ def is_extension(name: str) -> bool:
 def pth_import_lines(path: str) -> list[str]:
     """Lines of a ``.pth`` file that ``site`` executes (those starting with ``import`` + space or tab)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 20)
+        data = read_regular(path, 1 << 20)
     except OSError:
         return []
     text = data.decode("utf-8", "replace")
@@ -217,8 +217,7 @@ def _with_dist(f: Finding, dist: tuple[str, str]) -> Finding:
 
 def _is_cpython_readme(path: str) -> bool:
     try:
-        with open(path, "rb") as f:
-            return f.read(len(_CPYTHON_README)).decode("ascii", "replace") == _CPYTHON_README
+        return read_regular(path, len(_CPYTHON_README)).decode("ascii", "replace") == _CPYTHON_README
     except OSError:
         return False
 

@@ -481,3 +481,36 @@ def test_metadata_that_is_not_utf8_falls_back_to_the_directory_name(env: Env) ->
     report = patchguard.scan(["minillm"], site_packages=[str(env.site)], analyse=False, use_cache=False)
     assert report.distributions == (("minillm", "0.4.0"),)
     json.dumps(report.to_json(), ensure_ascii=False).encode("utf-8")  # nothing unencodable in the output
+
+
+def test_fifos_where_patchguard_reads_do_not_hang_the_scan(env: Env, tmp_path: Path) -> None:
+    """A FIFO named RECORD, METADATA, a .pth or the site's README: a plain open() would wait forever."""
+    import subprocess
+    import sys
+
+    other = build_wheel(tmp_path / "w", "other", "1.0", {"other/__init__.py": b""})
+    env.install(other)
+    for victim in (
+        env.dist_info("minillm", "0.4.0") / "RECORD",
+        env.dist_info("other", "1.0") / "METADATA",
+        env.site / "hooks.pth",
+        env.site / "README.txt",
+    ):
+        victim.unlink(missing_ok=True)
+        os.mkfifo(victim)
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchguard", "scan", "--site-packages", str(env.site), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    messages = {(f["rule"], f["path"]): f["message"] for f in report["findings"]}
+    assert (
+        "cannot read RECORD (not a regular file)"
+        in messages[("record-row", "minillm-0.4.0.dist-info/RECORD")]
+    )
+    assert report["summary"]["distributions"] == 2  # "other" is still there, named by its directory
+    assert any(path == "hooks.pth" for _, path in messages)
