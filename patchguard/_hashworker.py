@@ -75,9 +75,19 @@ def digest_fd(fd: int, algorithm: str, size: int, length: int) -> bytes:
     elif more:
         while data := os.read(fd, CHUNK):
             h.update(data)
+    return final_digest(h, algorithm, length)
+
+
+def final_digest(h: Any, algorithm: str, length: int) -> bytes:
+    """``h``'s digest; ``length`` bytes of it for the ``shake_*`` algorithms, whose size RECORD chooses."""
     if algorithm.startswith("shake_"):
-        return h.digest(length)  # type: ignore[call-arg]
-    return h.digest()
+        return h.digest(length)  # type: ignore[no-any-return]
+    return h.digest()  # type: ignore[no-any-return]
+
+
+def digest_length(recorded: str) -> int:
+    """How many bytes a digest written as ``recorded`` (unpadded base64) has."""
+    return len(recorded) * 6 // 8
 
 
 def b64(raw: bytes) -> str:

@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from ._hashworker import SMALL, read_exactly, read_frame, serve, verify_batch, write_frame
+from ._hashworker import SMALL, digest_length, read_exactly, read_frame, serve, verify_batch, write_frame
 from .cache import is_racy, pack_key, pack_key_size, settled_before
+from .records import Check as CheckTuple
 
 if TYPE_CHECKING:
     import subprocess
@@ -288,7 +289,6 @@ def _start(
     return started
 
 
-CheckTuple = tuple[str, str, str, "int | None"]
 _STAT_AT = os.stat in os.supports_dir_fd
 KEY_SIZE = pack_key_size
 NO_KEY = bytes(KEY_SIZE)  # "no stat key remembered": matches no file (real files have an inode)
@@ -298,7 +298,7 @@ _Work = tuple[int, "CheckTuple", object]  # a Check or a plain tuple: a Check is
 
 
 def _batch_of(work: list[_Work]) -> list[tuple[str, str, int, int]]:
-    return [(c[0], c[1], -1 if c[3] is None else c[3], len(c[2]) * 6 // 8) for _, c, _ in work]
+    return [(c[0], c[1], -1 if c[3] is None else c[3], digest_length(c[2])) for _, c, _ in work]
 
 
 class Verifier:

@@ -12,7 +12,6 @@ rest of the distribution is still verified.
 from __future__ import annotations
 
 import array
-import base64
 import csv
 import errno
 import functools
@@ -27,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, cast
 
+from ._hashworker import b64, digest_length, final_digest
 from .errors import PatchguardError
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "InstalledDistribution",
     "RecordEntry",
     "RecordProblem",
-    "b64_digest",
     "discover",
     "iter_metadata_dirs",
     "load_distribution",
@@ -331,19 +330,12 @@ META_SUFFIXES = (".dist-info", ".egg-info")
 INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
 
 
-def b64_digest(raw: bytes) -> str:
-    """A digest as RECORD writes it: urlsafe base64 without padding."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
 def matches(entry: RecordEntry, data: bytes) -> bool:
-    """Whether ``data`` hashes to what the RECORD row says."""
+    """Whether ``data`` hashes to what the RECORD row says (encoded the way the scan's hashing encodes)."""
     if entry.algorithm is None or entry.digest is None:
         return False
     h = hashlib.new(entry.algorithm, data)
-    shake = entry.algorithm.startswith("shake_")
-    raw = h.digest(len(entry.digest) * 6 // 8) if shake else h.digest()  # type: ignore[call-arg]
-    return b64_digest(raw) == entry.digest
+    return b64(final_digest(h, entry.algorithm, digest_length(entry.digest))) == entry.digest
 
 
 def package_dirs_in(site_dir: str, paths: Sequence[str]) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from patchguard import Kind, fingerprint
 from patchguard.fingerprint import Status, Verifier
 from patchguard.records import discover
 
-from .helpers import Env
+from .helpers import Env, record_hash
 
 
 def _break(env: Env) -> None:
@@ -263,16 +263,13 @@ def test_an_error_mid_scan_stops_the_helpers_without_finishing_the_work(
 
 def _many_files(tmp_path: Path, n: int = 3000) -> list[tuple[str, str, str, int | None]]:
     """``n`` small files and checks for them, every fifth one with a wrong digest."""
-    import base64
-    import hashlib
-
     checks: list[tuple[str, str, str, int | None]] = []
     for i in range(n):
         d = tmp_path / "many" / f"d{i // 50}"
         d.mkdir(parents=True, exist_ok=True)
         data = f"x = {i}\n".encode()
         (d / f"f{i}.py").write_bytes(data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        digest = record_hash(data).removeprefix("sha256=")
         checks.append((str(d / f"f{i}.py"), "sha256", digest if i % 5 else "A" * 43, len(data)))
     return checks
 
