@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from ._hashworker import SMALL, digest_length, read_exactly, read_frame, serve, verify_batch, write_frame
 from .cache import is_racy, pack_key, pack_key_size, settled_before
@@ -183,24 +183,8 @@ class _Helper:
             self._slots.release(self._depth + 1)
 
     def close(self) -> None:
-        """Let the helper finish what it holds, then end it (it exits at the end of its input)."""
-        proc = self._proc
-        with contextlib.suppress(OSError):
-            if isinstance(proc, int):
-                os.close(self._in)
-            elif proc.stdin is not None:
-                proc.stdin.close()
-        self._reader.join()
-        with contextlib.suppress(OSError):
-            if isinstance(proc, int):
-                os.close(self._out)
-            elif proc.stdout is not None:
-                proc.stdout.close()
-        if isinstance(proc, int):
-            with contextlib.suppress(OSError):
-                os.waitpid(proc, 0)
-        else:
-            proc.wait()
+        """Let the helper finish what it holds (its reader drains the answers), then end it."""
+        _end_process((self._in, self._out, self._proc), then=self._reader.join)
 
 
 def _single_threaded() -> bool:
@@ -226,19 +210,28 @@ def _start_helpers(n: int) -> list[tuple[int, int, int | subprocess.Popen[bytes]
         raise
 
 
-def _end_process(process: tuple[int, int, int | subprocess.Popen[bytes]]) -> None:
-    """Close a helper's pipes and wait for it (it exits at the end of its input)."""
+def _end_process(
+    process: tuple[int, int, int | subprocess.Popen[bytes]], then: Callable[[], object] | None = None
+) -> None:
+    """Close a helper's requests (it exits at the end of its input), run ``then`` (a reader draining its
+    answers), close its replies and wait for it."""
     requests, replies, proc = process
-    if isinstance(proc, int):
-        for fd in (requests, replies):
-            with contextlib.suppress(OSError):
+
+    def shut(fd: int, stream: IO[bytes] | None) -> None:
+        with contextlib.suppress(OSError):
+            if isinstance(proc, int):
                 os.close(fd)
+            elif stream is not None:
+                stream.close()
+
+    shut(requests, None if isinstance(proc, int) else proc.stdin)
+    if then is not None:
+        then()
+    shut(replies, None if isinstance(proc, int) else proc.stdout)
+    if isinstance(proc, int):
         with contextlib.suppress(OSError):
             os.waitpid(proc, 0)
     else:
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
         proc.wait()
 
 

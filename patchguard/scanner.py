@@ -126,6 +126,40 @@ def _resolve_entry(dist: InstalledDistribution, entry_path: str, path: str) -> t
     return path, os.path.isdir(os.path.dirname(path))
 
 
+def _placed(
+    dist: InstalledDistribution, globs: Sequence[str], owned: set[str], claimed: set[str]
+) -> tuple[list[str], list[int], int]:
+    """Where ``dist``'s checked files are: ``(paths, positions in dist.checks, how many are nowhere)``.
+
+    ``../../bin`` scripts may sit elsewhere (pip ``--target``: see :func:`_resolve_entry`; where they were
+    found is added to ``owned`` and ``claimed``), and ``globs`` (``diff``/``restore --path``) keep only the
+    files asked about.
+    """
+    moved = list(dist.check_paths)
+    drop: set[int] = set()
+    for pos, recorded_path in dist.outside:
+        recorded = moved[pos]
+        path, known = _resolve_entry(dist, recorded_path, recorded)
+        if path != recorded:
+            owned.add(path)
+            claimed.add(os.path.dirname(path))
+            moved[pos] = path
+        if not known:
+            drop.add(pos)
+    misplaced = len(drop)
+    if globs:
+        entries = dist.entries
+        rows = array.array("I")
+        rows.frombytes(dist.check_rows)
+        drop.update(
+            pos
+            for pos, n in enumerate(rows)
+            if not any(fnmatch.fnmatchcase(entries[n].path, g) for g in globs)
+        )
+    kept = [pos for pos in range(len(moved)) if pos not in drop]
+    return [moved[pos] for pos in kept], kept, misplaced
+
+
 def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, shown: str, outside: bool) -> None:
     c = o.check
     name = os.path.basename(c.path)
@@ -373,41 +407,22 @@ def _integrity(
 
     def check(dist: InstalledDistribution, verifier: Verifier) -> None:
         owned_files.update(dist.paths)
-        files = dist.check_paths
+        files: Sequence[str] = dist.check_paths
         rows = dist.check_rows  # which RECORD rows the checks are, for the stat cache
+        kept: list[int] | None = None  # which of the distribution's checks, when not all as recorded
         misplaced = 0
-        checks: Callable[[], Sequence[Check]] = lambda: dist.checks  # noqa: E731 - built only when needed
         if dist.outside or paths:
-            # ../../bin scripts may sit elsewhere (pip --target); --path reads only the files asked about.
-            moved = list(files)
-            numbers = array.array("I")
-            numbers.frombytes(rows)
-            drop: set[int] = set()
-            for pos, recorded_path in dist.outside:
-                recorded = moved[pos]
-                path, known = _resolve_entry(dist, recorded_path, recorded)
-                if path != recorded:
-                    owned_files.add(path)
-                    claimed_dirs.add(os.path.dirname(path))
-                    moved[pos] = path
-                if not known:
-                    misplaced += 1
-                    drop.add(pos)
-            if paths:
-                entries = dist.entries
-                drop.update(
-                    pos
-                    for pos, n in enumerate(numbers)
-                    if not any(fnmatch.fnmatchcase(entries[n].path, g) for g in paths)
-                )
-            kept = [pos for pos in range(len(moved)) if pos not in drop] if drop else range(len(moved))
-            files = [moved[pos] for pos in kept] if drop else moved
-            if drop:
-                rows = array.array("I", (numbers[pos] for pos in kept)).tobytes()
+            files, kept, misplaced = _placed(dist, paths, owned_files, claimed_dirs)
+            if len(kept) != len(dist.check_paths):
+                every = array.array("I")
+                every.frombytes(rows)
+                rows = array.array("I", (every[pos] for pos in kept)).tobytes()
 
-            def checks() -> Sequence[Check]:
-                full = dist.checks
-                return [(moved[pos], *full[pos][1:]) for pos in kept]
+        def checks() -> Sequence[Check]:  # built only if some file needs more than a stat
+            full = dist.checks
+            if kept is None:
+                return full
+            return [(path, *full[pos][1:]) for path, pos in zip(files, kept, strict=True)]
 
         checked[id(dist)] = (len(files), rows)
         remembered = cache.known(dist, rows)
