@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 SMALL = 4 << 20
 CHUNK = 1 << 20
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_DIRECTORY", 0)
-_DIR_FD = os.open in os.supports_dir_fd and os.sep == "/"
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_DIRECTORY", 0)
+# Files can be opened and stat'ed relative to an open directory (POSIX).
+DIR_FD = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd and os.sep == "/"
 _READV = hasattr(os, "readv")
 _local = threading.local()
 
@@ -111,7 +112,7 @@ def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
     try:
         for path, algorithm, expected, length in batch:
             try:
-                if _DIR_FD:
+                if DIR_FD:
                     parent, _, name = path.rpartition("/")
                     if parent != dir_name:
                         if dir_fd >= 0:
@@ -119,7 +120,7 @@ def verify_batch(batch: list[tuple[str, str, int, int]]) -> list[Result]:
                             dir_fd = -1
                         dir_name = parent
                         try:
-                            dir_fd = opn(parent or "/", _DIR_FLAGS)
+                            dir_fd = opn(parent or "/", DIR_FLAGS)
                         except OSError:
                             dir_fd = -1
                     if dir_fd < 0:

@@ -89,6 +89,12 @@ def main() -> None:
     """Verify a hand-patched Python environment against the wheels it came from."""
 
 
+# ``--path GLOB`` (diff, restore, capture): only the files whose RECORD path matches.
+_path_option = click.option(
+    "--path", "paths", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable)."
+)
+
+
 def _source_options(func: F) -> F:
     """``--wheelhouse`` / ``--offline``: where pristine wheels come from."""
     func = click.option(
@@ -214,9 +220,7 @@ def scan(
 @click.argument("distributions", nargs=-1)
 @_environment_options
 @_source_options
-@click.option(
-    "--path", "paths", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable)."
-)
+@_path_option
 @click.option(
     "--against", default="HEAD", show_default=True, help="Revision editable installs are compared with."
 )
@@ -265,9 +269,7 @@ def diff(
 @click.argument("distributions", nargs=-1, required=True)
 @_environment_options
 @_source_options
-@click.option(
-    "--path", "paths", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable)."
-)
+@_path_option
 @click.option("--dry-run", is_flag=True, help="Say what would be restored; write nothing.")
 @click.option(
     "--remove-unexpected",
@@ -467,9 +469,7 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
 @click.option(
     "--set", "set_name", required=True, metavar="NAME", help="Name of the set to write (patches/NAME/)."
 )
-@click.option(
-    "--path", "paths", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable)."
-)
+@_path_option
 @click.option(
     "--version", "version", metavar="SPEC", help="Versions the set targets (default: == the installed one)."
 )

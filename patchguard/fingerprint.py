@@ -30,7 +30,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, NamedTuple
 
-from ._hashworker import SMALL, digest_length, read_exactly, read_frame, serve, verify_batch, write_frame
+from ._hashworker import (
+    DIR_FD,
+    DIR_FLAGS,
+    SMALL,
+    digest_length,
+    read_exactly,
+    read_frame,
+    serve,
+    verify_batch,
+    write_frame,
+)
 from .cache import is_racy, pack_key, pack_key_size, settled_before
 from .records import Check as CheckTuple
 
@@ -282,7 +292,6 @@ def _start(
     return started
 
 
-_STAT_AT = os.stat in os.supports_dir_fd
 KEY_SIZE = pack_key_size
 NO_KEY = bytes(KEY_SIZE)  # "no stat key remembered": matches no file (real files have an inode)
 
@@ -526,12 +535,12 @@ class Verifier:
 
     def _root(self, root: str | None) -> tuple[int, str]:
         """An open descriptor of ``root`` (-1 where there is none) and the prefix of the paths below it."""
-        if root is None or not _STAT_AT:
+        if root is None or not DIR_FD:
             return -1, "\0"
         got = self._roots.get(root)
         if got is None:
             try:
-                fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+                fd = os.open(root, DIR_FLAGS)
             except OSError:
                 fd = -1
             got = self._roots[root] = (fd, os.path.join(root, ""))

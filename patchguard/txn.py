@@ -409,7 +409,7 @@ def _remove_bytecode(paths: Iterator[str]) -> list[str]:
 
 def pending(root: str) -> dict[str, object] | None:
     """The journal an interrupted transaction left in ``root``, if any."""
-    path = os.path.join(root, STATE_DIR, _JOURNAL)
+    path = journal_path(root)
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read())
@@ -477,12 +477,12 @@ def recover(
         return ()
     _check_state_dir(root)
     state = os.path.join(root, STATE_DIR)
-    journal_path = os.path.join(state, _JOURNAL)
+    journal_file = journal_path(root)
     txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
     valid_txid = isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", "..")
     if not valid_txid or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise JournalError(
-            "malformed transaction journal", path=journal_path, hint="inspect it, then delete it by hand"
+            "malformed transaction journal", path=journal_file, hint="inspect it, then delete it by hand"
         )
     assert isinstance(txid, str)
     backup_dir = os.path.join(state, _BACKUPS, txid)
@@ -528,7 +528,7 @@ def recover(
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(journal_path)  # recovered: from here on the backups are not needed
+        os.unlink(journal_file)  # recovered: from here on the backups are not needed
     _fsync_dir(state)
     if not skipped:  # keep the originals of anything recovery could not put back
         import shutil
