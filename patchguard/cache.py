@@ -157,6 +157,7 @@ class StatCache:
     listings: dict[str, DirListing] = field(default_factory=dict)
     dirty: bool = False
     _listings_loaded: dict[str, DirListing] = field(default_factory=dict)
+    _seen: dict[str, tuple[StatKey, StatKey] | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def for_environment(cls, site_dirs: Sequence[str], root: str | None = None) -> StatCache:
@@ -189,12 +190,23 @@ class StatCache:
 
     # -- distributions -----------------------------------------------------------------------------------
 
+    def _keys(self, metadata_dir: str) -> tuple[StatKey, StatKey] | None:
+        """RECORD's and METADATA's stat keys, taken once per scan: before the RECORD is parsed, so that a
+        RECORD rewritten meanwhile is remembered with the key of the version that was read."""
+        if metadata_dir not in self._seen:
+            self._seen[metadata_dir] = _metadata_keys(metadata_dir)
+        return self._seen[metadata_dir]
+
     def distribution(self, metadata_dir: str) -> InstalledDistribution | None:
-        """The parsed distribution as remembered, if its RECORD and METADATA did not change since."""
-        entry = self.entries.get(metadata_dir)
-        if entry is None:
+        """The parsed distribution as remembered, if its RECORD and METADATA did not change since.
+
+        Call it before parsing a distribution that is not remembered: its keys are taken here.
+        """
+        if self.path is None:
             return None
-        return entry.dist if _metadata_keys(metadata_dir) == entry.keys else None
+        keys = self._keys(metadata_dir)
+        entry = self.entries.get(metadata_dir)
+        return entry.dist if entry is not None and keys == entry.keys else None
 
     def known(self, dist: InstalledDistribution, slots: bytes) -> tuple[bytes, dict[int, str]] | None:
         """What was remembered of ``dist``'s files when the same RECORD rows (``slots``) were verified."""
@@ -215,7 +227,7 @@ class StatCache:
                 old.slots, old.known, old.odd = slots, known, odd
                 self.dirty = True
             return
-        keys = _metadata_keys(dist.metadata_dir)
+        keys = self._keys(dist.metadata_dir)
         if keys is None or any(is_racy(k[1], k[2], now_ns) for k in keys):
             if old is not None:
                 del self.entries[dist.metadata_dir]
@@ -234,10 +246,14 @@ class StatCache:
             return None
         h = hashlib.sha256()
         for meta in sorted(metadata_dirs):
-            try:
-                key = stat_key(os.stat(os.path.join(meta, "RECORD")))
-            except OSError:
-                key = (0, 0, 0, 0, 0)
+            keys = self._keys(meta)
+            if keys is not None:
+                key = keys[0]
+            else:  # no METADATA, or no RECORD (egg-info): RECORD's key alone, if any
+                try:
+                    key = stat_key(os.stat(os.path.join(meta, "RECORD")))
+                except OSError:
+                    key = (0, 0, 0, 0, 0)
             if is_racy(key[1], key[2], now_ns):
                 self.listings = {}
                 return None
