@@ -295,6 +295,20 @@ def _start(
 KEY_SIZE = pack_key_size
 NO_KEY = bytes(KEY_SIZE)  # "no stat key remembered": matches no file (real files have an inode)
 
+
+@dataclass(frozen=True, slots=True)
+class _Added:
+    """What one :meth:`Verifier.add` was given: checks ``base`` to ``base + len(paths)``."""
+
+    tag: object
+    base: int
+    paths: Sequence[str]
+    keys: bytes | None  # what was remembered (None: nothing, every file is hashed)
+    odd: Mapping[int, str]
+    checks: Callable[[], Sequence[CheckTuple]]
+    root: tuple[int, str]  # open descriptor of the files' directory (-1: none) and its path prefix
+
+
 # A file to hash: (sequence number, check, caller's tag).
 _Work = tuple[int, "CheckTuple", object]  # a Check or a plain tuple: a Check is built only for a failure
 
@@ -306,11 +320,11 @@ def _batch_of(work: list[_Work]) -> list[tuple[str, str, int, int]]:
 class Verifier:
     """Verifies files as they are added, hashing in the background while the caller goes on.
 
-    :meth:`add` settles what it can without reading a byte: with remembered digests (a warm scan) each
-    file is stat'ed at once, and missing files, size mismatches and stat-cache hits end there. Everything
-    else is queued for hashing, largest first (longest-processing-time-first), so the one huge ``.so``
-    that bounds the wall time starts as soon as it is seen; a file with nothing remembered is not even
-    stat'ed here, the hashing side opens and ``fstat``-s it once. :meth:`finish` waits and returns the
+    A file with nothing remembered is queued for hashing at once, largest first (longest-processing-time-
+    first), so the one huge ``.so`` that bounds the wall time starts as soon as it is seen; the hashing
+    side stats, opens and reads it. With remembered stat keys (a warm scan) the files are stat'ed once
+    everything is added (:meth:`start_stats`, :meth:`finish`), and missing files, size mismatches and
+    unchanged files end there without a byte read. :meth:`finish` waits and returns the
     :class:`Verification`.
 
     Hashing runs in one thread per core. Once the pending work is large (a cold scan), each thread hands
@@ -329,7 +343,7 @@ class Verifier:
         self._count = 0
         self._keys: list[bytes] = []  # per check, the packed stat key to remember (NO_KEY: nothing)
         self._odd: dict[int, str] = {}  # per check whose digest is not RECORD's: the digest
-        self._tags: list[tuple[object, int, int, bytes | None, Mapping[int, str]]] = []
+        self._added: list[_Added] = []
         self._batch: list[_Work] = []
         self._batch_bytes = 0
         self._queue: queue.PriorityQueue[tuple[int, int, list[_Work]]] = queue.PriorityQueue()
@@ -341,18 +355,7 @@ class Verifier:
         self._abort = threading.Event()
         self._roots: dict[str, tuple[int, str]] = {}
         self._submitted: list[list[_Work]] = []  # every batch handed over, to check each got its results
-        # Warm distributions whose stat keys are yet to be taken: (checks, tag, base, paths, keys, odd, root).
-        self._pending: list[
-            tuple[
-                Callable[[], Sequence[CheckTuple]],
-                object,
-                int,
-                Sequence[str],
-                bytes,
-                Mapping[int, str],
-                tuple[int, str],
-            ]
-        ] = []
+        self._pending: list[_Added] = []  # added warm, stat keys not taken yet (start_stats, finish)
         self._stat_child: tuple[int, int, int, int] | None = None  # (pid, pipe, first file, files)
 
     def add(
@@ -383,9 +386,10 @@ class Verifier:
             paths = [t[0] for t in get()]
         base, n = self._count, len(paths)
         self._count += n
-        self._tags.append((tag, base, n, keys, odd or {}))
+        added = _Added(tag, base, paths, keys, odd or {}, get, self._root(root))
+        self._added.append(added)
+        self._keys.extend([NO_KEY] * n)  # filled in as stat keys are taken and files hashed
         if keys is None:
-            self._keys.extend([NO_KEY] * n)
             batch, submit = self._batch, self._submit
             for j, t in enumerate(get(), start=base):  # inline _queue_work: once per file of a cold scan
                 size = t[3] or 0
@@ -400,8 +404,7 @@ class Verifier:
             return
         # Warm: the stat keys are taken once every distribution is added (start_stats, finish): with many
         # files, half of them by a forked helper while this process takes the other half.
-        self._keys.extend([NO_KEY] * n)
-        self._pending.append((get, tag, base, paths, keys, odd or {}, self._root(root)))
+        self._pending.append(added)
 
     def _stat_range(self, lo: int, hi: int) -> list[bytes]:
         """Packed stat keys of the deferred files ``lo`` to ``hi`` (counted across distributions, in order).
@@ -414,7 +417,8 @@ class Verifier:
         now: list[bytes] = []
         append = now.append
         start = 0
-        for _, _, _, paths, _, _, (root_fd, prefix) in self._pending:
+        for added in self._pending:
+            paths, (root_fd, prefix) = added.paths, added.root
             end = start + len(paths)
             if end > lo and start < hi:
                 cut = len(prefix)
@@ -437,7 +441,7 @@ class Verifier:
         ``stat`` is a system call per file: on a warm scan of 20k files it is most of the work, and two
         processes take it in half the time. :meth:`finish` takes the rest, and all of it if no helper ran.
         """
-        total = sum(len(p[3]) for p in self._pending)
+        total = sum(len(a.paths) for a in self._pending)
         if (
             self._stat_child is not None
             or total < _PARALLEL_STAT
@@ -470,7 +474,7 @@ class Verifier:
         """Take (or collect) the deferred stat keys and settle each distribution as :meth:`add` describes."""
         if not self._pending:
             return
-        total = sum(len(p[3]) for p in self._pending)
+        total = sum(len(a.paths) for a in self._pending)
         child, self._stat_child = self._stat_child, None
         half = child[2] if child is not None else total
         now = self._stat_range(0, half)
@@ -487,19 +491,19 @@ class Verifier:
                     os.waitpid(pid, 0)
         pending, self._pending = self._pending, []
         start = 0
-        for get, tag, base, paths, keys, odd, _ in pending:
-            mine = now[start : start + len(paths)]
-            start += len(paths)
-            self._keys[base : base + len(mine)] = mine
-            if b"".join(mine) != keys or NO_KEY in mine:
-                self._changed(get(), tag, base, mine, keys, odd)
+        for a in pending:
+            mine = now[start : start + len(a.paths)]
+            start += len(a.paths)
+            self._keys[a.base : a.base + len(mine)] = mine
+            if b"".join(mine) != a.keys or NO_KEY in mine:
+                self._changed(a.checks(), a.tag, a.base, mine, a.keys or b"", a.odd)
                 continue
-            if odd:
-                all_checks = get()
-                for j, digest in odd.items():
-                    self._odd[base + j] = digest
+            if a.odd:
+                all_checks = a.checks()
+                for j, digest in a.odd.items():
+                    self._odd[a.base + j] = digest
                     c = Check._make(all_checks[j])
-                    self._failures[base + j] = Outcome(c, Status.MODIFIED, tag, actual_size=c.size)
+                    self._failures[a.base + j] = Outcome(c, Status.MODIFIED, a.tag, actual_size=c.size)
 
     def _changed(
         self,
@@ -702,10 +706,11 @@ class Verifier:
                         if trusted:
                             raise
                         got = verify_batch(_batch_of([(i, t, tag)]))[0]
-        for tag, base, n, was, was_odd in self._tags:
+        for a in self._added:
+            base, n = a.base, len(a.paths)
             now = b"".join(keys[base : base + n])
             now_odd = {i - base: d for i, d in odd.items() if base <= i < base + n} if odd else {}
-            if now != was or now_odd != was_odd:
-                result.known[id(tag)] = (now, now_odd)
+            if now != a.keys or now_odd != a.odd:
+                result.known[id(a.tag)] = (now, now_odd)
         result.failures = [failures[i] for i in sorted(failures)]
         return result
