@@ -156,6 +156,8 @@ def _placed(
             for pos, n in enumerate(rows)
             if not any(fnmatch.fnmatchcase(entries[n].path, g) for g in globs)
         )
+    if not drop:
+        return moved, list(range(len(moved))), misplaced
     kept = [pos for pos in range(len(moved)) if pos not in drop]
     return [moved[pos] for pos in kept], kept, misplaced
 
