@@ -13,38 +13,91 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import EnvironmentNotFound, PatchguardError, UsageError
-from .report import Finding, Kind, Report, Severity
+from .model import Finding, GateKind, Kind, Reach, Report, Severity
 
 if TYPE_CHECKING:
+    from .audit import check, scan
     from .config import ConfigError
-    from .explain import diff
-    from .patchsets import PatchSetError, PlanFailed, load_sets
-    from .policy import CheckResult, Policy, check
-    from .pristine import NoPristineSource
-    from .restoration import restore
-    from .scanner import scan
-    from .setops import apply_set, capture_set, revert_set
-    from .txn import LockTimeout, TransactionError
+    from .deploy.gate import CheckResult
+    from .deploy.policy import Policy
+    from .diffs import FileDiff
+    from .patchsets.capture import capture_set
+    from .patchsets.model import PatchSet, PatchSetError, load_sets
+    from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
+    from .patchsets.planner import FilePlan, PlanFailed
+    from .patchsets.status import SetState, SetStatus, set_states
+    from .pristine.explain import diff
+    from .pristine.restore import Action, FileAction, RestoreResult, restore
+    from .pristine.sources import NoPristineSource
+    from .txn import Committed, LockTimeout, TransactionError
+
+# Name -> the module that defines it, imported on first use (not at `import patchguard`).
+_LAZY = {
+    "scan": "audit",
+    "check": "audit",
+    "diff": "pristine.explain",
+    "FileDiff": "diffs",
+    "restore": "pristine.restore",
+    "RestoreResult": "pristine.restore",
+    "Action": "pristine.restore",
+    "FileAction": "pristine.restore",
+    "apply_set": "patchsets.ops",
+    "revert_set": "patchsets.ops",
+    "SetOutcome": "patchsets.ops",
+    "SetAction": "patchsets.ops",
+    "Verdict": "patchsets.ops",
+    "FileVerdict": "patchsets.ops",
+    "capture_set": "patchsets.capture",
+    "set_states": "patchsets.status",
+    "SetState": "patchsets.status",
+    "SetStatus": "patchsets.status",
+    "load_sets": "patchsets.model",
+    "PatchSet": "patchsets.model",
+    "PatchSetError": "patchsets.model",
+    "PlanFailed": "patchsets.planner",
+    "FilePlan": "patchsets.planner",
+    "Policy": "deploy.policy",
+    "CheckResult": "deploy.gate",
+    "ConfigError": "config",
+    "NoPristineSource": "pristine.sources",
+    "TransactionError": "txn",
+    "LockTimeout": "txn",
+    "Committed": "txn",
+}
 
 __all__ = [
+    "Action",
     "CheckResult",
+    "Committed",
     "ConfigError",
     "EnvironmentNotFound",
+    "FileAction",
+    "FileDiff",
+    "FilePlan",
+    "FileVerdict",
     "Finding",
+    "GateKind",
     "Kind",
     "LockTimeout",
     "NoPristineSource",
+    "PatchSet",
     "PatchSetError",
     "PatchguardError",
     "PlanFailed",
     "Policy",
+    "Reach",
     "Report",
+    "RestoreResult",
+    "SetAction",
+    "SetOutcome",
+    "SetState",
+    "SetStatus",
     "Severity",
     "TransactionError",
     "UsageError",
+    "Verdict",
     "__version__",
     "apply_set",
     "capture_set",
@@ -54,26 +107,8 @@ __all__ = [
     "restore",
     "revert_set",
     "scan",
+    "set_states",
 ]
-
-_LAZY = {
-    "scan": "scanner",
-    "diff": "explain",
-    "restore": "restoration",
-    "apply_set": "setops",
-    "revert_set": "setops",
-    "capture_set": "setops",
-    "load_sets": "patchsets",
-    "check": "policy",
-    "Policy": "policy",
-    "CheckResult": "policy",
-    "ConfigError": "config",
-    "NoPristineSource": "pristine",
-    "PatchSetError": "patchsets",
-    "PlanFailed": "patchsets",
-    "TransactionError": "txn",
-    "LockTimeout": "txn",
-}
 
 
 def __getattr__(name: str) -> Any:

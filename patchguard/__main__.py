@@ -1,3 +1,3 @@
-from patchguard.cli import main
+from .cli import main
 
 main()

@@ -26,7 +26,6 @@ across the whole process); the reliability tests kill a transaction at every poi
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -34,8 +33,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ._state import JOURNAL as _JOURNAL
-from ._state import STATE_DIR, journal_path
+from ._fs import JOURNAL as _JOURNAL
+from ._fs import STATE_DIR, bytecode_of, journal_path, sha256_bytes, sha256_file
 from .errors import PatchguardError
 
 __all__ = [
@@ -105,18 +104,6 @@ class Committed:
     backup_dir: str
     recovered: tuple[str, ...] = ()
     removed_bytecode: tuple[str, ...] = field(default=())
-
-
-def sha256_file(path: str) -> str | None:
-    """sha256 hex of a file's bytes, ``None`` if it does not exist."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except FileNotFoundError:
-        return None
-    return h.hexdigest()
 
 
 # -- crash points (tests) ---------------------------------------------------------------------------------
@@ -294,7 +281,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
                 {
                     "path": c.path,
                     "before": c.before,
-                    "after": hashlib.sha256(c.new).hexdigest() if c.new is not None else None,
+                    "after": sha256_bytes(c.new),
                     "tmp": os.path.join(directory, f".{name}{_TMP_MARK}{txid}")
                     if c.new is not None
                     else None,
@@ -389,18 +376,14 @@ def _remove_bytecode(paths: Iterator[str]) -> list[str]:
     for path in paths:
         if not path.endswith(".py"):
             continue
-        directory, name = os.path.split(path)
-        cache = os.path.join(directory, "__pycache__")
-        stem = name[:-3] + "."
         try:
-            names = os.listdir(cache)
+            pycs = bytecode_of(path)
         except OSError:
             continue
-        for n in names:
-            if n.startswith(stem) and n.endswith(".pyc"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(cache, n))
-                    removed.append(os.path.join(cache, n))
+        for pyc in pycs:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pyc)
+                removed.append(pyc)
     return removed
 
 

@@ -201,13 +201,13 @@ class _FakeTTY:
 
 
 def test_progress_bar_appears_only_after_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchguard import cli
+    from patchguard.cli import _common
 
     fake = _FakeTTY()
     monkeypatch.setattr(sys, "stderr", fake)
     clock = [100.0]
-    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
-    progress = cli._Progress("verifying")
+    monkeypatch.setattr(_common.time, "monotonic", lambda: clock[0])
+    progress = _common.Progress("verifying")
     progress(10, 1000)
     assert fake.text == ""  # fast scans show nothing
     clock[0] += 1.5

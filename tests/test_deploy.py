@@ -13,7 +13,7 @@ import pytest
 
 import patchguard
 from patchguard import Severity
-from patchguard.policy import Policy
+from patchguard.deploy.policy import Policy, load_policy
 
 from .helpers import REPO, Env, build_wheel, cli, patchguard_exe
 
@@ -75,7 +75,7 @@ def test_policy_every_key(tmp_path: Path) -> None:
         'expected_files = ["x/*.json"]\nignore = [{rule = "print", distribution = "d"},'
         ' {path = "y/*"}]\npatches = "sets"\nwheelhouse = ["w"]\n',
     )
-    pol = patchguard.policy.load_policy(str(p))  # type: ignore[attr-defined]
+    pol = load_policy(str(p))
     assert pol == Policy(
         Severity.MINOR,
         ("a",),
@@ -85,7 +85,7 @@ def test_policy_every_key(tmp_path: Path) -> None:
         str(p),
         str(tmp_path / "sets"),
     )
-    never = patchguard.policy.load_policy(str(policy_file(tmp_path, 'fail_on = "never"\n')))  # type: ignore[attr-defined]
+    never = load_policy(str(policy_file(tmp_path, 'fail_on = "never"\n')))
     assert never.fail_on is None
 
 

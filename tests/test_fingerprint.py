@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 import patchguard
-from patchguard import Kind, fingerprint
-from patchguard.fingerprint import Status, Verifier
-from patchguard.records import discover
+from patchguard import Kind
+from patchguard.integrity import verifier as fingerprint
+from patchguard.integrity.records import discover
+from patchguard.integrity.verifier import Status, Verifier
 
 from .helpers import Env, record_hash
 
@@ -224,8 +225,8 @@ def test_a_file_put_back_is_clean_again(env: Env, stat_mode: list[int]) -> None:
 
 
 def test_rows_of_a_cached_distribution_are_read_again_from_record(env: Env) -> None:
+    from patchguard.audit import run
     from patchguard.errors import PatchguardError
-    from patchguard.scanner import run
 
     _settle()
     cold = run(site_packages=[str(env.site)])

@@ -88,7 +88,9 @@ def test_outputs_are_unchanged(story: dict[str, str], name: str) -> None:
 
 def test_revert_then_restore_outputs(story: dict[str, str]) -> None:
     site, tmp = story["site"], story["tmp"]
-    code, out, _ = cli("revert", "--set", "glm5-debug", "--patches", f"{tmp}/patches", "--site-packages", site)
+    code, out, _ = cli(
+        "revert", "--set", "glm5-debug", "--patches", f"{tmp}/patches", "--site-packages", site
+    )
     _compare("revert.txt", code, out, tmp)
     code, out, _ = cli("restore", "minillm", "--wheelhouse", story["wheels"], "--site-packages", site)
     _compare("restore.txt", code, out, tmp)

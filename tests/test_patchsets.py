@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import patchguard
 from patchguard import txn
-from patchguard.patchsets import PatchSetError, PlanFailed, load_set, parse_diff, plan_patches
+from patchguard.patchsets.model import PatchSetError, load_set, parse_diff
+from patchguard.patchsets.planner import PlanFailed, plan_patches
 
 from .helpers import REPO, Env, cli, patchguard_exe
 
@@ -191,7 +192,7 @@ def test_capture_writes_a_set_and_refuses_to_overwrite(env: Env, tmp_path: Path,
     assert [p.name for p in (tmp_path / "sets").iterdir()] == ["mine"]  # no staging left behind
     # The captured set reverts the hand edit.
     out_revert = patchguard.revert_set("mine", patches=str(tmp_path / "sets"), site_packages=[str(env.site)])
-    assert dict(out_revert.verdicts) == {MLA: "verified pristine"}
+    assert [(v.path, v.verdict) for v in out_revert.verdicts] == [(MLA, patchguard.Verdict.PRISTINE)]
 
 
 def test_revert_says_what_else_still_touches_a_file(env: Env, patches: Path) -> None:
@@ -199,9 +200,11 @@ def test_revert_says_what_else_still_touches_a_file(env: Env, patches: Path) -> 
     mla = env.site / MLA
     mla.write_text(mla.read_text() + "\n# someone else's change\n")
     out = patchguard.revert_set("glm5-debug", patches=str(patches), site_packages=[str(env.site)])
-    verdicts = dict(out.verdicts)
-    assert verdicts[WEIGHTS] == "verified pristine"
-    assert verdicts[MLA].startswith("still differs from RECORD: other changes remain")
+    verdicts = {v.path: v for v in out.verdicts}
+    assert verdicts[WEIGHTS].verdict is patchguard.Verdict.PRISTINE
+    assert verdicts[MLA].verdict is patchguard.Verdict.OTHER_CHANGES
+    assert verdicts[MLA].text.startswith("still differs from RECORD: other changes remain")
+    assert out.action is patchguard.SetAction.REVERTED
 
 
 # --- crafted and broken sets -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchguard.records import (
+from patchguard.integrity.records import (
     RecordEntry,
     RecordProblem,
     _parse_plain,

@@ -12,6 +12,8 @@ import pytest
 
 import patchguard
 from patchguard import Kind, Severity
+from patchguard.formats.jsondoc import format_json
+from patchguard.formats.text import format_table
 
 from .helpers import Env, build_wheel, record_hash
 
@@ -259,14 +261,14 @@ def test_non_utf8_file_names_do_not_break_output(env: Env) -> None:
     report = run_scan(env)
     (f,) = report.findings
     assert f.kind is Kind.UNEXPECTED
-    text = patchguard.report.format_table(report) + patchguard.report.format_json(report)
+    text = format_table(report) + format_json(report)
     text.encode("utf-8")  # printable: no lone surrogates left
     assert "dump-\\xff.bin" in text
 
 
 def test_report_json_is_the_stable_schema(env: Env) -> None:
     (env.site / "minillm/models/mla.py").write_text("x = 1\n")
-    doc = json.loads(patchguard.report.format_json(run_scan(env)))
+    doc = json.loads(format_json(run_scan(env)))
     assert set(doc) == {"schema", "tool", "environment", "summary", "findings"}
     assert doc["schema"] == "patchguard.report/1"
     assert doc["tool"] == {"name": "patchguard", "version": patchguard.__version__}

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..diffs import split_lines
-from ..report import Finding, Kind, Severity
+from ..model import Finding, Kind, Severity
 from .rules import RULES
 from .structure import Region, Structure, changed_regions, strip_docstrings, structure
 
@@ -101,21 +101,21 @@ class _Maker:
         src = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
         c = self.change
         return Finding(
-            kind,
-            severity,
-            rule,
-            c.path,
-            message,
-            c.distribution,
-            c.version,
-            line,
-            end,
-            function or None,
-            gate,
-            None,
-            self.baseline,
-            None,
-            src,
+            kind=kind,
+            severity=severity,
+            rule=rule,
+            path=c.path,
+            message=message,
+            distribution=c.distribution,
+            version=c.version,
+            line=line,
+            end_line=end,
+            function=function or None,
+            gate=gate,
+            reach=None,
+            evidence=self.baseline,
+            patch_set=None,
+            source=src,
         )
 
     def commented_out(self, st: Structure, n: int) -> Finding:

@@ -24,7 +24,9 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .._fs import PYCACHE, bytecode_of
 from ..errors import UsageError
+from ..model import Reach
 
 __all__ = ["PROFILES", "Profile", "ReachContext", "architectures_from_config", "pyc_state"]
 
@@ -47,13 +49,8 @@ PROFILES: tuple[Profile, ...] = (
 
 def pyc_state(py_path: str) -> tuple[str, str]:
     """("fresh" | "stale" | "absent", evidence) for the bytecode cache of ``py_path``."""
-    directory, name = os.path.split(py_path)
-    cache = os.path.join(directory, "__pycache__")
-    stem = name[:-3] + "."
     try:
-        pycs = [
-            os.path.join(cache, n) for n in os.listdir(cache) if n.startswith(stem) and n.endswith(".pyc")
-        ]
+        pycs = bytecode_of(py_path)
         st = os.stat(py_path)
     except OSError:
         return "absent", "no compiled bytecode"
@@ -85,7 +82,7 @@ def pyc_state(py_path: str) -> tuple[str, str]:
 
 
 def _neighbours_compiled(py_path: str) -> bool:
-    cache = os.path.join(os.path.dirname(py_path), "__pycache__")
+    cache = os.path.join(os.path.dirname(py_path), PYCACHE)
     try:
         return any(n.endswith(".pyc") for n in os.listdir(cache))
     except OSError:
@@ -208,27 +205,27 @@ class ReachContext:
                             f"a model module of another architecture ({profile.name} registry)"
                         )
 
-    def reach(self, path: str) -> tuple[str, list[str]]:
+    def reach(self, path: str) -> tuple[Reach, list[str]]:
         """(reach, evidence) of a whole ``.py`` file."""
         self._prepare()
         evidence: list[str] = []
-        reach = "unknown"
+        reach = Reach.UNKNOWN
         if path in self._active:
-            reach = "active"
+            reach = Reach.ACTIVE
             evidence.append(self._active[path])
         elif path in self._dormant:
-            reach = "dormant"
+            reach = Reach.DORMANT
             evidence.append(self._dormant[path])
         state, why = pyc_state(path)
         if state == "fresh":
-            reach = "active"
+            reach = Reach.ACTIVE
             evidence.append(why)
         elif state == "stale":
             evidence.append(why)
-            reach = "dormant" if reach == "unknown" else reach
+            reach = Reach.DORMANT if reach is Reach.UNKNOWN else reach
         elif _neighbours_compiled(path):
             evidence.append("never compiled, while modules beside it were: not imported")
-            reach = "dormant" if reach == "unknown" else reach
+            reach = Reach.DORMANT if reach is Reach.UNKNOWN else reach
         else:
             evidence.append("no bytecode beside it to tell (bytecode writing off?)")
         return reach, evidence

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .errors import PatchguardError
-from .records import InstalledDistribution
-from .report import Finding, Kind, Severity
+from ..errors import PatchguardError
+from ..integrity.records import InstalledDistribution
+from ..model import Finding, Kind, Severity
 
 __all__ = ["DirectUrl", "EditableSource", "direct_url", "editable_source"]
 
@@ -143,7 +143,15 @@ def safe_repo(path: str, search_parent_directories: bool = False) -> Any:
 def _finding(
     dist: InstalledDistribution, kind: Kind, sev: Severity, rule: str, path: str, msg: str
 ) -> Finding:
-    return Finding(kind, sev, rule, path, msg, distribution=dist.name, version=dist.version)
+    return Finding(
+        kind=kind,
+        severity=sev,
+        rule=rule,
+        path=path,
+        message=msg,
+        distribution=dist.name,
+        version=dist.version,
+    )
 
 
 def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") -> list[Finding]:

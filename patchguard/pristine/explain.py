@@ -6,15 +6,17 @@ source (:mod:`patchguard.pristine`, or the git checkout of an editable install) 
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .analysis.reach import ReachContext
-from .diffs import FileDiff
-from .errors import PatchguardError
-from .pristine import (
+from ..diffs import FileDiff
+from ..env import Target, resolve_target
+from ..errors import PatchguardError
+from ..integrity.inventory import ChangedFile, ProgressCallback, Scanned, changed_files, take_inventory
+from ..integrity.records import INSTALLER_FILES, InstalledDistribution, matches, parse_record
+from ..model import Finding, Kind, Severity
+from .sources import (
     READ_ERRORS,
     NoPristineSource,
     Pristine,
@@ -22,67 +24,44 @@ from .pristine import (
     candidates,
     find_pristine,
 )
-from .records import INSTALLER_FILES, InstalledDistribution, RecordEntry, matches, parse_record
-from .report import Finding, Kind, Severity
-from .scanner import Scanned, run
-from .vcs import EditableSource, direct_url, editable_source
+from .vcs import EditableSource, direct_url, editable_source, vcs_findings
 
-__all__ = ["ChangedFile", "Explainer", "changed_files", "diff", "record_findings"]
-
-# Finding kinds that are about one file's bytes, in diff terms.
-_FILE_KINDS = {
-    Kind.MODIFIED: "modified",
-    Kind.MISSING: "deleted",
-    Kind.UNEXPECTED: "added",
-    Kind.STARTUP_HOOK: "added",
-}
+__all__ = ["Explainer", "diff", "read_installed", "record_findings", "survey"]
 
 
-@dataclass(frozen=True, slots=True)
-class ChangedFile:
-    """A file a scan found changed, located: its finding, distribution, RECORD row and absolute path."""
-
-    finding: Finding
-    dist: InstalledDistribution | None
-    entry: RecordEntry | None
-    path: str
-
-    @property
-    def status(self) -> str:
-        return _FILE_KINDS[self.finding.kind]
-
-
-def _wanted(path: str, globs: Sequence[str]) -> bool:
-    return not globs or any(fnmatch.fnmatchcase(path, g) for g in globs)
-
-
-def changed_files(scanned: Scanned, globs: Sequence[str] = ()) -> list[ChangedFile]:
-    """Every modified, missing or unexpected file of a scan whose path matches one of ``globs``.
-
-    An unexpected directory stands for every file in it.
-    """
-    out: list[ChangedFile] = []
-    for f in scanned.report.findings:
-        if f.kind not in _FILE_KINDS:
-            continue
-        dist, entry, path = scanned.locate(f)
-        if f.path.endswith("/") and os.path.isdir(path):
-            for dirpath, _dirs, files in os.walk(path):
-                for name in sorted(files):
-                    full = os.path.join(dirpath, name)
-                    shown = scanned.display(full)
-                    if _wanted(shown, globs):
-                        sub = Finding(f.kind, f.severity, f.rule, shown, f.message, f.distribution, f.version)
-                        out.append(ChangedFile(sub, dist, None, full))
-            continue
-        if os.path.islink(path):
-            continue  # never read through a link: it may point anywhere (the scan reports it)
-        if _wanted(f.path, globs):
-            out.append(ChangedFile(f, dist, entry, path))
-    return out
+def survey(
+    distributions: Iterable[str] | None = None,
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    target: Target | None = None,
+    against: str = "HEAD",
+    paths: Sequence[str] = (),
+    use_cache: bool = True,
+    cache_dir: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> Scanned:
+    """The integrity scan (:func:`~patchguard.integrity.inventory.take_inventory`), with every editable
+    install compared with its git checkout at ``against``: what ``diff`` and ``restore`` work on."""
+    scanned = take_inventory(
+        distributions,
+        target=target or resolve_target(python, site_packages),
+        use_cache=use_cache,
+        cache_dir=cache_dir,
+        workers=workers,
+        progress=progress,
+        paths=paths,
+    )
+    selected = scanned.selected
+    if any(os.path.join(d.metadata_dir, "direct_url.json") in d.paths for d in selected):
+        found = [*scanned.report.findings, *vcs_findings(selected, against)]
+        scanned.report = replace(scanned.report, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
+    return scanned
 
 
-def _read(path: str) -> bytes | None:
+def read_installed(path: str) -> bytes | None:
+    """A file's bytes (``None``: it does not exist); any other failure names the file."""
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -137,7 +116,7 @@ class Explainer:
 
     def file_diff(self, change: ChangedFile) -> FileDiff:
         old = self.pristine_bytes(change)
-        new = None if change.status == "deleted" else _read(change.path)
+        new = None if change.status == "deleted" else read_installed(change.path)
         shown = change.finding.path
         if change.dist is not None and change.entry is not None and os.path.isabs(shown):
             shown = change.entry.path  # a script: its RECORD path, relative to site-packages
@@ -167,7 +146,7 @@ def diff(
     Raises :class:`~patchguard.pristine.NoPristineSource` (listing where it looked) when a changed file's
     distribution has no pristine source.
     """
-    scanned = run(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
+    scanned = survey(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
     explainer = Explainer(Sources.default(wheelhouse, offline), against)
     return [explainer.file_diff(c) for c in changed_files(scanned, paths)]
 
@@ -191,13 +170,13 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
             first = str(exc).splitlines()[0]
             out.append(
                 Finding(
-                    Kind.UNVERIFIABLE,
-                    Severity.INFO,
-                    "record-unverified",
-                    shown_record,
-                    f"cannot verify RECORD: {first}",
-                    dist.name,
-                    dist.version,
+                    kind=Kind.UNVERIFIABLE,
+                    severity=Severity.INFO,
+                    rule="record-unverified",
+                    path=shown_record,
+                    message=f"cannot verify RECORD: {first}",
+                    distribution=dist.name,
+                    version=dist.version,
                 )
             )
             continue
@@ -208,7 +187,7 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
                 continue
             if ours.algorithm == theirs.algorithm and ours.digest == theirs.digest:
                 continue
-            actual = _read(dist.resolve(path))
+            actual = read_installed(dist.resolve(path))
             shown = scanned.display(dist.resolve(path))
             if actual is not None and matches(ours, actual) and not matches(theirs, actual):
                 msg = (
@@ -217,20 +196,26 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
                 )
                 out.append(
                     Finding(
-                        Kind.MODIFIED, Severity.HIGH, "record-tampered", shown, msg, dist.name, dist.version
+                        kind=Kind.MODIFIED,
+                        severity=Severity.HIGH,
+                        rule="record-tampered",
+                        path=shown,
+                        message=msg,
+                        distribution=dist.name,
+                        version=dist.version,
                     )
                 )
             else:
                 msg = f"RECORD row differs from the wheel's ({theirs.algorithm}={theirs.digest})"
                 out.append(
                     Finding(
-                        Kind.RECORD_INVALID,
-                        Severity.MODERATE,
-                        "record-differs",
-                        shown_record,
-                        msg,
-                        dist.name,
-                        dist.version,
+                        kind=Kind.RECORD_INVALID,
+                        severity=Severity.MODERATE,
+                        rule="record-differs",
+                        path=shown_record,
+                        message=msg,
+                        distribution=dist.name,
+                        version=dist.version,
                     )
                 )
         meta = os.path.basename(dist.metadata_dir)
@@ -242,13 +227,15 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
             shown = scanned.display(dist.resolve(path))
             out.append(
                 Finding(
-                    Kind.UNEXPECTED,
-                    Severity.HIGH,
-                    "record-added",
-                    shown,
-                    "listed in the installed RECORD but not in the wheel: added along with its RECORD row",
-                    dist.name,
-                    dist.version,
+                    kind=Kind.UNEXPECTED,
+                    severity=Severity.HIGH,
+                    rule="record-added",
+                    path=shown,
+                    message=(
+                        "listed in the installed RECORD but not in the wheel: added along with its RECORD row"
+                    ),
+                    distribution=dist.name,
+                    version=dist.version,
                 )
             )
     return out
@@ -257,7 +244,7 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
 def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
     tried: list[str] = []
     meta = os.path.basename(dist.metadata_dir)
-    installed_metadata = _read(os.path.join(dist.metadata_dir, "METADATA"))
+    installed_metadata = read_installed(os.path.join(dist.metadata_dir, "METADATA"))
     for cand in candidates(dist, sources, tried):
         try:
             entries, _ = parse_record(cand.record_text())
@@ -274,61 +261,3 @@ def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
         f"no wheel of {dist.name} {dist.version} found; looked in: " + ("; ".join(tried) or "nowhere"),
         path=dist.metadata_dir,
     )
-
-
-def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
-    """The scan's findings with every modified or unexpected ``.py`` file judged by code analysis.
-
-    A modified file's bare ``modified`` finding is replaced by one finding per changed region and rule,
-    keeping its patch-set attribution; without a pristine source the whole file is judged (``baseline:
-    none``). Each code finding gets the reach of its file, ``conditional`` when gated, ``dormant`` when dead.
-    """
-    from dataclasses import replace
-
-    from .analysis import CodeChange, analyse
-
-    out: list[Finding] = []
-    for f in scanned.report.findings:
-        partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"
-        if f.kind not in (Kind.MODIFIED, Kind.UNEXPECTED) or not f.path.endswith(".py") or f.line is not None:
-            out.append(f)
-            continue
-        dist, entry, path = scanned.locate(f)
-        after = _read(path)
-        if after is None:
-            out.append(f)
-            continue
-        before: bytes | None = None
-        if f.kind is Kind.MODIFIED and dist is not None:
-            try:
-                before = explainer.pristine_bytes(ChangedFile(f, dist, entry, path))
-            except PatchguardError:
-                before = None
-        code = analyse(CodeChange(f.path, before, after, f.distribution, f.version))
-        if f.kind is Kind.UNEXPECTED:
-            # The file itself stays an `unexpected` finding; analysis adds what its code does.
-            out.append(f)
-            code = [c for c in code if c.kind is Kind.INJECTED_CODE]
-        if not code:
-            if f.kind is not Kind.UNEXPECTED:
-                out.append(f)
-            continue
-        file_reach, evidence = reach.reach(path)
-        for c in code:
-            gate_kind = (c.gate or {}).get("kind")
-            r = (
-                "dormant"
-                if gate_kind == "dead"
-                else ("conditional" if gate_kind and file_reach == "active" else file_reach)
-            )
-            out.append(
-                replace(
-                    c,
-                    reach=r,
-                    evidence=tuple(evidence) + c.evidence,
-                    patch_set=f.patch_set,
-                    patch_set_exact=f.patch_set_exact,
-                    message=c.message + partial,
-                )
-            )
-    return out

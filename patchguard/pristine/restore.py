@@ -8,25 +8,35 @@ only: replaced, never written in place, so the other hard links of a uv-installe
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import UsageError
-from .explain import ChangedFile, Explainer, changed_files
-from .pristine import Sources
-from .report import Kind, Report
-from .scanner import run
-from .txn import Change, Committed, Plan, commit, sha256_file
+from .._fs import sha256_file
+from ..errors import UsageError
+from ..integrity.inventory import ChangedFile, changed_files
+from ..model import Kind, Report
+from ..txn import Change, Committed, Plan, commit
+from .explain import Explainer, survey
+from .sources import Sources
 
-__all__ = ["Action", "RestoreResult", "restore"]
+__all__ = ["Action", "FileAction", "RestoreResult", "restore"]
+
+
+class FileAction(str, enum.Enum):
+    """What restore does to one file."""
+
+    RESTORE = "restore"  # modified: back to the wheel's bytes
+    RECREATE = "recreate"  # missing: written again
+    REMOVE = "remove"  # unexpected: moved into the transaction's backup (--remove-unexpected)
 
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """A file restore touches: ``restore`` (modified), ``recreate`` (missing), ``remove`` (unexpected)."""
+    """A file restore touches, and what it does to it."""
 
-    action: str
+    action: FileAction
     path: str
     shown: str
 
@@ -67,7 +77,7 @@ def restore(
     names = list(distributions)
     if not names:
         raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
-    scanned = run(names, site_packages=site_packages, python=python, paths=paths)
+    scanned = survey(names, site_packages=site_packages, python=python, paths=paths)
     explainer = Explainer(Sources.default(wheelhouse, offline))
     changes: list[Change] = []
     actions: list[Action] = []
@@ -84,11 +94,12 @@ def restore(
         if c.finding.kind is Kind.UNEXPECTED:
             if remove_unexpected:
                 changes.append(Change(c.path, None, sha256_file(c.path)))
-                actions.append(Action("remove", c.path, c.finding.path))
+                actions.append(Action(FileAction.REMOVE, c.path, c.finding.path))
             continue
         change = _restoring(c, explainer)
         changes.append(change)
-        actions.append(Action("recreate" if change.before is None else "restore", c.path, c.finding.path))
+        action = FileAction.RECREATE if change.before is None else FileAction.RESTORE
+        actions.append(Action(action, c.path, c.finding.path))
         root = root or c.dist.site_dir
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered)
@@ -96,7 +107,7 @@ def restore(
     # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
     also = [r for r in scanned.target.roots if r != root]
     committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
-    after = run(names, target=scanned.target).report
+    after = survey(names, target=scanned.target).report
     return RestoreResult(tuple(actions), False, committed, after, scanned.recovered)
 
 

@@ -14,15 +14,15 @@ import fnmatch
 import gc
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import __version__
-from ._state import journal_path
+from .._fs import journal_path
+from .._version import __version__
+from ..env import Target
+from ..errors import UsageError
+from ..model import Environment, Finding, Kind, Report, Severity
 from .cache import DirListing, StatCache
-from .env import Target, resolve_target
-from .errors import UsageError
-from .fingerprint import Outcome, Status, Verifier
 from .records import (
     META_SUFFIXES,
     Check,
@@ -33,10 +33,17 @@ from .records import (
     load_distribution,
     package_dirs_in,
 )
-from .report import Environment, Finding, Kind, Report, Severity
 from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
+from .verifier import Outcome, Status, Verifier
 
-__all__ = ["scan", "select_distributions"]
+__all__ = [
+    "ChangedFile",
+    "Scanned",
+    "changed_files",
+    "display_path",
+    "select_distributions",
+    "take_inventory",
+]
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -94,11 +101,11 @@ class _Scan:
     ) -> None:
         self.findings.append(
             Finding(
-                kind,
-                sev,
-                rule,
-                path,
-                message,
+                kind=kind,
+                severity=sev,
+                rule=rule,
+                path=path,
+                message=message,
                 distribution=dist.name if dist else None,
                 version=dist.version if dist else None,
                 line=line,
@@ -251,115 +258,65 @@ class Scanned:
         return dist, None, os.path.join(sites[0], *finding.path.split("/"))
 
 
-def scan(
-    distributions: Iterable[str] | None = None,
-    *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    use_cache: bool = True,
-    cache_dir: str | None = None,
-    workers: int | None = None,
-    progress: ProgressCallback | None = None,
-    against: str = "HEAD",
-    verify_record: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
-    patches: str | None = None,
-    analyse: bool = True,
-    entries: Sequence[str] = (),
-    architectures: Sequence[str] = (),
-) -> Report:
-    """Fingerprint every installed file of an environment against its wheel's RECORD.
+# Finding kinds that are about one file's bytes, in diff terms.
+_FILE_KINDS = {
+    Kind.MODIFIED: "modified",
+    Kind.MISSING: "deleted",
+    Kind.UNEXPECTED: "added",
+    Kind.STARTUP_HOOK: "added",
+}
 
-    With no arguments, scans the environment of the running interpreter. ``distributions`` limits the
-    scan to those names (then the top of site-packages is not searched for startup hooks).
-    ``site_packages`` / ``python`` choose another environment, as ``--site-packages`` / ``--python`` do.
 
-    >>> import patchguard
-    >>> report = patchguard.scan(["pip"])  # doctest: +SKIP
-    >>> report.worst >= patchguard.Severity.HIGH  # doctest: +SKIP
-    False
+@dataclass(frozen=True, slots=True)
+class ChangedFile:
+    """A file a scan found changed, located: its finding, distribution, RECORD row and absolute path."""
 
-    Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
-    and for distributions that are not installed; everything about individual files is a finding.
-    Editable installs are compared with their git checkout at ``against``. ``verify_record`` also
-    compares each installed RECORD with the pristine wheel's (found in ``wheelhouse``, pip's and uv's
-    caches, or downloaded unless ``offline``), catching a file edited together with its RECORD row.
+    finding: Finding
+    dist: InstalledDistribution | None
+    entry: RecordEntry | None
+    path: str
 
-    With ``analyse`` (the default), every modified or unexpected ``.py`` file is judged by code analysis
-    (:mod:`patchguard.analysis`): its pristine source comes from the pristine store, ``wheelhouse`` or the
-    pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
-    (modules) and ``architectures`` (model architectures, through the framework's registry).
+    @property
+    def status(self) -> str:
+        return _FILE_KINDS[self.finding.kind]
+
+
+def _wanted(path: str, globs: Sequence[str]) -> bool:
+    return not globs or any(fnmatch.fnmatchcase(path, g) for g in globs)
+
+
+def changed_files(scanned: Scanned, globs: Sequence[str] = ()) -> list[ChangedFile]:
+    """Every modified, missing or unexpected file of a scan whose path matches one of ``globs``.
+
+    An unexpected directory stands for every file in it.
     """
-    return run(
-        distributions,
-        site_packages=site_packages,
-        python=python,
-        use_cache=use_cache,
-        cache_dir=cache_dir,
-        workers=workers,
-        progress=progress,
-        against=against,
-        patches=patches,
-        analyse=analyse,
-        entries=entries,
-        architectures=architectures,
-        verify_record=verify_record,
-        wheelhouse=wheelhouse,
-        offline=offline,
-    ).report
-
-
-def run(
-    distributions: Iterable[str] | None = None,
-    *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    use_cache: bool = True,
-    cache_dir: str | None = None,
-    workers: int | None = None,
-    progress: ProgressCallback | None = None,
-    against: str = "HEAD",
-    target: Target | None = None,
-    patches: str | None = None,
-    analyse: bool = False,
-    entries: Sequence[str] = (),
-    architectures: Sequence[str] = (),
-    verify_record: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
-    paths: Sequence[str] = (),
-) -> Scanned:
-    """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
-
-    A transaction a crash left unfinished in any site directory is rolled back first. ``paths`` (globs on
-    RECORD paths) limits which files are verified, for ``diff --path`` and ``restore --path``. Code
-    analysis is off by default here: ``diff`` and ``restore`` work on the integrity findings (one per file).
-    """
-    with _collector_paused():
-        scanned = _integrity(
-            distributions,
-            site_packages,
-            python,
-            use_cache,
-            cache_dir,
-            workers,
-            progress,
-            against,
-            target,
-            paths,
-        )
-    if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
-        from dataclasses import replace
-
-        from .setops import attribute
-
-        scanned.report = replace(scanned.report, findings=tuple(attribute(scanned, patches)))
-    if analyse or verify_record:
-        scanned.report = _judged(
-            scanned, analyse, entries, architectures, verify_record, wheelhouse, offline, against
-        )
-    return scanned
+    out: list[ChangedFile] = []
+    for f in scanned.report.findings:
+        if f.kind not in _FILE_KINDS:
+            continue
+        dist, entry, path = scanned.locate(f)
+        if f.path.endswith("/") and os.path.isdir(path):
+            for dirpath, _dirs, files in os.walk(path):
+                for name in sorted(files):
+                    full = os.path.join(dirpath, name)
+                    shown = scanned.display(full)
+                    if _wanted(shown, globs):
+                        sub = Finding(
+                            kind=f.kind,
+                            severity=f.severity,
+                            rule=f.rule,
+                            path=shown,
+                            message=f.message,
+                            distribution=f.distribution,
+                            version=f.version,
+                        )
+                        out.append(ChangedFile(sub, dist, None, full))
+            continue
+        if os.path.islink(path):
+            continue  # never read through a link: it may point anywhere (the scan reports it)
+        if _wanted(f.path, globs):
+            out.append(ChangedFile(f, dist, entry, path))
+    return out
 
 
 @contextlib.contextmanager
@@ -379,42 +336,75 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _integrity(
-    distributions: Iterable[str] | None,
-    site_packages: Sequence[str] | None,
-    python: str | None,
-    use_cache: bool,
-    cache_dir: str | None,
-    workers: int | None,
-    progress: ProgressCallback | None,
-    against: str,
-    target: Target | None,
-    paths: Sequence[str],
+def take_inventory(
+    distributions: Iterable[str] | None = None,
+    *,
+    target: Target,
+    use_cache: bool = True,
+    cache_dir: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    paths: Sequence[str] = (),
 ) -> Scanned:
-    """The integrity part of :func:`run`: files verified, unowned files found, the cache updated."""
+    """The integrity scan: every file verified against its RECORD, unowned files found, the cache updated.
+
+    A transaction a crash left unfinished in any site directory is rolled back first. ``paths`` (globs on
+    RECORD paths) limits which files are verified, for ``diff --path`` and ``restore --path``.
+    """
     started = time.perf_counter()
-    now_ns = time.time_ns()
-    target = target or resolve_target(python, site_packages)
+    now_ns = time.time_ns()  # before anything is written or read: what is newer is racy
     recovered: tuple[str, ...] = ()
     if any(os.path.exists(journal_path(site)) for site in target.site_packages):
-        from .txn import recover_all  # only then: a clean scan does not import the transaction machinery
+        from ..txn import recover_all  # only then: a clean scan does not import the transaction machinery
 
         recovered = recover_all(target.site_packages, target.roots, tolerant=True)
     cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
-    names = list(distributions or ())
-    s = _Scan(target)
-    owned_files: set[str] = set()
-    claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
-    checked: dict[int, tuple[int, bytes]] = {}  # per distribution: how many files checked, which rows
+    with _collector_paused():
+        walk = _Inventory(target, cache, list(distributions or ()), paths, now_ns)
+        with Verifier(workers=workers) as verifier:
+            all_dists, selected, unowned = walk.verify(verifier)
+            verification = verifier.finish(progress)
+        walk.failures(verification.failures)
+        walk.s.findings.extend(unowned)
+        walk.remember(all_dists, selected, verification.known)
+    report = Report(
+        environment=Environment(target.python, target.prefix, target.site_packages),
+        distributions=tuple((d.name, d.version) for d in selected),
+        files_checked=sum(n for n, _ in walk.checked.values()),
+        findings=tuple(sorted(walk.s.findings, key=lambda f: f.sort_key)),
+        tool_version=__version__,
+        seconds=time.perf_counter() - started,
+        files_hashed=verification.hashed,
+        recovered=recovered,
+    )
+    return Scanned(report, target, all_dists, selected, recovered)
 
-    def check(dist: InstalledDistribution, verifier: Verifier) -> None:
-        owned_files.update(dist.paths)
+
+class _Inventory:
+    """Working state of one integrity scan: what is owned, what was checked, the findings so far."""
+
+    def __init__(
+        self, target: Target, cache: StatCache, names: list[str], paths: Sequence[str], now_ns: int
+    ) -> None:
+        self.target = target
+        self.cache = cache
+        self.names = names
+        self.paths = paths
+        self.now_ns = now_ns
+        self.s = _Scan(target)
+        self.owned_files: set[str] = set()
+        self.claimed_dirs: set[str] = set()  # where --target scripts really are (e.g. <target>/bin)
+        self.checked: dict[int, tuple[int, bytes]] = {}  # per distribution: files checked, which rows
+
+    def check(self, dist: InstalledDistribution, verifier: Verifier) -> None:
+        """Hand ``dist``'s files to the verifier (with what the stat cache remembers of them)."""
+        self.owned_files.update(dist.paths)
         files: Sequence[str] = dist.check_paths
         rows = dist.check_rows  # which RECORD rows the checks are, for the stat cache
         kept: list[int] | None = None  # which of the distribution's checks, when not all as recorded
         misplaced = 0
-        if dist.outside or paths:
-            files, kept, misplaced = _placed(dist, paths, owned_files, claimed_dirs)
+        if dist.outside or self.paths:
+            files, kept, misplaced = _placed(dist, self.paths, self.owned_files, self.claimed_dirs)
             if len(kept) != len(dist.check_paths):
                 every = array.array("I")
                 every.frombytes(rows)
@@ -426,112 +416,95 @@ def _integrity(
                 return full
             return [(path, *full[pos][1:]) for path, pos in zip(files, kept, strict=True)]
 
-        checked[id(dist)] = (len(files), rows)
-        remembered = cache.known(dist, rows)
+        self.checked[id(dist)] = (len(files), rows)
+        remembered = self.cache.known(dist, rows)
         verifier.add(checks, dist, *(remembered or (None, None)), paths=files, root=dist.site_dir)
-        _metadata_findings(s, dist, misplaced)
+        _metadata_findings(self.s, dist, misplaced)
 
-    with Verifier(workers=workers) as verifier:
+    def verify(
+        self, verifier: Verifier
+    ) -> tuple[list[InstalledDistribution], list[InstalledDistribution], list[Finding]]:
+        """Read every distribution, start verifying, and find unowned files while the hashing runs.
+
+        Returns (all distributions, the selected ones, the unowned-file findings).
+        """
         # Without names, each distribution is verified as soon as it is read: the hashing threads start on
         # the first RECORD instead of waiting for the last.
+        names, cache = self.names, self.cache
         all_dists: list[InstalledDistribution] = []
-        for site, meta in _largest_first(target.site_packages):
+        for site, meta in _largest_first(self.target.site_packages):
             dist = cache.distribution(os.path.join(site, meta)) or load_distribution(site, meta)
             all_dists.append(dist)
             if not names:
-                check(dist, verifier)
+                self.check(dist, verifier)
         all_dists.sort(key=lambda d: (d.site_dir, d.metadata_dir))
         selected = select_distributions(all_dists, names)
         selected_ids = {id(d) for d in selected}
         for dist in all_dists:
             if names and id(dist) in selected_ids:
-                check(dist, verifier)
+                self.check(dist, verifier)
             elif id(dist) not in selected_ids:
-                owned_files.update(dist.paths)
+                self.owned_files.update(dist.paths)
         verifier.start_stats()  # a warm scan's stat keys: half of them taken in a helper from here on
-        _duplicate_findings(s, selected)
+        _duplicate_findings(self.s, selected)
         # The directory walk is system calls too: it runs while the threads hash.
-        listings = cache.dir_listings([d.metadata_dir for d in all_dists], now_ns)
+        listings = cache.dir_listings([d.metadata_dir for d in all_dists], self.now_ns)
         unowned = _unowned_findings(
-            target, all_dists, selected_ids, frozenset(owned_files), claimed_dirs, not names, listings, now_ns
+            self.target,
+            all_dists,
+            selected_ids,
+            frozenset(self.owned_files),
+            self.claimed_dirs,
+            not names,
+            listings,
+            self.now_ns,
         )
-        verification = verifier.finish(progress)
+        return all_dists, selected, unowned
 
-    for o in verification.failures:
-        owner = o.tag  # the distribution check() passed with the file
-        assert isinstance(owner, InstalledDistribution)
-        shown = s.display(o.check.path)
-        if o.status is Status.MODIFIED:
-            outside = not o.check.path.startswith(os.path.join(owner.site_dir, ""))
-            _modified_finding(s, owner, o, shown, outside)
-        elif o.status is Status.MISSING:
-            s.add(
-                owner,
-                Kind.MISSING,
-                Severity.MODERATE,
-                "missing-file",
-                shown,
-                "listed in RECORD but not installed",
-            )
-        else:
-            s.add(
-                owner, Kind.UNVERIFIABLE, Severity.MINOR, "unreadable", shown, f"could not check: {o.reason}"
-            )
-    s.findings.extend(unowned)
-    if any(os.path.join(d.metadata_dir, "direct_url.json") in d.paths for d in selected):
-        from .vcs import vcs_findings
+    def failures(self, failures: Iterable[Outcome]) -> None:
+        """A finding for every file that is not as its RECORD says."""
+        s = self.s
+        for o in failures:
+            owner = o.tag  # the distribution check() passed with the file
+            assert isinstance(owner, InstalledDistribution)
+            shown = s.display(o.check.path)
+            if o.status is Status.MODIFIED:
+                outside = not o.check.path.startswith(os.path.join(owner.site_dir, ""))
+                _modified_finding(s, owner, o, shown, outside)
+            elif o.status is Status.MISSING:
+                s.add(
+                    owner,
+                    Kind.MISSING,
+                    Severity.MODERATE,
+                    "missing-file",
+                    shown,
+                    "listed in RECORD but not installed",
+                )
+            else:
+                s.add(
+                    owner,
+                    Kind.UNVERIFIABLE,
+                    Severity.MINOR,
+                    "unreadable",
+                    shown,
+                    f"could not check: {o.reason}",
+                )
 
-        s.findings.extend(vcs_findings(selected, against))
-
-    for dist in selected if not paths else ():  # a --path subset would shrink what the cache holds
-        known = verification.known.get(id(dist))
-        if known is not None:  # else: nothing of it changed, what the cache holds is what it would write
-            cache.remember(dist, checked[id(dist)][1], *known, now_ns)
-    if not names:
-        cache.forget_missing({d.metadata_dir for d in all_dists}, target.site_packages)
-    cache.save()
-
-    report = Report(
-        environment=Environment(target.python, target.prefix, target.site_packages),
-        distributions=tuple((d.name, d.version) for d in selected),
-        files_checked=sum(n for n, _ in checked.values()),
-        findings=tuple(sorted(s.findings, key=lambda f: f.sort_key)),
-        tool_version=__version__,
-        seconds=time.perf_counter() - started,
-        files_hashed=verification.hashed,
-        recovered=recovered,
-    )
-    return Scanned(report, target, all_dists, selected, recovered)
-
-
-def _judged(
-    scanned: Scanned,
-    analyse: bool,
-    entries: Sequence[str],
-    architectures: Sequence[str],
-    verify_record: bool,
-    wheelhouse: Sequence[str],
-    offline: bool,
-    against: str,
-) -> Report:
-    findings = list(scanned.report.findings)
-    code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
-    if not verify_record and not code_files:
-        return scanned.report  # nothing to judge: not even the analysis modules are imported
-    from dataclasses import replace
-
-    from .analysis.reach import ReachContext
-    from .explain import Explainer, judge_findings, record_findings
-    from .pristine import Sources
-
-    # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
-    if analyse and code_files:
-        explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
-        reach = ReachContext(scanned.target.site_packages, entries, architectures)
-        findings = judge_findings(scanned, explainer, reach)
-    if verify_record:
-        findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
-    return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
+    def remember(
+        self,
+        all_dists: Sequence[InstalledDistribution],
+        selected: Sequence[InstalledDistribution],
+        known: Mapping[int, tuple[bytes, dict[int, str]]],
+    ) -> None:
+        """Store what this scan learnt in the stat cache."""
+        cache = self.cache
+        for dist in selected if not self.paths else ():  # a --path subset would shrink what the cache holds
+            learnt = known.get(id(dist))
+            if learnt is not None:  # else: nothing of it changed, what the cache holds is what it would write
+                cache.remember(dist, self.checked[id(dist)][1], *learnt, self.now_ns)
+        if not self.names:
+            cache.forget_missing({d.metadata_dir for d in all_dists}, self.target.site_packages)
+        cache.save()
 
 
 def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> None:

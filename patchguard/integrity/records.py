@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import array
 import csv
-import errno
 import functools
 import hashlib
 import io
@@ -21,13 +20,13 @@ import marshal
 import operator
 import os
 import re
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, cast
 
-from ._hashworker import b64, digest_length, final_digest
-from .errors import PatchguardError
+from .._fs import read_regular
+from ..errors import PatchguardError
+from .hashing import b64, digest_length, final_digest
 
 __all__ = [
     "HASH_ALGORITHMS",
@@ -44,7 +43,6 @@ __all__ = [
     "name_version_from_dirname",
     "package_dirs_in",
     "parse_record",
-    "read_regular",
     "resolve_record_path",
 ]
 
@@ -356,25 +354,6 @@ def name_version_from_dirname(dirname: str) -> tuple[str, str]:
     name, _, rest = stem.partition("-")
     version = rest.split("-", 1)[0] if rest else "unknown"
     return name, version
-
-
-def read_regular(path: str, limit: int = -1) -> bytes:
-    """The bytes of a regular file (at most ``limit``); ``OSError`` for anything else.
-
-    Nothing but a regular file is opened: a FIFO named ``RECORD`` or ``x.pth`` would block a plain
-    ``open()`` forever, and opening a device can have effects. What is read is checked again through the
-    descriptor, so a file swapped in meanwhile is refused too.
-    """
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise OSError(errno.EINVAL, "not a regular file", path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        with open(fd, "rb", closefd=False) as f:
-            return f.read(limit)
-    finally:
-        os.close(fd)
 
 
 def _read_text(path: str) -> str | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import itertools
 import os
 import shutil
@@ -33,9 +32,10 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .cache import cache_root, user_cache_dir, write_atomically
-from .errors import PatchguardError
-from .records import (
+from .._fs import sha256_bytes, write_atomically
+from ..errors import PatchguardError
+from ..integrity.cache import cache_root, user_cache_dir
+from ..integrity.records import (
     InstalledDistribution,
     RecordEntry,
     canonicalize,
@@ -81,10 +81,11 @@ class PristineStore:
                 data = f.read()
         except OSError:
             return None
-        return data if hashlib.sha256(data).hexdigest() == hexdigest else None
+        return data if sha256_bytes(data) == hexdigest else None
 
     def put(self, data: bytes) -> str:
-        hexdigest = hashlib.sha256(data).hexdigest()
+        hexdigest = sha256_bytes(data)
+        assert hexdigest is not None
         path = self._path(hexdigest)
         if not os.path.exists(path):
             with contextlib.suppress(OSError):  # only a cache
@@ -187,7 +188,7 @@ class Sources:
 
     @classmethod
     def default(cls, wheelhouses: Sequence[str] = (), offline: bool = False) -> Sources:
-        from .config import load_config
+        from ..config import load_config
 
         houses = list(wheelhouses)
         env = os.environ.get("PATCHGUARD_WHEELHOUSE")

@@ -1,4 +1,4 @@
-"""Policy and the pre-restart gate: what fails a check, and ``check()`` itself.
+"""Policy: what fails the pre-restart gate (the gate itself is :mod:`.gate`).
 
 A policy is the ``[tool.patchguard]`` table of the nearest ``pyproject.toml`` or a ``patchguard.toml``
 (or ``--policy FILE``)::
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .config import ConfigError, find_config, patchguard_table, read_toml
-from .report import Finding, Report, Severity
+from ..config import ConfigError, find_config, patchguard_table, read_toml
+from ..model import Finding, Severity
 
-__all__ = ["CheckResult", "Policy", "check", "load_policy"]
+__all__ = ["Policy", "load_policy"]
 
 _POLICY_KEYS = {"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"}
 _OTHER_KEYS = {"wheelhouse", "patches"}
@@ -131,70 +130,3 @@ def load_policy(path: str | None = None) -> Policy:
     if found is None:
         return Policy()
     return Policy.from_table(found[1], found[0])
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """The verdict of a check: ``passed``, every violation (one line each), and the scan behind it."""
-
-    passed: bool
-    violations: tuple[str, ...]
-    report: Report
-    policy: Policy = field(default_factory=Policy)
-
-
-def _line(f: Finding) -> str:
-    where = f.path + (f":{f.line}" if f.line else "")
-    return f"{f.severity.label.upper()} {where} {f.rule}: {f.message}"
-
-
-def check(
-    *,
-    policy: Policy | str | None = None,
-    lock: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    patches: str | None = None,
-    use_cache: bool = True,
-) -> CheckResult:
-    """The pre-restart gate: scan, apply the policy (and compare with a lock), and judge.
-
-    >>> import patchguard
-    >>> result = patchguard.check(policy="/srv/patchguard.toml")  # doctest: +SKIP
-    >>> result.passed, result.violations  # doctest: +SKIP
-    (True, ())
-
-    Raises :class:`~patchguard.errors.PatchguardError` when the check itself cannot be done (bad policy,
-    unreadable lock, missing environment); violations are results, not errors.
-    """
-    from .scanner import run
-    from .setops import states_of
-
-    pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    patches = patches or pol.patches
-    scanned = run(
-        site_packages=site_packages, python=python, patches=patches, use_cache=use_cache, analyse=True
-    )
-    report = scanned.report
-    violations = [_line(f) for f in report.findings if pol.violates(f)]
-    if pol.required_sets:
-        states = states_of(scanned.target, scanned.dists, patches)
-        by_name = {s.name: s for s in states}
-        for name in pol.required_sets:
-            s = by_name.get(name)
-            if s is None:
-                violations.append(f"required patch set {name} does not exist in the patches directory")
-            elif s.state not in ("applied", "applied (by hand)"):
-                violations.append(f"required patch set {name} is {s.state}")
-    if lock is not None:
-        from .lockfile import compare_locks, make_lock, read_lock
-        from .records import canonicalize
-
-        here = make_lock(scanned)
-        local = [
-            f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
-            for f in report.findings
-            if f.distribution
-        ]
-        violations += [f"LOCK {d}" for d in compare_locks(read_lock(lock), here, local)]
-    return CheckResult(not violations, tuple(violations), report, pol)

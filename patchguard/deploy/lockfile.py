@@ -15,10 +15,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import PatchguardError
-from .records import INSTALLER_FILES
-from .report import Kind
-from .txn import sha256_file
+from .._fs import sha256_file
+from ..errors import PatchguardError
+from ..integrity.inventory import Scanned
+from ..integrity.records import INSTALLER_FILES
+from ..model import Kind
+from ..patchsets.state import read_state
 
 __all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
 
@@ -32,10 +34,8 @@ def _sha256(path: str) -> str:
         return f"unreadable:{exc.errno}"
 
 
-def make_lock(scanned: Any) -> dict[str, Any]:
-    """The lock of a scanned environment (``scanned``: :class:`patchguard.scanner.Scanned`)."""
-    from .setops import read_state
-
+def make_lock(scanned: Scanned) -> dict[str, Any]:
+    """The lock of a scanned environment."""
     applied_sets: dict[str, str] = {}
     for site in scanned.target.site_packages:
         applied_sets.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
@@ -90,10 +90,6 @@ def make_lock(scanned: Any) -> dict[str, Any]:
         "applied_sets": dict(sorted(applied_sets.items())),
         "unowned": hooks,
     }
-
-
-def dumps(lock: dict[str, Any]) -> str:
-    return json.dumps(lock, indent=2, sort_keys=True) + "\n"
 
 
 def read_lock(path: str) -> dict[str, Any]:

@@ -25,7 +25,6 @@ subject to the transaction rules.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import marshal
 import os
@@ -34,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._fs import write_atomically
 from .records import InstalledDistribution, RecordProblem
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "settled_before",
     "stat_key",
     "user_cache_dir",
-    "write_atomically",
 ]
 
 _MAGIC = b"patchguard-statcache/6\n"
@@ -77,28 +76,6 @@ def user_cache_dir(env_var: str, name: str) -> str:
 def cache_root() -> str:
     """Where patchguard keeps its caches, per the environment variables above."""
     return user_cache_dir("PATCHGUARD_CACHE_DIR", "patchguard")
-
-
-def write_atomically(path: str, data: bytes, *, make_dirs: bool = True) -> None:
-    """Write one of patchguard's *own* files (cache, store, lock output): temp file, then rename.
-
-    Never for files of an environment: those go through :mod:`patchguard.txn`. Raises ``OSError``.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    if make_dirs:
-        os.makedirs(directory, exist_ok=True)
-    # What tempfile.mkstemp does (a new file nobody else can have opened, mode 0600), without importing
-    # tempfile on every cold scan.
-    tmp = os.path.join(directory, f".tmp-{os.urandom(8).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def stat_key(st: os.stat_result) -> StatKey:

@@ -5,9 +5,9 @@ size already differs, and never for a file the stat cache vouches for. On a warm
 as it is added and its stat key compared with the one remembered (all of a distribution's keys at once);
 nothing else happens for an unchanged file. Everything else is hashed in the background, largest first,
 while the caller goes on parsing RECORDs and walking directories: by threads while the work is small, by
-helper processes of :mod:`patchguard._hashworker` once it is large (a cold scan), since opening and reading
-tens of thousands of small files does not scale across threads that share the GIL with the caller. Files
-are read in bounded chunks; a large ``.so`` is never held in memory whole.
+helper processes of :mod:`patchguard.integrity.hashing` once it is large (a cold scan), since opening and
+reading tens of thousands of small files does not scale across threads that share the GIL with the caller.
+Files are read in bounded chunks; a large ``.so`` is never held in memory whole.
 
 This module only knows paths and digests; what a mismatch *means* is decided by :mod:`patchguard.scanner`.
 """
@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, NamedTuple
 
-from ._hashworker import (
+from .cache import is_racy, pack_key, pack_key_size, settled_before
+from .hashing import (
     DIR_FD,
     DIR_FLAGS,
     SMALL,
@@ -41,13 +42,12 @@ from ._hashworker import (
     verify_batch,
     write_frame,
 )
-from .cache import is_racy, pack_key, pack_key_size, settled_before
 from .records import Check as CheckTuple
 
 if TYPE_CHECKING:
     import subprocess
 
-    from ._hashworker import Result
+    from .hashing import Result
 
 __all__ = ["KEY_SIZE", "NO_KEY", "Check", "Outcome", "Status", "Verification", "Verifier"]
 
@@ -209,7 +209,7 @@ def _start_helpers(n: int) -> list[tuple[int, int, int | subprocess.Popen[bytes]
     """Start up to ``n`` helper processes: ``(requests fd, replies fd, pid or Popen)`` each.
 
     Forked where this process is single-threaded on Linux (no interpreter start-up, nothing imported
-    again), else started as ``python -I -S _hashworker.py``. Fewer (or none) where that fails.
+    again), else started as ``python -I -S hashing.py``. Fewer (or none) where that fails.
     """
     started: list[tuple[int, int, int | subprocess.Popen[bytes]]] = []
     try:
@@ -271,7 +271,7 @@ def _start(
         return started
     import subprocess  # here: a scan that starts no helper does not import it
 
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hashworker.py")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hashing.py")
     if not sys.executable or not os.path.isfile(script):
         return started
     for _ in range(n):
@@ -328,7 +328,7 @@ class Verifier:
     :class:`Verification`.
 
     Hashing runs in one thread per core. Once the pending work is large (a cold scan), each thread hands
-    its batches to a helper process of its own (:mod:`patchguard._hashworker`): ``hashlib`` releases the
+    its batches to a helper process of its own (:mod:`patchguard.integrity.hashing`): ``hashlib`` releases the
     GIL, but opening and reading tens of thousands of small files does not scale across threads that
     share it with the caller's RECORD parsing, and processes share nothing. Where no helper can be
     started, the thread hashes itself. ``processes``: ``None`` decides by the pending work, ``False``

@@ -20,10 +20,9 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from ._state import STATE_DIR
+from .._fs import STATE_DIR, read_regular, source_of_bytecode
+from ..model import Finding, Kind, Severity
 from .cache import DirListing, is_racy
-from .records import read_regular
-from .report import Finding, Kind, Severity
 
 __all__ = ["Ownership", "package_findings", "pth_import_lines", "toplevel_findings"]
 
@@ -67,15 +66,6 @@ def _rel(site_dir: str, path: str) -> str:
     return os.path.relpath(path, site_dir).replace(os.sep, "/")
 
 
-def _pyc_source(pyc_path: str) -> str | None:
-    """``pkg/__pycache__/mod.cpython-311.opt-1.pyc`` → ``pkg/mod.py``."""
-    head, name = os.path.split(pyc_path)
-    parent, cache_dir = os.path.split(head)
-    if cache_dir != "__pycache__" or not name.endswith(".pyc"):
-        return None
-    return os.path.join(parent, name.split(".", 1)[0] + ".py")
-
-
 def _walk_files(top: str) -> Iterator[str]:
     """Every non-directory entry below ``top``; symlinked directories are not followed."""
     return _unowned_below(top, frozenset(), None, 0)
@@ -84,47 +74,47 @@ def _walk_files(top: str) -> Iterator[str]:
 def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding | None:
     name = os.path.basename(path)
     if name.endswith(".pyc"):
-        source = _pyc_source(path)
+        source = source_of_bytecode(path)
         if source is not None:
             if source in owned or os.path.exists(source):
                 # Compiled from a listed source, or from an unexpected .py reported on its own.
                 return None
             return Finding(
-                Kind.UNEXPECTED,
-                Severity.MINOR,
-                "orphan-bytecode",
-                _rel(site_dir, path),
-                "compiled file whose source is not installed (left over; Python never imports it)",
+                kind=Kind.UNEXPECTED,
+                severity=Severity.MINOR,
+                rule="orphan-bytecode",
+                path=_rel(site_dir, path),
+                message="compiled file whose source is not installed (left over; Python never imports it)",
             )
         return Finding(
-            Kind.UNEXPECTED,
-            Severity.MODERATE,
-            "unexpected-bytecode",
-            _rel(site_dir, path),
-            "sourceless .pyc no distribution installed: importable code with no source to review",
+            kind=Kind.UNEXPECTED,
+            severity=Severity.MODERATE,
+            rule="unexpected-bytecode",
+            path=_rel(site_dir, path),
+            message="sourceless .pyc no distribution installed: importable code with no source to review",
         )
     if name.endswith(".py"):
         return Finding(
-            Kind.UNEXPECTED,
-            Severity.MODERATE,
-            "unexpected-python",
-            _rel(site_dir, path),
-            "Python file no distribution installed",
+            kind=Kind.UNEXPECTED,
+            severity=Severity.MODERATE,
+            rule="unexpected-python",
+            path=_rel(site_dir, path),
+            message="Python file no distribution installed",
         )
     if is_extension(name):
         return Finding(
-            Kind.UNEXPECTED,
-            Severity.HIGH,
-            "unexpected-extension",
-            _rel(site_dir, path),
-            "compiled extension no distribution installed",
+            kind=Kind.UNEXPECTED,
+            severity=Severity.HIGH,
+            rule="unexpected-extension",
+            path=_rel(site_dir, path),
+            message="compiled extension no distribution installed",
         )
     return Finding(
-        Kind.UNEXPECTED,
-        Severity.MINOR,
-        "unexpected-file",
-        _rel(site_dir, path),
-        "file no distribution installed",
+        kind=Kind.UNEXPECTED,
+        severity=Severity.MINOR,
+        rule="unexpected-file",
+        path=_rel(site_dir, path),
+        message="file no distribution installed",
     )
 
 
@@ -171,7 +161,7 @@ def _unowned_below(
                             is_dir = False
                         if is_dir:
                             subdirs_l.append(name)
-                        elif (path := prefix + name) not in owned and _pyc_source(path) not in owned:
+                        elif (path := prefix + name) not in owned and source_of_bytecode(path) not in owned:
                             files_l.append(name)
             except OSError:
                 continue
@@ -262,33 +252,37 @@ def toplevel_findings(ownership: Ownership, owned_dirs: frozenset[str]) -> list[
             if imports:
                 findings.append(
                     Finding(
-                        Kind.STARTUP_HOOK,
-                        Severity.HIGH,
-                        "pth-import",
-                        name,
-                        f"executes at every interpreter start: {imports[0][:120]}"
+                        kind=Kind.STARTUP_HOOK,
+                        severity=Severity.HIGH,
+                        rule="pth-import",
+                        path=name,
+                        message=f"executes at every interpreter start: {imports[0][:120]}"
                         + (f" (+{len(imports) - 1} more lines)" if len(imports) > 1 else ""),
                     )
                 )
             else:
                 findings.append(
                     Finding(
-                        Kind.UNEXPECTED,
-                        Severity.MODERATE,
-                        "pth-path",
-                        name,
-                        ".pth file no distribution installed: adds directories to sys.path at every start",
+                        kind=Kind.UNEXPECTED,
+                        severity=Severity.MODERATE,
+                        rule="pth-path",
+                        path=name,
+                        message=(
+                            ".pth file no distribution installed: adds directories to sys.path at every start"
+                        ),
                     )
                 )
             continue
         if name in _STARTUP_MODULES and not is_dir:
             findings.append(
                 Finding(
-                    Kind.STARTUP_HOOK,
-                    Severity.MODERATE,
-                    "sitecustomize",
-                    name,
-                    f"{name[:-3]} is imported at every interpreter start and no distribution installed it",
+                    kind=Kind.STARTUP_HOOK,
+                    severity=Severity.MODERATE,
+                    rule="sitecustomize",
+                    path=name,
+                    message=(
+                        f"{name[:-3]} is imported at every interpreter start and no distribution installed it"
+                    ),
                 )
             )
             continue
@@ -298,11 +292,11 @@ def toplevel_findings(ownership: Ownership, owned_dirs: frozenset[str]) -> list[
             count, code = _count_files(e.path)
             findings.append(
                 Finding(
-                    Kind.UNEXPECTED,
-                    Severity.MODERATE if code else Severity.MINOR,
-                    "unexpected-directory",
-                    name + "/",
-                    f"directory no distribution installed ({count} file{'s' if count != 1 else ''}"
+                    kind=Kind.UNEXPECTED,
+                    severity=Severity.MODERATE if code else Severity.MINOR,
+                    rule="unexpected-directory",
+                    path=name + "/",
+                    message=f"directory no distribution installed ({count} file{'s' if count != 1 else ''}"
                     + (", importable code)" if code else ")"),
                 )
             )

@@ -1,0 +1,114 @@
+"""Small file-system helpers every layer shares, each implemented once.
+
+- where patchguard keeps its own state inside an environment (``<site-packages>/.patchguard``), so that a
+  scan can ask whether a crash left a transaction unfinished without importing :mod:`patchguard.txn`;
+- sha256 of a file and of bytes;
+- reading a file only if it is a regular file (a FIFO or a device is never opened);
+- writing patchguard's *own* files atomically (never a file of an environment: that is :mod:`patchguard.txn`);
+- the bytecode caches (``__pycache__/<module>.*.pyc``) of a source file, and the source of a cached file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+
+__all__ = [
+    "JOURNAL",
+    "PYCACHE",
+    "STATE_DIR",
+    "bytecode_of",
+    "journal_path",
+    "read_regular",
+    "sha256_bytes",
+    "sha256_file",
+    "source_of_bytecode",
+    "write_atomically",
+]
+
+STATE_DIR = ".patchguard"
+JOURNAL = "journal.json"
+PYCACHE = "__pycache__"
+
+
+def journal_path(site_dir: str) -> str:
+    """The journal an unfinished transaction leaves in ``site_dir``."""
+    return os.path.join(site_dir, STATE_DIR, JOURNAL)
+
+
+def sha256_bytes(data: bytes | None) -> str | None:
+    """sha256 hex of ``data``, ``None`` for ``None`` (a file that does not exist)."""
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def sha256_file(path: str) -> str | None:
+    """sha256 hex of a file's bytes, ``None`` if it does not exist."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except FileNotFoundError:
+        return None
+    return h.hexdigest()
+
+
+def read_regular(path: str, limit: int = -1) -> bytes:
+    """The bytes of a regular file (at most ``limit``); ``OSError`` for anything else.
+
+    Nothing but a regular file is opened: a FIFO named ``RECORD`` or ``x.pth`` would block a plain
+    ``open()`` forever, and opening a device can have effects. What is read is checked again through the
+    descriptor, so a file swapped in meanwhile is refused too.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str, data: bytes, *, make_dirs: bool = True) -> None:
+    """Write one of patchguard's *own* files (cache, store, lock output): temp file, then rename.
+
+    Never for files of an environment: those go through :mod:`patchguard.txn`. Raises ``OSError``.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
+    # What tempfile.mkstemp does (a new file nobody else can have opened, mode 0600), without importing
+    # tempfile on every cold scan.
+    tmp = os.path.join(directory, f".tmp-{os.urandom(8).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def bytecode_of(py_path: str) -> list[str]:
+    """Every ``__pycache__/<module>.*.pyc`` of ``py_path``, of any interpreter (OSError: no cache dir)."""
+    directory, name = os.path.split(py_path)
+    cache = os.path.join(directory, PYCACHE)
+    stem = name[:-3] + "."
+    return [os.path.join(cache, n) for n in os.listdir(cache) if n.startswith(stem) and n.endswith(".pyc")]
+
+
+def source_of_bytecode(pyc_path: str) -> str | None:
+    """``pkg/__pycache__/mod.cpython-311.opt-1.pyc`` → ``pkg/mod.py`` (``None``: not a cached pyc)."""
+    head, name = os.path.split(pyc_path)
+    parent, cache_dir = os.path.split(head)
+    if cache_dir != PYCACHE or not name.endswith(".pyc"):
+        return None
+    return os.path.join(parent, name.split(".", 1)[0] + ".py")

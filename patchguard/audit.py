@@ -1,0 +1,286 @@
+"""One scan, orchestrated: integrity → explain → attribute → judge. The public ``scan`` and ``check``.
+
+Each stage is a function of what the previous one produced and never calls back up:
+
+1. :func:`patchguard.pristine.explain.survey`: every file verified against its RECORD, unowned files and
+   startup hooks found, editable installs compared with their git checkout;
+2. :func:`patchguard.patchsets.attribution.attribute`: modifications that a known patch set explains are
+   named after it;
+3. :func:`judge`: every modified or unexpected ``.py`` file judged by code analysis against its pristine
+   source, each code finding given its reach; ``--verify-record`` compares RECORDs with the wheels';
+4. for ``check``, :func:`patchguard.deploy.gate.evaluate` judges the result against a policy and a lock.
+
+Code analysis (libcst) and the pristine sources are imported only when there is changed code to judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .env import Target
+from .errors import PatchguardError
+from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
+from .model import Finding, GateKind, Kind, Reach, Report
+
+if TYPE_CHECKING:
+    from .analysis.reach import ReachContext
+    from .deploy.gate import CheckResult
+    from .deploy.policy import Policy
+    from .pristine.explain import Explainer
+
+__all__ = ["check", "judge", "run", "scan"]
+
+
+def scan(
+    distributions: Iterable[str] | None = None,
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    use_cache: bool = True,
+    cache_dir: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    against: str = "HEAD",
+    verify_record: bool = False,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
+    patches: str | None = None,
+    analyse: bool = True,
+    entries: Sequence[str] = (),
+    architectures: Sequence[str] = (),
+) -> Report:
+    """Fingerprint every installed file of an environment against its wheel's RECORD.
+
+    With no arguments, scans the environment of the running interpreter. ``distributions`` limits the
+    scan to those names (then the top of site-packages is not searched for startup hooks).
+    ``site_packages`` / ``python`` choose another environment, as ``--site-packages`` / ``--python`` do.
+
+    >>> import patchguard
+    >>> report = patchguard.scan(["pip"])  # doctest: +SKIP
+    >>> report.worst >= patchguard.Severity.HIGH  # doctest: +SKIP
+    False
+
+    Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
+    and for distributions that are not installed; everything about individual files is a finding.
+    Editable installs are compared with their git checkout at ``against``. ``verify_record`` also
+    compares each installed RECORD with the pristine wheel's (found in ``wheelhouse``, pip's and uv's
+    caches, or downloaded unless ``offline``), catching a file edited together with its RECORD row.
+
+    With ``analyse`` (the default), every modified or unexpected ``.py`` file is judged by code analysis
+    (:mod:`patchguard.analysis`): its pristine source comes from the pristine store, ``wheelhouse`` or the
+    pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
+    (modules) and ``architectures`` (model architectures, through the framework's registry).
+    """
+    return run(
+        distributions,
+        site_packages=site_packages,
+        python=python,
+        use_cache=use_cache,
+        cache_dir=cache_dir,
+        workers=workers,
+        progress=progress,
+        against=against,
+        patches=patches,
+        analyse=analyse,
+        entries=entries,
+        architectures=architectures,
+        verify_record=verify_record,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    ).report
+
+
+def run(
+    distributions: Iterable[str] | None = None,
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    use_cache: bool = True,
+    cache_dir: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    against: str = "HEAD",
+    target: Target | None = None,
+    patches: str | None = None,
+    analyse: bool = False,
+    entries: Sequence[str] = (),
+    architectures: Sequence[str] = (),
+    verify_record: bool = False,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
+) -> Scanned:
+    """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
+
+    Code analysis is off by default here (``lock`` works on the integrity findings, one per file).
+    """
+    from .pristine.explain import survey
+
+    scanned = survey(
+        distributions,
+        site_packages=site_packages,
+        python=python,
+        target=target,
+        against=against,
+        use_cache=use_cache,
+        cache_dir=cache_dir,
+        workers=workers,
+        progress=progress,
+    )
+    if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
+        scanned.report = replace(scanned.report, findings=tuple(_attributed(scanned, patches)))
+    if analyse or verify_record:
+        scanned.report = judge(
+            scanned, analyse, entries, architectures, verify_record, wheelhouse, offline, against
+        )
+    return scanned
+
+
+def _attributed(scanned: Scanned, patches: str | None) -> list[Finding]:
+    """The scan's findings with modifications attributed to the known sets. Sets that cannot be loaded
+    attribute nothing: the scan is not the place to fail."""
+    from .integrity.records import RecordEntry
+    from .patchsets.attribution import attribute
+    from .patchsets.installed import reader
+    from .patchsets.model import load_sets
+    from .patchsets.planner import Reader
+
+    findings = scanned.report.findings
+    try:
+        sets = load_sets(patches)
+    except PatchguardError:
+        return list(findings)
+
+    def locate(f: Finding) -> tuple[RecordEntry, Reader] | None:
+        dist, entry, _path = scanned.locate(f)
+        return None if dist is None or entry is None else (entry, reader(dist.site_dir))
+
+    return attribute(findings, sets, locate) if sets else list(findings)
+
+
+def judge(
+    scanned: Scanned,
+    analyse: bool,
+    entries: Sequence[str],
+    architectures: Sequence[str],
+    verify_record: bool,
+    wheelhouse: Sequence[str],
+    offline: bool,
+    against: str,
+) -> Report:
+    """The scan's report with changed code judged (``analyse``) and RECORDs verified (``verify_record``)."""
+    findings = list(scanned.report.findings)
+    code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
+    if not verify_record and not code_files:
+        return scanned.report  # nothing to judge: not even the analysis modules are imported
+    from .analysis.reach import ReachContext
+    from .pristine.explain import Explainer, record_findings
+    from .pristine.sources import Sources
+
+    # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
+    if analyse and code_files:
+        explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
+        reach = ReachContext(scanned.target.site_packages, entries, architectures)
+        findings = judge_findings(scanned, explainer, reach)
+    if verify_record:
+        findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
+    return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
+
+
+def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
+    """The scan's findings with every modified or unexpected ``.py`` file judged by code analysis.
+
+    A modified file's bare ``modified`` finding is replaced by one finding per changed region and rule,
+    keeping its patch-set attribution; without a pristine source the whole file is judged (``baseline:
+    none``). Each code finding gets the reach of its file, ``conditional`` when gated, ``dormant`` when dead.
+    """
+    out: list[Finding] = []
+    for f in scanned.report.findings:
+        if f.kind not in (Kind.MODIFIED, Kind.UNEXPECTED) or not f.path.endswith(".py") or f.line is not None:
+            out.append(f)
+        else:
+            out += _judge_file(f, scanned, explainer, reach)
+    return out
+
+
+def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
+    from .analysis import CodeChange, analyse
+    from .pristine.explain import read_installed
+
+    dist, entry, path = scanned.locate(f)
+    after = read_installed(path)
+    if after is None:
+        return [f]
+    before: bytes | None = None
+    if f.kind is Kind.MODIFIED and dist is not None:
+        try:
+            before = explainer.pristine_bytes(ChangedFile(f, dist, entry, path))
+        except PatchguardError:
+            before = None
+    code = analyse(CodeChange(f.path, before, after, f.distribution, f.version))
+    if f.kind is Kind.UNEXPECTED:
+        # The file itself stays an `unexpected` finding; analysis adds what its code does.
+        code = [c for c in code if c.kind is Kind.INJECTED_CODE]
+    if not code:
+        return [f]
+    file_reach, evidence = reach.reach(path)
+    partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"
+    judged = [
+        replace(
+            c,
+            reach=_code_reach(c, file_reach),
+            evidence=tuple(evidence) + c.evidence,
+            patch_set=f.patch_set,
+            patch_set_exact=f.patch_set_exact,
+            message=c.message + partial,
+        )
+        for c in code
+    ]
+    return [f, *judged] if f.kind is Kind.UNEXPECTED else judged
+
+
+def _code_reach(c: Finding, file_reach: Reach) -> Reach:
+    """A code finding's reach: its file's, ``dormant`` when the code cannot run, ``conditional`` when a gate
+    guards it on the live path."""
+    gate_kind = (c.gate or {}).get("kind")
+    if gate_kind == GateKind.DEAD.value:
+        return Reach.DORMANT
+    if gate_kind and file_reach is Reach.ACTIVE:
+        return Reach.CONDITIONAL
+    return file_reach
+
+
+def check(
+    *,
+    policy: Policy | str | None = None,
+    lock: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    patches: str | None = None,
+    use_cache: bool = True,
+) -> CheckResult:
+    """The pre-restart gate: scan, apply the policy (and compare with a lock), and judge.
+
+    >>> import patchguard
+    >>> result = patchguard.check(policy="/srv/patchguard.toml")  # doctest: +SKIP
+    >>> result.passed, result.violations  # doctest: +SKIP
+    (True, ())
+
+    Raises :class:`~patchguard.errors.PatchguardError` when the check itself cannot be done (bad policy,
+    unreadable lock, missing environment); violations are results, not errors.
+    """
+    from .deploy.gate import evaluate
+    from .deploy.policy import Policy, load_policy
+
+    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    patches = patches or pol.patches
+    scanned = run(
+        site_packages=site_packages, python=python, patches=patches, use_cache=use_cache, analyse=True
+    )
+    states = None
+    if pol.required_sets:
+        from .patchsets.status import states_of
+
+        states = states_of(scanned.target, scanned.dists, patches)
+    return evaluate(scanned, pol, states, lock)

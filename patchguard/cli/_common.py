@@ -1,0 +1,132 @@
+"""What every command shares: exit codes, the common options, expected errors as one line, progress."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import PatchguardError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+FAIL_ON = ("high", "moderate", "minor", "info", "never")
+
+
+def environment_options(func: F) -> F:
+    """``--python`` / ``--site-packages``: the environment selectors every command accepts."""
+    func = click.option(
+        "--site-packages",
+        "site_packages",
+        multiple=True,
+        metavar="DIR",
+        help="Scan this site-packages directory (repeatable) instead of the running interpreter's.",
+    )(func)
+    func = click.option(
+        "--python",
+        "python",
+        metavar="PATH",
+        help="Scan the environment of this interpreter (asked in an isolated subprocess).",
+    )(func)
+    return func
+
+
+def source_options(func: F) -> F:
+    """``--wheelhouse`` / ``--offline``: where pristine wheels come from."""
+    func = click.option(
+        "--offline", is_flag=True, help="Never download: use wheelhouses and the pip/uv caches only."
+    )(func)
+    func = click.option(
+        "--wheelhouse",
+        "wheelhouse",
+        multiple=True,
+        metavar="DIR",
+        help="A directory of wheels to take pristine files from (repeatable; also $PATCHGUARD_WHEELHOUSE).",
+    )(func)
+    return func
+
+
+def patches_option(func: F) -> F:
+    return click.option(
+        "--patches",
+        "patches",
+        metavar="DIR",
+        help="Where patch sets live (default: $PATCHGUARD_PATCHES, [tool.patchguard] patches, ./patches).",
+    )(func)
+
+
+# ``--path GLOB`` (diff, restore, capture): only the files whose RECORD path matches.
+path_option = click.option(
+    "--path", "paths", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable)."
+)
+
+against_option = click.option(
+    "--against", default="HEAD", show_default=True, help="Revision editable installs are compared with."
+)
+
+
+def errors_to_exit(func: F) -> F:
+    """Turn expected errors into one line on stderr and exit 2.
+
+    An ``OSError`` that reaches here (a file the user may not read or write) is expected too: it names
+    the file, and nothing was changed (writes go through transactions, which roll back).
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except PatchguardError as exc:
+            click.echo(f"patchguard: error: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(
+                f"patchguard: error: {where}{exc.strerror or exc} "
+                "(check the permissions, or run as the environment's owner)",
+                err=True,
+            )
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            click.echo("patchguard: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Progress:
+    """A progress bar on stderr, only on a terminal and only once the work has taken a second."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.started = time.monotonic()
+        self.bar: Any = None
+        self.shown = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.started < 1.0:
+                return
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.shown)
+        self.shown = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def say_recovered(paths: tuple[str, ...]) -> None:
+    if paths:
+        click.echo(
+            f"patchguard: rolled back an interrupted transaction first ({len(paths)} file"
+            f"{'s' if len(paths) != 1 else ''} put back)",
+            err=True,
+        )

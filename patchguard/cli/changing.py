@@ -1,0 +1,255 @@
+"""Commands that put things back or change them: ``restore``, ``apply``, ``revert``, ``capture``; and where
+patch sets stand: ``sets``, ``status``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import click
+
+from ._common import (
+    EXIT_FINDINGS,
+    environment_options,
+    errors_to_exit,
+    patches_option,
+    path_option,
+    say_recovered,
+    source_options,
+)
+
+if TYPE_CHECKING:
+    from ..patchsets.ops import SetOutcome
+
+
+@click.command()
+@click.argument("distributions", nargs=-1, required=True)
+@environment_options
+@source_options
+@path_option
+@click.option("--dry-run", is_flag=True, help="Say what would be restored; write nothing.")
+@click.option(
+    "--remove-unexpected",
+    is_flag=True,
+    help="Also move files no RECORD lists out of the packages (into the transaction's backup).",
+)
+@errors_to_exit
+def restore(
+    distributions: tuple[str, ...],
+    python: str | None,
+    site_packages: tuple[str, ...],
+    wheelhouse: tuple[str, ...],
+    offline: bool,
+    paths: tuple[str, ...],
+    dry_run: bool,
+    remove_unexpected: bool,
+) -> None:
+    """Put modified and missing files back to the wheel's bytes, all in one transaction."""
+    from ..model import Kind
+    from ..pristine.restore import FileAction
+    from ..pristine.restore import restore as run_restore
+
+    result = run_restore(
+        distributions,
+        site_packages=site_packages or None,
+        python=python,
+        paths=paths,
+        dry_run=dry_run,
+        remove_unexpected=remove_unexpected,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    )
+    say_recovered(result.recovered)
+    if not result.actions:
+        click.echo("nothing to restore")
+        return
+    for a in result.actions:
+        click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{a.shown}")
+    if dry_run or result.after is None:
+        return
+    left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}
+    still = [a.shown for a in result.actions if a.action is not FileAction.REMOVE and a.shown in left]
+    if still:
+        # The transaction did commit: this is a finding about the result, not "nothing changed".
+        click.echo(f"patchguard: restored, but still not pristine: {', '.join(still)}", err=True)
+        sys.exit(EXIT_FINDINGS)
+    assert result.committed is not None
+    click.echo(
+        f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
+        f"verified pristine against RECORD (originals kept in {result.committed.backup_dir})"
+    )
+
+
+def _describe(
+    plan_path: str, before: bytes | None, after: bytes | None, offsets: tuple[int, ...], reverse: bool
+) -> str:
+    if reverse:
+        what = "remove" if after is None else "recreate" if before is None else "revert"
+    else:
+        what = "create" if before is None else "delete" if after is None else "patch"
+    moved = [o for o in offsets if o]
+    note = f" (hunks moved by {', '.join(f'{o:+d}' for o in moved)} lines)" if moved else ""
+    return f"{what:<9}{plan_path}{note}"
+
+
+def _report_outcome(out: SetOutcome, reverse: bool, dry_run: bool) -> None:
+    """Print what apply/revert did; exit 1 when a reverted file is still not its wheel's."""
+    if not out.action.changed:
+        click.echo(f"{out.name} is {out.action.value}; nothing to do")
+        return
+    verdicts = {v.path: v for v in out.verdicts}
+    for f in out.files:
+        line = ("would " if dry_run else "") + _describe(f.path, f.before, f.after, f.offsets, reverse)
+        if f.path in verdicts:
+            line += f": {verdicts[f.path].text}"
+        click.echo(line)
+    if not dry_run:
+        n = len(out.files)
+        click.echo(f"{out.action.value} {out.name}: {n} file{'s' if n != 1 else ''} in one transaction")
+        if any(not v.verdict.clean for v in out.verdicts):
+            sys.exit(EXIT_FINDINGS)
+
+
+def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
+    def command(
+        set_name: str,
+        patches: str | None,
+        python: str | None,
+        site_packages: tuple[str, ...],
+        dry_run: bool,
+        force_version: bool,
+    ) -> None:
+        from ..patchsets.ops import apply_set, revert_set
+
+        run = revert_set if reverse else apply_set
+        out = run(
+            set_name,
+            patches=patches,
+            site_packages=site_packages or None,
+            python=python,
+            dry_run=dry_run,
+            force_version=force_version,
+        )
+        say_recovered(out.recovered)
+        _report_outcome(out, reverse, dry_run)
+
+    decorators: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+        click.option(
+            "--set", "set_name", required=True, metavar="NAME", help="The patch set (patches/NAME/)."
+        ),
+        patches_option,
+        environment_options,
+        click.option("--dry-run", is_flag=True, help="Say what would change; write nothing."),
+        click.option(
+            "--force-version",
+            is_flag=True,
+            help="Try even if the installed version is outside the set's targets.",
+        ),
+        errors_to_exit,
+    ]
+    func: Callable[..., None] = command
+    for decorate in reversed(decorators):
+        func = decorate(func)
+    return click.command(name, help=help_text)(func)
+
+
+apply = _set_command(
+    "apply", False, "Apply a named patch set: all files or none. Already applied is a no-op."
+)
+revert = _set_command(
+    "revert", True, "Revert a named patch set, applied by patchguard or by hand; verify each file."
+)
+
+
+@click.command("sets")
+@patches_option
+@environment_options
+@errors_to_exit
+def sets(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+    """List patch sets and where each stands in the environment."""
+    from ..formats.text import format_sets
+    from ..patchsets.status import set_states
+
+    states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
+    say_recovered(recovered)
+    if not states:
+        click.echo("no patch sets (looked in the patches directory; see --patches)")
+        return
+    click.echo(format_sets(states), nl=False)
+
+
+@click.command()
+@patches_option
+@environment_options
+@errors_to_exit
+def status(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+    """Applied sets, drift, and unfinished transactions (rolled back on sight)."""
+    from ..env import resolve_target
+    from ..formats.text import format_status
+    from ..patchsets.state import read_state
+    from ..patchsets.status import set_states
+    from ..txn import pending
+
+    target = resolve_target(python, site_packages or None)
+    for site in target.site_packages:  # said before set_states() rolls them back
+        journal = pending(site)
+        if journal is not None:
+            click.echo(f"unfinished transaction {journal.get('txid')} ({journal.get('label')}) in {site}")
+    states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
+    applied = [
+        (name, record)
+        for site in target.site_packages
+        for name, record in sorted(read_state(site)["applied"].items())
+    ]
+    click.echo(format_status(recovered, applied, states), nl=False)
+    if any(s.state.troubled for s in states):
+        sys.exit(EXIT_FINDINGS)
+
+
+@click.command()
+@click.argument("distribution")
+@click.option(
+    "--set", "set_name", required=True, metavar="NAME", help="Name of the set to write (patches/NAME/)."
+)
+@path_option
+@click.option(
+    "--version", "version", metavar="SPEC", help="Versions the set targets (default: == the installed one)."
+)
+@click.option("--description", default="", help="One line saying what the set is for.")
+@click.option("--force", is_flag=True, help="Overwrite an existing set of that name.")
+@patches_option
+@environment_options
+@source_options
+@errors_to_exit
+def capture(
+    distribution: str,
+    set_name: str,
+    paths: tuple[str, ...],
+    version: str | None,
+    description: str,
+    force: bool,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+    wheelhouse: tuple[str, ...],
+    offline: bool,
+) -> None:
+    """Write patches/NAME from the current modifications of DISTRIBUTION's files."""
+    from ..patchsets.capture import capture_set
+
+    ps = capture_set(
+        set_name,
+        distribution,
+        paths=paths,
+        version=version,
+        description=description,
+        force=force,
+        patches=patches,
+        site_packages=site_packages or None,
+        python=python,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    )
+    targets = ", ".join(f"{t.distribution} {t.version}" for t in ps.targets)
+    click.echo(f"wrote {ps.directory} ({targets}): {', '.join(ps.paths)}")

@@ -1,0 +1,241 @@
+"""Commands that read an environment: ``scan``, ``diff``, ``check``, ``lock``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import PatchguardError
+from ._common import (
+    EXIT_FINDINGS,
+    FAIL_ON,
+    Progress,
+    against_option,
+    environment_options,
+    errors_to_exit,
+    patches_option,
+    path_option,
+    say_recovered,
+    source_options,
+)
+
+
+@click.command()
+@click.argument("distributions", nargs=-1)
+@environment_options
+@source_options
+@click.option(
+    "--verify-record",
+    is_flag=True,
+    help="Also compare each installed RECORD with the pristine wheel's (catches edits to file and RECORD).",
+)
+@against_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "sarif"]),
+    default="table",
+    show_default=True,
+    help="Output format (sarif: SARIF 2.1.0 for code scanning).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default="high",
+    show_default=True,
+    help="Exit 1 when a finding reaches this severity.",
+)
+@click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
+@click.option("--patches", "patches", metavar="DIR", help="Patch sets to attribute modifications to.")
+@click.option("--no-analysis", is_flag=True, help="Integrity only: do not judge changed code.")
+@click.option(
+    "--entry", "entries", multiple=True, metavar="MODULE", help="Code reachable from this module is live."
+)
+@click.option(
+    "--arch", "architectures", multiple=True, metavar="NAME", help="Model architecture being served."
+)
+@click.option(
+    "--model-config", metavar="FILE", help="A model config.json: its architectures are being served."
+)
+@errors_to_exit
+def scan(
+    distributions: tuple[str, ...],
+    python: str | None,
+    site_packages: tuple[str, ...],
+    wheelhouse: tuple[str, ...],
+    offline: bool,
+    verify_record: bool,
+    against: str,
+    fmt: str,
+    fail_on: str,
+    no_cache: bool,
+    patches: str | None,
+    no_analysis: bool,
+    entries: tuple[str, ...],
+    architectures: tuple[str, ...],
+    model_config: str | None,
+) -> None:
+    """Fingerprint installed files against their wheels' RECORD.
+
+    With no DISTRIBUTIONS, every distribution of the environment is checked, and the top of
+    site-packages is searched for startup hooks (.pth files, sitecustomize) and unowned files.
+    """
+    from ..audit import scan as run_scan
+    from ..formats.jsondoc import format_json
+    from ..formats.sarif import format_sarif
+    from ..formats.text import format_table
+    from ..model import Severity
+
+    archs = list(architectures)
+    if model_config:
+        from ..analysis.reach import architectures_from_config
+
+        archs += architectures_from_config(model_config)
+    progress = Progress("verifying") if sys.stderr.isatty() else None
+    try:
+        report = run_scan(
+            distributions,
+            site_packages=site_packages or None,
+            python=python,
+            use_cache=not no_cache,
+            progress=progress,
+            against=against,
+            verify_record=verify_record,
+            wheelhouse=wheelhouse,
+            offline=offline,
+            patches=patches,
+            analyse=not no_analysis,
+            entries=entries,
+            architectures=archs,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    say_recovered(report.recovered)
+    formatter = {"json": format_json, "sarif": format_sarif, "table": format_table}[fmt]
+    click.echo(formatter(report), nl=False)
+    if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
+        sys.exit(EXIT_FINDINGS)
+
+
+@click.command()
+@click.argument("distributions", nargs=-1)
+@environment_options
+@source_options
+@path_option
+@against_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@errors_to_exit
+def diff(
+    distributions: tuple[str, ...],
+    python: str | None,
+    site_packages: tuple[str, ...],
+    wheelhouse: tuple[str, ...],
+    offline: bool,
+    paths: tuple[str, ...],
+    against: str,
+    fmt: str,
+) -> None:
+    """Unified diff of every changed file against its pristine wheel.
+
+    Paths are a/ b/ relative to site-packages, so `git apply -R` and patch sets accept the output.
+    Missing files show as deletions, unexpected text files as additions.
+    """
+    from ..diffs import unified_diff
+    from ..formats.jsondoc import format_diff
+    from ..pristine.explain import diff as run_diff
+
+    diffs = run_diff(
+        distributions,
+        site_packages=site_packages or None,
+        python=python,
+        paths=paths,
+        wheelhouse=wheelhouse,
+        offline=offline,
+        against=against,
+    )
+    if fmt == "json":
+        click.echo(format_diff(diffs), nl=False)
+    else:
+        # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.
+        sys.stdout.flush()
+        sys.stdout.buffer.write(unified_diff(diffs).encode("utf-8", "surrogateescape"))
+        sys.stdout.buffer.flush()
+
+
+@click.command("check")
+@click.option(
+    "--policy",
+    metavar="FILE",
+    help="Policy file (default: [tool.patchguard] of the nearest pyproject.toml or patchguard.toml).",
+)
+@click.option("--lock", "lock_file", metavar="FILE", help="Also require the environment to match this lock.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True
+)
+@click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
+@patches_option
+@environment_options
+@errors_to_exit
+def check(
+    policy: str | None,
+    lock_file: str | None,
+    fmt: str,
+    no_cache: bool,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+) -> None:
+    """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check."""
+    from dataclasses import replace
+
+    from ..audit import check as run_check
+    from ..formats.jsondoc import format_check
+    from ..formats.sarif import format_sarif
+    from ..formats.text import format_check_text
+
+    result = run_check(
+        policy=policy,
+        lock=lock_file,
+        site_packages=site_packages or None,
+        python=python,
+        patches=patches,
+        use_cache=not no_cache,
+    )
+    report = result.report
+    say_recovered(report.recovered)
+    if fmt == "json":
+        text = format_check(result.passed, result.violations, result.policy.path, report)
+    elif fmt == "sarif":
+        violating = tuple(f for f in report.findings if result.policy.violates(f))
+        text = format_sarif(replace(report, findings=violating))
+    else:
+        text = format_check_text(result.passed, result.violations, result.policy.path, report)
+    click.echo(text, nl=False)
+    if not result.passed:
+        sys.exit(EXIT_FINDINGS)
+
+
+@click.command("lock")
+@click.option("--output", "-o", metavar="FILE", help="Write the lock here instead of standard output.")
+@environment_options
+@errors_to_exit
+def lock(output: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+    """Write a deterministic, content-addressed description of the environment (fleet identity)."""
+    from ..audit import run
+    from ..deploy.lockfile import make_lock
+    from ..formats.jsondoc import format_lock
+
+    scanned = run(site_packages=site_packages or None, python=python)
+    say_recovered(scanned.recovered)
+    text = format_lock(make_lock(scanned))
+    if output:
+        from .._fs import write_atomically
+
+        try:
+            write_atomically(output, text.encode(), make_dirs=False)
+        except OSError as exc:
+            raise PatchguardError(f"cannot write the lock ({exc.strerror or exc})", path=output) from None
+    else:
+        click.echo(text, nl=False)

@@ -1,0 +1,1 @@
+"""Deploy: the policy, the pre-restart gate (`check`) and environment locks (fleet identity)."""

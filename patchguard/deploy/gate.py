@@ -1,0 +1,56 @@
+"""The pre-restart gate: a scanned environment judged against a policy, the required sets and a lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..integrity.inventory import Scanned
+from ..integrity.records import canonicalize
+from ..model import Finding, Report
+from ..patchsets.status import SetState
+from .lockfile import compare_locks, make_lock, read_lock
+from .policy import Policy
+
+__all__ = ["CheckResult", "evaluate"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The verdict of a check: ``passed``, every violation (one line each), and the scan behind it."""
+
+    passed: bool
+    violations: tuple[str, ...]
+    report: Report
+    policy: Policy = field(default_factory=Policy)
+
+
+def _line(f: Finding) -> str:
+    where = f.path + (f":{f.line}" if f.line else "")
+    return f"{f.severity.label.upper()} {where} {f.rule}: {f.message}"
+
+
+def evaluate(
+    scanned: Scanned, policy: Policy, states: Sequence[SetState] | None, lock: str | None
+) -> CheckResult:
+    """Judge a scanned environment: findings against the policy, the required sets (``states``: where
+    every set stands, needed only when the policy requires some) and the lock file, if any."""
+    report = scanned.report
+    violations = [_line(f) for f in report.findings if policy.violates(f)]
+    if policy.required_sets:
+        by_name = {s.name: s for s in states or ()}
+        for name in policy.required_sets:
+            s = by_name.get(name)
+            if s is None:
+                violations.append(f"required patch set {name} does not exist in the patches directory")
+            elif not s.state.in_place:
+                violations.append(f"required patch set {name} is {s.state.value}")
+    if lock is not None:
+        here = make_lock(scanned)
+        local = [
+            f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
+            for f in report.findings
+            if f.distribution
+        ]
+        violations += [f"LOCK {d}" for d in compare_locks(read_lock(lock), here, local)]
+    return CheckResult(not violations, tuple(violations), report, policy)

@@ -1,0 +1,249 @@
+"""The types every stage speaks: :class:`Severity`, :class:`Kind`, :class:`Reach`, :class:`GateKind`,
+:class:`Finding`, :class:`Report`.
+
+Pure values, importing nothing else of patchguard: the bottom of the house. Formatting them is
+:mod:`patchguard.formats`; the JSON shape (``schema: patchguard.report/1``) is the stable contract of
+DESIGN.md and :meth:`Report.to_json` is its one definition.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "REPORT_SCHEMA",
+    "Environment",
+    "Finding",
+    "GateKind",
+    "Kind",
+    "Reach",
+    "Report",
+    "SetState",
+    "SetStatus",
+    "Severity",
+    "printable",
+]
+
+REPORT_SCHEMA = "patchguard.report/1"
+
+
+class Severity(enum.IntEnum):
+    """How bad a finding is; ordered, so ``report.worst >= Severity.HIGH`` reads as it should.
+
+    ``NONE`` is never the severity of a finding: it is the :attr:`Report.worst` of a clean report.
+    """
+
+    NONE = 0
+    INFO = 1
+    MINOR = 2
+    MODERATE = 3
+    HIGH = 4
+
+    @property
+    def label(self) -> str:
+        """The lowercase name used in JSON and on the command line (``"high"``)."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        """``"moderate"`` → ``Severity.MODERATE``; raises ``ValueError`` for anything else."""
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r}") from None
+
+
+class Kind(str, enum.Enum):
+    """What a finding is about (the ``kind`` field of the report JSON)."""
+
+    MODIFIED = "modified"
+    MISSING = "missing"
+    UNEXPECTED = "unexpected"
+    STARTUP_HOOK = "startup-hook"
+    RECORD_INVALID = "record-invalid"
+    UNVERIFIABLE = "unverifiable"
+    INJECTED_CODE = "injected-code"
+    FUNCTIONAL_CHANGE = "functional-change"
+    COSMETIC_CHANGE = "cosmetic-change"
+    DRIFT = "drift"
+
+
+class Reach(str, enum.Enum):
+    """Will the changed code run in the server (the ``reach`` field of the report JSON)?"""
+
+    ACTIVE = "active"  # on the live path
+    CONDITIONAL = "conditional"  # on the live path, behind a gate
+    DORMANT = "dormant"  # not on the live path
+    UNKNOWN = "unknown"  # nothing tells
+
+
+class GateKind(str, enum.Enum):
+    """What guards a code finding (the ``gate.kind`` field of the report JSON)."""
+
+    ENV = "env"  # an environment variable
+    SHAPE = "shape"  # a tensor shape, size, numel() or len() compared with a literal
+    FLAG = "flag"  # a module-level debug flag
+    DEAD = "dead"  # code that cannot run (if False:, after return, if TYPE_CHECKING:)
+    CONDITION = "condition"  # any other condition
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One thing patchguard found wrong (or worth knowing) in the environment.
+
+    ``path`` is POSIX and relative to the site-packages directory that holds the file, or absolute when the
+    file lies outside every site directory (console scripts). ``distribution`` is ``None`` for files no
+    distribution owns (a stray ``.pth``, ``sitecustomize.py``).
+    """
+
+    kind: Kind
+    severity: Severity
+    rule: str
+    path: str
+    message: str
+    distribution: str | None = None
+    version: str | None = None
+    line: int | None = None
+    end_line: int | None = None
+    function: str | None = None
+    gate: Mapping[str, str] | None = None
+    reach: Reach | None = None
+    evidence: tuple[str, ...] = ()
+    patch_set: str | None = None
+    source: str | None = None  # the installed line a code finding points at
+    # Whether the file's modification is exactly the patch set's (False: the set plus other changes).
+    patch_set_exact: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as the stable JSON object of DESIGN.md."""
+        return {
+            "kind": self.kind.value,
+            "severity": self.severity.label,
+            "rule": self.rule,
+            "distribution": self.distribution,
+            "version": self.version,
+            "path": printable(self.path),
+            "line": self.line,
+            "end_line": self.end_line,
+            "function": self.function,
+            "gate": dict(self.gate) if self.gate is not None else None,
+            "reach": self.reach.value if self.reach is not None else None,
+            "evidence": list(self.evidence),
+            "patch_set": self.patch_set,
+            "message": printable(self.message),
+            "source": printable(self.source) if self.source is not None else None,
+        }
+
+    @property
+    def sort_key(self) -> tuple[str, str, int]:
+        return (self.distribution or "~", self.path, self.line or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """The interpreter and site directories a report is about."""
+
+    python: str
+    prefix: str
+    site_packages: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The result of a scan: what was checked and every finding, worst first within each distribution.
+
+    >>> r = Report(environment=Environment("3.11.7", "/venv", ("/venv/lib/python3.11/site-packages",)),
+    ...            distributions=(), files_checked=0, findings=())
+    >>> r.worst >= Severity.HIGH
+    False
+    """
+
+    environment: Environment
+    distributions: tuple[tuple[str, str], ...]
+    files_checked: int
+    findings: tuple[Finding, ...]
+    tool_version: str = ""
+    seconds: float = 0.0
+    files_hashed: int = 0
+    recovered: tuple[str, ...] = ()  # files an interrupted transaction's rollback put back first
+
+    @property
+    def worst(self) -> Severity:
+        """The highest severity among the findings, ``Severity.NONE`` when there are none."""
+        return max((f.severity for f in self.findings), default=Severity.NONE)
+
+    def at_or_above(self, threshold: Severity) -> list[Finding]:
+        """Findings whose severity reaches ``threshold`` (what ``--fail-on`` counts)."""
+        return [f for f in self.findings if f.severity >= threshold]
+
+    def counts(self) -> dict[str, int]:
+        """Number of findings per severity label, every label present."""
+        c = Counter(f.severity for f in self.findings)
+        return {s.label: c.get(s, 0) for s in reversed(Severity) if s is not Severity.NONE}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "tool": {"name": "patchguard", "version": self.tool_version},
+            "environment": {
+                "python": self.environment.python,
+                "prefix": printable(self.environment.prefix),
+                "site_packages": [printable(p) for p in self.environment.site_packages],
+            },
+            "summary": {
+                "distributions": len(self.distributions),
+                "files_checked": self.files_checked,
+                "findings": self.counts(),
+            },
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def printable(text: str) -> str:
+    """Make a string safe to print or encode as UTF-8.
+
+    File names that are not valid UTF-8 arrive as lone surrogates (``surrogateescape``); they are shown as
+    ``\\xNN`` escapes instead of crashing the output.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
+class SetStatus(str, enum.Enum):
+    """Where one set stands (what ``patchguard sets`` prints)."""
+
+    APPLIED = "applied"  # by patchguard, and its files are as it left them
+    BY_HAND = "applied (by hand)"  # every file is patched, but patchguard did not do it
+    NOT_APPLIED = "not applied"
+    PARTIAL = "partially applied"
+    DRIFTED = "drifted"  # applied by patchguard, then a file changed
+    CONFLICT = "conflict"  # a file neither applies nor reverts cleanly
+    NOT_APPLICABLE = "n/a"  # its distribution is not installed, or in another version
+
+    @property
+    def in_place(self) -> bool:
+        """Every edit of the set is in the files."""
+        return self in (SetStatus.APPLIED, SetStatus.BY_HAND)
+
+    @property
+    def troubled(self) -> bool:
+        """Something needs a look (``status`` exits 1)."""
+        return self in (SetStatus.DRIFTED, SetStatus.PARTIAL, SetStatus.CONFLICT)
+
+
+@dataclass(frozen=True, slots=True)
+class SetState:
+    """Where one set stands in an environment."""
+
+    name: str
+    targets: str
+    state: SetStatus
+    files: int
+    detail: tuple[str, ...] = field(default=())

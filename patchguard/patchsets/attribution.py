@@ -1,0 +1,52 @@
+"""Attribution: which known patch set explains each modified file. A pure function of the findings, the
+sets and a way to read each file; it writes nothing and scans nothing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from ..integrity.records import RecordEntry, canonicalize, matches
+from ..model import Finding, Kind
+from .model import PatchSet
+from .planner import PlanFailed, Reader, plan_patches
+
+__all__ = ["Located", "attribute"]
+
+# For a finding: the RECORD row of its file and a reader of its site dir, or None when it has neither.
+Located = Callable[[Finding], "tuple[RecordEntry, Reader] | None"]
+
+
+def attribute(findings: Sequence[Finding], sets: Sequence[PatchSet], locate: Located) -> list[Finding]:
+    """``findings``, with each modification that one of ``sets`` explains attributed to it.
+
+    A modified file is the work of a set when reverse-applying that set's part for the file gives back
+    exactly its RECORD hash; a set that reverses cleanly but leaves other differences is named too, with
+    "plus other changes".
+    """
+    out = list(findings)
+    for i, f in enumerate(out):
+        if f.kind is not Kind.MODIFIED or f.distribution is None or os.path.isabs(f.path):
+            continue
+        where = locate(f)
+        if where is not None:
+            out[i] = _attributed(f, sets, *where)
+    return out
+
+
+def _attributed(f: Finding, sets: Sequence[PatchSet], entry: RecordEntry, read: Reader) -> Finding:
+    assert f.distribution is not None
+    for ps in sets:
+        if f.path not in ps.paths or canonicalize(f.distribution) not in {
+            canonicalize(t.distribution) for t in ps.targets
+        }:
+            continue
+        try:
+            (fp,) = plan_patches(ps.name, [x for x in ps.patches if x.path == f.path], read, reverse=True)
+        except (PlanFailed, ValueError):
+            continue
+        exact = fp.after is not None and matches(entry, fp.after)
+        message = f.message if exact else f"{f.message} (patch set {ps.name} plus other changes)"
+        return replace(f, patch_set=ps.name, message=message, patch_set_exact=exact)
+    return f

@@ -1,0 +1,113 @@
+"""Capture: write ``patches/<name>/`` from the current modifications of a distribution's files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+
+from ..env import resolve_target
+from ..errors import UsageError
+from ..integrity.records import canonicalize, discover
+from ..pristine.explain import diff
+from .model import SET_NAME, PatchSet, load_set, patches_dir
+
+__all__ = ["capture_set"]
+
+
+def capture_set(
+    name: str,
+    distribution: str,
+    *,
+    paths: Sequence[str] = (),
+    version: str | None = None,
+    description: str = "",
+    force: bool = False,
+    patches: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
+) -> PatchSet:
+    """Write ``patches/<name>/`` from the current modifications of ``distribution``'s files.
+
+    Targets are pinned to ``version`` (a specifier; default ``==`` the installed version). Refuses to
+    overwrite an existing set unless ``force``. The set is written to a temporary directory and renamed into
+    place, so a failure leaves no half-written set.
+    """
+    root = patches_dir(patches)
+    final = os.path.join(root, name)
+    if not SET_NAME.fullmatch(name):
+        raise UsageError(f"set name {name!r} must be letters, digits, '.', '_' or '-'")
+    if os.path.exists(final) and not force:
+        raise UsageError(
+            "a patch set of that name exists", path=final, hint="choose another name or pass --force"
+        )
+    if version is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(version)
+        except InvalidSpecifier:
+            raise UsageError(
+                f"--version {version!r} is not a version specifier", hint="e.g. '>=0.4,<0.5'"
+            ) from None
+    diffs = diff(
+        [distribution],
+        site_packages=site_packages,
+        python=python,
+        paths=paths,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    )
+    diffs = [d for d in diffs if not d.path.startswith("../")]
+    if not diffs:
+        raise UsageError(
+            f"no modified files of {distribution} match", hint="check --path, or run patchguard diff"
+        )
+    binary = [d.path for d in diffs if d.binary]
+    if binary:
+        raise UsageError(f"binary files cannot go into a patch set: {', '.join(binary)}")
+    env = resolve_target(python, site_packages)
+    dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
+    spec = version or f"=={dist.version}"
+    files: list[str] = []
+    try:
+        os.makedirs(root, exist_ok=True)
+        staging: str | None = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write patch sets here ({exc.strerror or exc})", path=root, hint="pass --patches DIR"
+        ) from None
+    assert staging is not None
+    try:
+        for i, d in enumerate(diffs, start=1):
+            fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}.patch"
+            with open(
+                os.path.join(staging, fname), "w", encoding="utf-8", errors="surrogateescape", newline=""
+            ) as f:
+                f.write(d.text())
+            files.append(fname)
+        with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
+            f.write(
+                f"name = {json.dumps(name)}\n"
+                f"description = {json.dumps(description or f'captured from {dist.name} {dist.version}')}\n"
+                f"targets = [{{distribution = {json.dumps(dist.name)}, version = {json.dumps(spec)}}}]\n"
+                f"files = [{', '.join(json.dumps(x) for x in files)}]\n"
+            )
+        load_set(staging, name)  # validate before anything existing is touched
+        # Complete sets only: the directory appears under its name in one rename.
+        aside = None
+        if os.path.exists(final):
+            aside = f"{staging}-replaced"
+            os.rename(final, aside)
+        os.rename(staging, final)
+        staging = None
+        if aside:
+            shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return load_set(final)

@@ -1,0 +1,84 @@
+"""Where a set meets an environment: the installed distributions it targets, and reading their files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..env import Target, resolve_target
+from ..errors import UsageError
+from ..integrity.records import InstalledDistribution, canonicalize, discover
+from ..txn import check_path, recover_all
+from .model import PatchSet, PatchSetError
+from .planner import Reader
+
+__all__ = ["SetEnvironment", "check_paths", "owned_paths", "reader"]
+
+
+@dataclass
+class SetEnvironment:
+    """An environment read for set operations: its target, distributions, and what recovery put back."""
+
+    target: Target
+    dists: list[InstalledDistribution]
+    recovered: tuple[str, ...] = ()
+
+    @classmethod
+    def open(cls, site_packages: Sequence[str] | None, python: str | None) -> SetEnvironment:
+        target = resolve_target(python, site_packages)
+        recovered = recover_all(target.site_packages, target.roots)
+        return cls(target, discover(target.site_packages), recovered)
+
+    def installed(self, ps: PatchSet, force_version: bool) -> list[InstalledDistribution]:
+        """The installed distribution of every target of ``ps``; refuses missing ones and wrong versions."""
+        out: list[InstalledDistribution] = []
+        problems: list[str] = []
+        for t in ps.targets:
+            dist = next((d for d in self.dists if d.canonical_name == canonicalize(t.distribution)), None)
+            if dist is None:
+                problems.append(f"{t.distribution} is not installed")
+                continue
+            if not t.admits(dist.version) and not force_version:
+                problems.append(f"{ps.name} is for {t.distribution} {t.version}; {dist.version} is installed")
+            out.append(dist)
+        if problems:
+            hint = "use --force-version to try anyway" if out else "choose the environment with --python"
+            raise UsageError("; ".join(problems), path=ps.directory, hint=hint)
+        return out
+
+
+def reader(site: str) -> Reader:
+    """``read(relpath)``: the bytes of a file of ``site`` (``None``: absent); errors name the file."""
+
+    def read(rel: str) -> bytes | None:
+        try:
+            with open(os.path.join(site, *rel.split("/")), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            raise PatchSetError("is a directory, not a file", path=os.path.join(site, rel)) from None
+        except OSError as exc:
+            raise PatchSetError(
+                f"cannot read ({exc.strerror or exc})", path=os.path.join(site, rel)
+            ) from None
+
+    return read
+
+
+def check_paths(ps: PatchSet, site: str) -> None:
+    """Refuse a set any of whose paths would be written outside ``site`` (or into patchguard's state)."""
+    problems = []
+    for rel in ps.paths:
+        why = check_path(site, os.path.join(site, *rel.split("/")))
+        if why:
+            problems.append(f"{rel}: {why}")
+    if problems:
+        raise PatchSetError("refused, nothing written:\n  " + "\n  ".join(problems), path=ps.directory)
+
+
+def owned_paths(dists: Sequence[InstalledDistribution], site: str) -> set[str]:
+    """Paths (relative to ``site``, POSIX) that some RECORD lists."""
+    prefix = os.path.join(site, "")
+    return {p[len(prefix) :].replace(os.sep, "/") for d in dists for p in d.paths if p.startswith(prefix)}

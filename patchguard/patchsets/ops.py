@@ -1,0 +1,217 @@
+"""Apply and revert named patch sets in an environment: all files or none.
+
+Planning is :mod:`.planner` (in memory); writing is :mod:`patchguard.txn` (one transaction per command, the
+state file included, :mod:`.state`). RECORD files are never rewritten: integrity stays anchored to the wheel.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .._fs import sha256_bytes
+from .._version import __version__
+from ..integrity.records import InstalledDistribution, matches
+from ..txn import Change, Committed, Plan, commit, environment_lock
+from .installed import SetEnvironment, check_paths, owned_paths, reader
+from .model import PatchSet, PatchSetError, find_set
+from .planner import FilePlan, PlanFailed, Reader, plan_set
+from .state import read_state, state_change
+
+__all__ = ["FileVerdict", "SetAction", "SetOutcome", "Verdict", "apply_set", "revert_set"]
+
+
+class SetAction(str, enum.Enum):
+    """What apply/revert did to a set."""
+
+    APPLIED = "applied"
+    REVERTED = "reverted"
+    ALREADY_APPLIED = "already applied"  # apply of a set already in place: nothing to do
+    NOT_APPLIED = "not applied"  # revert of a set not in place: nothing to do
+
+    @property
+    def changed(self) -> bool:
+        return self in (SetAction.APPLIED, SetAction.REVERTED)
+
+
+class Verdict(str, enum.Enum):
+    """Where a reverted file stands against its RECORD hash."""
+
+    PRISTINE = "verified pristine"
+    REMOVED = "removed (no RECORD row: it was new)"
+    UNLISTED = "not listed in any RECORD"
+    OTHER_SETS = "still differs from RECORD: also changed by set"
+    OTHER_CHANGES = "still differs from RECORD: other changes remain (see patchguard diff)"
+
+    @property
+    def clean(self) -> bool:
+        """Nothing is left to look at: the file is the wheel's, or it was new and is gone."""
+        return self in (Verdict.PRISTINE, Verdict.REMOVED)
+
+
+@dataclass(frozen=True, slots=True)
+class FileVerdict:
+    """The verdict on one reverted file (``detail``: the other sets, for ``OTHER_SETS``)."""
+
+    path: str
+    verdict: Verdict
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        """``"verified pristine"``, ``"still differs from RECORD: also changed by set sm120"``, …"""
+        return f"{self.verdict.value} {self.detail}" if self.detail else self.verdict.value
+
+
+@dataclass(frozen=True, slots=True)
+class SetOutcome:
+    """What apply/revert did (or would do): per file what changed, and the verdicts."""
+
+    name: str
+    action: SetAction
+    files: tuple[FilePlan, ...]
+    dry_run: bool = False
+    committed: Committed | None = None
+    verdicts: tuple[FileVerdict, ...] = ()  # after a revert: each file against its RECORD hash
+    recovered: tuple[str, ...] = ()
+
+
+def _plan_or_noop(ps: PatchSet, read: Reader, reverse: bool) -> list[FilePlan] | None:
+    """The plan, or ``None`` when the set is already in the wanted state (the other direction applies)."""
+    try:
+        return plan_set(ps, read, reverse=reverse)
+    except PlanFailed as wanted:
+        try:
+            plan_set(ps, read, reverse=not reverse)
+        except PlanFailed:
+            raise wanted from None
+        return None
+
+
+def apply_set(
+    name: str,
+    *,
+    patches: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    dry_run: bool = False,
+    force_version: bool = False,
+) -> SetOutcome:
+    """Apply a named set: all files or none. Already applied (by patchguard or by hand) is a no-op.
+
+    >>> import patchguard
+    >>> patchguard.apply_set("sm120-support", dry_run=True).files  # doctest: +SKIP
+    """
+    return _move(name, False, patches, site_packages, python, dry_run, force_version)
+
+
+def revert_set(
+    name: str,
+    *,
+    patches: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    dry_run: bool = False,
+    force_version: bool = False,
+) -> SetOutcome:
+    """Revert a named set, whether patchguard applied it or the same edits were made by hand.
+
+    After reverting, each file is checked against its RECORD hash: ``verified pristine``, or what still
+    touches it.
+
+    >>> import patchguard
+    >>> [v.text for v in patchguard.revert_set("glm5-debug").verdicts]  # doctest: +SKIP
+    ['verified pristine', 'verified pristine']
+    """
+    return _move(name, True, patches, site_packages, python, dry_run, force_version)
+
+
+def _move(
+    name: str,
+    reverse: bool,
+    patches: str | None,
+    site_packages: Sequence[str] | None,
+    python: str | None,
+    dry_run: bool,
+    force_version: bool,
+) -> SetOutcome:
+    ps = find_set(name, patches)
+    env = SetEnvironment.open(site_packages, python)
+    dists = env.installed(ps, force_version)
+    site = dists[0].site_dir
+    check_paths(ps, site)
+    if dry_run:
+        return _plan_move(ps, reverse, env, dists, site, dry_run=True)
+    # Plan under the lock: a second writer waits, then plans against what the first one wrote.
+    with environment_lock(site, allowed=env.target.roots) as recovered:
+        env.recovered += recovered
+        return _plan_move(ps, reverse, env, dists, site, dry_run=False)
+
+
+def _plan_move(
+    ps: PatchSet,
+    reverse: bool,
+    env: SetEnvironment,
+    dists: list[InstalledDistribution],
+    site: str,
+    *,
+    dry_run: bool,
+) -> SetOutcome:
+    read = reader(site)
+    plan = _plan_or_noop(ps, read, reverse)
+    if plan is None:
+        noop = SetAction.NOT_APPLIED if reverse else SetAction.ALREADY_APPLIED
+        return SetOutcome(ps.name, noop, (), dry_run, recovered=env.recovered)
+    owned = owned_paths(env.dists, site)
+    unowned_deletes = [f.path for f in plan if f.after is None and f.path not in owned]
+    if unowned_deletes:
+        raise PatchSetError(
+            "refused, nothing written: deletes files no RECORD owns: " + ", ".join(unowned_deletes),
+            path=ps.directory,
+        )
+    changes = [Change(os.path.join(site, *f.path.split("/")), f.after, sha256_bytes(f.before)) for f in plan]
+    if reverse:
+        changes.append(state_change(site, lambda applied: applied.pop(ps.name, None)))
+    else:
+        record = {
+            "digest": ps.digest,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tool_version": __version__,
+            "distributions": {d.name: d.version for d in dists},
+            "files": {f.path: {"pre": sha256_bytes(f.before), "post": sha256_bytes(f.after)} for f in plan},
+        }
+        changes.append(state_change(site, lambda applied: applied.__setitem__(ps.name, record)))
+    action = SetAction.REVERTED if reverse else SetAction.APPLIED
+    if dry_run:
+        return SetOutcome(ps.name, action, tuple(plan), True, recovered=env.recovered)
+    label = f"{'revert' if reverse else 'apply'} {ps.name}"
+    committed = commit(Plan(site, tuple(changes), label=label), locked=True)
+    verdicts = _verdicts(ps, plan, env.dists, site) if reverse else ()
+    return SetOutcome(ps.name, action, tuple(plan), False, committed, verdicts, env.recovered)
+
+
+def _verdicts(
+    ps: PatchSet, plan: Sequence[FilePlan], dists: Sequence[InstalledDistribution], site: str
+) -> tuple[FileVerdict, ...]:
+    """After a revert: is each file back to its RECORD hash, and if not, what else touches it?"""
+    entries = {p: e for d in dists for e, p in zip(d.entries, d.paths, strict=True)}
+    applied = read_state(site)["applied"]
+    out: list[FileVerdict] = []
+    for f in plan:
+        path = os.path.join(site, *f.path.split("/"))
+        entry = entries.get(path)
+        if entry is None or entry.digest is None:
+            gone = f.after is None
+            out.append(FileVerdict(f.path, Verdict.REMOVED if gone else Verdict.UNLISTED))
+        elif f.after is not None and matches(entry, f.after):
+            out.append(FileVerdict(f.path, Verdict.PRISTINE))
+        else:
+            others = [n for n, rec in applied.items() if n != ps.name and f.path in rec.get("files", {})]
+            if others:
+                out.append(FileVerdict(f.path, Verdict.OTHER_SETS, ", ".join(others)))
+            else:
+                out.append(FileVerdict(f.path, Verdict.OTHER_CHANGES))
+    return tuple(out)

@@ -1,0 +1,91 @@
+"""Where each set stands in an environment: applied (by patchguard or by hand), not applied, drifted, …"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._fs import sha256_bytes
+from ..env import Target
+from ..errors import UsageError
+from ..integrity.records import InstalledDistribution
+from ..model import SetState, SetStatus
+from .installed import SetEnvironment, reader
+from .model import PatchSet, load_sets
+from .planner import PlanFailed, Reader, plan_patches
+from .state import read_state
+
+__all__ = ["SetState", "SetStatus", "set_states", "states_of"]
+
+
+def _file_state(ps: PatchSet, rel: str, read: Reader) -> str:
+    mine = [p for p in ps.patches if p.path == rel]
+    try:
+        plan_patches(ps.name, mine, read, reverse=True)
+        return "applied"
+    except PlanFailed:
+        pass
+    try:
+        plan_patches(ps.name, mine, read)
+        return "not applied"
+    except PlanFailed:
+        return "conflict"
+
+
+def set_states(
+    *, patches: str | None = None, site_packages: Sequence[str] | None = None, python: str | None = None
+) -> tuple[list[SetState], tuple[str, ...]]:
+    """Every set of the patches directory and its state in the environment (plus what recovery put back)."""
+    env = SetEnvironment.open(site_packages, python)
+    return states_of(env.target, env.dists, patches), env.recovered
+
+
+def states_of(
+    target: Target, dists: list[InstalledDistribution], patches: str | None = None
+) -> list[SetState]:
+    """:func:`set_states` for an environment already read (``check`` has scanned it: no second pass)."""
+    env = SetEnvironment(target, dists)
+    out: list[SetState] = []
+    for ps in load_sets(patches):
+        targets = ", ".join(f"{t.distribution} {t.version}".strip() for t in ps.targets)
+        try:
+            dists = env.installed(ps, force_version=False)
+        except UsageError as exc:
+            out.append(SetState(ps.name, targets, SetStatus.NOT_APPLICABLE, len(ps.paths), (exc.message,)))
+            continue
+        site = dists[0].site_dir
+        read = reader(site)
+        states = {rel: _file_state(ps, rel, read) for rel in ps.paths}
+        record = read_state(site)["applied"].get(ps.name)
+        detail: list[str] = []
+        drifted = []
+        if record is not None:
+            for rel, hashes in record.get("files", {}).items():
+                if sha256_bytes(read(rel)) != hashes.get("post"):
+                    drifted.append(rel)
+            if record.get("digest") != ps.digest:
+                detail.append("the set changed since it was applied")
+        state = _overall(states, record is not None, bool(drifted))
+        if drifted:
+            detail += [f"{rel} changed after apply" for rel in drifted]
+        elif state is SetStatus.CONFLICT:
+            detail += [
+                f"{rel}: neither applies nor reverts cleanly" for rel, v in states.items() if v == "conflict"
+            ]
+        elif state is SetStatus.PARTIAL:
+            detail += [f"{rel}: {v}" for rel, v in states.items()]
+        out.append(SetState(ps.name, targets, state, len(ps.paths), tuple(detail)))
+    return out
+
+
+def _overall(files: dict[str, str], recorded: bool, drifted: bool) -> SetStatus:
+    """A set's status from its files' (``applied`` / ``not applied`` / ``conflict``)."""
+    values = set(files.values())
+    if drifted:
+        return SetStatus.DRIFTED
+    if values == {"applied"}:
+        return SetStatus.APPLIED if recorded else SetStatus.BY_HAND
+    if values == {"not applied"}:
+        return SetStatus.NOT_APPLIED
+    if "conflict" in values:
+        return SetStatus.CONFLICT
+    return SetStatus.PARTIAL
