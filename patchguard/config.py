@@ -13,10 +13,22 @@ from typing import Any
 
 from .errors import PatchguardError
 
-__all__ = ["Config", "ConfigError", "find_config", "load_config", "patchguard_table", "read_toml"]
+__all__ = [
+    "KNOWN_KEYS",
+    "POLICY_KEYS",
+    "SETTING_KEYS",
+    "Config",
+    "ConfigError",
+    "find_config",
+    "load_config",
+    "patchguard_table",
+    "read_toml",
+]
 
-# Policy keys are validated by patchguard.policy; here they are only known.
-_KNOWN = {"wheelhouse", "patches", "fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"}
+# Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.policy.
+POLICY_KEYS = frozenset({"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"})
+SETTING_KEYS = frozenset({"wheelhouse", "patches"})
+KNOWN_KEYS = POLICY_KEYS | SETTING_KEYS
 
 
 class ConfigError(PatchguardError):
@@ -85,12 +97,12 @@ def load_config(start: str | None = None) -> Config:
         return Config()
     path, table = found
     base = os.path.dirname(path)
-    extra = sorted(set(table) - _KNOWN - {"tool"})
+    extra = sorted(set(table) - KNOWN_KEYS - {"tool"})
     if extra:
         raise ConfigError(
             f"unknown key{'s' if len(extra) > 1 else ''} in [tool.patchguard]: {', '.join(extra)}",
             path=path,
-            hint=f"known keys: {', '.join(sorted(_KNOWN))}",
+            hint=f"known keys: {', '.join(sorted(KNOWN_KEYS))}",
         )
     wheelhouse = table.get("wheelhouse", [])
     if isinstance(wheelhouse, str):

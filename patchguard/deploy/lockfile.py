@@ -18,8 +18,8 @@ from typing import Any
 from .._fs import sha256_file
 from ..errors import PatchguardError
 from ..integrity.inventory import Scanned
-from ..integrity.records import INSTALLER_FILES
-from ..model import Kind
+from ..integrity.records import INSTALLER_FILES, InstalledDistribution
+from ..model import Finding, Kind
 from ..patchsets.state import read_state
 
 __all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
@@ -34,41 +34,26 @@ def _sha256(path: str) -> str:
         return f"unreadable:{exc.errno}"
 
 
+# Code findings stand for a modified file too (analysis replaces the file's bare `modified` finding).
+_EDITED = (Kind.MODIFIED, Kind.MISSING, Kind.INJECTED_CODE, Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE)
+
+
 def make_lock(scanned: Scanned) -> dict[str, Any]:
     """The lock of a scanned environment."""
     applied_sets: dict[str, str] = {}
     for site in scanned.target.site_packages:
         applied_sets.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
     report = scanned.report
-    # Code findings stand for a modified file too (analysis replaces the file's bare `modified` finding).
-    edited = (Kind.MODIFIED, Kind.MISSING, Kind.INJECTED_CODE, Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE)
-    changed = {(f.distribution, f.path): f for f in report.findings if f.kind in edited}
+    changed = {(f.distribution, f.path): f for f in report.findings if f.kind in _EDITED}
     unexpected: dict[str | None, list[str]] = {}
     for f in report.findings:
         if f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK) and not os.path.isabs(f.path):
             unexpected.setdefault(f.distribution, []).append(f.path)
     dists: dict[str, Any] = {}
     for dist in scanned.selected:
-        rows: list[str] = []
-        meta = os.path.basename(dist.metadata_dir)
-        for entry, path in zip(dist.entries, dist.paths, strict=True):
-            rel = scanned.display(path)
-            if os.path.isabs(rel) or entry.digest is None or rel.startswith(".."):
-                continue
-            if rel.startswith(meta + "/") and rel.split("/", 1)[1] in INSTALLER_FILES:
-                continue
-            finding = changed.get((dist.name, rel))
-            if finding is None:
-                state = f"{entry.algorithm}={entry.digest}"
-            elif finding.kind is Kind.MISSING:
-                state = "missing"
-            else:
-                state = "sha256:" + _sha256(path)
-            rows.append(f"{rel}\t{state}\n")
-        for rel in sorted(unexpected.get(dist.name, [])):
-            full = os.path.join(dist.site_dir, *rel.rstrip("/").split("/"))
-            rows.append(f"{rel}\tunexpected:{'dir' if rel.endswith('/') else _sha256(full)}\n")
+        rows = _file_rows(scanned, dist, changed) + _unexpected_rows(dist, unexpected.get(dist.name, []))
         rows.sort()
+        meta = os.path.basename(dist.metadata_dir)
         key = dist.canonical_name if dist.canonical_name not in dists else f"{dist.canonical_name}@{meta}"
         dists[key] = {
             "version": dist.version,
@@ -81,15 +66,46 @@ def make_lock(scanned: Scanned) -> dict[str, Any]:
         for f in report.findings
         if f.distribution is None and f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
     )
+    python = report.environment.python
     return {
         "schema": LOCK_SCHEMA,
-        "python": report.environment.python.rsplit(".", 1)[0]
-        if report.environment.python.count(".") > 1
-        else report.environment.python,
+        "python": python.rsplit(".", 1)[0] if python.count(".") > 1 else python,
         "distributions": dict(sorted(dists.items())),
         "applied_sets": dict(sorted(applied_sets.items())),
         "unowned": hooks,
     }
+
+
+def _file_rows(
+    scanned: Scanned, dist: InstalledDistribution, changed: dict[tuple[str | None, str], Finding]
+) -> list[str]:
+    """``path<TAB>state`` of every file ``dist``'s RECORD lists with a hash (installer files left out)."""
+    rows: list[str] = []
+    meta = os.path.basename(dist.metadata_dir)
+    for entry, path in zip(dist.entries, dist.paths, strict=True):
+        rel = scanned.display(path)
+        if os.path.isabs(rel) or entry.digest is None or rel.startswith(".."):
+            continue
+        if rel.startswith(meta + "/") and rel.split("/", 1)[1] in INSTALLER_FILES:
+            continue
+        finding = changed.get((dist.name, rel))
+        if finding is None:
+            state = f"{entry.algorithm}={entry.digest}"
+        elif finding.kind is Kind.MISSING:
+            state = "missing"
+        else:
+            state = "sha256:" + _sha256(path)
+        rows.append(f"{rel}\t{state}\n")
+    return rows
+
+
+def _unexpected_rows(dist: InstalledDistribution, unexpected: list[str]) -> list[str]:
+    """``path<TAB>unexpected:<sha256 or dir>`` of every unexpected file found in ``dist``'s packages."""
+    rows: list[str] = []
+    for rel in sorted(unexpected):
+        full = os.path.join(dist.site_dir, *rel.rstrip("/").split("/"))
+        rows.append(f"{rel}\tunexpected:{'dir' if rel.endswith('/') else _sha256(full)}\n")
+    return rows
 
 
 def read_lock(path: str) -> dict[str, Any]:

@@ -20,13 +20,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import ConfigError, find_config, patchguard_table, read_toml
+from ..config import KNOWN_KEYS, ConfigError, find_config, patchguard_table, read_toml
 from ..model import Finding, Severity
 
 __all__ = ["Policy", "load_policy"]
 
-_POLICY_KEYS = {"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"}
-_OTHER_KEYS = {"wheelhouse", "patches"}
 _IGNORE_KEYS = {"path", "rule", "distribution"}
 
 
@@ -44,60 +42,25 @@ class Policy:
 
     @classmethod
     def from_table(cls, table: dict[str, Any], path: str | None) -> Policy:
-        unknown = sorted(set(table) - _POLICY_KEYS - _OTHER_KEYS)
+        """The policy of a ``[tool.patchguard]`` table; every unusable value is a :class:`ConfigError`."""
+        unknown = sorted(set(table) - KNOWN_KEYS)
         if unknown:
             raise ConfigError(
                 f"unknown policy key {unknown[0]!r}",
                 path=path,
-                hint=f"known keys: {', '.join(sorted(_POLICY_KEYS | _OTHER_KEYS))}",
+                hint=f"known keys: {', '.join(sorted(KNOWN_KEYS))}",
             )
-        fail_on_text = table.get("fail_on", "high")
-        if fail_on_text == "never":
-            fail_on = None
-        else:
-            try:
-                fail_on = Severity.parse(fail_on_text) if isinstance(fail_on_text, str) else None
-            except ValueError:
-                fail_on = None
-            if fail_on is None or fail_on is Severity.NONE:
-                raise ConfigError(
-                    f"fail_on = {fail_on_text!r}: expected high, moderate, minor, info or never", path=path
-                )
-
-        def names(key: str) -> tuple[str, ...]:
-            value = table.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"{key} must be a list of strings", path=path)
-            return tuple(value)
-
-        ignore = table.get("ignore", [])
-        if not isinstance(ignore, list):
-            raise ConfigError('ignore must be a list of tables like {rule = "print"}', path=path)
-        rules: list[dict[str, str]] = []
-        for i, item in enumerate(ignore):
-            if not isinstance(item, dict) or not item:
-                raise ConfigError(
-                    f"ignore[{i}] must be a table with path, rule and/or distribution", path=path
-                )
-            bad = sorted(set(item) - _IGNORE_KEYS)
-            if bad:
-                raise ConfigError(
-                    f"ignore[{i}]: unknown key {bad[0]!r} (use path, rule, distribution)", path=path
-                )
-            if not all(isinstance(v, str) for v in item.values()):
-                raise ConfigError(f"ignore[{i}]: values must be strings", path=path)
-            rules.append(dict(item))
         patches = table.get("patches")
         if patches is not None and not isinstance(patches, str):
             raise ConfigError("patches must be a path", path=path)
         if patches and path:
             patches = os.path.join(os.path.dirname(os.path.abspath(path)), patches)
         return cls(
-            fail_on,
-            names("allowed_sets"),
-            names("required_sets"),
-            names("expected_files"),
-            tuple(rules),
+            _fail_on(table.get("fail_on", "high"), path),
+            _names(table, "allowed_sets", path),
+            _names(table, "required_sets", path),
+            _names(table, "expected_files", path),
+            _ignore_rules(table.get("ignore", []), path),
             path,
             patches,
         )
@@ -117,6 +80,45 @@ class Policy:
 
     def violates(self, f: Finding) -> bool:
         return self.fail_on is not None and f.severity >= self.fail_on and not self.ignores(f)
+
+
+def _fail_on(text: object, path: str | None) -> Severity | None:
+    """``fail_on``: a severity label, or ``"never"`` (``None``)."""
+    if text == "never":
+        return None
+    try:
+        fail_on = Severity.parse(text) if isinstance(text, str) else None
+    except ValueError:
+        fail_on = None
+    if fail_on is None or fail_on is Severity.NONE:
+        raise ConfigError(f"fail_on = {text!r}: expected high, moderate, minor, info or never", path=path)
+    return fail_on
+
+
+def _names(table: dict[str, Any], key: str, path: str | None) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a list of strings", path=path)
+    return tuple(value)
+
+
+def _ignore_rules(ignore: object, path: str | None) -> tuple[dict[str, str], ...]:
+    """``ignore``: tables of ``path`` / ``rule`` / ``distribution`` strings."""
+    if not isinstance(ignore, list):
+        raise ConfigError('ignore must be a list of tables like {rule = "print"}', path=path)
+    rules: list[dict[str, str]] = []
+    for i, item in enumerate(ignore):
+        if not isinstance(item, dict) or not item:
+            raise ConfigError(f"ignore[{i}] must be a table with path, rule and/or distribution", path=path)
+        bad = sorted(set(item) - _IGNORE_KEYS)
+        if bad:
+            raise ConfigError(
+                f"ignore[{i}]: unknown key {bad[0]!r} (use path, rule, distribution)", path=path
+            )
+        if not all(isinstance(v, str) for v in item.values()):
+            raise ConfigError(f"ignore[{i}]: values must be strings", path=path)
+        rules.append(dict(item))
+    return tuple(rules)
 
 
 def load_policy(path: str | None = None) -> Policy:

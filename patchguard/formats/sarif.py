@@ -9,7 +9,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from ..model import Report, Severity, printable
+from ..model import Finding, Report, Severity, printable
 from ..rulebook import RULES
 
 __all__ = ["format_sarif", "to_sarif"]
@@ -37,49 +37,8 @@ def to_sarif(report: Report) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     for f in report.findings:
         if f.rule not in rules:
-            known = RULES.get(f.rule)
-            text = known.rationale if known else f.kind.value.replace("-", " ")
-            rules[f.rule] = {
-                "id": f.rule,
-                "name": "".join(part.capitalize() for part in f.rule.split("-")),
-                "shortDescription": {"text": text},
-                "defaultConfiguration": {"level": _SARIF_LEVEL[f.severity]},
-                "properties": {"kind": f.kind.value},
-            }
-        location: dict[str, Any] = {
-            "uri": printable(f.path).lstrip("/")
-            if not f.path.startswith("/")
-            else _file_uri(printable(f.path)).rstrip("/")
-        }
-        if not f.path.startswith("/"):
-            location["uriBaseId"] = "SITE_PACKAGES"
-        physical: dict[str, Any] = {"artifactLocation": location}
-        if f.line is not None:
-            region: dict[str, Any] = {"startLine": f.line}
-            if f.end_line is not None and f.end_line >= f.line:
-                region["endLine"] = f.end_line
-            if f.source:
-                region["snippet"] = {"text": printable(f.source)}
-            physical["region"] = region
-        result: dict[str, Any] = {
-            "ruleId": f.rule,
-            "ruleIndex": list(rules).index(f.rule),
-            "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": printable(f.message)},
-            "locations": [{"physicalLocation": physical}],
-            "properties": {
-                "severity": f.severity.label,
-                "kind": f.kind.value,
-                "distribution": f.distribution,
-                "version": f.version,
-                "function": f.function,
-                "gate": dict(f.gate) if f.gate else None,
-                "reach": f.reach.value if f.reach is not None else None,
-                "evidence": list(f.evidence),
-                "patch_set": f.patch_set,
-            },
-        }
-        results.append(result)
+            rules[f.rule] = _rule(f)
+        results.append(_result(f, list(rules).index(f.rule)))
     base = report.environment.site_packages[0] if report.environment.site_packages else "/"
     return {
         "$schema": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json",
@@ -98,6 +57,60 @@ def to_sarif(report: Report) -> dict[str, Any]:
                 "results": results,
             }
         ],
+    }
+
+
+def _rule(f: Finding) -> dict[str, Any]:
+    """The reporting descriptor of the rule ``f`` is the first finding of."""
+    known = RULES.get(f.rule)
+    text = known.rationale if known else f.kind.value.replace("-", " ")
+    return {
+        "id": f.rule,
+        "name": "".join(part.capitalize() for part in f.rule.split("-")),
+        "shortDescription": {"text": text},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[f.severity]},
+        "properties": {"kind": f.kind.value},
+    }
+
+
+def _location(f: Finding) -> dict[str, Any]:
+    """Where a finding is: relative to ``SITE_PACKAGES`` (or an absolute file URI), with its lines."""
+    location: dict[str, Any] = {
+        "uri": printable(f.path).lstrip("/")
+        if not f.path.startswith("/")
+        else _file_uri(printable(f.path)).rstrip("/")
+    }
+    if not f.path.startswith("/"):
+        location["uriBaseId"] = "SITE_PACKAGES"
+    physical: dict[str, Any] = {"artifactLocation": location}
+    if f.line is not None:
+        region: dict[str, Any] = {"startLine": f.line}
+        if f.end_line is not None and f.end_line >= f.line:
+            region["endLine"] = f.end_line
+        if f.source:
+            region["snippet"] = {"text": printable(f.source)}
+        physical["region"] = region
+    return {"physicalLocation": physical}
+
+
+def _result(f: Finding, rule_index: int) -> dict[str, Any]:
+    return {
+        "ruleId": f.rule,
+        "ruleIndex": rule_index,
+        "level": _SARIF_LEVEL[f.severity],
+        "message": {"text": printable(f.message)},
+        "locations": [_location(f)],
+        "properties": {
+            "severity": f.severity.label,
+            "kind": f.kind.value,
+            "distribution": f.distribution,
+            "version": f.version,
+            "function": f.function,
+            "gate": dict(f.gate) if f.gate else None,
+            "reach": f.reach.value if f.reach is not None else None,
+            "evidence": list(f.evidence),
+            "patch_set": f.patch_set,
+        },
     }
 
 

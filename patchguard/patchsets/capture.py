@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 
+from ..diffs import FileDiff
 from ..env import resolve_target
 from ..errors import UsageError
 from ..integrity.records import canonicalize, discover
@@ -39,6 +40,22 @@ def capture_set(
     """
     root = patches_dir(patches)
     final = os.path.join(root, name)
+    _check_request(name, final, version, force)
+    diffs = _captured_diffs(distribution, paths, site_packages, python, wheelhouse, offline)
+    env = resolve_target(python, site_packages)
+    dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
+    spec = version or f"=={dist.version}"
+    header = (
+        f"name = {json.dumps(name)}\n"
+        f"description = {json.dumps(description or f'captured from {dist.name} {dist.version}')}\n"
+        f"targets = [{{distribution = {json.dumps(dist.name)}, version = {json.dumps(spec)}}}]\n"
+    )
+    _write_set(root, name, final, header, diffs)
+    return load_set(final)
+
+
+def _check_request(name: str, final: str, version: str | None, force: bool) -> None:
+    """Refuse a bad set name, an existing set (unless ``force``) and a bad version specifier."""
     if not SET_NAME.fullmatch(name):
         raise UsageError(f"set name {name!r} must be letters, digits, '.', '_' or '-'")
     if os.path.exists(final) and not force:
@@ -54,6 +71,17 @@ def capture_set(
             raise UsageError(
                 f"--version {version!r} is not a version specifier", hint="e.g. '>=0.4,<0.5'"
             ) from None
+
+
+def _captured_diffs(
+    distribution: str,
+    paths: Sequence[str],
+    site_packages: Sequence[str] | None,
+    python: str | None,
+    wheelhouse: Sequence[str],
+    offline: bool,
+) -> list[FileDiff]:
+    """The diffs of ``distribution``'s changed files inside site-packages; refuses none and binary ones."""
     diffs = diff(
         [distribution],
         site_packages=site_packages,
@@ -70,10 +98,11 @@ def capture_set(
     binary = [d.path for d in diffs if d.binary]
     if binary:
         raise UsageError(f"binary files cannot go into a patch set: {', '.join(binary)}")
-    env = resolve_target(python, site_packages)
-    dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
-    spec = version or f"=={dist.version}"
-    files: list[str] = []
+    return diffs
+
+
+def _write_set(root: str, name: str, final: str, header: str, diffs: Sequence[FileDiff]) -> None:
+    """Write the set into a staging directory, validate it, then rename it into place: complete or absent."""
     try:
         os.makedirs(root, exist_ok=True)
         staging: str | None = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root)
@@ -82,6 +111,7 @@ def capture_set(
             f"cannot write patch sets here ({exc.strerror or exc})", path=root, hint="pass --patches DIR"
         ) from None
     assert staging is not None
+    files: list[str] = []
     try:
         for i, d in enumerate(diffs, start=1):
             fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}.patch"
@@ -91,12 +121,7 @@ def capture_set(
                 f.write(d.text())
             files.append(fname)
         with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
-            f.write(
-                f"name = {json.dumps(name)}\n"
-                f"description = {json.dumps(description or f'captured from {dist.name} {dist.version}')}\n"
-                f"targets = [{{distribution = {json.dumps(dist.name)}, version = {json.dumps(spec)}}}]\n"
-                f"files = [{', '.join(json.dumps(x) for x in files)}]\n"
-            )
+            f.write(header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n")
         load_set(staging, name)  # validate before anything existing is touched
         # Complete sets only: the directory appears under its name in one rename.
         aside = None
@@ -110,4 +135,3 @@ def capture_set(
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-    return load_set(final)

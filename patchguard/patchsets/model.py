@@ -24,8 +24,10 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import ConfigError, load_config, read_toml
+from ..diffs import parse_patch
 from ..errors import PatchguardError
 
 __all__ = [
@@ -138,10 +140,9 @@ def _strip_prefix(name: str, prefix: str) -> str:
 def parse_diff(text: str, origin: str) -> list[FilePatch]:
     """Parse one diff file into per-file patches, refusing binary diffs and unsafe paths (all reasons)."""
     from unidiff.errors import UnidiffParseError
-    from unidiff.patch import PatchSet as UnidiffPatchSet
 
     try:
-        parsed = UnidiffPatchSet(text)
+        parsed = parse_patch(text)
     except UnidiffParseError as exc:
         raise PatchSetError(
             f"not a unified diff ({exc})", path=origin, hint="regenerate it with patchguard diff"
@@ -151,40 +152,42 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
     problems: list[str] = []
     out: list[FilePatch] = []
     for pf in parsed:
-        source, target = pf.source_file or "", pf.target_file or ""
-        if pf.is_binary_file or "Binary files" in str(pf.patch_info or ""):
-            problems.append(f"{pf.path}: binary diffs are not supported (ship the file in a wheel instead)")
-            continue
-        src = "/dev/null" if source == "/dev/null" else _strip_prefix(source, "a/")
-        dst = "/dev/null" if target == "/dev/null" else _strip_prefix(target, "b/")
-        if src == "/dev/null" and dst == "/dev/null":
-            problems.append("a file diff from /dev/null to /dev/null")
-            continue
-        rel = dst if dst != "/dev/null" else src
-        if src != "/dev/null" and dst != "/dev/null" and src != dst:
-            problems.append(f"{src} -> {dst}: renames are not supported")
-            continue
-        why = safe_relpath(rel)
-        if why:
-            problems.append(f"{rel}: {why}")
-            continue
-        if not len(pf) and not (src == "/dev/null" or dst == "/dev/null"):
-            problems.append(f"{rel}: a file diff without hunks")
-            continue
-        out.append(
-            FilePatch(
-                rel,
-                "/dev/null" if src == "/dev/null" else "a/" + rel,
-                "/dev/null" if dst == "/dev/null" else "b/" + rel,
-                pf,
-                origin,
-            )
-        )
+        got = _file_patch(pf, origin)
+        if isinstance(got, str):
+            problems.append(got)
+        else:
+            out.append(got)
     if problems:
         raise PatchSetError("refused:\n  " + "\n  ".join(problems), path=origin)
     if not out:
         raise PatchSetError("the diff changes no file", path=origin)
     return out
+
+
+def _file_patch(pf: Any, origin: str) -> FilePatch | str:
+    """One file's part of a diff (``pf``: a ``unidiff.PatchedFile``), or why it is refused."""
+    source, target = pf.source_file or "", pf.target_file or ""
+    if pf.is_binary_file or "Binary files" in str(pf.patch_info or ""):
+        return f"{pf.path}: binary diffs are not supported (ship the file in a wheel instead)"
+    src = "/dev/null" if source == "/dev/null" else _strip_prefix(source, "a/")
+    dst = "/dev/null" if target == "/dev/null" else _strip_prefix(target, "b/")
+    if src == "/dev/null" and dst == "/dev/null":
+        return "a file diff from /dev/null to /dev/null"
+    rel = dst if dst != "/dev/null" else src
+    if src != "/dev/null" and dst != "/dev/null" and src != dst:
+        return f"{src} -> {dst}: renames are not supported"
+    why = safe_relpath(rel)
+    if why:
+        return f"{rel}: {why}"
+    if not len(pf) and not (src == "/dev/null" or dst == "/dev/null"):
+        return f"{rel}: a file diff without hunks"
+    return FilePatch(
+        rel,
+        "/dev/null" if src == "/dev/null" else "a/" + rel,
+        "/dev/null" if dst == "/dev/null" else "b/" + rel,
+        pf,
+        origin,
+    )
 
 
 def load_set(directory: str, name: str | None = None) -> PatchSet:
@@ -193,19 +196,7 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
     ``name`` is the name the set must have (default: its directory's name).
     """
     toml_path = os.path.join(directory, "patchset.toml")
-    if not os.path.isfile(toml_path):
-        raise PatchSetError(
-            "no patchset.toml", path=directory, hint="a patch set is a directory with a patchset.toml"
-        )
-    try:
-        doc = read_toml(toml_path)
-    except ConfigError as exc:
-        raise PatchSetError(exc.message, path=toml_path, hint=exc.hint) from None
-    unknown = sorted(set(doc) - _KEYS)
-    if unknown:
-        raise PatchSetError(
-            f"unknown key {unknown[0]!r}", path=toml_path, hint=f"known keys: {', '.join(sorted(_KEYS))}"
-        )
+    doc = _read_header(directory, toml_path)
     expected_name = name or os.path.basename(os.path.normpath(directory))
     name = doc.get("name")
     if not isinstance(name, str) or not SET_NAME.fullmatch(name):
@@ -224,31 +215,13 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
         digest.update(f.read())
     patches: list[FilePatch] = []
     for fname in files:
-        if safe_relpath(fname) or "/" in fname:
-            raise PatchSetError(
-                f"file {fname!r} must be a plain name inside the set's directory", path=toml_path
-            )
-        fpath = os.path.join(directory, fname)
-        try:
-            st = os.stat(fpath)
-            if st.st_size > MAX_PATCH_BYTES:
-                raise PatchSetError(
-                    f"larger than {MAX_PATCH_BYTES >> 20} MiB",
-                    path=fpath,
-                    hint="a patch set carries source edits, not artefacts",
-                )
-            with open(fpath, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raise PatchSetError("listed in patchset.toml but missing", path=fpath) from None
-        except OSError as exc:
-            raise PatchSetError(f"cannot read ({exc.strerror or exc})", path=fpath) from None
+        raw = _read_diff(directory, fname, toml_path)
         digest.update(b"\0" + fname.encode() + b"\0" + raw)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise PatchSetError("not UTF-8 text", path=fpath) from None
-        patches.extend(parse_diff(text, fpath))
+            raise PatchSetError("not UTF-8 text", path=os.path.join(directory, fname)) from None
+        patches.extend(parse_diff(text, os.path.join(directory, fname)))
     return PatchSet(
         name,
         description,
@@ -258,6 +231,45 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
         digest.hexdigest(),
         tuple(patches),
     )
+
+
+def _read_header(directory: str, toml_path: str) -> dict[str, Any]:
+    """The parsed ``patchset.toml`` of a set directory, with no key patchguard does not know."""
+    if not os.path.isfile(toml_path):
+        raise PatchSetError(
+            "no patchset.toml", path=directory, hint="a patch set is a directory with a patchset.toml"
+        )
+    try:
+        doc = read_toml(toml_path)
+    except ConfigError as exc:
+        raise PatchSetError(exc.message, path=toml_path, hint=exc.hint) from None
+    unknown = sorted(set(doc) - _KEYS)
+    if unknown:
+        raise PatchSetError(
+            f"unknown key {unknown[0]!r}", path=toml_path, hint=f"known keys: {', '.join(sorted(_KEYS))}"
+        )
+    return doc
+
+
+def _read_diff(directory: str, fname: str, toml_path: str) -> bytes:
+    """The bytes of one diff file a set lists (a plain name in its directory, of bounded size)."""
+    if safe_relpath(fname) or "/" in fname:
+        raise PatchSetError(f"file {fname!r} must be a plain name inside the set's directory", path=toml_path)
+    fpath = os.path.join(directory, fname)
+    try:
+        st = os.stat(fpath)
+        if st.st_size > MAX_PATCH_BYTES:
+            raise PatchSetError(
+                f"larger than {MAX_PATCH_BYTES >> 20} MiB",
+                path=fpath,
+                hint="a patch set carries source edits, not artefacts",
+            )
+        with open(fpath, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise PatchSetError("listed in patchset.toml but missing", path=fpath) from None
+    except OSError as exc:
+        raise PatchSetError(f"cannot read ({exc.strerror or exc})", path=fpath) from None
 
 
 def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:

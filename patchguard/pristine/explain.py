@@ -159,85 +159,86 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
     cannot be used here: a tampered RECORD fails it by design).
     """
     out: list[Finding] = []
-    sources = explainer.sources
     for dist in scanned.selected:
         if not dist.has_record or explainer.editable(dist) is not None:
             continue
         shown_record = scanned.display(os.path.join(dist.metadata_dir, "RECORD"))
         try:
-            wheel = _same_release(dist, sources)
+            wheel = _same_release(dist, explainer.sources)
         except NoPristineSource as exc:
             first = str(exc).splitlines()[0]
             out.append(
-                Finding(
-                    kind=Kind.UNVERIFIABLE,
-                    severity=Severity.INFO,
-                    rule="record-unverified",
-                    path=shown_record,
-                    message=f"cannot verify RECORD: {first}",
-                    distribution=dist.name,
-                    version=dist.version,
+                _dist_finding(
+                    dist,
+                    Kind.UNVERIFIABLE,
+                    Severity.INFO,
+                    "record-unverified",
+                    shown_record,
+                    f"cannot verify RECORD: {first}",
                 )
             )
             continue
-        installed = {e.path: e for e in dist.entries}
-        for path, theirs in wheel.wheel_record.items():
-            ours = installed.get(path)
-            if ours is None or theirs.digest is None or path.startswith("../"):
-                continue
-            if ours.algorithm == theirs.algorithm and ours.digest == theirs.digest:
-                continue
-            actual = read_installed(dist.resolve(path))
+        out += _rows_against_wheel(scanned, dist, wheel, shown_record)
+        out += _rows_not_in_wheel(scanned, dist, wheel)
+    return out
+
+
+def _dist_finding(
+    dist: InstalledDistribution, kind: Kind, severity: Severity, rule: str, path: str, message: str
+) -> Finding:
+    return Finding(
+        kind=kind,
+        severity=severity,
+        rule=rule,
+        path=path,
+        message=message,
+        distribution=dist.name,
+        version=dist.version,
+    )
+
+
+def _rows_against_wheel(
+    scanned: Scanned, dist: InstalledDistribution, wheel: Pristine, shown_record: str
+) -> list[Finding]:
+    """Installed RECORD rows whose hash differs from the wheel's: tampered along with the file, or not."""
+    out: list[Finding] = []
+    installed = {e.path: e for e in dist.entries}
+    for path, theirs in wheel.wheel_record.items():
+        ours = installed.get(path)
+        if ours is None or theirs.digest is None or path.startswith("../"):
+            continue
+        if ours.algorithm == theirs.algorithm and ours.digest == theirs.digest:
+            continue
+        actual = read_installed(dist.resolve(path))
+        if actual is not None and matches(ours, actual) and not matches(theirs, actual):
+            msg = (
+                f"the file and its RECORD row were both changed: the wheel has {theirs.algorithm}="
+                f"{theirs.digest}, RECORD was rewritten to {ours.algorithm}={ours.digest}"
+            )
             shown = scanned.display(dist.resolve(path))
-            if actual is not None and matches(ours, actual) and not matches(theirs, actual):
-                msg = (
-                    f"the file and its RECORD row were both changed: the wheel has {theirs.algorithm}="
-                    f"{theirs.digest}, RECORD was rewritten to {ours.algorithm}={ours.digest}"
-                )
-                out.append(
-                    Finding(
-                        kind=Kind.MODIFIED,
-                        severity=Severity.HIGH,
-                        rule="record-tampered",
-                        path=shown,
-                        message=msg,
-                        distribution=dist.name,
-                        version=dist.version,
-                    )
-                )
-            else:
-                msg = f"RECORD row differs from the wheel's ({theirs.algorithm}={theirs.digest})"
-                out.append(
-                    Finding(
-                        kind=Kind.RECORD_INVALID,
-                        severity=Severity.MODERATE,
-                        rule="record-differs",
-                        path=shown_record,
-                        message=msg,
-                        distribution=dist.name,
-                        version=dist.version,
-                    )
-                )
-        meta = os.path.basename(dist.metadata_dir)
-        for path in installed:
-            if path in wheel.wheel_record or path.startswith("../") or path.endswith(".pyc"):
-                continue
-            if path.startswith(meta + "/") and path.split("/", 1)[1] in INSTALLER_FILES:
-                continue
-            shown = scanned.display(dist.resolve(path))
+            out.append(_dist_finding(dist, Kind.MODIFIED, Severity.HIGH, "record-tampered", shown, msg))
+        else:
+            msg = f"RECORD row differs from the wheel's ({theirs.algorithm}={theirs.digest})"
             out.append(
-                Finding(
-                    kind=Kind.UNEXPECTED,
-                    severity=Severity.HIGH,
-                    rule="record-added",
-                    path=shown,
-                    message=(
-                        "listed in the installed RECORD but not in the wheel: added along with its RECORD row"
-                    ),
-                    distribution=dist.name,
-                    version=dist.version,
+                _dist_finding(
+                    dist, Kind.RECORD_INVALID, Severity.MODERATE, "record-differs", shown_record, msg
                 )
             )
+    return out
+
+
+def _rows_not_in_wheel(scanned: Scanned, dist: InstalledDistribution, wheel: Pristine) -> list[Finding]:
+    """Files the installed RECORD lists and the wheel does not: added together with their row."""
+    out: list[Finding] = []
+    meta = os.path.basename(dist.metadata_dir)
+    for path in dict.fromkeys(e.path for e in dist.entries):  # each path once, as RECORD orders them
+        if path in wheel.wheel_record or path.startswith("../") or path.endswith(".pyc"):
+            continue
+        if path.startswith(meta + "/") and path.split("/", 1)[1] in INSTALLER_FILES:
+            continue
+        msg = "listed in the installed RECORD but not in the wheel: added along with its RECORD row"
+        shown = scanned.display(dist.resolve(path))
+        out.append(_dist_finding(dist, Kind.UNEXPECTED, Severity.HIGH, "record-added", shown, msg))
     return out
 
 

@@ -238,48 +238,58 @@ def _http_body_is(path: str, dist: InstalledDistribution) -> bool:
 def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
     """Every local candidate wheel for ``dist``, in the order of the module docstring."""
     for house in sources.wheelhouses:
-        if not os.path.isdir(house):
-            tried.append(f"wheelhouse {house}: not a directory")
-            continue
-        found = [p for p in _walk(house, ".whl") if _wheel_matches(p, dist.name, dist.version)]
-        tried.append(f"wheelhouse {house}: {len(found)} matching wheel{'s' if len(found) != 1 else ''}")
-        for p in sorted(found):
-            yield WheelFile("wheelhouse", p)
+        yield from _wheelhouse(house, dist, tried)
     if sources.pip_cache:
-        pip = sources.pip_cache
-        built = [
-            p
-            for p in _walk(os.path.join(pip, "wheels"), ".whl")
-            if _wheel_matches(p, dist.name, dist.version)
-        ]
-        bodies = [p for p in _walk(os.path.join(pip, "http-v2"), ".body") if _http_body_is(p, dist)]
-        tried.append(f"pip cache {pip}: {len(built) + len(bodies)} matching")
-        for p in [*built, *bodies]:
-            yield WheelFile("pip-cache", p)
+        yield from _pip_cache(sources.pip_cache, dist, tried)
     if sources.uv_cache:
-        uv = sources.uv_cache
-        n = 0
-        for bucket in sorted(os.listdir(uv)) if os.path.isdir(uv) else []:
-            root = os.path.join(uv, bucket)
-            if bucket.startswith("archive-v"):
-                for entry in sorted(os.listdir(root)):
-                    path = os.path.join(root, entry)
-                    with contextlib.suppress(OSError):
-                        for sub in os.listdir(path):
-                            if sub.endswith(".dist-info") and _dist_info_matches(sub, dist):
-                                n += 1
-                                yield UnpackedWheel(path, sub)
-            elif bucket.startswith("wheels-v"):
-                for p in _walk(root, ".whl"):
-                    if _wheel_matches(p, dist.name, dist.version):
-                        n += 1
-                        yield WheelFile("uv-cache", p)
-        tried.append(f"uv cache {uv}: {n} matching")
+        yield from _uv_cache(sources.uv_cache, dist, tried)
     if sources.download_dir and os.path.isdir(sources.download_dir):
         for p in sorted(_walk(sources.download_dir, ".whl")):
             if _wheel_matches(p, dist.name, dist.version):
                 tried.append(f"earlier download {p}")
                 yield WheelFile("download", p)
+
+
+def _wheelhouse(house: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
+    if not os.path.isdir(house):
+        tried.append(f"wheelhouse {house}: not a directory")
+        return
+    found = [p for p in _walk(house, ".whl") if _wheel_matches(p, dist.name, dist.version)]
+    tried.append(f"wheelhouse {house}: {len(found)} matching wheel{'s' if len(found) != 1 else ''}")
+    for p in sorted(found):
+        yield WheelFile("wheelhouse", p)
+
+
+def _pip_cache(pip: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
+    """Wheels pip built (``wheels/``) and wheels it downloaded (``http-v2/*.body``)."""
+    built = [
+        p for p in _walk(os.path.join(pip, "wheels"), ".whl") if _wheel_matches(p, dist.name, dist.version)
+    ]
+    bodies = [p for p in _walk(os.path.join(pip, "http-v2"), ".body") if _http_body_is(p, dist)]
+    tried.append(f"pip cache {pip}: {len(built) + len(bodies)} matching")
+    for p in [*built, *bodies]:
+        yield WheelFile("pip-cache", p)
+
+
+def _uv_cache(uv: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
+    """Unpacked wheels (``archive-v*/``) and wheel files (``wheels-v*/``) of uv's cache."""
+    n = 0
+    for bucket in sorted(os.listdir(uv)) if os.path.isdir(uv) else []:
+        root = os.path.join(uv, bucket)
+        if bucket.startswith("archive-v"):
+            for entry in sorted(os.listdir(root)):
+                path = os.path.join(root, entry)
+                with contextlib.suppress(OSError):
+                    for sub in os.listdir(path):
+                        if sub.endswith(".dist-info") and _dist_info_matches(sub, dist):
+                            n += 1
+                            yield UnpackedWheel(path, sub)
+        elif bucket.startswith("wheels-v"):
+            for p in _walk(root, ".whl"):
+                if _wheel_matches(p, dist.name, dist.version):
+                    n += 1
+                    yield WheelFile("uv-cache", p)
+    tried.append(f"uv cache {uv}: {n} matching")
 
 
 def _dist_info_matches(dirname: str, dist: InstalledDistribution) -> bool:
