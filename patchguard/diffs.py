@@ -12,7 +12,10 @@ import difflib
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from unidiff.patch import PatchSet as UnidiffPatchSet
 
 __all__ = ["FileDiff", "is_binary", "parse_patch", "split_lines", "unified_diff"]
 
@@ -104,7 +107,7 @@ def unified_diff(diffs: Sequence[FileDiff], context: int = 3) -> str:
     return "".join(d.text(context) for d in diffs)
 
 
-def parse_patch(text: str) -> Any:
+def parse_patch(text: str) -> UnidiffPatchSet:
     """Parse unified-diff text with unidiff (``PatchSet``); raises ``unidiff.UnidiffParseError``."""
     from unidiff.patch import PatchSet
 

@@ -24,7 +24,10 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from unidiff.patch import PatchedFile
 
 from ..config import ConfigError, load_config, read_toml
 from ..diffs import parse_patch
@@ -75,7 +78,7 @@ class FilePatch:
     path: str
     source: str  # a/... or /dev/null
     target: str  # b/... or /dev/null
-    patched: object  # unidiff.PatchedFile
+    patched: PatchedFile
     origin: str  # the .patch file it comes from
 
     @property
@@ -164,7 +167,7 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
     return out
 
 
-def _file_patch(pf: Any, origin: str) -> FilePatch | str:
+def _file_patch(pf: PatchedFile, origin: str) -> FilePatch | str:
     """One file's part of a diff (``pf``: a ``unidiff.PatchedFile``), or why it is refused."""
     source, target = pf.source_file or "", pf.target_file or ""
     if pf.is_binary_file or "Binary files" in str(pf.patch_info or ""):

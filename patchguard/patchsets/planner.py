@@ -91,7 +91,7 @@ def _apply_hunks(
     pos = 0  # index in `lines` up to which everything is copied
     drift = 0  # offset carried from earlier hunks
     offsets: list[int] = []
-    for hunk in fp.patched:  # type: ignore[attr-defined]
+    for hunk in fp.patched:
         src, dst = _hunk_sides(hunk)
         if reverse:
             src, dst = dst, src

@@ -15,8 +15,11 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:
+    import git
 
 from ..errors import PatchguardError
 from ..integrity.records import InstalledDistribution
@@ -131,7 +134,7 @@ _SAFE_GIT = {
 }
 
 
-def safe_repo(path: str, search_parent_directories: bool = False) -> Any:
+def safe_repo(path: str, search_parent_directories: bool = False) -> git.Repo:
     """A gitpython Repo whose git commands ignore the checkout's command-running settings."""
     import git
 
