@@ -250,9 +250,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
     """Apply ``plan`` atomically (see the module docstring). Raises :class:`TransactionError`, with
     every reason listed, when anything about the plan does not hold; then nothing was written."""
     root = os.path.abspath(plan.root)
-    problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
-    if problems:
-        raise TransactionError("refusing to write:\n  " + "\n  ".join(problems), path=root)
+    _check_paths(root, plan)
     lock = (
         contextlib.nullcontext(os.path.join(root, STATE_DIR))
         if locked
@@ -260,34 +258,10 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
     )
     with lock as state:
         recovered = recover(root, allowed=plan.also, _locked_already=True)
-        mismatched = []
-        for c in plan.changes:
-            now = sha256_file(c.path)
-            if now != c.before:
-                what = "missing" if now is None else "differs from what was planned against"
-                mismatched.append(f"{c.path}: {what}")
-        if mismatched:
-            raise TransactionError(
-                "the environment changed since the plan was made:\n  " + "\n  ".join(mismatched),
-                path=root,
-                hint="run the command again",
-            )
+        _check_before(root, plan)
         txid = time.strftime("%Y%m%dT%H%M%S") + "-" + os.urandom(4).hex()
         backup_dir = os.path.join(state, _BACKUPS, txid)
-        entries: list[dict[str, str | None]] = []
-        for n, c in enumerate(plan.changes):
-            directory, name = os.path.split(c.path)
-            entries.append(
-                {
-                    "path": c.path,
-                    "before": c.before,
-                    "after": sha256_bytes(c.new),
-                    "tmp": os.path.join(directory, f".{name}{_TMP_MARK}{txid}")
-                    if c.new is not None
-                    else None,
-                    "backup": os.path.join(backup_dir, f"{n:05d}-{name}") if c.before is not None else None,
-                }
-            )
+        entries = _journal_entries(plan, txid, backup_dir)
         journal: dict[str, object] = {
             "schema": "patchguard.journal/1",
             "txid": txid,
@@ -315,6 +289,46 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
                 hint="free space or fix permissions, then run the command again",
             ) from None
     return Committed(txid, backup_dir, recovered, tuple(removed))
+
+
+def _check_paths(root: str, plan: Plan) -> None:
+    """Raises :class:`TransactionError` listing every path of ``plan`` that :func:`check_path` refuses."""
+    problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
+    if problems:
+        raise TransactionError("refusing to write:\n  " + "\n  ".join(problems), path=root)
+
+
+def _check_before(root: str, plan: Plan) -> None:
+    """Raises :class:`TransactionError` listing every file whose bytes now are not the plan's ``before``."""
+    mismatched = []
+    for c in plan.changes:
+        now = sha256_file(c.path)
+        if now != c.before:
+            what = "missing" if now is None else "differs from what was planned against"
+            mismatched.append(f"{c.path}: {what}")
+    if mismatched:
+        raise TransactionError(
+            "the environment changed since the plan was made:\n  " + "\n  ".join(mismatched),
+            path=root,
+            hint="run the command again",
+        )
+
+
+def _journal_entries(plan: Plan, txid: str, backup_dir: str) -> list[dict[str, str | None]]:
+    """One journal entry per change, in plan order: path, before/after hashes, its temp file and backup."""
+    entries: list[dict[str, str | None]] = []
+    for n, c in enumerate(plan.changes):
+        directory, name = os.path.split(c.path)
+        entries.append(
+            {
+                "path": c.path,
+                "before": c.before,
+                "after": sha256_bytes(c.new),
+                "tmp": os.path.join(directory, f".{name}{_TMP_MARK}{txid}") if c.new is not None else None,
+                "backup": os.path.join(backup_dir, f"{n:05d}-{name}") if c.before is not None else None,
+            }
+        )
+    return entries
 
 
 def _write_journal(state: str, journal: dict[str, object]) -> None:
@@ -461,53 +475,17 @@ def recover(
     _check_state_dir(root)
     state = os.path.join(root, STATE_DIR)
     journal_file = journal_path(root)
-    txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
-    valid_txid = isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", "..")
-    if not valid_txid or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise JournalError(
-            "malformed transaction journal", path=journal_file, hint="inspect it, then delete it by hand"
-        )
-    assert isinstance(txid, str)
+    txid, entries, also = _validated(journal, journal_file)
     backup_dir = os.path.join(state, _BACKUPS, txid)
     trusted = [a for a in (also if isinstance(also, list) else []) if a in allowed]
     restored: list[str] = []
     skipped = False
     for e in entries:
-        path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
-        if (
-            not isinstance(path, str)
-            or check_path(root, path, trusted) is not None
-            or os.path.normpath(path).startswith(os.path.join(state, ""))
-        ):
+        outcome = _recover_entry(root, state, backup_dir, trusted, e)
+        if outcome is None:
             skipped = True
-            continue  # never follow a journal outside the environment, nor into patchguard's own state
-        if isinstance(tmp, str) and (
-            os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)
-        ):
-            tmp = None
-        if isinstance(backup, str) and os.path.dirname(os.path.abspath(backup)) != backup_dir:
-            backup = None
-        now = sha256_file(path)
-        if now != before:
-            if before is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            elif isinstance(backup, str) and os.path.exists(backup):
-                staging = path + _TMP_MARK + "recover"
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(staging)
-                import shutil
-
-                shutil.copy2(backup, staging)
-                os.replace(staging, path)
-            else:
-                skipped = True
-                continue
-            restored.append(path)
-            _fsync_dir(os.path.dirname(path))
-        if isinstance(tmp, str):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        elif outcome:
+            restored.append(outcome)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
     with contextlib.suppress(FileNotFoundError):
@@ -518,3 +496,56 @@ def recover(
 
         shutil.rmtree(backup_dir, ignore_errors=True)
     return tuple(restored)
+
+
+def _validated(journal: dict[str, object], journal_file: str) -> tuple[str, list[dict[str, object]], object]:
+    """The journal's txid (a plain name), entries (all dicts) and ``also``, or :class:`JournalError`."""
+    txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
+    valid_txid = isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", "..")
+    if not valid_txid or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise JournalError(
+            "malformed transaction journal", path=journal_file, hint="inspect it, then delete it by hand"
+        )
+    assert isinstance(txid, str)
+    return txid, entries, also
+
+
+def _recover_entry(
+    root: str, state: str, backup_dir: str, trusted: Sequence[str], e: dict[str, object]
+) -> str | None:
+    """Put one journal entry back: its path if restored, ``""`` if it needed nothing, ``None`` if skipped."""
+    path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
+    if (
+        not isinstance(path, str)
+        or check_path(root, path, trusted) is not None
+        or os.path.normpath(path).startswith(os.path.join(state, ""))
+    ):
+        return None  # never follow a journal outside the environment, nor into patchguard's own state
+    if isinstance(tmp, str) and (
+        os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)
+    ):
+        tmp = None
+    if isinstance(backup, str) and os.path.dirname(os.path.abspath(backup)) != backup_dir:
+        backup = None
+    now = sha256_file(path)
+    restored = ""
+    if now != before:
+        if before is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        elif isinstance(backup, str) and os.path.exists(backup):
+            staging = path + _TMP_MARK + "recover"
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(staging)
+            import shutil
+
+            shutil.copy2(backup, staging)
+            os.replace(staging, path)
+        else:
+            return None
+        restored = path
+        _fsync_dir(os.path.dirname(path))
+    if isinstance(tmp, str):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return restored

@@ -135,6 +135,9 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
 _PLAIN_HASHES = re.compile(r"(?:sha256=[A-Za-z0-9_-]{43})*")
 
 
+# hot loop: the fast path for every RECORD of a cold scan (~40k rows of a large environment, in whole-RECORD
+# passes). Not split: each check works on the same split columns (rows, paths, hashes, sizes) and bails out to
+# _parse_rows; one frame keeps them local and the whole "is this RECORD plain?" predicate in one place.
 def _parse_plain(text: str) -> list[RecordEntry] | None:
     """The entries of a RECORD whose every row is the plain kind an installer writes, else ``None``.
 
@@ -416,52 +419,10 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
     problems: list[RecordProblem] = []
     top_level: tuple[str, ...] = ()
     if meta_name.endswith(".dist-info"):
-        record_file = os.path.join(meta_dir, "RECORD")
-        try:
-            raw: bytes | None = read_regular(record_file)
-        except FileNotFoundError:
-            raw = None
-        except OSError as exc:
-            raw = None
-            problems.append(RecordProblem(0, f"cannot read RECORD ({exc.strerror or exc})"))
-        if raw is not None:
-            try:
-                record_text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                record_text = raw.decode("utf-8", "surrogateescape")
-                problems.append(RecordProblem(0, "RECORD is not valid UTF-8"))
-            entries, more = parse_record(record_text)
-            problems.extend(more)
+        record_text, entries, problems = _read_record(os.path.join(meta_dir, "RECORD"))
     if record_text is None:
-        top = _read_text(os.path.join(meta_dir, "top_level.txt")) if os.path.isdir(meta_dir) else None
-        top_level = tuple(t.strip() for t in (top or "").splitlines() if t.strip())
-        if not top_level:
-            # No file list and no top_level.txt: the import name is most often the project name.
-            guess = name.replace("-", "_").replace(".", "_")
-            top_level = tuple(dict.fromkeys((guess, guess.lower(), guess + ".py", guess.lower() + ".py")))
-    # What a scan needs of the rows, in whole-list passes (this runs for every row of a cold scan).
-    rels = [e.path for e in entries]
-    joined = "\n" + "\n".join(rels)
-    prefix = site_dir + "/"
-    if os.sep == "/" and not any(bad in joined for bad in ("\n.", "\n/", "/.", "//")):
-        # Every path is already normal (resolve_record_path's common case): no ../ entries either.
-        paths = tuple([prefix + rel for rel in rels])
-        tops = {rel.partition("/")[0] for rel in rels if "/" in rel}
-        outside: list[tuple[int, str]] = []
-    else:
-        unusual = [
-            n for n, rel in enumerate(rels) if rel.startswith((".", "/")) or "/." in rel or "//" in rel
-        ]
-        resolved = [prefix + rel for rel in rels]
-        for n in unusual if os.sep == "/" else range(len(rels)):
-            resolved[n] = resolve_record_path(site_dir, rels[n])
-        paths = tuple(resolved)
-        skip = set(unusual)
-        tops = {rel.partition("/")[0] for n, rel in enumerate(rels) if "/" in rel and n not in skip}
-        tops.update(package_dirs_in(site_dir, [paths[n] for n in unusual]))
-        hashed = [n for n, e in enumerate(entries) if e.digest is not None and e.algorithm is not None]
-        outside = [(k, rels[n]) for k, n in enumerate(hashed) if rels[n].startswith("../")]
-    tops.discard("__pycache__")
+        top_level = _claimed_top_level(meta_dir, name)
+    paths, tops, outside = _locate(site_dir, entries)
     rows = array.array(
         "I", [n for n, e in enumerate(entries) if e.digest is not None and e.algorithm is not None]
     )
@@ -485,6 +446,76 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
         check_rows=rows.tobytes(),
         outside=tuple(outside),
     )
+
+
+def _read_record(record_file: str) -> tuple[str | None, list[RecordEntry], list[RecordProblem]]:
+    """A RECORD's text (``None``: absent or unreadable), its entries, and every problem reading or parsing."""
+    problems: list[RecordProblem] = []
+    try:
+        raw: bytes | None = read_regular(record_file)
+    except FileNotFoundError:
+        raw = None
+    except OSError as exc:
+        raw = None
+        problems.append(RecordProblem(0, f"cannot read RECORD ({exc.strerror or exc})"))
+    if raw is None:
+        return None, [], problems
+    try:
+        record_text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        record_text = raw.decode("utf-8", "surrogateescape")
+        problems.append(RecordProblem(0, "RECORD is not valid UTF-8"))
+    entries, more = parse_record(record_text)
+    problems.extend(more)
+    return record_text, entries, problems
+
+
+def _claimed_top_level(meta_dir: str, name: str) -> tuple[str, ...]:
+    """Top-level names claimed without RECORD (``top_level.txt``, else guessed from ``name``): never empty."""
+    top = _read_text(os.path.join(meta_dir, "top_level.txt")) if os.path.isdir(meta_dir) else None
+    top_level = tuple(t.strip() for t in (top or "").splitlines() if t.strip())
+    if not top_level:
+        # No file list and no top_level.txt: the import name is most often the project name.
+        guess = name.replace("-", "_").replace(".", "_")
+        top_level = tuple(dict.fromkeys((guess, guess.lower(), guess + ".py", guess.lower() + ".py")))
+    return top_level
+
+
+def _locate(
+    site_dir: str, entries: list[RecordEntry]
+) -> tuple[tuple[str, ...], set[str], list[tuple[int, str]]]:
+    """Each entry's absolute path, the top dirs holding them (never __pycache__), the hashed ``../`` ones."""
+    # What a scan needs of the rows, in whole-list passes (this runs for every row of a cold scan).
+    rels = [e.path for e in entries]
+    joined = "\n" + "\n".join(rels)
+    prefix = site_dir + "/"
+    if os.sep == "/" and not any(bad in joined for bad in ("\n.", "\n/", "/.", "//")):
+        # Every path is already normal (resolve_record_path's common case): no ../ entries either.
+        paths = tuple([prefix + rel for rel in rels])
+        tops = {rel.partition("/")[0] for rel in rels if "/" in rel}
+        outside: list[tuple[int, str]] = []
+    else:
+        paths, tops, outside = _locate_unusual(site_dir, entries, rels)
+    tops.discard("__pycache__")
+    return paths, tops, outside
+
+
+def _locate_unusual(
+    site_dir: str, entries: list[RecordEntry], rels: list[str]
+) -> tuple[tuple[str, ...], set[str], list[tuple[int, str]]]:
+    """What :func:`_locate` returns, for RECORD paths of which some are not already normal (``../``)."""
+    prefix = site_dir + "/"
+    unusual = [n for n, rel in enumerate(rels) if rel.startswith((".", "/")) or "/." in rel or "//" in rel]
+    resolved = [prefix + rel for rel in rels]
+    for n in unusual if os.sep == "/" else range(len(rels)):
+        resolved[n] = resolve_record_path(site_dir, rels[n])
+    paths = tuple(resolved)
+    skip = set(unusual)
+    tops = {rel.partition("/")[0] for n, rel in enumerate(rels) if "/" in rel and n not in skip}
+    tops.update(package_dirs_in(site_dir, [paths[n] for n in unusual]))
+    hashed = [n for n, e in enumerate(entries) if e.digest is not None and e.algorithm is not None]
+    outside = [(k, rels[n]) for k, n in enumerate(hashed) if rels[n].startswith("../")]
+    return paths, tops, outside
 
 
 def iter_metadata_dirs(site_dir: str) -> Iterator[str]:

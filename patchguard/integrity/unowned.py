@@ -248,63 +248,65 @@ def toplevel_findings(ownership: Ownership, owned_dirs: frozenset[str]) -> list[
             findings.extend(_toplevel_pycache(ownership, e.path))
             continue
         if name.endswith(".pth") and not is_dir:
-            imports = pth_import_lines(e.path)
-            if imports:
-                findings.append(
-                    Finding(
-                        kind=Kind.STARTUP_HOOK,
-                        severity=Severity.HIGH,
-                        rule="pth-import",
-                        path=name,
-                        message=f"executes at every interpreter start: {imports[0][:120]}"
-                        + (f" (+{len(imports) - 1} more lines)" if len(imports) > 1 else ""),
-                    )
-                )
-            else:
-                findings.append(
-                    Finding(
-                        kind=Kind.UNEXPECTED,
-                        severity=Severity.MODERATE,
-                        rule="pth-path",
-                        path=name,
-                        message=(
-                            ".pth file no distribution installed: adds directories to sys.path at every start"
-                        ),
-                    )
-                )
+            findings.append(_pth_finding(name, e.path))
             continue
         if name in _STARTUP_MODULES and not is_dir:
-            findings.append(
-                Finding(
-                    kind=Kind.STARTUP_HOOK,
-                    severity=Severity.MODERATE,
-                    rule="sitecustomize",
-                    path=name,
-                    message=(
-                        f"{name[:-3]} is imported at every interpreter start and no distribution installed it"
-                    ),
-                )
-            )
+            findings.append(_startup_module_finding(name))
             continue
         if name == "README.txt" and _is_cpython_readme(e.path):
             continue
         if is_dir:
-            count, code = _count_files(e.path)
-            findings.append(
-                Finding(
-                    kind=Kind.UNEXPECTED,
-                    severity=Severity.MODERATE if code else Severity.MINOR,
-                    rule="unexpected-directory",
-                    path=name + "/",
-                    message=f"directory no distribution installed ({count} file{'s' if count != 1 else ''}"
-                    + (", importable code)" if code else ")"),
-                )
-            )
+            findings.append(_directory_finding(name, e.path))
             continue
         f = _unexpected_file(site, e.path, ownership.files)
         if f is not None:
             findings.append(f)
     return findings
+
+
+def _pth_finding(name: str, path: str) -> Finding:
+    """The finding of an unowned ``.pth`` file: a startup hook with ``import`` lines, else unexpected."""
+    imports = pth_import_lines(path)
+    if imports:
+        return Finding(
+            kind=Kind.STARTUP_HOOK,
+            severity=Severity.HIGH,
+            rule="pth-import",
+            path=name,
+            message=f"executes at every interpreter start: {imports[0][:120]}"
+            + (f" (+{len(imports) - 1} more lines)" if len(imports) > 1 else ""),
+        )
+    return Finding(
+        kind=Kind.UNEXPECTED,
+        severity=Severity.MODERATE,
+        rule="pth-path",
+        path=name,
+        message=".pth file no distribution installed: adds directories to sys.path at every start",
+    )
+
+
+def _startup_module_finding(name: str) -> Finding:
+    """The startup-hook finding for an unowned ``sitecustomize.py`` / ``usercustomize.py``."""
+    return Finding(
+        kind=Kind.STARTUP_HOOK,
+        severity=Severity.MODERATE,
+        rule="sitecustomize",
+        path=name,
+        message=f"{name[:-3]} is imported at every interpreter start and no distribution installed it",
+    )
+
+
+def _directory_finding(name: str, path: str) -> Finding:
+    """The finding of an unowned top-level directory: moderate if it holds importable code, else minor."""
+    count, code = _count_files(path)
+    return Finding(
+        kind=Kind.UNEXPECTED,
+        severity=Severity.MODERATE if code else Severity.MINOR,
+        rule="unexpected-directory",
+        path=name + "/",
+        message=f"directory no distribution installed ({count} file{'s' if count != 1 else ''}"
+        + (", importable code)" if code else ")"),
+    )
 
 
 def _toplevel_pycache(ownership: Ownership, pycache: str) -> list[Finding]:

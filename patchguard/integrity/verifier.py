@@ -656,6 +656,21 @@ class Verifier:
 
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Verification:
         """Wait for the hashing threads; every added file has its verdict after this."""
+        self._wait(progress)
+        result = Verification()
+        self._collect(result)
+        keys, odd = self._keys, self._odd
+        for a in self._added:
+            base, n = a.base, len(a.paths)
+            now = b"".join(keys[base : base + n])
+            now_odd = {i - base: d for i, d in odd.items() if base <= i < base + n} if odd else {}
+            if now != a.keys or now_odd != a.odd:
+                result.known[id(a.tag)] = (now, now_odd)
+        result.failures = [self._failures[i] for i in sorted(self._failures)]
+        return result
+
+    def _wait(self, progress: Callable[[int, int], None] | None) -> None:
+        """Queue what is left, wait for the threads and stop them: every submitted batch has results after."""
         self._settle_stats()
         self._flush()
         self._start_pending()
@@ -670,7 +685,10 @@ class Verifier:
         for work in self._submitted:  # a thread that died left its batch unanswered: never a silent pass
             if id(work) not in answered:
                 self._done.append((work, verify_batch(_batch_of(work))))
-        result = Verification()
+
+    def _collect(self, result: Verification) -> None:
+        """Turn every hashing result into its failure, stat key and odd digest; counts them in ``result``."""
+        # This loop runs once per hashed file (every file of a cold scan): its body stays inline.
         failures, keys, odd, now_ns = self._failures, self._keys, self._odd, self._now_ns
         settled = settled_before(now_ns)
         for work, results in self._done:
@@ -706,11 +724,3 @@ class Verifier:
                         if trusted:
                             raise
                         got = verify_batch(_batch_of([(i, t, tag)]))[0]
-        for a in self._added:
-            base, n = a.base, len(a.paths)
-            now = b"".join(keys[base : base + n])
-            now_odd = {i - base: d for i, d in odd.items() if base <= i < base + n} if odd else {}
-            if now != a.keys or now_odd != a.odd:
-                result.known[id(a.tag)] = (now, now_odd)
-        result.failures = [failures[i] for i in sorted(failures)]
-        return result
