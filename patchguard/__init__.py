@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import EnvironmentNotFound, PatchguardError, UsageError
-from .model import Finding, GateKind, Kind, Reach, Report, Severity
+from .model import Finding, GateKind, Kind, Reach, Report, SetState, SetStatus, Severity
 
 if TYPE_CHECKING:
     from .audit import check, scan
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .patchsets.model import PatchSet, PatchSetError, load_sets
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
     from .patchsets.planner import FilePlan, PlanFailed
-    from .patchsets.status import SetState, SetStatus, set_states
+    from .patchsets.status import set_states
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult, restore
     from .pristine.sources import NoPristineSource
@@ -51,8 +51,6 @@ _LAZY = {
     "FileVerdict": "patchsets.ops",
     "capture_set": "patchsets.capture",
     "set_states": "patchsets.status",
-    "SetState": "patchsets.status",
-    "SetStatus": "patchsets.status",
     "load_sets": "patchsets.model",
     "PatchSet": "patchsets.model",
     "PatchSetError": "patchsets.model",

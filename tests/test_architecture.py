@@ -160,7 +160,9 @@ def _complexity(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     comprehensions and their filters, boolean operands beyond the first, match cases)."""
     n = 1
     for node in ast.walk(fn):
-        if isinstance(node, (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.Assert)):
+        if isinstance(
+            node, (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.Assert)
+        ):
             n += 1
         elif isinstance(node, ast.comprehension):
             n += 1 + len(node.ifs)
