@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "": {"audit", "deploy", "patchsets", "analysis", "pristine", "integrity", "formats"},  # the public API
 }
 
+_DECISIONS = (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.Assert)
 MAX_LINES = 60
 MAX_COMPLEXITY = 20
 
