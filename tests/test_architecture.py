@@ -55,10 +55,12 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
     """(imported patchguard module, line) for every import of a module, top-level or in a function."""
     is_package = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name[len("patchguard.") :] for a in node.names if a.name.startswith("patchguard.")]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             if node.level:
                 parts = name.split(".") if name else []
                 if not is_package:

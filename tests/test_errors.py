@@ -1,0 +1,78 @@
+"""Expected failures end as one line on stderr and exit 2, never as a traceback — whoever runs the command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .helpers import REPO, Env, build_wheel, minillm_files
+
+NOBODY = 65534
+
+
+def _interpreter_for_nobody() -> list[str] | None:
+    """A command that runs this Python as user ``nobody`` (root only), or ``None`` where that cannot be."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for exe in (sys.executable, shutil.which(f"python{version}") or "", f"/usr/bin/python{version}"):
+        if (
+            exe
+            and subprocess.run([*drop, exe, "-c", "pass"], capture_output=True, check=False).returncode == 0
+        ):
+            return [*drop, exe]
+    return None
+
+
+@pytest.fixture
+def world_readable() -> Iterator[Path]:
+    """A directory everyone may read (pytest's tmp_path is private to root)."""
+    top = Path(tempfile.mkdtemp(prefix="pg-nobody-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Path) -> None:
+    run_as_nobody = _interpreter_for_nobody()
+    if run_as_nobody is None:
+        pytest.skip("needs root, setpriv and a Python that user nobody can run")
+    wheel = build_wheel(world_readable / "wheels", "minillm", "0.4.0", minillm_files())
+    env = Env(world_readable / "venv")
+    env.install(wheel)
+    mla = env.site / "minillm" / "models" / "mla.py"
+    mla.write_text(mla.read_text() + "\n# an edit by root\n")
+    for path in [world_readable, *world_readable.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    mla.chmod(0o600)  # root's edit, unreadable to the user running patchguard
+    before = {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()}
+    paths = os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
+    child_env = {"PATH": os.environ["PATH"], "HOME": str(world_readable), "PYTHONPATH": paths}
+    wheels = ["--wheelhouse", str(world_readable / "wheels"), "--offline"]
+    for args in (["restore", "minillm", *wheels], ["diff", *wheels]):
+        proc = subprocess.run(
+            [*run_as_nobody, "-m", "patchguard", *args, "--site-packages", str(env.site)],
+            capture_output=True,
+            text=True,
+            env=child_env,
+            cwd=world_readable,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("patchguard: error: ") and str(mla) in line and "ermission denied" in line
+    assert {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()} == before  # nothing changed
