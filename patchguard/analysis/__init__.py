@@ -2,8 +2,8 @@
 
 Only what changed is judged: the installed file is compared with its pristine source, the changed lines
 are mapped to statements, and those are matched against the rules (:mod:`.rules`) with import aliases
-resolved. A rule the pristine code already hits (vLLM's own legitimate ``torch.save``) is not reported.
-Without a pristine source the whole file is judged and findings say ``baseline: none``.
+resolved (:mod:`.aliases`). A rule the pristine code already hits (vLLM's own legitimate ``torch.save``) is
+not reported. Without a pristine source the whole file is judged and findings say ``baseline: none``.
 
 libcst is imported by :mod:`.judge` only, and only when there is a change to judge.
 """
@@ -14,11 +14,15 @@ import ast
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, Kind, Severity
 from .rules import RULES
 from .structure import Region, Structure, changed_regions, strip_docstrings, structure
+
+if TYPE_CHECKING:
+    from .judge import Hit, Unit
 
 __all__ = ["CodeChange", "analyse"]
 
@@ -64,6 +68,11 @@ def _scaffolding(line: str) -> bool:
     """Imports and block headers: the frame of an injected block, not a change of their own."""
     s = line.split("#", 1)[0].strip()  # a trailing comment ("if x:  # why") does not make it code
     return s.startswith(("import ", "from ")) or (s.startswith(_SCAFFOLD) and s.endswith(":"))
+
+
+def _is_commented_code(line: str) -> bool:
+    """A comment line holding code (``# torch.save(x, path)``), not prose."""
+    return line.strip().startswith("#") and _looks_like_code(line)
 
 
 def _looks_like_code(comment: str) -> bool:
@@ -118,6 +127,22 @@ class _Maker:
             source=src,
         )
 
+    def cosmetic(self, st: Structure, line: int, end: int, message: str) -> Finding:
+        return self(
+            Kind.COSMETIC_CHANGE, "cosmetic-change", Severity.MINOR, line, end, st.qualname_at(line), message
+        )
+
+    def functional(self, st: Structure, line: int, end: int, message: str) -> Finding:
+        return self(
+            Kind.FUNCTIONAL_CHANGE,
+            "functional-change",
+            Severity.MINOR,
+            line,
+            end,
+            st.qualname_at(line),
+            message,
+        )
+
     def commented_out(self, st: Structure, n: int) -> Finding:
         return self(
             Kind.INJECTED_CODE,
@@ -131,6 +156,17 @@ class _Maker:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """One changed file as every step of :func:`analyse` reads it: the pristine text (``None`` without one),
+    the structure and lines of the installed text, and the maker of its findings."""
+
+    before: str | None
+    st: Structure
+    lines: Sequence[str]
+    finding: _Maker
+
+
 def analyse(change: CodeChange) -> list[Finding]:
     """Findings for the changed code of one file (empty when nothing changed)."""
     after = _decode(change.after)
@@ -138,92 +174,87 @@ def analyse(change: CodeChange) -> list[Finding]:
     regions = changed_regions(before, after)
     if not regions:
         return []
-    st = structure(after)
     lines = split_lines(after)
     finding = _Maker(change, lines, () if before is not None else ("baseline: none",))
+    edit = _Edit(before, structure(after), lines, finding)
 
-    out: list[Finding] = []
     changed = {line for r in regions for line in r.lines}
     covered: set[int] = set()
-    if changed:
-        out += _judged(st, lines, before, changed, covered, finding)
-    if not out and before is not None and st.tree is not None:
-        try:
-            cosmetic = strip_docstrings(ast.parse(before)) == strip_docstrings(ast.parse(after))
-        except (SyntaxError, ValueError):
-            cosmetic = False
-        if cosmetic:
-            dead_code = [
-                finding.commented_out(st, n)
-                for r in regions
-                for n in r.lines
-                if lines[n - 1].strip().startswith("#") and _looks_like_code(lines[n - 1])
-            ]
-            if dead_code:
-                return _one_per_region_and_rule(dead_code, regions)
-            first = next((r for r in regions if r.end >= r.start), regions[0])
-            message = "only comments, layout or docstrings differ from the pristine wheel"
-            end = max(first.end, first.start)
-            return [
-                finding(
-                    Kind.COSMETIC_CHANGE,
-                    "cosmetic-change",
-                    Severity.MINOR,
-                    first.start,
-                    end,
-                    st.qualname_at(first.start),
-                    message,
-                )
-            ]
-
+    out = _judged(edit, changed, covered) if changed else []
+    if not out and before is not None and edit.st.tree is not None and _only_cosmetic(before, after):
+        return _cosmetic(edit, regions)
     out = _one_per_region_and_rule(out, regions)
-    out += _removed_checks(regions, st, after, finding)
+    out += _removed_checks(regions, edit.st, after, finding)
     for r in regions:
-        added = [n for n in r.lines if n not in covered]
-        if len(added) < len(r.lines):
-            # The region holds a rule hit: its imports and block headers belong to that injected block.
-            added = [n for n in added if lines[n - 1].strip() and not _scaffolding(lines[n - 1])]
-        if not added:
-            continue
-        for n in added:
-            if lines[n - 1].strip().startswith("#") and _looks_like_code(lines[n - 1]):
-                out.append(finding.commented_out(st, n))
-                covered.add(n)
-        rest = [n for n in added if n not in covered]
-        code_added = [n for n in rest if not _is_comment_or_blank(lines[n - 1])]
-        code_removed = [x for x in r.removed if not _is_comment_or_blank(x)]
-        if not rest and not code_removed:
-            continue
-        line = rest[0] if rest else max(r.start - 1, 1)
-        end = rest[-1] if rest else line
-        if not code_added and not code_removed:
-            out.append(
-                finding(
-                    Kind.COSMETIC_CHANGE,
-                    "cosmetic-change",
-                    Severity.MINOR,
-                    line,
-                    end,
-                    st.qualname_at(line),
-                    "only comments or layout changed here",
-                )
-            )
-        elif not any(f.line is not None and line <= f.line <= end for f in out):
-            what = "lines removed" if not code_added else "logic differs from the pristine wheel"
-            if before is None:
-                what = "no pristine source to compare with: new or unverifiable code"
-            out.append(
-                finding(
-                    Kind.FUNCTIONAL_CHANGE,
-                    "functional-change",
-                    Severity.MINOR,
-                    line,
-                    end,
-                    st.qualname_at(line),
-                    what,
-                )
-            )
+        _unexplained(edit, r, covered, out)
     return sorted(out, key=lambda f: (f.line or 0, f.rule))
+
+
+def _only_cosmetic(before: str, after: str) -> bool:
+    """Whether the two sources differ in comments, layout or docstrings only."""
+    try:
+        return strip_docstrings(ast.parse(before)) == strip_docstrings(ast.parse(after))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def _cosmetic(edit: _Edit, regions: Sequence[Region]) -> list[Finding]:
+    """The findings of a file whose code is unchanged: code left in comments, else one cosmetic change."""
+    lines, st, finding = edit.lines, edit.st, edit.finding
+    dead_code = [
+        finding.commented_out(st, n) for r in regions for n in r.lines if _is_commented_code(lines[n - 1])
+    ]
+    if dead_code:
+        return _one_per_region_and_rule(dead_code, regions)
+    first = next((r for r in regions if r.end >= r.start), regions[0])
+    message = "only comments, layout or docstrings differ from the pristine wheel"
+    return [finding.cosmetic(st, first.start, max(first.end, first.start), message)]
+
+
+def _unexplained(edit: _Edit, r: Region, covered: set[int], out: list[Finding]) -> None:
+    """Add to ``out`` what region ``r`` changed beyond the rule hits: the code left in comments, then one
+    cosmetic or functional change for the rest."""
+    added = _uncovered(r, edit.lines, covered)
+    if not added:
+        return
+    for n in added:
+        if _is_commented_code(edit.lines[n - 1]):
+            out.append(edit.finding.commented_out(edit.st, n))
+            covered.add(n)
+    rest = [n for n in added if n not in covered]
+    change = _rest_of_region(edit, r, rest, out)
+    if change is not None:
+        out.append(change)
+
+
+def _uncovered(r: Region, lines: Sequence[str], covered: set[int]) -> list[int]:
+    """The lines of region ``r`` that no rule hit covers.
+
+    When the region holds a rule hit, its imports and block headers belong to that injected block.
+    """
+    added = [n for n in r.lines if n not in covered]
+    if len(added) < len(r.lines):
+        added = [n for n in added if lines[n - 1].strip() and not _scaffolding(lines[n - 1])]
+    return added
+
+
+def _rest_of_region(edit: _Edit, r: Region, rest: Sequence[int], out: Sequence[Finding]) -> Finding | None:
+    """The cosmetic or functional change of the ``rest`` of region ``r`` (its added lines that nothing
+    explains, and the lines it removed); none when a finding already sits on those lines."""
+    code_added = [n for n in rest if not _is_comment_or_blank(edit.lines[n - 1])]
+    code_removed = [x for x in r.removed if not _is_comment_or_blank(x)]
+    if not rest and not code_removed:
+        return None
+    line = rest[0] if rest else max(r.start - 1, 1)
+    end = rest[-1] if rest else line
+    if not code_added and not code_removed:
+        return edit.finding.cosmetic(edit.st, line, end, "only comments or layout changed here")
+    if any(f.line is not None and line <= f.line <= end for f in out):
+        return None
+    what = "lines removed" if not code_added else "logic differs from the pristine wheel"
+    if edit.before is None:
+        what = "no pristine source to compare with: new or unverifiable code"
+    return edit.finding.functional(edit.st, line, end, what)
 
 
 def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region]) -> list[Finding]:
@@ -242,72 +273,85 @@ def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region])
     return out
 
 
-def _judged(
-    st: Structure,
-    lines: Sequence[str],
-    before: str | None,
-    changed: set[int],
-    covered: set[int],
-    finding: _Maker,
-) -> list[Finding]:
-    from .judge import Unit, hit_counts, judge_unit, units_for
+def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
+    """The findings of the rule hits on ``changed`` lines, unit by unit, leaving out those the pristine
+    unit has as often (moved or re-indented, not injected); the lines they span are added to ``covered``."""
+    from .judge import units_for
 
-    before_st = structure(before) if before is not None else None
-    before_lines = split_lines(before) if before is not None else []
+    pristine = _Pristine.of(edit.before)
     out: list[Finding] = []
-    for unit, ulines in units_for(sorted(changed), st, lines).items():
-        # One walk of the unit: every hit, for the counts, then those on changed lines, for the report.
-        all_hits = judge_unit(unit, None, st, lines)
-        mine = set(ulines)
-        hits = (
-            all_hits
-            if before is None
-            else [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
-        )
+    for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
+        all_hits, hits = _unit_hits(edit, unit, ulines)
         if not hits:
             continue
-        baseline: dict[tuple[str, str], int] = {}
+        baseline = pristine.counts(unit, edit.st) if pristine is not None else None
         after_counts = Counter((h.rule, h.qualname) for h in all_hits)
-        if before_st is not None:
-            scope = st.innermost(unit.start)
-            match = [s for s in before_st.scopes if scope is not None and s.qualname == scope.qualname]
-            if match:
-                b = match[0]
-                text = before_lines[b.start - 1] if b.start - 1 < len(before_lines) else ""
-                bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
-                baseline = dict(hit_counts(bunit, before_st, before_lines))
         for hit in hits:
             key = (hit.rule, hit.qualname)
-            if before_st is not None and baseline.get(key, 0) >= after_counts[key]:
-                continue  # the pristine unit already does this: moved or re-indented, not injected
-            rule = RULES[hit.rule]
-            forward = hit.function.rsplit(".", 1)[-1].startswith("forward")
-            severity = rule.severity
-            if hit.rule == "logging" and not (hit.loop or forward):
-                severity = Severity.MINOR
-            if hit.dead:
-                severity = Severity.INFO
-            gate = None if hit.gate_kind == "none" else {"kind": hit.gate_kind, "condition": hit.gate}
-            message = (
-                f"{hit.qualname} {rule.rationale}"
-                + (f": {hit.detail}" if hit.detail else "")
-                + (", on the forward path" if forward else "")
-                + (" (unreachable: it cannot run)" if hit.dead else "")
-            )
-            out.append(
-                finding(
-                    Kind.INJECTED_CODE,
-                    hit.rule,
-                    severity,
-                    hit.line,
-                    hit.end_line,
-                    hit.function,
-                    message,
-                    gate,
-                )
-            )
+            if baseline is not None and baseline.get(key, 0) >= after_counts[key]:
+                continue
+            out.append(_injected(hit, edit.finding))
             covered.update(range(hit.line, hit.end_line + 1))
     return out
+
+
+def _unit_hits(edit: _Edit, unit: Unit, ulines: Sequence[int]) -> tuple[list[Hit], list[Hit]]:
+    """One walk of the unit: (every hit, for the counts; those on its changed lines ``ulines``, for the
+    report). Without a pristine source every hit is reported."""
+    from .judge import judge_unit
+
+    all_hits = judge_unit(unit, None, edit.st, edit.lines)
+    if edit.before is None:
+        return all_hits, all_hits
+    mine = set(ulines)
+    return all_hits, [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pristine:
+    """The pristine source, located: what the hits of a changed unit are counted against."""
+
+    st: Structure
+    lines: Sequence[str]
+
+    @classmethod
+    def of(cls, before: str | None) -> _Pristine | None:
+        return cls(structure(before), split_lines(before)) if before is not None else None
+
+    def counts(self, unit: Unit, st: Structure) -> dict[tuple[str, str], int]:
+        """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in
+        ``st`` (none when the pristine file has no such scope)."""
+        from .judge import Unit, hit_counts
+
+        scope = st.innermost(unit.start)
+        match = [s for s in self.st.scopes if scope is not None and s.qualname == scope.qualname]
+        if not match:
+            return {}
+        b = match[0]
+        text = self.lines[b.start - 1] if b.start - 1 < len(self.lines) else ""
+        bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
+        return dict(hit_counts(bunit, self.st, self.lines))
+
+
+def _injected(hit: Hit, finding: _Maker) -> Finding:
+    """The finding of a rule hit: the rule's severity, less for logging off the hot path, info when dead."""
+    rule = RULES[hit.rule]
+    forward = hit.function.rsplit(".", 1)[-1].startswith("forward")
+    severity = rule.severity
+    if hit.rule == "logging" and not (hit.loop or forward):
+        severity = Severity.MINOR
+    if hit.dead:
+        severity = Severity.INFO
+    gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
+    message = (
+        f"{hit.qualname} {rule.rationale}"
+        + (f": {hit.detail}" if hit.detail else "")
+        + (", on the forward path" if forward else "")
+        + (" (unreachable: it cannot run)" if hit.dead else "")
+    )
+    return finding(
+        Kind.INJECTED_CODE, hit.rule, severity, hit.line, hit.end_line, hit.function, message, gate
+    )
 
 
 def _removed_checks(regions: Sequence[Region], st: Structure, after: str, finding: _Maker) -> list[Finding]:

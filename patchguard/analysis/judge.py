@@ -19,6 +19,8 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from ..model import GateKind
+from .aliases import bind_from_import, bind_import, resolve
 from .rules import rule_for_call
 from .structure import Structure, gate_kind_of
 
@@ -47,7 +49,7 @@ class Hit:
     line: int
     end_line: int
     function: str
-    gate_kind: str
+    gate_kind: GateKind | None  # None: not under any gate
     gate: str
     dead: bool
     detail: str = ""
@@ -137,24 +139,16 @@ class _Walker(cst.CSTVisitor):
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.names.pop()
 
+    # -- imports met on the walk (in functions too) add to the module-level aliases of the structure ----
     def visit_Import(self, node: cst.Import) -> None:
-        for a in node.names:
-            full = get_full_name_for_node(a.name) or ""
-            if a.asname is not None and isinstance(a.asname.name, cst.Name):
-                self.aliases[a.asname.name.value] = full
-            else:
-                self.aliases[full.split(".", 1)[0]] = full.split(".", 1)[0]
+        bind_import(self.aliases, _imported(node.names))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
-            return
-        module = get_full_name_for_node(node.module) or ""
-        for a in node.names:
-            name = get_full_name_for_node(a.name) or ""
-            local = (
-                a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else name
-            )
-            self.aliases[local] = f"{module}.{name}"
+        module = get_full_name_for_node(node.module) if node.module is not None else None
+        names: list[tuple[str, str | None]] = (
+            [("*", None)] if isinstance(node.names, cst.ImportStar) else _imported(node.names)
+        )
+        bind_from_import(self.aliases, module, len(node.relative), names)
 
     # -- gates and dead code ----------------------------------------------------------------------------
     def visit_If(self, node: cst.If) -> None:
@@ -204,11 +198,11 @@ class _Walker(cst.CSTVisitor):
             self.loops -= 1
         super().on_leave(original_node)
 
-    def _gate(self) -> tuple[str, str]:
+    def _gate(self) -> tuple[GateKind | None, str]:
         if self.dead:
-            return "dead", "unreachable"
+            return GateKind.DEAD, "unreachable"
         if not self.ifs:
-            return "none", ""
+            return None, ""
         test, orelse = self.ifs[-1]
         text = _code(test)
         kind = _gate_kind(text, self.st.flags)
@@ -232,13 +226,6 @@ class _Walker(cst.CSTVisitor):
         )
 
     # -- rules ------------------------------------------------------------------------------------------
-    def _resolve(self, dotted: str) -> str:
-        head, dot, rest = dotted.partition(".")
-        base = self.aliases.get(head)
-        if base is None:
-            return dotted
-        return f"{base}.{rest}" if dot else base
-
     def visit_Call(self, node: cst.Call) -> None:
         lines = self._touched(node)
         if lines is None:
@@ -248,7 +235,7 @@ class _Walker(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             receiver = get_full_name_for_node(node.func.value)
-        qualname = self._resolve(dotted) if dotted else (f"<expr>.{method}" if method else "<call>")
+        qualname = resolve(self.aliases, dotted) if dotted else (f"<expr>.{method}" if method else "<call>")
         rule = rule_for_call(qualname, method, receiver)
         if qualname in ("open", "builtins.open", "io.open", "codecs.open") and _writes(node):
             rule = "file-write"
@@ -275,7 +262,7 @@ class _Walker(cst.CSTVisitor):
             head = dotted.split(".", 1)[0]
             if head not in self.aliases:
                 continue
-            qualname = self._resolve(dotted)
+            qualname = resolve(self.aliases, dotted)
             rule = "debugger" if qualname == "sys.breakpointhook" else "monkeypatch"
             self._hit(rule, qualname, lines)
 
@@ -303,6 +290,17 @@ class _Walker(cst.CSTVisitor):
             self._hit("swallowed-exception", "except", lines)
 
 
+def _imported(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | None]]:
+    """(dotted name, ``as`` name) of each name of an import statement."""
+    return [
+        (
+            get_full_name_for_node(a.name) or "",
+            a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else None,
+        )
+        for a in names
+    ]
+
+
 def _always_false(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.Name) and test.value in ("False", "TYPE_CHECKING"):
         return True
@@ -311,14 +309,15 @@ def _always_false(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Integer) and test.value == "0"
 
 
-def _gate_kind(text: str, flags: set[str]) -> str:
+def _gate_kind(text: str, flags: set[str]) -> GateKind:
     """A test's gate kind, classified like every other gate (:func:`structure.gate_kind_of`)."""
     try:
         test = ast.parse(text, mode="eval").body
     except SyntaxError:
-        return "condition"
+        return GateKind.CONDITION
     kind = gate_kind_of(text, test, flags)
-    return "condition" if kind == "dead" else kind  # a dead body never reaches here; its else is live
+    # A dead body never reaches here; its else is live.
+    return GateKind.CONDITION if kind is GateKind.DEAD else kind
 
 
 def _writes(call: cst.Call) -> bool:

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..diffs import split_lines
+from ..model import GateKind
+from .aliases import bind_from_import, bind_import
 
 __all__ = ["Region", "Scope", "Structure", "changed_regions", "structure"]
 
@@ -98,7 +100,7 @@ class Structure:
         text = ast.get_source_segment(self.source, best.test) or ""
         orelse = bool(best.orelse) and line >= min(getattr(n, "lineno", line + 1) for n in best.orelse)
         return {
-            "kind": gate_kind_of(text, best.test, self.flags),
+            "kind": gate_kind_of(text, best.test, self.flags).value,
             "condition": f"not ({text})" if orelse else text,
         }
 
@@ -115,15 +117,9 @@ def _imports(nodes: Iterator[ast.stmt] | Sequence[ast.stmt]) -> dict[str, str]:
     aliases: dict[str, str] = {}
     for node in nodes:
         if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    aliases[a.asname] = a.name
-                else:
-                    top = a.name.split(".", 1)[0]
-                    aliases[top] = top
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            bind_import(aliases, ((a.name, a.asname) for a in node.names))
+        elif isinstance(node, ast.ImportFrom):
+            bind_from_import(aliases, node.module, node.level, ((a.name, a.asname) for a in node.names))
     return aliases
 
 
@@ -177,10 +173,10 @@ def structure(source: str) -> Structure:
     return Structure(scopes, _imports(top), flags, tree, source)
 
 
-def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> str:
-    """Gate kind of an ``if`` test: ``env``, ``shape``, ``flag``, ``dead`` or ``condition``."""
+def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
+    """Gate kind of an ``if`` test: env, shape, flag, dead or (any other) condition."""
     if "environ" in text or "getenv" in text:
-        return "env"
+        return GateKind.ENV
     compares_literal = any(
         isinstance(n, ast.Compare)
         and any(
@@ -190,15 +186,15 @@ def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> str:
         for n in ast.walk(test)
     )
     if compares_literal and any(k in text for k in (".shape", ".size(", ".numel(", "len(")):
-        return "shape"
+        return GateKind.SHAPE
     inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
     if isinstance(inner, ast.Name) and (inner.id in flags or inner.id.isupper()):
-        return "flag"
+        return GateKind.FLAG
     if (isinstance(test, ast.Constant) and not test.value) or (
         isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
     ):
-        return "dead"
-    return "condition"
+        return GateKind.DEAD
+    return GateKind.CONDITION
 
 
 def strip_docstrings(tree: ast.AST) -> str:

@@ -2,91 +2,38 @@
 
 Three kinds of evidence, none of which imports or runs anything:
 
-* **pyc evidence**: a ``__pycache__`` entry whose header matches the current source (mtime and size, or the
-  source hash of a hash-based pyc) proves the edited file was compiled, i.e. imported, after the edit; a
-  stale or absent pyc while its neighbours have one says it was not imported since. Only the 16-byte header
-  is read; the pyc is never loaded.
+* **pyc evidence** (:mod:`.bytecode`): a ``__pycache__`` entry whose header matches the current source
+  (mtime and size, or the source hash of a hash-based pyc) proves the edited file was compiled, i.e.
+  imported, after the edit; a stale or absent pyc while its neighbours have one says it was not imported
+  since. Only the 16-byte header is read; the pyc is never loaded.
 * **entry reach**: modules statically importable from ``--entry MODULE`` (import statements read with
   ``ast``) are active.
 * **framework profiles**: ``--arch NAME`` (or a model ``config.json``'s ``architectures``) maps, through the
   installed framework's own model registry (parsed, not hard-coded), to the model module that serves it:
-  that module and what it statically imports are active, the other model modules dormant. Profiles are data
-  (:data:`PROFILES`), so SGLang and others can follow.
+  that module and what it statically imports are active, the other model modules dormant. Each framework
+  is one module declaring its :class:`~.profile.Profile` and registry reader (:mod:`.vllm`, :mod:`.sglang`,
+  :mod:`.minillm`), gathered in :data:`PROFILES`, so others can follow.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .._fs import PYCACHE, bytecode_of
-from ..errors import UsageError
-from ..model import Reach
+from ...errors import UsageError
+from ...model import Reach
+from . import minillm, sglang, vllm
+from .bytecode import neighbours_compiled, pyc_state
+from .profile import Profile
 
 __all__ = ["PROFILES", "Profile", "ReachContext", "architectures_from_config", "pyc_state"]
 
 
-@dataclass(frozen=True, slots=True)
-class Profile:
-    """Where a framework keeps its model registry, and the package its model modules live in."""
-
-    name: str
-    registry: str  # path relative to site-packages
-    models_package: str
-
-
-PROFILES: tuple[Profile, ...] = (
-    Profile("vllm", "vllm/model_executor/models/registry.py", "vllm.model_executor.models"),
-    Profile("sglang", "sglang/srt/models/registry.py", "sglang.srt.models"),
-    Profile("minillm", "minillm/models/registry.py", "minillm.models"),
-)
-
-
-def pyc_state(py_path: str) -> tuple[str, str]:
-    """("fresh" | "stale" | "absent", evidence) for the bytecode cache of ``py_path``."""
-    try:
-        pycs = bytecode_of(py_path)
-        st = os.stat(py_path)
-    except OSError:
-        return "absent", "no compiled bytecode"
-    if not pycs:
-        return "absent", "no compiled bytecode"
-    source: bytes | None = None
-    for pyc in pycs:
-        try:
-            with open(pyc, "rb") as f:
-                head = f.read(16)
-        except OSError:
-            continue
-        if len(head) < 16:
-            continue
-        magic, flags = head[:4], struct.unpack("<I", head[4:8])[0]
-        if flags & 1:  # hash-based pyc (PEP 552)
-            if magic != importlib.util.MAGIC_NUMBER:
-                continue  # another Python version's hash function: cannot tell
-            if source is None:
-                with open(py_path, "rb") as f:
-                    source = f.read()
-            if head[8:16] == importlib.util.source_hash(source):
-                return "fresh", "hash-based pyc matches the edited source: imported since the edit"
-            continue
-        mtime, size = struct.unpack("<II", head[8:16])
-        if mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF:
-            return "fresh", "pyc compiled after the edit: imported since it was changed"
-    return "stale", "pyc older than the edit: not imported since it was changed"
-
-
-def _neighbours_compiled(py_path: str) -> bool:
-    cache = os.path.join(os.path.dirname(py_path), PYCACHE)
-    try:
-        return any(n.endswith(".pyc") for n in os.listdir(cache))
-    except OSError:
-        return False
+PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE, minillm.PROFILE)
+"""The frameworks whose model registry maps ``--arch`` to the module serving it, consulted in this order."""
 
 
 def architectures_from_config(path: str) -> list[str]:
@@ -100,30 +47,6 @@ def architectures_from_config(path: str) -> list[str]:
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
         raise UsageError("no 'architectures' list in the model config", path=path)
     return list(archs)
-
-
-def _registry(path: str) -> dict[str, str]:
-    """Architecture → model module name, from dict literals of ``"Arch": ("module", "Class")`` entries."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Dict):
-            continue
-        for k, v in zip(node.keys, node.values, strict=True):
-            if (
-                isinstance(k, ast.Constant)
-                and isinstance(k.value, str)
-                and isinstance(v, ast.Tuple)
-                and v.elts
-                and isinstance(v.elts[0], ast.Constant)
-                and isinstance(v.elts[0].value, str)
-            ):
-                out[k.value] = v.elts[0].value
-    return out
 
 
 @dataclass
@@ -190,7 +113,7 @@ class ReachContext:
             return
         for profile in PROFILES:
             for site in self.site_dirs:
-                registry = _registry(os.path.join(site, profile.registry))
+                registry = profile.read_registry(os.path.join(site, profile.registry))
                 if not registry:
                     continue
                 chosen = [registry[a] for a in self.architectures if a in registry]
@@ -223,7 +146,7 @@ class ReachContext:
         elif state == "stale":
             evidence.append(why)
             reach = Reach.DORMANT if reach is Reach.UNKNOWN else reach
-        elif _neighbours_compiled(path):
+        elif neighbours_compiled(path):
             evidence.append("never compiled, while modules beside it were: not imported")
             reach = Reach.DORMANT if reach is Reach.UNKNOWN else reach
         else:

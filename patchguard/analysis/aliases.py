@@ -1,0 +1,49 @@
+"""Import aliases: the qualified name a local name stands for (``th``, after ``import torch as th``).
+
+The one implementation for both readers of a file: :mod:`.structure` hands it the module-level imports it
+reads with ``ast``, :mod:`.judge` the imports it meets while walking a unit with libcst (those inside
+functions too). Each reader only turns its own import node into names; what an import binds, and how a
+dotted name resolves through the bindings, is decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, MutableMapping
+
+__all__ = ["Imported", "bind_from_import", "bind_import", "resolve"]
+
+Imported = Iterable[tuple[str, str | None]]
+"""The names of one import statement: (dotted name, ``as`` name or ``None``)."""
+
+
+def bind_import(aliases: MutableMapping[str, str], names: Imported) -> None:
+    """``import a.b as c`` binds ``c`` to ``a.b``; ``import a.b`` binds ``a`` (to itself)."""
+    for name, asname in names:
+        if asname:
+            aliases[asname] = name
+        else:
+            top = name.split(".", 1)[0]
+            aliases[top] = top
+
+
+def bind_from_import(
+    aliases: MutableMapping[str, str], module: str | None, level: int, names: Imported
+) -> None:
+    """``from m import x as y`` binds ``y`` (``x`` without ``as``) to ``m.x``.
+
+    A relative import (``level`` > 0) or a ``*`` binds nothing that can be known without importing.
+    """
+    if not module or level:
+        return
+    for name, asname in names:
+        if name != "*":
+            aliases[asname or name] = f"{module}.{name}"
+
+
+def resolve(aliases: Mapping[str, str], dotted: str) -> str:
+    """``dotted`` with its first part replaced by what it is bound to (``th.save`` → ``torch.save``)."""
+    head, dot, rest = dotted.partition(".")
+    base = aliases.get(head)
+    if base is None:
+        return dotted
+    return f"{base}.{rest}" if dot else base
