@@ -41,6 +41,7 @@ __all__ = [
     "Scanned",
     "changed_files",
     "display_path",
+    "dist_finding",
     "select_distributions",
     "take_inventory",
 ]
@@ -79,6 +80,28 @@ def display_path(target: Target, path: str) -> str:
     return path
 
 
+def dist_finding(
+    dist: InstalledDistribution | None,
+    kind: Kind,
+    severity: Severity,
+    rule: str,
+    path: str,
+    message: str,
+    line: int | None = None,
+) -> Finding:
+    """A finding about a file of ``dist`` (``None``: a file no distribution owns)."""
+    return Finding(
+        kind=kind,
+        severity=severity,
+        rule=rule,
+        path=path,
+        message=message,
+        distribution=dist.name if dist else None,
+        version=dist.version if dist else None,
+        line=line,
+    )
+
+
 @dataclass
 class _Scan:
     """Working state of one scan; the result is the immutable :class:`Report`."""
@@ -99,18 +122,7 @@ class _Scan:
         message: str,
         line: int | None = None,
     ) -> None:
-        self.findings.append(
-            Finding(
-                kind=kind,
-                severity=sev,
-                rule=rule,
-                path=path,
-                message=message,
-                distribution=dist.name if dist else None,
-                version=dist.version if dist else None,
-                line=line,
-            )
-        )
+        self.findings.append(dist_finding(dist, kind, sev, rule, path, message, line))
 
 
 def _resolve_entry(dist: InstalledDistribution, entry_path: str, path: str) -> tuple[str, bool]:

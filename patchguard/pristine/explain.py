@@ -13,7 +13,14 @@ from dataclasses import dataclass, field, replace
 from ..diffs import FileDiff
 from ..env import Target, resolve_target
 from ..errors import PatchguardError
-from ..integrity.inventory import ChangedFile, ProgressCallback, Scanned, changed_files, take_inventory
+from ..integrity.inventory import (
+    ChangedFile,
+    ProgressCallback,
+    Scanned,
+    changed_files,
+    dist_finding,
+    take_inventory,
+)
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution, matches, parse_record
 from ..model import Finding, Kind, Severity
 from .sources import (
@@ -168,7 +175,7 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
         except NoPristineSource as exc:
             first = str(exc).splitlines()[0]
             out.append(
-                _dist_finding(
+                dist_finding(
                     dist,
                     Kind.UNVERIFIABLE,
                     Severity.INFO,
@@ -181,20 +188,6 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
         out += _rows_against_wheel(scanned, dist, wheel, shown_record)
         out += _rows_not_in_wheel(scanned, dist, wheel)
     return out
-
-
-def _dist_finding(
-    dist: InstalledDistribution, kind: Kind, severity: Severity, rule: str, path: str, message: str
-) -> Finding:
-    return Finding(
-        kind=kind,
-        severity=severity,
-        rule=rule,
-        path=path,
-        message=message,
-        distribution=dist.name,
-        version=dist.version,
-    )
 
 
 def _rows_against_wheel(
@@ -216,11 +209,11 @@ def _rows_against_wheel(
                 f"{theirs.digest}, RECORD was rewritten to {ours.algorithm}={ours.digest}"
             )
             shown = scanned.display(dist.resolve(path))
-            out.append(_dist_finding(dist, Kind.MODIFIED, Severity.HIGH, "record-tampered", shown, msg))
+            out.append(dist_finding(dist, Kind.MODIFIED, Severity.HIGH, "record-tampered", shown, msg))
         else:
             msg = f"RECORD row differs from the wheel's ({theirs.algorithm}={theirs.digest})"
             out.append(
-                _dist_finding(
+                dist_finding(
                     dist, Kind.RECORD_INVALID, Severity.MODERATE, "record-differs", shown_record, msg
                 )
             )
@@ -238,7 +231,7 @@ def _rows_not_in_wheel(scanned: Scanned, dist: InstalledDistribution, wheel: Pri
             continue
         msg = "listed in the installed RECORD but not in the wheel: added along with its RECORD row"
         shown = scanned.display(dist.resolve(path))
-        out.append(_dist_finding(dist, Kind.UNEXPECTED, Severity.HIGH, "record-added", shown, msg))
+        out.append(dist_finding(dist, Kind.UNEXPECTED, Severity.HIGH, "record-added", shown, msg))
     return out
 
 

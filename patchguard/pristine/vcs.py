@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import git
 
 from ..errors import PatchguardError
+from ..integrity.inventory import dist_finding
 from ..integrity.records import InstalledDistribution
 from ..model import Finding, Kind, Severity
 
@@ -143,20 +144,6 @@ def safe_repo(path: str, search_parent_directories: bool = False) -> git.Repo:
     return repo
 
 
-def _finding(
-    dist: InstalledDistribution, kind: Kind, sev: Severity, rule: str, path: str, msg: str
-) -> Finding:
-    return Finding(
-        kind=kind,
-        severity=sev,
-        rule=rule,
-        path=path,
-        message=msg,
-        distribution=dist.name,
-        version=dist.version,
-    )
-
-
 def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") -> list[Finding]:
     """Findings for editable installs (their git changes) and VCS installs (no wheel to diff against)."""
     findings: list[Finding] = []
@@ -172,7 +159,7 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
                 f"installed from {url.vcs}+{url.url}@{url.commit_id}: verified against its RECORD, "
                 "but no wheel of this build exists to diff against (pass one with --wheelhouse)"
             )
-            findings.append(_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "vcs-install", meta, msg))
+            findings.append(dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "vcs-install", meta, msg))
             continue
         if not url.editable:
             continue
@@ -180,7 +167,7 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
         if isinstance(source, str):
             msg = f"editable install: {source}"
             findings.append(
-                _finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "editable-unverifiable", meta, msg)
+                dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "editable-unverifiable", meta, msg)
             )
             continue
         for status, rel in source.changes():
@@ -189,12 +176,16 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
             code = Severity.MODERATE if py else Severity.MINOR
             if status == "M":
                 rule, msg = ("modified-python" if py else "modified-data"), f"differs from {against}"
-                findings.append(_finding(dist, Kind.MODIFIED, code, rule, path, f"editable install: {msg}"))
+                findings.append(
+                    dist_finding(dist, Kind.MODIFIED, code, rule, path, f"editable install: {msg}")
+                )
             elif status == "D":
                 msg = f"editable install: deleted since {against}"
-                findings.append(_finding(dist, Kind.MISSING, Severity.MODERATE, "missing-file", path, msg))
+                findings.append(
+                    dist_finding(dist, Kind.MISSING, Severity.MODERATE, "missing-file", path, msg)
+                )
             else:
                 rule = "unexpected-python" if py else "unexpected-file"
                 msg = f"editable install: not in {against}" + (" (untracked)" if status == "?" else "")
-                findings.append(_finding(dist, Kind.UNEXPECTED, code, rule, path, msg))
+                findings.append(dist_finding(dist, Kind.UNEXPECTED, code, rule, path, msg))
     return findings
