@@ -1,7 +1,7 @@
 """The integrity scan: environment → distributions → RECORD entries → verified files → a Report.
 
-This module decides what each mismatch means (kind, rule, severity); :mod:`patchguard.fingerprint` only
-says whether bytes match, and :mod:`patchguard.unowned` finds what no RECORD lists. Default severities
+This module decides what each mismatch means (kind, rule, severity); :mod:`.verifier` only
+says whether bytes match, and :mod:`.unowned` finds what no RECORD lists. Default severities
 until code analysis refines them: modified ``.py`` moderate, modified compiled extension high, modified data
 file minor, missing moderate, unexpected ``.py`` in a package moderate, unexpected data minor.
 """

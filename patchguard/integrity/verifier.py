@@ -9,7 +9,8 @@ helper processes of :mod:`patchguard.integrity.hashing` once it is large (a cold
 reading tens of thousands of small files does not scale across threads that share the GIL with the caller.
 Files are read in bounded chunks; a large ``.so`` is never held in memory whole.
 
-This module only knows paths and digests; what a mismatch *means* is decided by :mod:`patchguard.scanner`.
+This module only knows paths and digests; what a mismatch *means* is decided by
+:mod:`patchguard.integrity.inventory`.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Outcome:
 
     check: Check
     status: Status
-    tag: object = None  # whatever the caller passed with the check (the scanner: its distribution)
+    tag: object = None  # whatever the caller passed with the check (the inventory: its distribution)
     actual_size: int | None = None
     reason: str | None = None
 

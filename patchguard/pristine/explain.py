@@ -1,7 +1,7 @@
 """Explain changes against pristine sources: diffs, and RECORD verification against the wheel.
 
 A scan says *that* a file changed; this module says *how*, by finding each distribution's pristine
-source (:mod:`patchguard.pristine`, or the git checkout of an editable install) and diffing against it.
+source (:mod:`.sources`, or the git checkout of an editable install) and diffing against it.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ def diff(
     >>> for d in patchguard.diff(["vllm"], paths=["*/deepseek_v2.py"]):  # doctest: +SKIP
     ...     print(d.text())
 
-    Raises :class:`~patchguard.pristine.NoPristineSource` (listing where it looked) when a changed file's
-    distribution has no pristine source.
+    Raises :class:`~patchguard.pristine.sources.NoPristineSource` (listing where it looked) when a changed
+    file's distribution has no pristine source.
     """
     scanned = survey(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
     explainer = Explainer(Sources.default(wheelhouse, offline), against)

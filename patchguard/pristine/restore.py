@@ -70,7 +70,7 @@ def restore(
     >>> [a.shown for a in result.actions]  # doctest: +SKIP
     ['vllm/model_executor/models/deepseek_v2.py']
 
-    Raises :class:`~patchguard.pristine.NoPristineSource` when a file has no pristine source and
+    Raises :class:`~patchguard.pristine.sources.NoPristineSource` when a file has no pristine source and
     :class:`~patchguard.txn.TransactionError` when the environment cannot be written; in both cases
     nothing was changed.
     """
