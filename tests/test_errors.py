@@ -6,12 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from .helpers import REPO, Env, build_wheel, minillm_files
 
@@ -31,6 +32,29 @@ def _interpreter_for_nobody() -> list[str] | None:
         ):
             return [*drop, exe]
     return None
+
+
+def _copy_runtime(into: Path) -> None:
+    """Copy patchguard and the distributions it needs into ``into``, so a user who cannot read this venv
+    (CI makes it under a private temporary directory) can still import them."""
+    shutil.copytree(REPO / "patchguard", into / "patchguard")
+    seen: set[str] = set()
+    todo = [Requirement(r).name for r in metadata.requires("patchguard") or [] if "extra" not in r]
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        name = dist.metadata["Name"].lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        for requirement in map(Requirement, dist.requires or []):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            target = into / file
+            if source.is_file() and into in target.resolve().parents:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
 
 
 @pytest.fixture
@@ -54,12 +78,16 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
     env.install(wheel)
     mla = env.site / "minillm" / "models" / "mla.py"
     mla.write_text(mla.read_text() + "\n# an edit by root\n")
+    _copy_runtime(world_readable / "lib")
     for path in [world_readable, *world_readable.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     mla.chmod(0o600)  # root's edit, unreadable to the user running patchguard
     before = {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()}
-    paths = os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
-    child_env = {"PATH": os.environ["PATH"], "HOME": str(world_readable), "PYTHONPATH": paths}
+    child_env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(world_readable),
+        "PYTHONPATH": str(world_readable / "lib"),
+    }
     wheels = ["--wheelhouse", str(world_readable / "wheels"), "--offline"]
     for args in (["restore", "minillm", *wheels], ["diff", *wheels]):
         proc = subprocess.run(
