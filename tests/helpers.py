@@ -71,10 +71,10 @@ def build_wheel(
     return wheel
 
 
-def minillm_files(version: str = "0.4.0") -> dict[str, bytes | str]:
+def minillm_files(version: str = "0.4.0") -> dict[str, bytes]:
     """Every file of the fixture package, as wheel members."""
     root = MINILLM_SRC / "minillm"
-    files: dict[str, bytes | str] = {}
+    files: dict[str, bytes] = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
             files[p.relative_to(MINILLM_SRC).as_posix()] = p.read_bytes()

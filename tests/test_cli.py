@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,7 @@ def test_site_packages_that_is_a_file(tmp_path: Path) -> None:
     assert code == 2 and "is not a directory" in err
 
 
+@pytest.mark.slow  # scans and analyses the whole test environment: as slow as it is large
 def test_default_scans_the_running_interpreter_with_no_configuration() -> None:
     code, out, err = invoke("scan", "--fail-on", "never", "--format", "json")
     assert code == 0, err
@@ -142,6 +144,7 @@ def test_python_option_scans_another_venv_without_running_its_code(
     assert not marker.exists(), "scanning must never execute a .pth of the scanned environment"
 
 
+@pytest.mark.slow  # the console script, twice, as a subprocess
 def test_console_script_end_to_end(env: Env, tmp_path: Path) -> None:
     (env.site / "minillm/models/llama.py").write_text("import pdb\npdb.set_trace()\n")
     proc = run_cli("scan", "--site-packages", str(env.site), "--format", "json", "--fail-on", "moderate")
@@ -206,7 +209,7 @@ def test_progress_bar_appears_only_after_a_second(monkeypatch: pytest.MonkeyPatc
     fake = _FakeTTY()
     monkeypatch.setattr(sys, "stderr", fake)
     clock = [100.0]
-    monkeypatch.setattr(_common.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the clock Progress reads
     progress = _common.Progress("verifying")
     progress(10, 1000)
     assert fake.text == ""  # fast scans show nothing

@@ -8,19 +8,47 @@ verdict, and a helper that dies or answers nonsense must cost nothing but speed.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeAlias, TypeVar
 
 import pytest
 
 import patchguard
 from patchguard import Kind
+from patchguard.integrity import hashing
 from patchguard.integrity import verifier as fingerprint
 from patchguard.integrity.records import discover
 from patchguard.integrity.verifier import Status, Verifier
 
 from .helpers import Env, record_hash
+
+T = TypeVar("T")
+Started: TypeAlias = "int | subprocess.Popen[bytes]"  # a helper process: its pid when forked, else a Popen
+# A helper as _start_helpers returns it: (requests fd, replies fd, the process).
+Process: TypeAlias = tuple[int, int, Started]
+
+
+def _single_threaded_soon(seconds: float = 10.0) -> bool:
+    """Whether this process is single-threaded (forking a helper wants it), or becomes so within ``seconds``.
+
+    ``fingerprint._single_threaded`` counts the kernel's tasks (``/proc/self/task``). A thread that has been
+    joined is gone for Python at once, but its task is listed until it has really exited, a moment later:
+    right after a scan that hashed in threads (this test's or the previous test's) the count can still be
+    two, and a verifier would not fork then. A live Python thread does not go away by waiting: False at once.
+    """
+    if sys.platform != "linux":
+        return False
+    deadline = time.monotonic() + seconds
+    while not fingerprint._single_threaded():
+        if threading.active_count() > 1 or time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def _break(env: Env) -> None:
@@ -73,22 +101,22 @@ def test_every_verdict_is_the_same_in_threads_and_in_helper_processes(env: Env, 
 
 
 @pytest.fixture
-def started_helpers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+def started_helpers(monkeypatch: pytest.MonkeyPatch) -> list[Started]:
     """Every helper process the test starts: a pid when forked, a ``Popen`` when spawned."""
-    started: list[object] = []
+    started: list[Started] = []
     real = fingerprint._start_helpers
 
-    def spy(n: int) -> list[tuple[int, int, object]]:
+    def spy(n: int) -> list[Process]:
         got = real(n)
         started.extend(p for _, _, p in got)
-        return got  # type: ignore[return-value]
+        return got
 
     monkeypatch.setattr(fingerprint, "_start_helpers", spy)
     return started
 
 
 def test_helpers_started_as_python_when_forking_is_not_safe(
-    env: Env, monkeypatch: pytest.MonkeyPatch, started_helpers: list[object]
+    env: Env, monkeypatch: pytest.MonkeyPatch, started_helpers: list[Started]
 ) -> None:
     _break(env)
     started = started_helpers
@@ -97,8 +125,8 @@ def test_helpers_started_as_python_when_forking_is_not_safe(
     assert len(started) == 2 and all(not isinstance(p, int) for p in started)  # Popen objects: spawned
 
 
-def test_helpers_are_forked_when_single_threaded(env: Env, started_helpers: list[object]) -> None:
-    if not (sys.platform == "linux" and fingerprint._single_threaded()):
+def test_helpers_are_forked_when_single_threaded(env: Env, started_helpers: list[Started]) -> None:
+    if not _single_threaded_soon():
         pytest.skip("forking helpers needs Linux and a single-threaded test process")
     started = started_helpers
     assert _verdicts(env, True) == []
@@ -145,10 +173,18 @@ def test_cold_scan_of_a_large_environment_hashes_in_helpers(
     calls: list[int] = []
     real = fingerprint._start_helpers
     monkeypatch.setattr(fingerprint, "_HELPER_FILES", 1)
-    monkeypatch.setattr(fingerprint, "_start_helpers", lambda n: calls.append(n) or real(n))
+
+    def spy(n: int) -> list[Process]:
+        calls.append(n)
+        return real(n)
+
+    monkeypatch.setattr(fingerprint, "_start_helpers", spy)
     in_helpers = patchguard.scan(site_packages=[str(env.site)], analyse=False, use_cache=False)
     assert calls, "no helper was started"
-    strip = lambda r: [(f.kind, f.rule, f.path, f.message) for f in r.findings]  # noqa: E731
+
+    def strip(r: patchguard.Report) -> list[tuple[Kind, str, str, str]]:
+        return [(f.kind, f.rule, f.path, f.message) for f in r.findings]
+
     assert strip(in_helpers) == strip(in_threads)
     assert {f.path for f in in_helpers.findings if f.kind is Kind.MODIFIED} == {
         "minillm/models/mla.py",
@@ -158,7 +194,12 @@ def test_cold_scan_of_a_large_environment_hashes_in_helpers(
 
 def test_a_small_rescan_starts_no_process(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(fingerprint, "_start_helpers", lambda n: calls.append(n) or [])
+
+    def none_started(n: int) -> list[Process]:
+        calls.append(n)
+        return []
+
+    monkeypatch.setattr(fingerprint, "_start_helpers", none_started)
     report = patchguard.scan(site_packages=[str(env.site)], analyse=False, use_cache=False)
     assert report.files_hashed > 0 and calls == []
 
@@ -176,12 +217,13 @@ def stat_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     that lowered to one file). Returns the list of helpers forked (one per warm scan in the second case)."""
     forked: list[int] = []
     if request.param == "forked":
-        if not (sys.platform == "linux" and fingerprint._single_threaded()):
+        if not _single_threaded_soon():
             pytest.skip("forking a stat helper needs Linux and a single-threaded test process")
         monkeypatch.setattr(fingerprint, "_PARALLEL_STAT", 1)
         real = Verifier.start_stats
 
         def spy(self: Verifier) -> None:
+            _single_threaded_soon()  # the previous scan's hashing threads gone: a warm scan always forks
             real(self)
             if self._stat_child is not None:
                 forked.append(self._stat_child[0])
@@ -243,7 +285,7 @@ def test_rows_of_a_cached_distribution_are_read_again_from_record(env: Env) -> N
 
 
 def test_an_error_mid_scan_stops_the_helpers_without_finishing_the_work(
-    env: Env, started_helpers: list[object]
+    env: Env, started_helpers: list[Started]
 ) -> None:
     """Ctrl-C (or any error) while files are queued: nothing more is hashed, every helper is reaped."""
     (dist,) = discover([str(env.site)])
@@ -251,7 +293,7 @@ def test_an_error_mid_scan_stops_the_helpers_without_finishing_the_work(
         for _ in range(200):  # far more work than can be done before the interrupt
             v.add(dist.checks, dist)
         raise KeyboardInterrupt
-    pids = [p if isinstance(p, int) else p.pid for p in started_helpers]  # type: ignore[attr-defined]
+    pids = [p if isinstance(p, int) else p.pid for p in started_helpers]
     assert pids
     for pid in pids:
         with pytest.raises(ChildProcessError):
@@ -275,34 +317,35 @@ def _many_files(tmp_path: Path, n: int = 3000) -> list[tuple[str, str, str, int 
     return checks
 
 
-def _in_time(fn: object, seconds: float = 120) -> object:
+def _in_time(fn: Callable[[], T], seconds: float = 120) -> T:
     """Run ``fn`` in a thread; fail (instead of hanging the suite) if it does not return in time."""
-    import threading
-
-    out: list[object] = []
-    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)  # type: ignore[operator]
+    out: list[T] = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
     t.start()
     t.join(seconds)
     assert not t.is_alive(), "the verifier hung"
     return out[0]
 
 
+@pytest.mark.slow  # 3000 files written, then every helper process killed as it starts
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_helpers_killed_at_start_do_not_hang_the_scan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
 ) -> None:
     import signal
 
-    if fork and not (sys.platform == "linux" and fingerprint._single_threaded()):
+    if fork and not _single_threaded_soon():
         pytest.skip("forking helpers needs Linux and a single-threaded test process")
     checks = _many_files(tmp_path)
     real = fingerprint._start_helpers
+    started: list[Started] = []
 
-    def killed(n: int) -> list[tuple[int, int, object]]:
+    def killed(n: int) -> list[Process]:
         got = real(n)
         for _, _, p in got:
-            os.kill(p if isinstance(p, int) else p.pid, signal.SIGKILL)  # type: ignore[attr-defined]
-        return got  # type: ignore[return-value]
+            os.kill(p if isinstance(p, int) else p.pid, signal.SIGKILL)
+            started.append(p)
+        return got
 
     monkeypatch.setattr(fingerprint, "_start_helpers", killed)
     if not fork:
@@ -313,17 +356,23 @@ def test_helpers_killed_at_start_do_not_hang_the_scan(
             v.add(checks, "tag")
             return [o.check.path for o in v.finish().failures]
 
-    if fork:  # forking wants this thread to be the only one: a hang ends the run with a traceback instead
+    if fork:
+        # Forking wants this thread to be the only one, so no watchdog thread (_in_time, and
+        # faulthandler.dump_traceback_later too, which starts one): a hang ends the run with a traceback on
+        # SIGALRM instead (faulthandler dumps it, then chains to the default action, which ends the process).
         import faulthandler
 
-        faulthandler.dump_traceback_later(120, exit=True)
+        faulthandler.register(signal.SIGALRM, chain=True)
+        signal.alarm(120)
         try:
             failed = verify()
         finally:
-            faulthandler.cancel_dump_traceback_later()
+            signal.alarm(0)
+            faulthandler.unregister(signal.SIGALRM)
     else:
         failed = _in_time(verify)
     assert failed == [c[0] for i, c in enumerate(checks) if i % 5 == 0]
+    assert started and all(isinstance(p, int) == fork for p in started)  # pids when forked, else Popen
 
 
 def test_no_reader_thread_means_hashing_here_not_a_silent_pass(
@@ -345,10 +394,10 @@ def test_a_worker_thread_that_dies_leaves_no_file_unverified(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checks = _many_files(tmp_path, 600)
-    real = fingerprint.verify_batch
+    real = hashing.verify_batch  # what the verifier calls (it imports it from hashing)
     calls = [0]
 
-    def flaky(batch: list[tuple[str, str, int, int]]) -> list[tuple[object, ...]]:
+    def flaky(batch: list[tuple[str, str, int, int]]) -> list[hashing.Result]:
         calls[0] += 1
         if calls[0] == 2:
             raise MemoryError  # the thread dies with its batch
@@ -384,12 +433,13 @@ def test_an_edit_with_the_mtime_put_back_is_caught_whoever_takes_the_stat(
 
 
 def test_a_stat_helper_that_dies_costs_only_speed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not (sys.platform == "linux" and fingerprint._single_threaded()):
+    if not _single_threaded_soon():
         pytest.skip("forking a stat helper needs Linux and a single-threaded test process")
     import signal
 
     _settle()
-    _scan(env)
+    _scan(env)  # cold: hashed in threads, joined when it returns but perhaps not yet gone
+    assert _single_threaded_soon(), "the first scan left a thread running"  # or start_stats would not fork
     (env.site / "minillm/models/mla.py").write_text("# gone\n")
     monkeypatch.setattr(fingerprint, "_PARALLEL_STAT", 1)
     real = Verifier.start_stats

@@ -357,6 +357,7 @@ _diffish = st.lists(
 )
 
 
+@pytest.mark.slow  # 400 generated diffs, parsed and planned
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=_diffish, content=st.text(max_size=60))
 def test_malformed_diffs_never_crash(lines: list[str], content: str) -> None:
@@ -391,6 +392,7 @@ def _state(env: Env) -> dict[str, str | None]:
     return {p: (sha(env.site / p) if (env.site / p).exists() else None) for p in (MLA, WEIGHTS, CUDA)}
 
 
+@pytest.mark.slow  # a CLI run killed at each write point, a recovering status after each
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_kill_at_every_write_point(env: Env, patches: Path, command: str) -> None:
     args = [command, "--set", "glm5-debug", "--site-packages", str(env.site), "--patches", str(patches)]
@@ -433,6 +435,7 @@ def test_enospc_during_apply_changes_nothing(
     assert _state(env) == before
 
 
+@pytest.mark.slow  # two CLI subprocesses racing for the lock
 def test_two_processes_applying_at_once_never_interleave(env: Env, patches: Path) -> None:
     args = [
         *patchguard_exe(),
@@ -456,6 +459,7 @@ def test_two_processes_applying_at_once_never_interleave(env: Env, patches: Path
     assert (env.site / MLA).read_text().count("torch.save(hidden.detach().cpu()") == 1
 
 
+@pytest.mark.slow  # a real venv, and the eight README commands each as a CLI subprocess
 def test_readme_walkthrough(tmp_path: Path, minillm_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's patch-set walkthrough, command by command, on a real venv (plus --python to aim at it)."""
     import re

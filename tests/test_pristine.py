@@ -135,9 +135,7 @@ def test_a_different_build_is_rejected_and_the_right_one_used(
 ) -> None:
     edit_like_a_person(env)
     other = minillm_files()
-    other["minillm/layers/linear.py"] = b"# built for another GPU\n" + bytes(
-        other["minillm/layers/linear.py"]
-    )
+    other["minillm/layers/linear.py"] = b"# built for another GPU\n" + other["minillm/layers/linear.py"]
     wrong = build_wheel(tmp_path / "wrong", "minillm", "0.4.0", other, tag="py3-none-any")
     house = tmp_path / "house"
     house.mkdir()
@@ -227,6 +225,7 @@ def _simple_index(tmp_path: Path, wheel: Path) -> str:
     return (tmp_path / "index/simple").as_uri()
 
 
+@pytest.mark.slow  # pip download from a file:// index
 def test_download_from_the_configured_index(
     env: Env, minillm_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -367,8 +366,8 @@ def test_vcs_install_is_unverifiable_with_its_commit(env: Env) -> None:
             }
         )
     )
-    with open(meta / "RECORD", "a") as f:
-        f.write("minillm-0.4.0.dist-info/direct_url.json,,\n")
+    with open(meta / "RECORD", "a") as record:
+        record.write("minillm-0.4.0.dist-info/direct_url.json,,\n")
     (f,) = patchguard.scan(["minillm"], site_packages=[str(env.site)]).findings
     assert (f.kind, f.rule, f.severity) == (Kind.UNVERIFIABLE, "vcs-install", Severity.INFO)
     assert "@0123456789abcdef0123456789abcdef01234567" in f.message

@@ -84,7 +84,7 @@ def test_any_text_parses_without_crashing(text: str) -> None:
 # Any file name but "\r": csv.writer with lineterminator="\n" (how pip and installer write RECORD) leaves a
 # lone "\r" unquoted, and no CSV reader can read that row back.
 _names = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"), min_size=1, max_size=30
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00\r"), min_size=1, max_size=30
 )
 
 
@@ -108,7 +108,7 @@ def _by_rows(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
 
 
 _plain_names = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters='\x00\r\n",'), min_size=1, max_size=30
+    st.characters(exclude_categories=["Cs"], exclude_characters='\x00\r\n",'), min_size=1, max_size=30
 )
 
 

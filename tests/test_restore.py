@@ -169,6 +169,7 @@ def _restore_cmd(env: Env, house: Path) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # a CLI run killed at each of ~15 write points, a recovering scan after each
 def test_kill_at_every_write_point_leaves_before_or_after(env: Env, house: Path) -> None:
     break_it(env)
     before = snapshot(env)
@@ -269,6 +270,7 @@ def test_read_only_site_packages_is_a_clean_error(minillm_wheel: Path) -> None:
         shutil.rmtree(top)
 
 
+@pytest.mark.slow  # two CLI runs, waiting out a lock timeout and then a holder
 def test_a_second_writer_waits_for_the_lock_or_fails_clearly(env: Env, house: Path) -> None:
     break_it(env)
     before = snapshot(env)

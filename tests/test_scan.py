@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -256,8 +257,8 @@ def test_could_not_check_is_not_a_failure(env: Env) -> None:
 
 def test_non_utf8_file_names_do_not_break_output(env: Env) -> None:
     bad = os.fsencode(env.site / "minillm") + b"/dump-\xff.bin"
-    with open(bad, "wb") as f:
-        f.write(b"x")
+    with open(bad, "wb") as out:
+        out.write(b"x")
     report = run_scan(env)
     (f,) = report.findings
     assert f.kind is Kind.UNEXPECTED
@@ -273,7 +274,7 @@ def test_report_json_is_the_stable_schema(env: Env) -> None:
     assert doc["schema"] == "patchguard.report/1"
     assert doc["tool"] == {"name": "patchguard", "version": patchguard.__version__}
     assert doc["environment"]["site_packages"] == [str(env.site)]
-    assert doc["environment"]["python"].startswith(f"{os.sys.version_info[0]}.")  # type: ignore[attr-defined]
+    assert doc["environment"]["python"].startswith(f"{sys.version_info[0]}.")
     assert doc["summary"]["distributions"] == 1
     assert doc["summary"]["findings"] == {"high": 0, "moderate": 1, "minor": 0, "info": 0}
     (finding,) = doc["findings"]
@@ -376,6 +377,7 @@ def test_no_cache_neither_reads_nor_writes(env: Env, _isolated_cache: Path) -> N
 # --- other environment shapes ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # pip install --target
 def test_pip_target_directory_scripts_are_found_not_missing(tmp_path: Path, minillm_wheel: Path) -> None:
     import subprocess
     import sys
