@@ -71,50 +71,39 @@ def _walk_files(top: str) -> Iterator[str]:
     return _unowned_below(top, frozenset(), None, 0)
 
 
+_UNEXPECTED: dict[str, tuple[Severity, str, str]] = {
+    "orphan": (
+        Severity.MINOR,
+        "orphan-bytecode",
+        "compiled file whose source is not installed (left over; Python never imports it)",
+    ),
+    "bytecode": (
+        Severity.MODERATE,
+        "unexpected-bytecode",
+        "sourceless .pyc no distribution installed: importable code with no source to review",
+    ),
+    "python": (Severity.MODERATE, "unexpected-python", "Python file no distribution installed"),
+    "extension": (Severity.HIGH, "unexpected-extension", "compiled extension no distribution installed"),
+    "file": (Severity.MINOR, "unexpected-file", "file no distribution installed"),
+}
+"""What an unexpected file is, by its kind: severity, rule and message of its finding."""
+
+
 def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding | None:
     name = os.path.basename(path)
+    what = "file"
     if name.endswith(".pyc"):
         source = source_of_bytecode(path)
-        if source is not None:
-            if source in owned or os.path.exists(source):
-                # Compiled from a listed source, or from an unexpected .py reported on its own.
-                return None
-            return Finding(
-                kind=Kind.UNEXPECTED,
-                severity=Severity.MINOR,
-                rule="orphan-bytecode",
-                path=_rel(site_dir, path),
-                message="compiled file whose source is not installed (left over; Python never imports it)",
-            )
-        return Finding(
-            kind=Kind.UNEXPECTED,
-            severity=Severity.MODERATE,
-            rule="unexpected-bytecode",
-            path=_rel(site_dir, path),
-            message="sourceless .pyc no distribution installed: importable code with no source to review",
-        )
-    if name.endswith(".py"):
-        return Finding(
-            kind=Kind.UNEXPECTED,
-            severity=Severity.MODERATE,
-            rule="unexpected-python",
-            path=_rel(site_dir, path),
-            message="Python file no distribution installed",
-        )
-    if is_extension(name):
-        return Finding(
-            kind=Kind.UNEXPECTED,
-            severity=Severity.HIGH,
-            rule="unexpected-extension",
-            path=_rel(site_dir, path),
-            message="compiled extension no distribution installed",
-        )
+        if source is not None and (source in owned or os.path.exists(source)):
+            return None  # compiled from a listed source, or from an unexpected .py reported on its own
+        what = "orphan" if source is not None else "bytecode"
+    elif name.endswith(".py"):
+        what = "python"
+    elif is_extension(name):
+        what = "extension"
+    severity, rule, message = _UNEXPECTED[what]
     return Finding(
-        kind=Kind.UNEXPECTED,
-        severity=Severity.MINOR,
-        rule="unexpected-file",
-        path=_rel(site_dir, path),
-        message="file no distribution installed",
+        kind=Kind.UNEXPECTED, severity=severity, rule=rule, path=_rel(site_dir, path), message=message
     )
 
 
