@@ -104,3 +104,18 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
         (line,) = proc.stderr.splitlines()
         assert line.startswith("patchguard: error: ") and str(mla) in line and "ermission denied" in line
     assert {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()} == before  # nothing changed
+
+    mla.chmod(0o644)  # readable now, but the environment is root's: restoring cannot write
+    proc = subprocess.run(
+        [*run_as_nobody, "-m", "patchguard", "restore", "minillm", *wheels, "--site-packages", str(env.site)],
+        capture_output=True,
+        text=True,
+        env=child_env,
+        cwd=world_readable,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("patchguard: error: ") and "ermission denied" in line, line
+    assert {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()} == before
