@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import EnvironmentNotFound, PatchguardError, UsageError
-from .model import Finding, GateKind, Kind, Reach, Report, SetState, SetStatus, Severity
+from .model import Finding, GateKind, Kind, Loaded, Reach, Report, SetState, SetStatus, Severity
 
 if TYPE_CHECKING:
     from .audit import check, scan
@@ -78,6 +78,7 @@ __all__ = [
     "Finding",
     "GateKind",
     "Kind",
+    "Loaded",
     "LockTimeout",
     "NoPristineSource",
     "PatchSet",

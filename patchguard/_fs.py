@@ -5,7 +5,8 @@
 - sha256 of a file and of bytes;
 - reading a file only if it is a regular file (a FIFO or a device is never opened);
 - writing patchguard's *own* files atomically (never a file of an environment: that is :mod:`patchguard.txn`);
-- the bytecode caches (``__pycache__/<module>.*.pyc``) of a source file, and the source of a cached file.
+- the bytecode caches (``__pycache__/<module>.*.pyc``) of a source file, and the source of a cached file;
+- where patchguard keeps its caches, a file's stat key, and when a stat key is too fresh to trust.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ __all__ = [
     "JOURNAL",
     "PYCACHE",
     "STATE_DIR",
+    "StatKey",
     "bytecode_of",
+    "cache_root",
+    "is_racy",
     "journal_path",
     "read_regular",
+    "settled_before",
     "sha256_bytes",
     "sha256_file",
     "source_of_bytecode",
+    "stat_key",
+    "user_cache_dir",
     "write_atomically",
 ]
 
@@ -112,3 +119,47 @@ def source_of_bytecode(pyc_path: str) -> str | None:
     if cache_dir != PYCACHE or not name.endswith(".pyc"):
         return None
     return os.path.join(parent, name.split(".", 1)[0] + ".py")
+
+
+# (size, mtime_ns, ctime_ns, inode, device)
+StatKey = tuple[int, int, int, int, int]
+
+_NS = 1_000_000_000
+# Timestamp granularity assumed for a file system that keeps nanoseconds (Linux coarse clocks tick at most
+# every 10 ms) and for one that keeps whole seconds only (FAT keeps 2 s).
+_FINE_WINDOW_NS = 50_000_000
+_COARSE_WINDOW_NS = 2 * _NS
+
+
+def user_cache_dir(env_var: str, name: str) -> str:
+    """``$env_var``, else ``$XDG_CACHE_HOME/name``, else ``~/.cache/name`` (patchguard's, pip's, uv's)."""
+    explicit = os.environ.get(env_var)
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, name)
+
+
+def cache_root() -> str:
+    """Where patchguard keeps its caches, per the environment variables above."""
+    return user_cache_dir("PATCHGUARD_CACHE_DIR", "patchguard")
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def is_racy(mtime: int, ctime: int, observed_at_ns: int) -> bool:
+    """True when an edit right after ``observed_at_ns`` could leave mtime and ctime as they were.
+
+    ``observed_at_ns`` may be earlier than the actual stat (the start of the scan): that only makes more
+    entries racy, never fewer.
+    """
+    coarse = mtime % _NS == 0 and ctime % _NS == 0
+    window = _COARSE_WINDOW_NS if coarse else _FINE_WINDOW_NS
+    return max(mtime, ctime) >= observed_at_ns - window
+
+
+def settled_before(observed_at_ns: int) -> int:
+    """A time before which no mtime or ctime is racy (a quick first test before :func:`is_racy`)."""
+    return observed_at_ns - _COARSE_WINDOW_NS

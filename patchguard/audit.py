@@ -16,7 +16,7 @@ Code analysis (libcst) and the pristine sources are imported only when there is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .env import Target
@@ -25,12 +25,12 @@ from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
 from .model import Finding, GateKind, Kind, Reach, Report
 
 if TYPE_CHECKING:
-    from .analysis.reach import ReachContext
+    from .analysis.reach import FileReach, ReachContext
     from .deploy.gate import CheckResult
     from .deploy.policy import Policy
     from .pristine.explain import Explainer
 
-__all__ = ["check", "judge", "run", "scan"]
+__all__ = ["Served", "check", "judge", "run", "scan"]
 
 
 def scan(
@@ -131,8 +131,15 @@ def run(
     if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
         scanned.report = replace(scanned.report, findings=tuple(_attributed(scanned, patches)))
     if analyse or verify_record:
+        served = Served(entries, architectures, cache_dir, use_cache)
         scanned.report = judge(
-            scanned, analyse, entries, architectures, verify_record, wheelhouse, offline, against
+            scanned,
+            analyse=analyse,
+            served=served,
+            verify_record=verify_record,
+            wheelhouse=wheelhouse,
+            offline=offline,
+            against=against,
         )
     return scanned
 
@@ -159,29 +166,52 @@ def _attributed(scanned: Scanned, patches: str | None) -> list[Finding]:
     return attribute(findings, sets, locate) if sets else list(findings)
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the scan was told is served (``--entry``, ``--arch``), and where reach keeps its cache."""
+
+    entries: Sequence[str] = ()
+    architectures: Sequence[str] = ()
+    cache_dir: str | None = None
+    use_cache: bool = True
+
+
 def judge(
     scanned: Scanned,
+    *,
     analyse: bool,
-    entries: Sequence[str],
-    architectures: Sequence[str],
+    served: Served,
     verify_record: bool,
     wheelhouse: Sequence[str],
     offline: bool,
     against: str,
 ) -> Report:
-    """The scan's report with changed code judged (``analyse``) and RECORDs verified (``verify_record``)."""
+    """The scan's report with changed code judged (``analyse``) and RECORDs verified (``verify_record``).
+
+    What is served is resolved first, whatever the findings: an architecture no installed framework serves,
+    or an ``--entry`` that is not there, is a usage error even on a clean environment.
+    """
+    from .analysis.reach import ReachContext
+
     findings = list(scanned.report.findings)
+    reach = ReachContext(
+        scanned.target.site_packages,
+        served.entries,
+        served.architectures,
+        cache_dir=served.cache_dir,
+        use_cache=served.use_cache,
+    )
+    if analyse:
+        reach.resolve()
     code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
     if not verify_record and not code_files:
-        return scanned.report  # nothing to judge: not even the analysis modules are imported
-    from .analysis.reach import ReachContext
+        return scanned.report  # nothing to judge: libcst is not even imported
     from .pristine.explain import Explainer, record_findings
     from .pristine.sources import Sources
 
     # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
     if analyse and code_files:
         explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
-        reach = ReachContext(scanned.target.site_packages, entries, architectures)
         findings = judge_findings(scanned, explainer, reach)
     if verify_record:
         findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
@@ -195,17 +225,20 @@ def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) 
     keeping its patch-set attribution; without a pristine source the whole file is judged (``baseline:
     none``). Each code finding gets the reach of its file, ``conditional`` when gated, ``dormant`` when dead.
     """
+
+    def judged(f: Finding) -> bool:
+        return f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") and f.line is None
+
+    reach.prepare([scanned.locate(f)[2] for f in scanned.report.findings if judged(f)])
     out: list[Finding] = []
     for f in scanned.report.findings:
-        if f.kind not in (Kind.MODIFIED, Kind.UNEXPECTED) or not f.path.endswith(".py") or f.line is not None:
-            out.append(f)
-        else:
-            out += _judge_file(f, scanned, explainer, reach)
+        out += _judge_file(f, scanned, explainer, reach) if judged(f) else [f]
     return out
 
 
 def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
     from .analysis import CodeChange, analyse
+    from .analysis.reach import loaded
     from .pristine.explain import read_installed
 
     dist, entry, path = scanned.locate(f)
@@ -224,13 +257,15 @@ def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: Reach
         code = [c for c in code if c.kind is Kind.INJECTED_CODE]
     if not code:
         return [f]
-    file_reach, evidence = reach.reach(path)
+    file_reach = reach.reach(path)
+    state, why = loaded(path)
     partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"
     judged = [
         replace(
             c,
             reach=_code_reach(c, file_reach),
-            evidence=tuple(evidence) + c.evidence,
+            loaded=state,
+            evidence=(*file_reach.evidence, why, *c.evidence),
             patch_set=f.patch_set,
             patch_set_exact=f.patch_set_exact,
             message=c.message + partial,
@@ -240,15 +275,17 @@ def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: Reach
     return [f, *judged] if f.kind is Kind.UNEXPECTED else judged
 
 
-def _code_reach(c: Finding, file_reach: Reach) -> Reach:
-    """A code finding's reach: its file's, ``dormant`` when the code cannot run, ``conditional`` when a gate
-    guards it on the live path."""
+def _code_reach(c: Finding, file: FileReach) -> Reach:
+    """A code finding's reach: its file's; ``dormant`` when the code cannot run; ``conditional`` when a gate
+    guards it on the live path. Module-level code may reach further than the file's functions: a model module
+    of another architecture that the server imports runs its module-level code, not its model."""
     gate_kind = (c.gate or {}).get("kind")
     if gate_kind == GateKind.DEAD.value:
         return Reach.DORMANT
-    if gate_kind and file_reach is Reach.ACTIVE:
+    reach = file.module_level if file.module_level is not None and c.function is None else file.reach
+    if gate_kind and reach is Reach.ACTIVE:
         return Reach.CONDITIONAL
-    return file_reach
+    return reach
 
 
 def check(

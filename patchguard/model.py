@@ -20,6 +20,7 @@ __all__ = [
     "Finding",
     "GateKind",
     "Kind",
+    "Loaded",
     "Reach",
     "Report",
     "SetState",
@@ -81,6 +82,32 @@ class Reach(str, enum.Enum):
     UNKNOWN = "unknown"  # nothing tells
 
 
+class Loaded(str, enum.Enum):
+    """Bytecode evidence: was the changed file imported since its edit? (``loaded`` in the report JSON)
+
+    Separate from :class:`Reach`: a file not loaded since the edit is not dormant, its edit takes effect at
+    the next restart.
+    """
+
+    SINCE_EDIT = "since-edit"  # bytecode compiled from the edited source
+    BEFORE_EDIT = "before-edit"  # bytecode older than the edit: not loaded since
+    NEVER = "never"  # no bytecode while its neighbours have some
+    UNKNOWN = "unknown"  # nothing tells (no bytecode anywhere, a racy timestamp)
+
+    @property
+    def words(self) -> str:
+        """The evidence in the words the table shows."""
+        return _LOADED_WORDS[self]
+
+
+_LOADED_WORDS = {
+    Loaded.SINCE_EDIT: "loaded since the edit",
+    Loaded.BEFORE_EDIT: "not loaded since the edit: takes effect at the next restart",
+    Loaded.NEVER: "never loaded here: takes effect when something imports it",
+    Loaded.UNKNOWN: "cannot tell whether it was loaded since the edit",
+}
+
+
 class GateKind(str, enum.Enum):
     """What guards a code finding (the ``gate.kind`` field of the report JSON)."""
 
@@ -112,6 +139,7 @@ class Finding:
     function: str | None = None
     gate: Mapping[str, str] | None = None
     reach: Reach | None = None
+    loaded: Loaded | None = None
     evidence: tuple[str, ...] = ()
     patch_set: str | None = None
     source: str | None = None  # the installed line a code finding points at
@@ -132,6 +160,7 @@ class Finding:
             "function": self.function,
             "gate": dict(self.gate) if self.gate is not None else None,
             "reach": self.reach.value if self.reach is not None else None,
+            "loaded": self.loaded.value if self.loaded is not None else None,
             "evidence": list(self.evidence),
             "patch_set": self.patch_set,
             "message": printable(self.message),

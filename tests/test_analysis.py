@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import patchguard
-from patchguard import Kind, Severity
+from patchguard import Kind, Loaded, Reach, Severity
 from patchguard.analysis import CodeChange, analyse
 
 from .helpers import MINILLM_SRC, REPO, Env
@@ -153,12 +153,14 @@ def dump_finding(env: Env, **kw: Any) -> patchguard.Finding:
     return f
 
 
-def test_fresh_pyc_means_imported_since_the_edit(env: Env) -> None:
+def test_fresh_pyc_means_loaded_since_the_edit(env: Env) -> None:
     mla = inject(env)
     py_compile.compile(str(mla), cfile=importlib.util.cache_from_source(str(mla)), doraise=True)
+    _age_source(mla)
     f = dump_finding(env)
-    assert f.reach == "conditional"  # live module, but behind hidden.shape[0] == 5
-    assert f.evidence[0] == "pyc compiled after the edit: imported since it was changed"
+    assert f.loaded is Loaded.SINCE_EDIT
+    assert f.reach is Reach.UNKNOWN  # nothing said what is served: bytecode never decides reach
+    assert "loaded since the edit" in " ".join(f.evidence)
     assert f.gate == {"kind": "shape", "condition": "hidden.shape[0] == 5"}
     assert (f.function, f.line) == (
         "MLAAttention.forward",
@@ -166,7 +168,16 @@ def test_fresh_pyc_means_imported_since_the_edit(env: Env) -> None:
     )
 
 
-def test_stale_pyc_means_not_imported_since(env: Env) -> None:
+def _age_source(path: Path) -> None:
+    """Move the source's mtime a few seconds back (and the pyc's header with it) so the pyc is not racy."""
+    import os
+
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
+    py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)), doraise=True)
+
+
+def test_stale_pyc_is_before_edit_never_dormant(env: Env) -> None:
     mla = env.site / "minillm/models/mla.py"
     py_compile.compile(str(mla), cfile=importlib.util.cache_from_source(str(mla)), doraise=True)
     inject(
@@ -174,7 +185,10 @@ def test_stale_pyc_means_not_imported_since(env: Env) -> None:
         block="        if hidden.shape[0] == 5:\n            torch.save(hidden, '/tmp/mla_in_stale.pt')\n",
     )
     f = dump_finding(env)
-    assert f.reach == "dormant" and f.evidence[0].startswith("pyc older than the edit")
+    assert f.loaded is Loaded.BEFORE_EDIT and f.reach is not Reach.DORMANT
+    assert any("takes effect at the next restart" in e for e in f.evidence)
+    served = dump_finding(env, architectures=["MiniMLAForCausalLM"])
+    assert served.loaded is Loaded.BEFORE_EDIT and served.reach is Reach.CONDITIONAL
 
 
 def test_hash_based_pyc_is_read_too(env: Env) -> None:
@@ -185,12 +199,16 @@ def test_hash_based_pyc_is_read_too(env: Env) -> None:
         doraise=True,
         invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
     )
-    assert dump_finding(env).evidence[0].startswith("hash-based pyc matches")
+    f = dump_finding(env)
+    assert f.loaded is Loaded.SINCE_EDIT
+    assert any(e.startswith("hash-based bytecode matches") for e in f.evidence)
 
 
 def test_no_bytecode_anywhere_is_unknown(env: Env) -> None:
     inject(env)
-    assert dump_finding(env).reach == "unknown"
+    f = dump_finding(env)
+    assert (f.reach, f.loaded) == (Reach.UNKNOWN, Loaded.UNKNOWN)
+    assert any("pass --arch, --model-config or --entry" in e for e in f.evidence)
 
 
 def test_arch_profile_marks_other_models_dormant(env: Env) -> None:

@@ -290,6 +290,7 @@ def test_report_json_is_the_stable_schema(env: Env) -> None:
         "function": None,
         "gate": None,
         "reach": None,
+        "loaded": None,
         "evidence": [],
         "patch_set": None,
         "message": finding["message"],

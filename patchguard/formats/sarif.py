@@ -108,6 +108,7 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
             "function": f.function,
             "gate": dict(f.gate) if f.gate else None,
             "reach": f.reach.value if f.reach is not None else None,
+            "loaded": f.loaded.value if f.loaded is not None else None,
             "evidence": list(f.evidence),
             "patch_set": f.patch_set,
         },

@@ -61,6 +61,8 @@ def _finding_lines(f: Finding, kind_w: int) -> list[str]:
             tail.append(f"gate: {f.gate.get('condition') or f.gate.get('kind')}")
         if f.reach:
             tail.append(f"reach: {f.reach.value}" + (f" ({f.evidence[0]})" if f.evidence else ""))
+        if f.loaded:
+            tail.append(f.loaded.words)
         if f.patch_set:
             tail.append(f"patch set: {f.patch_set}")
         if "baseline: none" in f.evidence:

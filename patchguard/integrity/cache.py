@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._fs import write_atomically
+from .._fs import StatKey, cache_root, is_racy, settled_before, stat_key, user_cache_dir, write_atomically
 from .records import InstalledDistribution, RecordProblem
 
 __all__ = [
@@ -49,53 +49,11 @@ __all__ = [
 
 _MAGIC = b"patchguard-statcache/6\n"
 
-# (size, mtime_ns, ctime_ns, inode, device)
-StatKey = tuple[int, int, int, int, int]
 # A stat key packed into 40 bytes. A distribution's keys are kept as one bytes object (40 bytes per verified
 # file): a warm scan compares them all at once, and loading 30k files' keys is loading one object.
 _KEY = struct.Struct("<QqqQQ")
 pack_key = _KEY.pack
 pack_key_size = _KEY.size
-
-_NS = 1_000_000_000
-# Timestamp granularity assumed for a file system that keeps nanoseconds (Linux coarse clocks tick at most
-# every 10 ms) and for one that keeps whole seconds only (FAT keeps 2 s).
-_FINE_WINDOW_NS = 50_000_000
-_COARSE_WINDOW_NS = 2 * _NS
-
-
-def user_cache_dir(env_var: str, name: str) -> str:
-    """``$env_var``, else ``$XDG_CACHE_HOME/name``, else ``~/.cache/name`` (patchguard's, pip's, uv's)."""
-    explicit = os.environ.get(env_var)
-    if explicit:
-        return explicit
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, name)
-
-
-def cache_root() -> str:
-    """Where patchguard keeps its caches, per the environment variables above."""
-    return user_cache_dir("PATCHGUARD_CACHE_DIR", "patchguard")
-
-
-def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-
-
-def is_racy(mtime: int, ctime: int, observed_at_ns: int) -> bool:
-    """True when an edit right after ``observed_at_ns`` could leave mtime and ctime as they were.
-
-    ``observed_at_ns`` may be earlier than the actual stat (the start of the scan): that only makes more
-    entries racy, never fewer.
-    """
-    coarse = mtime % _NS == 0 and ctime % _NS == 0
-    window = _COARSE_WINDOW_NS if coarse else _FINE_WINDOW_NS
-    return max(mtime, ctime) >= observed_at_ns - window
-
-
-def settled_before(observed_at_ns: int) -> int:
-    """A time before which no mtime or ctime is racy (a quick first test before :func:`is_racy`)."""
-    return observed_at_ns - _COARSE_WINDOW_NS
 
 
 def _metadata_keys(metadata_dir: str) -> tuple[StatKey, StatKey] | None:

@@ -1,154 +1,228 @@
-"""Reach: is the changed code on the live path? ``active`` / ``dormant`` / ``conditional`` / ``unknown``.
+"""Will the changed code run in the server about to be (re)started? Two signals, told apart.
 
-Three kinds of evidence, none of which imports or runs anything:
+**reach** is static — read from the environment's files, for what is served:
 
-* **pyc evidence** (:mod:`.bytecode`): a ``__pycache__`` entry whose header matches the current source
-  (mtime and size, or the source hash of a hash-based pyc) proves the edited file was compiled, i.e.
-  imported, after the edit; a stale or absent pyc while its neighbours have one says it was not imported
-  since. Only the 16-byte header is read; the pyc is never loaded.
-* **entry reach**: modules statically importable from ``--entry MODULE`` (import statements read with
-  ``ast``) are active.
-* **framework profiles**: ``--arch NAME`` (or a model ``config.json``'s ``architectures``) maps, through the
-  installed framework's own model registry (parsed, not hard-coded), to the model module that serves it:
-  that module and what it statically imports are active, the other model modules dormant. Each framework
-  is one module declaring its :class:`~.profile.Profile` and registry reader (:mod:`.vllm`, :mod:`.sglang`,
-  :mod:`.minillm`), gathered in :data:`PROFILES`, so others can follow.
+* ``active``: on the live path — a served module, or imported at module level (top-level ``if``/``try``
+  included) along a chain of imports from one;
+* ``conditional``: live, but behind a gate, or reached only through an import inside a function;
+* ``dormant``: a model module of another architecture (from the framework's own registry), or code that
+  cannot run;
+* ``unknown``: nothing tells (nothing was said to be served: ``--arch``, ``--model-config``, ``--entry``).
+
+What is served comes from ``--entry MODULE`` and from ``--arch NAME``, which every installed framework
+profile (:mod:`.vllm`, :mod:`.sglang`, :mod:`.minillm`, gathered in :data:`PROFILES`) resolves through its
+model registry to the module serving it; the modules its server imports whatever the model are served too.
+An architecture no installed framework serves is a usage error. Every ``active``/``conditional`` verdict
+carries its shortest import chain.
+
+**loaded** is the bytecode evidence (:mod:`.bytecode`): was the file imported since it was edited? It never
+makes code dormant: a file not imported since its edit takes effect at the next restart.
+
+Import statements are read without parsing whole files (:mod:`.facts`) and kept between runs
+(:mod:`.index`). Nothing is imported or executed.
 """
 
 from __future__ import annotations
 
-import ast
+import difflib
 import json
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from ...errors import UsageError
 from ...model import Reach
 from . import minillm, sglang, vllm
-from .bytecode import neighbours_compiled, pyc_state
+from .bytecode import loaded
+from .graph import Closure, Root, walk
+from .index import FactIndex
 from .profile import Profile
 
-__all__ = ["PROFILES", "Profile", "ReachContext", "architectures_from_config", "pyc_state"]
+__all__ = ["PROFILES", "FileReach", "Profile", "ReachContext", "architectures_from_config", "loaded"]
 
 
 PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE, minillm.PROFILE)
-"""The frameworks whose model registry maps ``--arch`` to the module serving it, consulted in this order."""
+"""The frameworks whose model registry maps ``--arch`` to the module serving it."""
 
 
 def architectures_from_config(path: str) -> list[str]:
     """``architectures`` of a Hugging Face style ``config.json``."""
+    from ..._fs import read_regular
+
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
+        doc = json.loads(read_regular(path, limit=16 * 1024 * 1024))
+    except (OSError, ValueError, RecursionError) as exc:
         raise UsageError(f"cannot read model config ({exc})", path=path, hint="pass a config.json") from None
     archs = doc.get("architectures") if isinstance(doc, dict) else None
-    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise UsageError("no 'architectures' list in the model config", path=path)
     return list(archs)
 
 
+@dataclass(frozen=True, slots=True)
+class FileReach:
+    """The reach of a file's code, with why; ``module_level``: the reach of its module-level code when
+    that differs (a model module of another architecture that the server imports all the same)."""
+
+    reach: Reach
+    evidence: tuple[str, ...]
+    module_level: Reach | None = None
+
+
+def _chain_text(chain: Sequence[tuple[str, bool]], origin: str) -> str:
+    """``via a → b → c, from <origin>`` (shortened in the middle), naming the first import that is taken
+    inside a function."""
+    names = [m for m, _ in chain]
+    shown = names if len(names) <= 5 else [*names[:2], "…", *names[-2:]]
+    text = f"via {' → '.join(shown)}, from {origin}"
+    for i, (module, deferred) in enumerate(chain):
+        if deferred and i:
+            return f"{text}; {chain[i - 1][0]} imports {module} inside a function"
+    return text
+
+
 @dataclass
 class ReachContext:
-    """What is known about the live path of one environment (computed once per scan)."""
+    """What is served in one environment, and the reach it gives each file (computed once per scan)."""
 
     site_dirs: Sequence[str]
     entries: Sequence[str] = ()
     architectures: Sequence[str] = ()
-    _active: dict[str, str] = field(default_factory=dict)  # module file → why it is active
-    _dormant: dict[str, str] = field(default_factory=dict)
-    _ready: bool = False
+    cache_dir: str | None = None
+    use_cache: bool = True
+    _roots: list[Root] | None = None
+    _closure: Closure | None = None
+    _dormant: dict[str, FileReach] = field(default_factory=dict)
+    _index: FactIndex | None = None
 
-    def _module_file(self, module: str) -> str | None:
-        rel = module.replace(".", os.sep)
-        for site in self.site_dirs:
-            for cand in (os.path.join(site, rel + ".py"), os.path.join(site, rel, "__init__.py")):
-                if os.path.isfile(cand):
-                    return cand
-        return None
+    @property
+    def index(self) -> FactIndex:
+        if self._index is None:
+            self._index = FactIndex(self.site_dirs, self.cache_dir, self.use_cache)
+        return self._index
 
-    def _imports_of(self, module: str, path: str) -> Iterable[str]:
-        try:
-            with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                tree = ast.parse(f.read())
-        except (OSError, SyntaxError, ValueError):
-            return []
-        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-        out: list[str] = []
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                out += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    parts = parts[: len(parts) - node.level + 1] if node.level > 1 else parts
-                    base = ".".join([*parts, base] if base else parts)
-                out.append(base)
-                out += [f"{base}.{a.name}" for a in node.names]
-        return out
+    @property
+    def served(self) -> bool:
+        return bool(self.entries or self.architectures)
 
-    def _closure(self, roots: Iterable[str], why: str) -> None:
-        todo = list(roots)
-        while todo:
-            module = todo.pop()
-            path = self._module_file(module)
-            if path is None or path in self._active:
-                continue
-            self._active[path] = why
-            parts = module.split(".")
-            todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages run too
-            todo += self._imports_of(module, path)
+    def resolve(self) -> list[Root]:
+        """The served modules; a usage error for an ``--entry`` that is not there or an architecture no
+        installed framework serves."""
+        if self._roots is None:
+            self._roots = [*self._entry_roots(), *self._arch_roots()]
+        return self._roots
 
-    def _prepare(self) -> None:
-        if self._ready:
+    def prepare(self, wanted: Collection[str] | None = None) -> None:
+        """Resolve what is served and walk its imports (once); with ``wanted``, only as far as it takes to
+        place those files (the reach of any other file is then not known)."""
+        if self._closure is not None:
             return
-        self._ready = True
+        self._closure = walk(self.index, self.resolve(), wanted)
+        self.index.save()
+
+    def _entry_roots(self) -> list[Root]:
+        roots = []
         for entry in self.entries:
-            if self._module_file(entry) is None:
+            path = self.index.module_file(entry)
+            if path is None:
                 raise UsageError(f"--entry {entry}: no such module in the environment")
-            self._closure([entry], f"statically imported from --entry {entry}")
+            roots.append(Root(entry, path, f"--entry {entry}", f"--entry {entry}"))
+        return roots
+
+    def _arch_roots(self) -> list[Root]:
         if not self.architectures:
-            return
+            return []
+        roots: list[Root] = []
+        known: set[str] = set()
+        unserved = set(self.architectures)
         for profile in PROFILES:
             for site in self.site_dirs:
-                registry = profile.read_registry(os.path.join(site, profile.registry))
+                registry = profile.read_registry(site, self.index)
                 if not registry:
                     continue
-                chosen = [registry[a] for a in self.architectures if a in registry]
-                for arch in self.architectures:
-                    if arch in registry:
-                        module = f"{profile.models_package}.{registry[arch]}"
-                        self._closure([module], f"serves {arch} ({profile.name} model registry)")
-                for mod in set(registry.values()) - set(chosen):
-                    path = self._module_file(f"{profile.models_package}.{mod}")
-                    if path is not None and path not in self._active:
-                        self._dormant[path] = (
-                            f"a model module of another architecture ({profile.name} registry)"
-                        )
+                known.update(registry)
+                served = [a for a in self.architectures if a in registry]
+                unserved -= set(served)
+                roots += self._profile_roots(profile, registry, served)
+        if unserved:
+            raise UsageError(_unserved_message(sorted(unserved), known))
+        return roots
 
-    def reach(self, path: str) -> tuple[Reach, list[str]]:
-        """(reach, evidence) of a whole ``.py`` file."""
-        self._prepare()
-        evidence: list[str] = []
-        reach = Reach.UNKNOWN
-        if path in self._active:
-            reach = Reach.ACTIVE
-            evidence.append(self._active[path])
-        elif path in self._dormant:
-            reach = Reach.DORMANT
-            evidence.append(self._dormant[path])
-        state, why = pyc_state(path)
-        if state == "fresh":
-            reach = Reach.ACTIVE
-            evidence.append(why)
-        elif state == "stale":
-            evidence.append(why)
-            reach = Reach.DORMANT if reach is Reach.UNKNOWN else reach
-        elif neighbours_compiled(path):
-            evidence.append("never compiled, while modules beside it were: not imported")
-            reach = Reach.DORMANT if reach is Reach.UNKNOWN else reach
-        else:
-            evidence.append("no bytecode beside it to tell (bytecode writing off?)")
-        return reach, evidence
+    def _profile_roots(
+        self, profile: Profile, registry: dict[str, tuple[str, ...]], served: Sequence[str]
+    ) -> list[Root]:
+        """The served models of one framework (and its server modules), noting the other models dormant."""
+        roots: list[Root] = []
+        serving: set[str] = set()
+        for arch in served:
+            for mod in registry[arch]:
+                module = f"{profile.models_package}.{mod}"
+                path = self.index.module_file(module)
+                if path is not None:
+                    serving.add(path)
+                    why = f"serves {arch} ({profile.name} model registry)"
+                    roots.append(Root(module, path, why, f"the {profile.name} model serving {arch}"))
+        if not served:
+            return roots
+        for module in profile.server_modules:
+            path = self.index.module_file(module)
+            if path is not None:
+                server = f"the {profile.name} server"
+                roots.append(Root(module, path, f"{server} imports it whatever the model", server))
+        for mods in registry.values():
+            for mod in mods:
+                path = self.index.module_file(f"{profile.models_package}.{mod}")
+                if path is not None and path not in serving:
+                    self._dormant[path] = _other_model(profile, served)
+        return roots
+
+    def reach(self, path: str) -> FileReach:
+        """The reach of the whole ``.py`` file at ``path``."""
+        self.prepare()
+        assert self._closure is not None
+        closure = self._closure
+        other = self._dormant.get(path)
+        if path in closure.active or path in closure.conditional:
+            step = closure.active.get(path) or closure.conditional[path]
+            chain = closure.chain(path)
+            why = step.root.why if len(chain) == 1 else _chain_text(chain, step.root.origin)
+            reach = Reach.ACTIVE if path in closure.active else Reach.CONDITIONAL
+            if other is None:
+                return FileReach(reach, (why,))
+            # Imported, but not the served model: its classes run only if the served model uses them.
+            return FileReach(
+                Reach.CONDITIONAL, (f"{other.evidence[0]}, imported all the same: {why}",), reach
+            )
+        if other is not None:
+            return other
+        if not self.served:
+            return FileReach(
+                Reach.UNKNOWN, ("what is served is not known: pass --arch, --model-config or --entry",)
+            )
+        return FileReach(
+            Reach.UNKNOWN, ("not imported by what is served, as far as its import statements tell",)
+        )
+
+
+def _other_model(profile: Profile, served: Sequence[str]) -> FileReach:
+    what = (
+        f"a model module of another architecture ({profile.name} model registry; served: {', '.join(served)})"
+    )
+    if not profile.imports_every_model:
+        return FileReach(Reach.DORMANT, (what,))
+    what += f"; {profile.name} imports it at start-up, so only its module-level code runs"
+    return FileReach(Reach.DORMANT, (what,), Reach.ACTIVE)
+
+
+def _unserved_message(archs: Sequence[str], known: set[str]) -> str:
+    names = ", ".join(archs)
+    if not known:
+        frameworks = ", ".join(p.name for p in PROFILES)
+        return f"no installed framework serves {names} (no model registry found: {frameworks})"
+    folded = {k.lower(): k for k in known}
+    hints: set[str] = set()
+    for a in archs:
+        close = difflib.get_close_matches(a, known, n=3, cutoff=0.6)
+        hints.update([folded[a.lower()]] if a.lower() in folded else close)
+    return f"no installed framework serves {names}" + (
+        f" (did you mean {', '.join(sorted(hints))}?)" if hints else ""
+    )

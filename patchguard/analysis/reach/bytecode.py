@@ -1,8 +1,15 @@
-"""pyc evidence: was a source file imported since it was edited? Read from its ``__pycache__`` entries.
+"""Bytecode evidence: was a source file imported since it was last edited? Read from its ``__pycache__``.
 
-A pyc whose header matches the current source (mtime and size, or the source hash of a hash-based pyc)
-proves the file was compiled, i.e. imported, after the edit; a stale or absent pyc while its neighbours have
-one says it was not imported since. Only the 16-byte header is read; the pyc is never loaded.
+* ``since-edit``: a pyc whose header matches the current source (mtime and size, or the source hash of a
+  hash-based pyc) was compiled from it, so something imported the file after the edit;
+* ``before-edit``: every pyc is older than the edit: nothing imported the file since, so the edit takes
+  effect at the next restart (it is *not* dormant);
+* ``never``: no pyc, while modules beside it have one: never imported here;
+* ``unknown``: no bytecode beside it to tell (bytecode writing off), or a timestamp pyc written in the same
+  second as the edit — its header would match an edit that kept the size, imported or not (git's "racily
+  clean"); a hash-based pyc still tells.
+
+Only the 16-byte header and the pyc's own stat are read; the pyc is never loaded.
 """
 
 from __future__ import annotations
@@ -12,45 +19,80 @@ import os
 import struct
 
 from ..._fs import PYCACHE, bytecode_of
+from ...model import Loaded
 
-__all__ = ["neighbours_compiled", "pyc_state"]
+__all__ = ["loaded"]
+
+_WHY = {
+    Loaded.SINCE_EDIT: "bytecode compiled from the edited source: loaded since the edit",
+    Loaded.BEFORE_EDIT: "bytecode older than the edit: not loaded since, takes effect at the next restart",
+    Loaded.NEVER: "no bytecode while modules beside it have some: never loaded here",
+    Loaded.UNKNOWN: "no bytecode beside it to tell (bytecode writing off?)",
+}
+_RACY = "bytecode written in the same second as the edit: cannot tell whether it was loaded since"
+_HASHED = "hash-based bytecode matches the edited source: loaded since the edit"
+_UNCHECKED = (
+    "unchecked hash-based bytecode of the old source: Python keeps running the old code until it is rebuilt"
+)
 
 
-def pyc_state(py_path: str) -> tuple[str, str]:
-    """("fresh" | "stale" | "absent", evidence) for the bytecode cache of ``py_path``."""
+def _header(pyc: str) -> tuple[bytes, os.stat_result] | None:
+    try:
+        with open(pyc, "rb") as f:
+            head = f.read(16)
+            st = os.fstat(f.fileno())
+    except OSError:
+        return None
+    return (head, st) if len(head) == 16 else None
+
+
+def _verdict(py_path: str, pyc: str, src: os.stat_result, source: list[bytes]) -> tuple[Loaded, str] | None:
+    """What one pyc says (``None``: nothing — another interpreter's hash, an unreadable file)."""
+    found = _header(pyc)
+    if found is None:
+        return None
+    head, st = found
+    magic, flags = head[:4], struct.unpack("<I", head[4:8])[0]
+    if flags & 1:  # hash-based pyc (PEP 552)
+        if magic != importlib.util.MAGIC_NUMBER:
+            return None  # another Python version's hash function: cannot tell
+        if not source:
+            with open(py_path, "rb") as f:
+                source.append(f.read())
+        if head[8:16] == importlib.util.source_hash(source[0]):
+            return Loaded.SINCE_EDIT, _HASHED
+        if not flags & 2:  # unchecked: the interpreter uses this pyc without looking at the source
+            return Loaded.BEFORE_EDIT, _UNCHECKED
+        return Loaded.BEFORE_EDIT, _WHY[Loaded.BEFORE_EDIT]
+    mtime, size = struct.unpack("<II", head[8:16])
+    if mtime != int(src.st_mtime) & 0xFFFFFFFF or size != src.st_size & 0xFFFFFFFF:
+        return Loaded.BEFORE_EDIT, _WHY[Loaded.BEFORE_EDIT]
+    if int(st.st_mtime) == int(src.st_mtime):
+        return Loaded.UNKNOWN, _RACY
+    return Loaded.SINCE_EDIT, _WHY[Loaded.SINCE_EDIT]
+
+
+def loaded(py_path: str) -> tuple[Loaded, str]:
+    """(evidence, why) of the bytecode caches of ``py_path``: the strongest any of its pycs gives."""
     try:
         pycs = bytecode_of(py_path)
-        st = os.stat(py_path)
+        src = os.stat(py_path)
     except OSError:
-        return "absent", "no compiled bytecode"
+        pycs = []
     if not pycs:
-        return "absent", "no compiled bytecode"
-    source: bytes | None = None
-    for pyc in pycs:
-        try:
-            with open(pyc, "rb") as f:
-                head = f.read(16)
-        except OSError:
-            continue
-        if len(head) < 16:
-            continue
-        magic, flags = head[:4], struct.unpack("<I", head[4:8])[0]
-        if flags & 1:  # hash-based pyc (PEP 552)
-            if magic != importlib.util.MAGIC_NUMBER:
-                continue  # another Python version's hash function: cannot tell
-            if source is None:
-                with open(py_path, "rb") as f:
-                    source = f.read()
-            if head[8:16] == importlib.util.source_hash(source):
-                return "fresh", "hash-based pyc matches the edited source: imported since the edit"
-            continue
-        mtime, size = struct.unpack("<II", head[8:16])
-        if mtime == int(st.st_mtime) & 0xFFFFFFFF and size == st.st_size & 0xFFFFFFFF:
-            return "fresh", "pyc compiled after the edit: imported since it was changed"
-    return "stale", "pyc older than the edit: not imported since it was changed"
+        if _neighbours_compiled(py_path):
+            return Loaded.NEVER, _WHY[Loaded.NEVER]
+        return Loaded.UNKNOWN, _WHY[Loaded.UNKNOWN]
+    source: list[bytes] = []
+    verdicts = [v for v in (_verdict(py_path, pyc, src, source) for pyc in sorted(pycs)) if v is not None]
+    for wanted in (Loaded.SINCE_EDIT, Loaded.UNKNOWN, Loaded.BEFORE_EDIT):
+        for verdict in verdicts:
+            if verdict[0] is wanted:
+                return verdict
+    return Loaded.UNKNOWN, "bytecode of another Python only: cannot tell"
 
 
-def neighbours_compiled(py_path: str) -> bool:
+def _neighbours_compiled(py_path: str) -> bool:
     cache = os.path.join(os.path.dirname(py_path), PYCACHE)
     try:
         return any(n.endswith(".pyc") for n in os.listdir(cache))

@@ -1,9 +1,9 @@
-"""What a framework profile declares, and the registry reader the profiles share today.
+"""What a framework profile declares: where its model registry is, how to read it, what its server runs.
 
-A profile says where a framework keeps its model registry and which package its model modules live in,
-and brings the function that reads that registry (architecture → model module). Every profile uses
-:func:`read_dict_literals` for now; a framework whose registry looks different gets a reader of its own in
-its module, without touching the others.
+A profile is data plus one reader: the framework's top-level package (its presence says the framework is
+installed), the package its model modules live in, a function that reads the installed registry
+(architecture → model modules of that package), and the modules its server imports whatever model it
+serves (only those that exist are used). A new framework is one module declaring its :class:`Profile`.
 """
 
 from __future__ import annotations
@@ -12,30 +12,37 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .index import FactIndex
+
 __all__ = ["Profile", "RegistryReader", "read_dict_literals"]
 
-RegistryReader = Callable[[str], dict[str, str]]
-"""Reads the registry file at a path: architecture → model module name (empty when it cannot tell)."""
+RegistryReader = Callable[[str, FactIndex], dict[str, tuple[str, ...]]]
+"""Reads the registry of the framework installed in a site directory: architecture → model module names
+(relative to the models package); empty when the framework is not there or the registry cannot be read."""
 
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Where a framework keeps its model registry, the package its model modules live in, and its reader."""
+    """A framework whose model registry maps ``--arch`` to the model module that serves it."""
 
     name: str
-    registry: str  # path relative to site-packages
+    package: str  # the top-level package, e.g. "vllm"
     models_package: str
     read_registry: RegistryReader
+    server_modules: tuple[str, ...] = ()
+    # Whether the server imports every model module at start-up (SGLang does, to read each EntryClass):
+    # then the module-level code of another architecture's module runs, its model does not.
+    imports_every_model: bool = False
 
 
-def read_dict_literals(path: str) -> dict[str, str]:
+def read_dict_literals(path: str) -> dict[str, tuple[str, ...]]:
     """Architecture → model module name, from dict literals of ``"Arch": ("module", "Class")`` entries."""
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
         return {}
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, ...]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Dict):
             continue
@@ -48,5 +55,5 @@ def read_dict_literals(path: str) -> dict[str, str]:
                 and isinstance(v.elts[0], ast.Constant)
                 and isinstance(v.elts[0].value, str)
             ):
-                out[k.value] = v.elts[0].value
+                out[k.value] = (v.elts[0].value,)
     return out
