@@ -37,6 +37,7 @@ RULES: dict[str, Rule] = {
         Rule("monkeypatch", Severity.MODERATE, "changes another module's attributes at run time"),
         Rule("swallowed-exception", Severity.MODERATE, "silences every error of the block"),
         Rule("removed-check", Severity.MODERATE, "a raise or assert of the pristine code was removed"),
+        Rule("unparseable", Severity.MODERATE, "is not valid Python: importing it fails"),
         Rule("commented-out-code", Severity.MINOR, "code left behind in a comment"),
         Rule("functional-change", Severity.MINOR, "logic differs from the pristine wheel"),
         Rule("cosmetic-change", Severity.MINOR, "only comments, layout or docstrings differ"),

@@ -40,6 +40,17 @@ class CodeChange:
     version: str | None = None
 
 
+def locate(source: str) -> Structure:
+    """The structure of ``source``: read with ``ast``, else with libcst (a newer Python's syntax), else what
+    a file no grammar parses still tells."""
+    st = structure(source)
+    if st is None:
+        from .newer import structure_of_newer
+
+        st = structure_of_newer(source)
+    return st
+
+
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
@@ -176,18 +187,30 @@ def analyse(change: CodeChange) -> list[Finding]:
         return []
     lines = split_lines(after)
     finding = _Maker(change, lines, () if before is not None else ("baseline: none",))
-    edit = _Edit(before, structure(after), lines, finding)
+    edit = _Edit(before, locate(after), lines, finding)
 
     changed = {line for r in regions for line in r.lines}
     covered: set[int] = set()
     out = _judged(edit, changed, covered) if changed else []
-    if not out and before is not None and edit.st.tree is not None and _only_cosmetic(before, after):
+    if edit.st.syntax_error is not None:
+        out.append(_unparseable(edit, edit.st.syntax_error))
+    if not out and before is not None and edit.st.grammar == "ast" and _only_cosmetic(before, after):
         return _cosmetic(edit, regions)
     out = _one_per_region_and_rule(out, regions)
     out += _removed_checks(regions, edit.st, after, finding)
     for r in regions:
         _unexplained(edit, r, covered, out)
     return sorted(out, key=lambda f: (f.line or 0, f.rule))
+
+
+def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
+    """The finding of a file no Python grammar parses; its changed lines were judged one by one."""
+    line = min(max(error[0], 1), max(len(edit.lines), 1))
+    message = (
+        f"no Python grammar parses this file ({error[1]} at line {error[0]}): importing it fails; "
+        "its changed lines were matched against the rules one statement at a time"
+    )
+    return edit.finding(Kind.FUNCTIONAL_CHANGE, "unparseable", Severity.MODERATE, line, line, None, message)
 
 
 def _only_cosmetic(before: str, after: str) -> bool:
@@ -316,7 +339,7 @@ class _Pristine:
 
     @classmethod
     def of(cls, before: str | None) -> _Pristine | None:
-        return cls(structure(before), split_lines(before)) if before is not None else None
+        return cls(locate(before), split_lines(before)) if before is not None else None
 
     def counts(self, unit: Unit, st: Structure) -> dict[tuple[str, str], int]:
         """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in

@@ -24,9 +24,10 @@ from .aliases import bind_from_import, bind_import, resolve
 from .rules import rule_for_call
 from .structure import Structure, gate_kind_of
 
-__all__ = ["Hit", "Unit", "judge_unit", "units_for"]
+__all__ = ["Hit", "Unit", "imported_names", "judge_unit", "units_for"]
 
 _FORWARD = ("forward", "__call__", "_forward")
+_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||", "#")  # not code: never a header
 _TERMINAL = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 
@@ -59,7 +60,6 @@ class Hit:
 def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) -> dict[Unit, list[int]]:
     """Group changed lines by the unit that contains them."""
     out: dict[Unit, list[int]] = {}
-    top = st.tree.body if st.tree is not None else []
     for line in lines:
         scope = st.outermost_def(line)
         if scope is None:
@@ -67,19 +67,52 @@ def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) 
             scope = min(classes, key=lambda s: s.start) if classes else None
         if scope is not None:
             prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
-            text = source_lines[scope.start - 1] if scope.start - 1 < len(source_lines) else ""
-            indent = len(text) - len(text.lstrip())
-            unit = Unit(scope.start, scope.end, indent, prefix)
+            unit = Unit(scope.start, scope.end, _indent(source_lines, scope.start), prefix)
+        elif st.grammar is None:
+            unit = _statement_unit(line, source_lines)
         else:
-            stmts = [n for n in top if n.lineno <= line <= (n.end_lineno or n.lineno)]
-            if stmts:
-                node = stmts[0]
-                start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-                unit = Unit(start, node.end_lineno or node.lineno, 0, "")
-            else:
-                unit = Unit(line, line, 0, "")
+            span = st.statement_at(line) or (line, line)
+            unit = Unit(span[0], span[1], 0, "")
         out.setdefault(unit, []).append(line)
     return out
+
+
+def _indent(source_lines: Sequence[str], line: int) -> int:
+    text = source_lines[line - 1] if 0 < line <= len(source_lines) else ""
+    return len(text) - len(text.lstrip())
+
+
+def _statement_unit(line: int, source_lines: Sequence[str]) -> Unit:
+    """In a file no grammar parses: the statement starting at ``line`` (it and up to 7 lines after, the
+    fewest that parse on their own), named after the defs its indentation sits in."""
+    indent = _indent(source_lines, line)
+    end = line
+    for end in range(line, min(line + 8, len(source_lines) + 1)):
+        text = textwrap.dedent("".join(source_lines[line - 1 : end]))
+        try:
+            cst.parse_module(text)
+            break
+        except (cst.ParserSyntaxError, RecursionError):
+            continue
+    return Unit(line, end, indent, _textual_prefix(line, indent, source_lines))
+
+
+def _textual_prefix(line: int, indent: int, source_lines: Sequence[str]) -> str:
+    """``Class.method`` from the ``def``/``class`` headers that enclose ``line`` by indentation."""
+    names: list[str] = []
+    for n in range(line - 2, -1, -1):
+        text = source_lines[n]
+        stripped = text.lstrip()
+        width = len(text) - len(stripped)
+        if not stripped.strip() or width >= indent or text.startswith(_MARKERS):
+            continue
+        indent = width
+        for head in ("def ", "async def ", "class "):
+            if stripped.startswith(head):
+                names.append(stripped[len(head) :].split("(", 1)[0].split("[", 1)[0].split(":", 1)[0].strip())
+        if width == 0:
+            break
+    return ".".join(reversed(names))
 
 
 def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
@@ -103,7 +136,7 @@ class _Walker(cst.CSTVisitor):
         super().__init__()
         self.unit, self.changed, self.st = unit, changed, st
         self.aliases: dict[str, str] = dict(st.aliases)
-        self.names: list[str] = [unit.prefix] if unit.prefix else []
+        self.names: list[str] = unit.prefix.split(".") if unit.prefix else []
         self.ifs: list[tuple[cst.BaseExpression, bool]] = []
         self.dead_blocks: set[int] = set()
         self.dead = 0
@@ -141,12 +174,12 @@ class _Walker(cst.CSTVisitor):
 
     # -- imports met on the walk (in functions too) add to the module-level aliases of the structure ----
     def visit_Import(self, node: cst.Import) -> None:
-        bind_import(self.aliases, _imported(node.names))
+        bind_import(self.aliases, imported_names(node.names))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         module = get_full_name_for_node(node.module) if node.module is not None else None
         names: list[tuple[str, str | None]] = (
-            [("*", None)] if isinstance(node.names, cst.ImportStar) else _imported(node.names)
+            [("*", None)] if isinstance(node.names, cst.ImportStar) else imported_names(node.names)
         )
         bind_from_import(self.aliases, module, len(node.relative), names)
 
@@ -290,7 +323,7 @@ class _Walker(cst.CSTVisitor):
             self._hit("swallowed-exception", "except", lines)
 
 
-def _imported(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | None]]:
+def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | None]]:
     """(dotted name, ``as`` name) of each name of an import statement."""
     return [
         (

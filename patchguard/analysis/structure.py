@@ -17,7 +17,7 @@ from ..diffs import split_lines
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import
 
-__all__ = ["Region", "Scope", "Structure", "changed_regions", "structure"]
+__all__ = ["IfSpan", "Region", "Scope", "Structure", "changed_regions", "structure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +59,35 @@ class Scope:
     kind: str  # "def", "async def", "class"
     start: int
     end: int
-    node: ast.AST = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IfSpan:
+    """An ``if`` statement: the lines it spans, its test's source, and where its ``else``/``elif`` starts."""
+
+    start: int
+    end: int
+    test: str
+    orelse: int | None  # first line of the else branch (None: no else)
 
 
 @dataclass
 class Structure:
-    """The scope tree and import aliases of one file."""
+    """The scope tree, top-level statements, ``if`` gates and import aliases of one file.
+
+    ``grammar`` says what parsed it: ``"ast"`` (the running interpreter), ``"libcst"`` (a file of a newer
+    Python than the one running: PEP 695 type parameters, PEP 701 f-strings, PEP 758 excepts), or ``None``
+    when nothing does (conflict markers, a truncated edit): then there are no scopes and
+    ``syntax_error`` says where.
+    """
 
     scopes: list[Scope]
     aliases: dict[str, str]  # local name -> qualified name, from module-level imports
     flags: set[str]  # module-level names bound to a constant (DEBUG = True)
-    tree: ast.Module | None
-    source: str | None = None
+    top: list[tuple[int, int]] = field(default_factory=list)  # spans of the top-level statements
+    ifs: list[IfSpan] = field(default_factory=list)
+    grammar: str | None = "ast"
+    syntax_error: tuple[int, str] | None = None  # (line, message) when no grammar parses the file
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -87,21 +104,20 @@ class Structure:
 
     def gate_at(self, line: int) -> dict[str, str] | None:
         """The innermost ``if`` around ``line`` as a gate (for findings that have no node of their own)."""
-        if self.tree is None or self.source is None:
-            return None
-        best: ast.If | None = None
-        ifs = [n for n in ast.walk(self.tree) if isinstance(n, ast.If)]
-        for node in ifs:
-            inside = node.lineno <= line <= (node.end_lineno or node.lineno)
-            if inside and (best is None or node.lineno >= best.lineno):
+        best: IfSpan | None = None
+        for node in self.ifs:
+            if node.start <= line <= node.end and (best is None or node.start >= best.start):
                 best = node
         if best is None:
             return None
-        text = ast.get_source_segment(self.source, best.test) or ""
-        orelse = bool(best.orelse) and line >= min(getattr(n, "lineno", line + 1) for n in best.orelse)
+        try:
+            test: ast.expr = ast.parse(best.test.strip(), mode="eval").body
+        except (SyntaxError, ValueError):
+            test = ast.Name("?")
+        orelse = best.orelse is not None and line >= best.orelse
         return {
-            "kind": gate_kind_of(text, best.test, self.flags).value,
-            "condition": f"not ({text})" if orelse else text,
+            "kind": gate_kind_of(best.test, test, self.flags).value,
+            "condition": f"not ({best.test})" if orelse else best.test,
         }
 
     def outermost_def(self, line: int) -> Scope | None:
@@ -111,6 +127,10 @@ class Structure:
             if s.kind != "class" and s.start <= line <= s.end and (best is None or s.start < best.start):
                 best = s
         return best
+
+    def statement_at(self, line: int) -> tuple[int, int] | None:
+        """The span of the top-level statement holding ``line``."""
+        return next((span for span in self.top if span[0] <= line <= span[1]), None)
 
 
 def _imports(nodes: Iterator[ast.stmt] | Sequence[ast.stmt]) -> dict[str, str]:
@@ -137,29 +157,38 @@ def _module_level(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _module_level(node.orelse)
 
 
-def structure(source: str) -> Structure:
-    """Parse ``source`` with ``ast``; a file that does not parse has no scopes (judged as one slice)."""
+def _start(node: ast.stmt) -> int:
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def structure(source: str) -> Structure | None:
+    """Parse ``source`` with ``ast`` (``None`` when the running interpreter's grammar cannot: see
+    :mod:`.newer`)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return Structure([], {}, set(), None)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
     scopes: list[Scope] = []
+    ifs: list[IfSpan] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}.{child.name}" if prefix else child.name
-                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
                 kind = (
                     "class"
                     if isinstance(child, ast.ClassDef)
                     else ("async def" if isinstance(child, ast.AsyncFunctionDef) else "def")
                 )
-                end = child.end_lineno or child.lineno
-                scopes.append(Scope(name, kind, start, end, child))
+                scopes.append(Scope(name, kind, _start(child), child.end_lineno or child.lineno))
                 visit(child, name)
-            else:
-                visit(child, prefix)
+                continue
+            if isinstance(child, ast.If):
+                test = ast.get_source_segment(source, child.test) or ""
+                orelse = min((n.lineno for n in child.orelse), default=None)
+                ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
+            visit(child, prefix)
 
     visit(tree, "")
     top = list(_module_level(tree.body))
@@ -170,7 +199,8 @@ def structure(source: str) -> Structure:
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    return Structure(scopes, _imports(top), flags, tree, source)
+    spans = [(_start(n), n.end_lineno or n.lineno) for n in tree.body]
+    return Structure(scopes, _imports(top), flags, spans, ifs)
 
 
 def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
