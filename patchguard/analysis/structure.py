@@ -157,6 +157,24 @@ def _module_level(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _module_level(node.orelse)
 
 
+class _Segments:
+    """The source text of a node (``ast.get_source_segment`` splits the whole source on every call)."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = split_lines(source)
+
+    def __call__(self, node: ast.expr) -> str:
+        end_line, end_col = node.end_lineno, node.end_col_offset
+        if end_line is None or end_col is None or end_line > len(self.lines):
+            return ""
+        chunk = [line.encode("utf-8", "surrogateescape") for line in self.lines[node.lineno - 1 : end_line]]
+        if len(chunk) == 1:
+            text = chunk[0][node.col_offset : end_col]
+        else:
+            text = chunk[0][node.col_offset :] + b"".join(chunk[1:-1]) + chunk[-1][:end_col]
+        return text.decode("utf-8", "surrogateescape")
+
+
 def _start(node: ast.stmt) -> int:
     decorators: list[ast.expr] = getattr(node, "decorator_list", [])
     return min([node.lineno, *(d.lineno for d in decorators)])
@@ -171,6 +189,7 @@ def structure(source: str) -> Structure | None:
         return None
     scopes: list[Scope] = []
     ifs: list[IfSpan] = []
+    segment = _Segments(source)
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -185,7 +204,7 @@ def structure(source: str) -> Structure | None:
                 visit(child, name)
                 continue
             if isinstance(child, ast.If):
-                test = ast.get_source_segment(source, child.test) or ""
+                test = segment(child.test)
                 orelse = min((n.lineno for n in child.orelse), default=None)
                 ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
             visit(child, prefix)

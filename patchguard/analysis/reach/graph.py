@@ -82,28 +82,33 @@ def walk(index: FactIndex, roots: Iterable[Root], wanted: Collection[str] | None
             active[root.path] = Step(root.module, None, False, root)
             queue.append(root.path)
     left = set(wanted) - set(active) if wanted is not None else None
-    _bfs(index, queue, active, {}, left, deferred_too=False)
+    memo: dict[str, list[tuple[str, str, bool]]] = {}  # path → its edges (the second walk re-reads them)
+    _bfs(index, queue, (active, {}), left, memo, deferred_too=False)
     conditional: dict[str, Step] = {}
     if left is None or left:
-        _bfs(index, deque(active), active, conditional, left, deferred_too=True)
+        _bfs(index, deque(active), (active, conditional), left, memo, deferred_too=True)
     return Closure(active, conditional)
 
 
 def _bfs(
     index: FactIndex,
     queue: deque[str],
-    active: dict[str, Step],
-    found: dict[str, Step],
+    placed: tuple[dict[str, Step], dict[str, Step]],
     left: set[str] | None,
+    memo: dict[str, list[tuple[str, str, bool]]],
     deferred_too: bool,
 ) -> None:
     """Breadth first from ``queue``: new modules go into ``found`` (``active`` itself on the first walk);
     ``left``, the wanted modules not placed yet, ends the walk when it is empty."""
+    active, found = placed
     target = active if not deferred_too else found
     while queue and (left is None or left):
         path = queue.popleft()
         here = active.get(path) or found[path]
-        for module, child, deferred in edges(index, here.module, path):
+        out = memo.get(path)
+        if out is None:
+            out = memo[path] = list(edges(index, here.module, path))
+        for module, child, deferred in out:
             if (deferred and not deferred_too) or child in active or child in found:
                 continue
             target[child] = Step(module, path, deferred, here.root)

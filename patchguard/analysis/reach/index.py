@@ -128,6 +128,10 @@ class FactIndex:
         *package, last = module.split(".")
         found = None
         for site in self.site_dirs:
+            top = self._listing(site)
+            head = package[0] if package else last
+            if top is None or (head not in top and head + ".py" not in top):
+                continue  # not even the top-level name is here (torch, typing, …): one set lookup
             directory = os.path.join(site, *package)
             names = self._listing(directory)
             if names is None:
