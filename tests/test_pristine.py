@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from patchguard import Kind, Severity
 from patchguard.cli import main
 from patchguard.diffs import parse_patch, unified_diff
 
-from .helpers import Env, build_wheel, make_venv, minillm_files
+from .helpers import Env, build_wheel, cli, make_venv, minillm_files
 
 MLA = "minillm/models/mla.py"
 DEBUG_BLOCK = "        if num_tokens == 5:\n            torch.save(hidden, '/tmp/mla_in.pt')\n"
@@ -354,6 +355,55 @@ def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
     text = unified_diff(patchguard.diff(["edpkg"], site_packages=[str(env.site)]))
     assert "diff --git a/edpkg/__init__.py b/edpkg/__init__.py" in text and "+import pdb" in text
     assert "new file mode 100644\n--- /dev/null\n+++ b/edpkg/debug_hook.py" in text
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_checkouts_own_git_filters_and_hooks_never_run(tmp_path: Path) -> None:
+    repo = tmp_path / "src"
+    (repo / "edpkg").mkdir(parents=True)
+    (repo / "edpkg/__init__.py").write_text("VALUE = 1\n")
+    (repo / "edpkg/model.py").write_text("def forward(x):\n    return x\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "first")
+    marker = tmp_path / "ran"
+    script = tmp_path / "evil.sh"
+    script.write_text(f"#!/bin/sh\necho ran >> {marker}\ncat\n")
+    script.chmod(0o755)
+    (repo / ".gitattributes").write_text("*.py filter=evil diff=evil\n")
+    for key, value in (
+        ("filter.evil.clean", str(script)),
+        ("filter.evil.smudge", str(script)),
+        ("filter.evil.process", str(script)),
+        ("diff.evil.textconv", str(script)),
+        ("core.fsmonitor", str(script)),
+    ):
+        _git(repo, "config", key, value)
+    hooks = repo / ".git" / "hooks"
+    for hook in ("post-index-change", "reference-transaction", "pre-auto-gc"):
+        (hooks / hook).write_text(f"#!/bin/sh\necho {hook} >> {marker}\n")
+        (hooks / hook).chmod(0o755)
+    marker.unlink(missing_ok=True)
+    time.sleep(1.1)  # a file git's index thinks racily clean would be re-hashed (and filtered) by git
+    (repo / "edpkg/model.py").write_text("def forward(x):\n    breakpoint()\n    return x\n")
+    (repo / "edpkg/debug_hook.py").write_text("print('hi')\n")
+    (repo / "edpkg/__init__.py").touch()  # same bytes, new mtime: git would re-hash it through the filter
+
+    env = Env(tmp_path / "venv")
+    env.install(build_wheel(tmp_path / "w", "edpkg", "1.0", {"__editable__.edpkg-1.0.pth": f"{repo}\n"}))
+    meta = env.dist_info("edpkg", "1.0")
+    (meta / "direct_url.json").write_text(json.dumps({"url": repo.as_uri(), "dir_info": {"editable": True}}))
+    with open(meta / "RECORD", "a") as f:
+        f.write("edpkg-1.0.dist-info/direct_url.json,,\n")
+    report = patchguard.scan(["edpkg"], site_packages=[str(env.site)])
+    found = {(f.rule, os.path.relpath(f.path, repo)) for f in report.findings}
+    assert ("debugger", "edpkg/model.py") in found and ("unexpected-python", "edpkg/debug_hook.py") in found
+    assert not any(path == "edpkg/__init__.py" for _, path in found)  # touched, unchanged
+    text = unified_diff(patchguard.diff(["edpkg"], site_packages=[str(env.site)]))
+    assert "+    breakpoint()" in text
+    code, _, _ = cli("check", "--site-packages", str(env.site))
+    assert code in (0, 1)
+    assert not marker.exists(), marker.read_text()
 
 
 def test_vcs_install_is_unverifiable_with_its_commit(env: Env) -> None:

@@ -11,8 +11,10 @@ gitpython is imported only when an editable install is found.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,6 +23,7 @@ from urllib.parse import unquote, urlparse
 if TYPE_CHECKING:
     import git
 
+from .._fs import read_regular
 from ..errors import PatchguardError
 from ..integrity.inventory import dist_finding
 from ..integrity.records import InstalledDistribution
@@ -72,26 +75,36 @@ class EditableSource:
     rev: str
 
     def changes(self) -> list[tuple[str, str]]:
-        """(status, path relative to the repository root): ``M`` modified, ``D`` deleted, ``?`` untracked."""
+        """(status, path relative to the repository root): ``M`` modified, ``D`` deleted, ``?`` untracked.
+
+        Not ``git diff`` / ``git status``: to hash a work-tree file git runs the clean filter and eol
+        conversion the checkout's ``.gitattributes`` and config name — a scanned checkout's own program.
+        The revision's tree is listed (``ls-tree``: objects only) and each work-tree file's raw bytes are
+        hashed here as a git blob; untracked files come from ``ls-files --others``, which hashes nothing.
+        """
         import git
 
         repo = safe_repo(self.root)
-        out: list[tuple[str, str]] = []
         try:
-            for d in repo.commit(self.rev).diff(None):  # the working tree against the revision
-                if d.deleted_file:
-                    out.append(("D", d.a_path or ""))
-                elif d.new_file:
-                    out.append(("A", d.b_path or ""))
-                else:
-                    out.append(("M", d.b_path or d.a_path or ""))
-        except (git.BadName, ValueError) as exc:
+            listing = repo.git.ls_tree("-r", "-z", "--full-tree", f"{self.rev}^{{tree}}")
+            algo = repo.git.rev_parse("--show-object-format") or "sha1"
+        except git.GitCommandError as exc:
             raise PatchguardError(
-                f"unknown revision {self.rev!r} ({exc})",
+                f"unknown revision {self.rev!r} ({(exc.stderr or '').strip() or exc.status})",
                 path=self.root,
                 hint="pass an existing --against REV",
             ) from None
-        out += [("?", p) for p in repo.untracked_files]
+        out: list[tuple[str, str]] = []
+        for row in filter(None, listing.split("\0")):
+            meta, _, rel = row.partition("\t")
+            mode, kind, oid = meta.split()
+            if kind != "blob":
+                continue  # a submodule: its own checkout
+            status = _worktree_status(os.path.join(self.root, rel), mode, oid, algo)
+            if status is not None:
+                out.append((status, rel))
+        untracked = repo.git.ls_files("--others", "--exclude-standard", "-z")
+        out += [("?", p) for p in filter(None, untracked.split("\0"))]
         return sorted(set(out), key=lambda t: t[1])
 
     def pristine(self, relpath: str) -> bytes | None:
@@ -104,6 +117,31 @@ class EditableSource:
             return None
         data: bytes = blob.data_stream.read()
         return data
+
+
+def _worktree_status(path: str, mode: str, oid: str, algo: str) -> str | None:
+    """``D`` when the tracked file is gone, ``M`` when its raw bytes (a symlink's target) are not the
+    blob ``oid``, ``None`` when they are."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "D"
+    except OSError:
+        return "M"
+    if mode == "120000":
+        if not stat.S_ISLNK(st.st_mode):
+            return "M"
+        data = os.fsencode(os.readlink(path))
+    elif not stat.S_ISREG(st.st_mode):
+        return "M"  # a FIFO, a device, a directory where a file was: never opened
+    else:
+        try:
+            data = read_regular(path)
+        except OSError:
+            return "M"
+    digest = hashlib.new(algo, b"blob %d\0" % len(data))
+    digest.update(data)
+    return None if digest.hexdigest() == oid else "M"
 
 
 def editable_source(dist: InstalledDistribution, url: DirectUrl, rev: str = "HEAD") -> EditableSource | str:
