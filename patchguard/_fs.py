@@ -14,10 +14,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import stat
+import sys
+from typing import Any
 
 __all__ = [
+    "INPUT_LIMIT",
     "JOURNAL",
     "PYCACHE",
     "STATE_DIR",
@@ -26,6 +30,9 @@ __all__ = [
     "cache_root",
     "is_racy",
     "journal_path",
+    "parse_json",
+    "parse_toml",
+    "read_input",
     "read_regular",
     "settled_before",
     "sha256_bytes",
@@ -52,15 +59,32 @@ def sha256_bytes(data: bytes | None) -> str | None:
 
 
 def sha256_file(path: str) -> str | None:
-    """sha256 hex of a file's bytes, ``None`` if it does not exist."""
+    """sha256 hex of a regular file's bytes, ``None`` if it does not exist (``OSError`` for a FIFO, a
+    device or a directory: never opened in a way that blocks)."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+        fd = _open_regular(path)
     except FileNotFoundError:
         return None
+    try:
+        with open(fd, "rb", closefd=False) as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    finally:
+        os.close(fd)
     return h.hexdigest()
+
+
+def _open_regular(path: str) -> int:
+    """A read-only descriptor of a regular file; ``OSError`` for anything else. Opened non-blocking (a FIFO
+    swapped in between the stat and the open must not block) and checked again through the descriptor."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
 
 
 def read_regular(path: str, limit: int = -1) -> bytes:
@@ -70,16 +94,46 @@ def read_regular(path: str, limit: int = -1) -> bytes:
     ``open()`` forever, and opening a device can have effects. What is read is checked again through the
     descriptor, so a file swapped in meanwhile is refused too.
     """
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise OSError(errno.EINVAL, "not a regular file", path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = _open_regular(path)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
         with open(fd, "rb", closefd=False) as f:
             return f.read(limit)
     finally:
         os.close(fd)
+
+
+INPUT_LIMIT = 16 * 1024 * 1024
+"""The most patchguard reads of one input it is given (policy, lock, set, model config, state, journal)."""
+
+
+def read_input(path: str, limit: int = INPUT_LIMIT) -> bytes:
+    """An input file's bytes: a regular file (never a FIFO or device: nothing blocks) of at most ``limit``
+    bytes; ``OSError`` otherwise, with a reason a user can act on."""
+    data = read_regular(path, limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB: not an input patchguard reads", path)
+    return data
+
+
+def parse_json(data: bytes | str) -> Any:
+    """``json.loads``, with nesting too deep for the parser a ``ValueError`` like any other malformation."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def parse_toml(data: bytes) -> dict[str, Any]:
+    """``tomllib.loads`` of UTF-8 bytes; any malformation (syntax, encoding, nesting) is a ``ValueError``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return doc
 
 
 def write_atomically(path: str, data: bytes, *, make_dirs: bool = True) -> None:

@@ -242,7 +242,11 @@ def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: Reach
     from .pristine.explain import read_installed
 
     dist, entry, path = scanned.locate(f)
-    after = read_installed(path)
+    try:
+        after = read_installed(path)
+    except PatchguardError as exc:  # one unreadable file is a note on its finding, not the end of the scan
+        note = f"its code was not judged: {exc.message}"
+        return [replace(f, message=f"{f.message}; {note}", evidence=(*f.evidence, note))]
     if after is None:
         return [f]
     before: bytes | None = None

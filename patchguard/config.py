@@ -7,10 +7,10 @@ and values of the wrong type are errors naming the file and the key.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._fs import parse_toml, read_input
 from .errors import PatchguardError
 
 __all__ = [
@@ -46,17 +46,11 @@ class Config:
 
 def read_toml(path: str) -> dict[str, Any]:
     """Parse a TOML file; a syntax error is a :class:`ConfigError` naming the file and line."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
     try:
-        with open(path, "rb") as f:
-            doc: dict[str, Any] = tomllib.load(f)
-            return doc
+        return parse_toml(read_input(path))
     except OSError as exc:
         raise ConfigError(f"cannot read ({exc.strerror or exc})", path=path) from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # syntax, encoding, nesting
         raise ConfigError(f"invalid TOML ({exc})", path=path, hint="fix the syntax") from None
 
 

@@ -66,6 +66,7 @@ class FileDiff:
     old: bytes | None
     new: bytes | None
     mode: str = "100644"
+    problem: str | None = None  # why the installed file could not be read, naming it (then no text)
 
     @property
     def status(self) -> str:
@@ -80,8 +81,8 @@ class FileDiff:
         return any(is_binary(d) for d in (self.old, self.new) if d is not None)
 
     def text(self, context: int = 3) -> str:
-        """The git-style unified diff of this file ("" when old and new are equal)."""
-        if self.old == self.new:
+        """The git-style unified diff of this file ("" when old and new are equal, or unreadable)."""
+        if self.old == self.new or self.problem is not None:
             return ""
         a, b = f"a/{self.path}", f"b/{self.path}"
         head = [f"diff --git {a} {b}\n"]
@@ -117,6 +118,8 @@ def parse_patch(text: str) -> UnidiffPatchSet:
 def hunks_json(d: FileDiff, context: int = 3) -> dict[str, Any]:
     """One file's diff as JSON: path, status, and hunks (header and lines) as unidiff parses them."""
     out: dict[str, Any] = {"path": d.path, "status": d.status, "binary": d.binary, "hunks": []}
+    if d.problem is not None:
+        out["error"] = d.problem
     text = d.text(context)
     if not text or d.binary:
         return out

@@ -96,9 +96,7 @@ def _other(python: str) -> Target:
     if not os.path.exists(exe):
         raise EnvironmentNotFound("no such interpreter", path=python, hint="pass the path of a python binary")
     try:
-        proc = subprocess.run(
-            [exe, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False
-        )
+        code, out, err = _run_bounded([exe, "-I", "-S", "-c", _PROBE])
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvironmentNotFound(
             f"interpreter does not run ({exc.__class__.__name__}: {exc})",
@@ -106,23 +104,66 @@ def _other(python: str) -> Target:
             hint="pass a working python binary with --python",
         ) from None
     try:
-        info = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except json.JSONDecodeError:
+        info = json.loads(out) if code == 0 else None
+    except (ValueError, RecursionError):
         info = None
-    if not isinstance(info, dict):
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    keys = ("python", "prefix", "purelib", "platlib", "scripts", "implementation")
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in keys):
+        last = (err.strip().splitlines() or ["no answer" if code == 0 else "no output"])[-1][:200]
         raise EnvironmentNotFound(
-            f"interpreter did not report its paths (exit {proc.returncode}: {last})",
+            f"interpreter did not report its paths (exit {code}: {last})",
             path=python,
             hint="pass a working python binary with --python",
         )
     return Target(
-        python=str(info["python"]),
-        prefix=str(info["prefix"]),
-        site_packages=_dedupe_existing([str(info["purelib"]), str(info["platlib"])]),
-        scripts=str(info["scripts"]),
-        implementation=str(info["implementation"]),
+        python=info["python"],
+        prefix=info["prefix"],
+        site_packages=_dedupe_existing([info["purelib"], info["platlib"]]),
+        scripts=info["scripts"],
+        implementation=info["implementation"],
     )
+
+
+_PROBE_LIMIT = 1 << 20  # the probe answers in a few hundred bytes
+_PROBE_TIMEOUT = 30.0
+
+
+def _run_bounded(cmd: list[str]) -> tuple[int, str, str]:
+    """Run the probe: (exit code, stdout, stderr). A program that writes more than :data:`_PROBE_LIMIT`
+    bytes or runs longer than :data:`_PROBE_TIMEOUT` is killed: it is not a Python interpreter."""
+    import selectors
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    deadline = time.monotonic() + _PROBE_TIMEOUT
+    total = 0
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0 or total > _PROBE_LIMIT:
+                proc.kill()
+                proc.wait()
+                proc.stdout.close()
+                proc.stderr.close()
+                raise subprocess.SubprocessError("it wrote too much or ran too long for a Python interpreter")
+            for key, _ in sel.select(timeout=min(left, 1.0)):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                chunks[key.fd].append(data)
+                total += len(data)
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    text = {fd: b"".join(c).decode("utf-8", "surrogateescape") for fd, c in chunks.items()}
+    return code, text[out_fd], text[err_fd]
 
 
 def _given(dirs: Sequence[str]) -> Target:

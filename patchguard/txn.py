@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ._fs import JOURNAL as _JOURNAL
-from ._fs import STATE_DIR, bytecode_of, journal_path, sha256_bytes, sha256_file
+from ._fs import STATE_DIR, bytecode_of, journal_path, parse_json, read_input, sha256_bytes, sha256_file
 from .errors import PatchguardError
 
 __all__ = [
@@ -408,8 +408,7 @@ def pending(root: str) -> dict[str, object] | None:
     """The journal an interrupted transaction left in ``root``, if any."""
     path = journal_path(root)
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read())
+        doc = parse_json(read_input(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -104,6 +105,22 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
         (line,) = proc.stderr.splitlines()
         assert line.startswith("patchguard: error: ") and str(mla) in line and "ermission denied" in line
     assert {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()} == before  # nothing changed
+    for args in (["scan", *wheels], ["check"]):  # a scan goes on: the file is still `modified`, not judged
+        proc = subprocess.run(
+            [*run_as_nobody, "-m", "patchguard", *args, "--site-packages", str(env.site), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=child_env,
+            cwd=world_readable,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, (args, proc.stderr)
+        doc = json.loads(proc.stdout)
+        found = doc["findings"] if args[0] == "scan" else doc["report"]["findings"]
+        (f,) = found
+        assert (f["kind"], f["path"]) == ("modified", "minillm/models/mla.py")
+        assert "its code was not judged" in f["message"] and "ermission denied" in f["message"]
 
     mla.chmod(0o644)  # readable now, but the environment is root's: restoring cannot write
     proc = subprocess.run(

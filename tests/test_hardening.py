@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -243,3 +244,114 @@ def test_a_journal_entry_naming_the_journal_is_skipped(env: Env) -> None:
         code, _, err = cli(command, "--site-packages", str(env.site))
         assert code in (0, 1) and "Traceback" not in err, (command, err)
     assert not journal.exists()
+
+
+# --- inputs read without bounds: FIFOs, /dev/zero, deep nesting, wrong types, runaway probes ----------------
+
+
+def _hostile_sets(tmp_path: Path) -> Path:
+    """A patches directory holding one well-formed set, and returns its parent for the hostile copies."""
+    root = tmp_path / "patches"
+    shutil.copytree(REPO / "patches/glm5-debug", root / "glm5-debug")
+    return root
+
+
+def _set_with(root: Path, name: str, patch: str) -> Path:
+    """A copy of glm5-debug named ``name`` whose second patch file is replaced by the caller."""
+    d = root / name
+    shutil.copytree(root / "glm5-debug", d)
+    toml = d / "patchset.toml"
+    toml.write_text(toml.read_text().replace('name = "glm5-debug"', f'name = "{name}"'))
+    target = d / patch
+    target.unlink()
+    return target
+
+
+def _one_line_exit_2(args: list[str], *expected: str) -> None:
+    code, _out, err = cli(*args)
+    assert code == 2, (args, err)
+    (line,) = err.strip().splitlines()
+    assert all(e in line for e in expected), line
+
+
+def test_patch_files_that_are_not_regular_files_are_refused(env: Env, tmp_path: Path) -> None:
+    root = _hostile_sets(tmp_path)
+    os.mkfifo(_set_with(root, "fifo-patch", "0002-mla-py.patch"))
+    _set_with(root, "zero-patch", "0002-mla-py.patch").symlink_to("/dev/zero")
+    before = {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()}
+    for name in ("fifo-patch", "zero-patch"):
+        args = ["apply", "--set", name, "--patches", str(root), "--site-packages", str(env.site)]
+        _one_line_exit_2(args, f"{name}/0002-mla-py.patch", "not a regular file")
+    assert {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()} == before
+
+
+def test_a_deeply_nested_patchset_toml_is_one_line(env: Env, tmp_path: Path) -> None:
+    root = _hostile_sets(tmp_path)
+    (root / "deep").mkdir()
+    (root / "deep/patchset.toml").write_text('name = "deep"\nx = ' + "[" * 50_000 + "]" * 50_000 + "\n")
+    for args in (["sets"], ["status"], ["apply", "--set", "deep"]):
+        _one_line_exit_2(
+            [*args, "--patches", str(root), "--site-packages", str(env.site)], "deep/patchset.toml", "nested"
+        )
+    fifo = root / "fifo-toml"
+    fifo.mkdir()
+    os.mkfifo(fifo / "patchset.toml")
+    _one_line_exit_2(
+        ["apply", "--set", "fifo-toml", "--patches", str(root), "--site-packages", str(env.site)],
+        "fifo-toml/patchset.toml",
+    )
+
+
+def test_policies_locks_and_model_configs_are_bounded(env: Env, tmp_path: Path) -> None:
+    site = ["--site-packages", str(env.site)]
+    deep_toml = tmp_path / "deep.toml"
+    deep_toml.write_text("[tool.patchguard]\nx = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    _one_line_exit_2(["check", "--policy", str(deep_toml), *site], str(deep_toml), "nested too deeply")
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text("[" * 100_000)
+    _one_line_exit_2(["check", "--lock", str(deep_json), *site], str(deep_json), "nested too deeply")
+    _one_line_exit_2(["scan", "--model-config", str(deep_json), *site], str(deep_json), "nested too deeply")
+    bad_types = tmp_path / "types.json"
+    bad_types.write_text(json.dumps({"schema": "patchguard.lock/1", "distributions": {}, "unowned": [1, {}]}))
+    _one_line_exit_2(["check", "--lock", str(bad_types), *site], str(bad_types), "not a patchguard.lock/1")
+    zero, fifo = tmp_path / "zero.json", tmp_path / "fifo.json"
+    zero.symlink_to("/dev/zero")
+    os.mkfifo(fifo)
+    for path in (zero, fifo):
+        _one_line_exit_2(["check", "--lock", str(path), *site], str(path), "not a regular file")
+        _one_line_exit_2(["check", "--policy", str(path), *site], str(path), "not a regular file")
+        _one_line_exit_2(["scan", "--model-config", str(path), *site], str(path), "not a regular file")
+
+
+def test_a_python_that_is_not_one_is_refused_quickly(tmp_path: Path) -> None:
+    empty, chatty = tmp_path / "empty", tmp_path / "chatty"
+    empty.write_text("#!/bin/sh\necho '{}'\n")
+    chatty.write_text("#!/bin/sh\nexec yes\n")
+    for script in (empty, chatty):
+        script.chmod(0o755)
+        _one_line_exit_2(["scan", "--python", str(script)], str(script), "--python")
+
+
+def test_fifos_where_files_should_be_never_hang_a_command(
+    env: Env, tmp_path: Path, minillm_wheel: Path
+) -> None:
+    rotary = env.site / "minillm/layers/rotary.py"
+    rotary.unlink()
+    os.mkfifo(rotary)  # an owned file
+    os.mkfifo(env.site / "sitecustomize.py")
+    os.mkfifo(env.site / "evil.pth")
+    (env.site / "minillm/loop1").symlink_to("loop2")
+    (env.site / "minillm/loop2").symlink_to("loop1")
+    site = ["--site-packages", str(env.site)]
+    wheels = ["--wheelhouse", str(minillm_wheel.parent), "--offline"]
+    code, out, err = cli("scan", *site, *wheels, "--format", "json")
+    assert code in (0, 1), err
+    found = {(f["kind"], f["path"]) for f in json.loads(out)["findings"]}
+    assert ("unverifiable", "minillm/layers/rotary.py") in found
+    assert {"sitecustomize.py", "evil.pth"} <= {path for _, path in found}
+    assert cli("check", *site)[0] in (0, 1)
+    assert cli("lock", "-o", str(tmp_path / "lock.json"), *site)[0] == 0
+    assert cli("status", *site)[0] == 0
+    code, out, err = cli("diff", *site, *wheels)
+    assert code == 2 and "not a regular file): not diffed" in err and "diff --git" not in err
+    assert "+++ b/minillm/layers/rotary.py" not in out

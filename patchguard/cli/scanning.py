@@ -8,6 +8,7 @@ import click
 
 from ..errors import PatchguardError
 from ._common import (
+    EXIT_ERROR,
     EXIT_FINDINGS,
     FAIL_ON,
     Progress,
@@ -162,6 +163,11 @@ def diff(
         sys.stdout.flush()
         sys.stdout.buffer.write(unified_diff(diffs).encode("utf-8", "surrogateescape"))
         sys.stdout.buffer.flush()
+    unread = [d for d in diffs if d.problem is not None]
+    for d in unread:
+        click.echo(f"patchguard: error: {d.problem}: not diffed, the other files were", err=True)
+    if unread:
+        sys.exit(EXIT_ERROR)
 
 
 @click.command("check")

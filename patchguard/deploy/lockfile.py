@@ -10,12 +10,11 @@ between two installs (console scripts, whose shebang names the interpreter; ``IN
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from .._fs import sha256_file
+from .._fs import parse_json, read_input, sha256_file
 from ..errors import PatchguardError
 from ..integrity.inventory import Scanned
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution
@@ -110,8 +109,7 @@ def _unexpected_rows(dist: InstalledDistribution, unexpected: list[str]) -> list
 
 def read_lock(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = parse_json(read_input(path))
     except OSError as exc:
         raise PatchguardError(f"cannot read lock ({exc.strerror or exc})", path=path) from None
     except ValueError as exc:
@@ -128,7 +126,9 @@ def read_lock(path: str) -> dict[str, Any]:
             for d in dists.values()
         )
         and isinstance(doc.get("applied_sets", {}), dict)
+        and all(isinstance(v, str) for v in doc.get("applied_sets", {}).values())
         and isinstance(doc.get("unowned", []), list)
+        and all(isinstance(u, str) for u in doc.get("unowned", []))
     )
     if not ok:
         raise PatchguardError(f"not a {LOCK_SCHEMA} file", path=path, hint="write one with patchguard lock")

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from unidiff.patch import PatchedFile
 
-from ..config import ConfigError, load_config, read_toml
+from .._fs import parse_toml, read_input, read_regular
+from ..config import load_config
 from ..diffs import parse_patch
 from ..errors import PatchguardError
 
@@ -199,7 +200,7 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
     ``name`` is the name the set must have (default: its directory's name).
     """
     toml_path = os.path.join(directory, "patchset.toml")
-    doc = _read_header(directory, toml_path)
+    doc, header = _read_header(directory, toml_path)
     expected_name = name or os.path.basename(os.path.normpath(directory))
     name = doc.get("name")
     if not isinstance(name, str) or not SET_NAME.fullmatch(name):
@@ -213,9 +214,7 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
     files = doc.get("files")
     if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
         raise PatchSetError("files must be a non-empty list of diff file names", path=toml_path)
-    digest = hashlib.sha256()
-    with open(toml_path, "rb") as f:
-        digest.update(f.read())
+    digest = hashlib.sha256(header)
     patches: list[FilePatch] = []
     for fname in files:
         raw = _read_diff(directory, fname, toml_path)
@@ -236,22 +235,26 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
     )
 
 
-def _read_header(directory: str, toml_path: str) -> dict[str, Any]:
-    """The parsed ``patchset.toml`` of a set directory, with no key patchguard does not know."""
-    if not os.path.isfile(toml_path):
+def _read_header(directory: str, toml_path: str) -> tuple[dict[str, Any], bytes]:
+    """The parsed ``patchset.toml`` of a set directory, with no key patchguard does not know, and its
+    bytes (read once: what was parsed is what is digested)."""
+    if not os.path.lexists(toml_path):
         raise PatchSetError(
             "no patchset.toml", path=directory, hint="a patch set is a directory with a patchset.toml"
         )
     try:
-        doc = read_toml(toml_path)
-    except ConfigError as exc:
-        raise PatchSetError(exc.message, path=toml_path, hint=exc.hint) from None
+        raw = read_input(toml_path, limit=1 << 20)
+        doc = parse_toml(raw)
+    except OSError as exc:
+        raise PatchSetError(f"cannot read ({exc.strerror or exc})", path=toml_path) from None
+    except ValueError as exc:
+        raise PatchSetError(f"invalid TOML ({exc})", path=toml_path, hint="fix the syntax") from None
     unknown = sorted(set(doc) - _KEYS)
     if unknown:
         raise PatchSetError(
             f"unknown key {unknown[0]!r}", path=toml_path, hint=f"known keys: {', '.join(sorted(_KEYS))}"
         )
-    return doc
+    return doc, raw
 
 
 def _read_diff(directory: str, fname: str, toml_path: str) -> bytes:
@@ -260,15 +263,14 @@ def _read_diff(directory: str, fname: str, toml_path: str) -> bytes:
         raise PatchSetError(f"file {fname!r} must be a plain name inside the set's directory", path=toml_path)
     fpath = os.path.join(directory, fname)
     try:
-        st = os.stat(fpath)
-        if st.st_size > MAX_PATCH_BYTES:
+        data = read_regular(fpath, MAX_PATCH_BYTES + 1)  # a regular file only: a FIFO never blocks
+        if len(data) > MAX_PATCH_BYTES:
             raise PatchSetError(
                 f"larger than {MAX_PATCH_BYTES >> 20} MiB",
                 path=fpath,
                 hint="a patch set carries source edits, not artefacts",
             )
-        with open(fpath, "rb") as f:
-            return f.read()
+        return data
     except FileNotFoundError:
         raise PatchSetError("listed in patchset.toml but missing", path=fpath) from None
     except OSError as exc:
@@ -313,7 +315,7 @@ def load_sets(directory: str | None = None) -> list[PatchSet]:
     return [
         load_set(os.path.join(root, n))
         for n in sorted(os.listdir(root))
-        if os.path.isfile(os.path.join(root, n, "patchset.toml"))
+        if os.path.lexists(os.path.join(root, n, "patchset.toml"))
     ]
 
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .._fs import STATE_DIR, sha256_bytes
+from .._fs import STATE_DIR, parse_json, read_input, sha256_bytes
 from ..errors import PatchguardError
 from ..txn import Change
 
@@ -33,9 +33,8 @@ def _load_state(site: str) -> tuple[bytes | None, dict[str, Any]]:
     """The state file's bytes (``None``: absent) and its validated content."""
     path = os.path.join(site, STATE_DIR, STATE_FILE)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        doc = json.loads(raw)
+        raw = read_input(path)
+        doc = parse_json(raw)
     except FileNotFoundError:
         return None, {"schema": STATE_SCHEMA, "applied": {}}
     except (OSError, ValueError) as exc:

@@ -6,10 +6,12 @@ source (:mod:`.sources`, or the git checkout of an editable install) and diffing
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from .._fs import read_regular
 from ..diffs import FileDiff
 from ..env import Target, resolve_target
 from ..errors import PatchguardError
@@ -33,7 +35,7 @@ from .sources import (
 )
 from .vcs import EditableSource, direct_url, editable_source, vcs_findings
 
-__all__ = ["Explainer", "diff", "read_installed", "record_findings", "survey"]
+__all__ = ["INSTALLED_LIMIT", "Explainer", "diff", "read_installed", "record_findings", "survey"]
 
 
 def survey(
@@ -67,11 +69,18 @@ def survey(
     return scanned
 
 
+INSTALLED_LIMIT = 256 * 1024 * 1024
+"""The most of one installed file read for a diff or for analysis (a wheel member is capped alike)."""
+
+
 def read_installed(path: str) -> bytes | None:
-    """A file's bytes (``None``: it does not exist); any other failure names the file."""
+    """A regular file's bytes (``None``: it does not exist); anything else — a FIFO, a device, a file
+    over :data:`INSTALLED_LIMIT`, permission denied — is an error naming the file. Never blocks."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        data = read_regular(path, limit=INSTALLED_LIMIT + 1)
+        if len(data) > INSTALLED_LIMIT:
+            raise OSError(errno.EFBIG, f"larger than {INSTALLED_LIMIT >> 20} MiB")
+        return data
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -123,7 +132,11 @@ class Explainer:
 
     def file_diff(self, change: ChangedFile) -> FileDiff:
         old = self.pristine_bytes(change)
-        new = None if change.status == "deleted" else read_installed(change.path)
+        problem = None
+        try:
+            new = None if change.status == "deleted" else read_installed(change.path)
+        except PatchguardError as exc:  # one unreadable file does not hide the diff of the others
+            new, problem = None, str(exc)
         shown = change.finding.path
         if change.dist is not None and change.entry is not None and os.path.isabs(shown):
             shown = change.entry.path  # a script: its RECORD path, relative to site-packages
@@ -131,7 +144,7 @@ class Explainer:
         if src is not None:
             shown = os.path.relpath(change.path, src.root).replace(os.sep, "/")
         mode = "100755" if os.access(change.path, os.X_OK) and change.status != "deleted" else "100644"
-        return FileDiff(shown, old, new, mode)
+        return FileDiff(shown, old, new, mode, problem)
 
 
 def diff(

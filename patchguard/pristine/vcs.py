@@ -12,7 +12,6 @@ gitpython is imported only when an editable install is found.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from urllib.parse import unquote, urlparse
 if TYPE_CHECKING:
     import git
 
-from .._fs import read_regular
+from .._fs import parse_json, read_input, read_regular
 from ..errors import PatchguardError
 from ..integrity.inventory import dist_finding
 from ..integrity.records import InstalledDistribution
@@ -51,8 +50,7 @@ def direct_url(dist: InstalledDistribution) -> DirectUrl | None:
     """The parsed ``direct_url.json`` of ``dist``, or ``None`` (installed from an index, or malformed)."""
     path = os.path.join(dist.metadata_dir, "direct_url.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = parse_json(read_input(path, limit=1 << 20))
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("url"), str):

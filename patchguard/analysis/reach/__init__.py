@@ -25,7 +25,6 @@ Import statements are read without parsing whole files (:mod:`.facts`) and kept 
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -46,12 +45,14 @@ PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE, minillm.PROFILE)
 
 def architectures_from_config(path: str) -> list[str]:
     """``architectures`` of a Hugging Face style ``config.json``."""
-    from ..._fs import read_regular
+    from ..._fs import parse_json, read_input
 
     try:
-        doc = json.loads(read_regular(path, limit=16 * 1024 * 1024))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise UsageError(f"cannot read model config ({exc})", path=path, hint="pass a config.json") from None
+        doc = parse_json(read_input(path))
+    except OSError as exc:
+        raise UsageError(f"cannot read model config ({exc.strerror or exc})", path=path) from None
+    except ValueError as exc:
+        raise UsageError(f"not a model config ({exc})", path=path, hint="pass a config.json") from None
     archs = doc.get("architectures") if isinstance(doc, dict) else None
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise UsageError("no 'architectures' list in the model config", path=path)
