@@ -25,6 +25,7 @@ __all__ = [
     "JOURNAL",
     "PYCACHE",
     "STATE_DIR",
+    "STATE_FILE",
     "StatKey",
     "bytecode_of",
     "cache_root",
@@ -39,11 +40,13 @@ __all__ = [
     "sha256_file",
     "source_of_bytecode",
     "stat_key",
+    "transaction_left",
     "user_cache_dir",
     "write_atomically",
 ]
 
 STATE_DIR = ".patchguard"
+STATE_FILE = "state.json"  # the applied patch sets: written only as one more file of a transaction
 JOURNAL = "journal.json"
 PYCACHE = "__pycache__"
 
@@ -51,6 +54,13 @@ PYCACHE = "__pycache__"
 def journal_path(site_dir: str) -> str:
     """The journal an unfinished transaction leaves in ``site_dir``."""
     return os.path.join(site_dir, STATE_DIR, JOURNAL)
+
+
+def transaction_left(site_dir: str) -> bool:
+    """Whether a transaction left something to recover in ``site_dir``: its journal, or the journal's temp
+    file (a crash while the journal was being written)."""
+    journal = journal_path(site_dir)
+    return os.path.exists(journal) or os.path.lexists(journal + ".tmp")
 
 
 def sha256_bytes(data: bytes | None) -> str | None:

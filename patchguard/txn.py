@@ -21,6 +21,8 @@ byte-identical to the full before-state or the full after-state.
 
 ``PATCHGUARD_TEST_CRASH_AT=N`` makes the process ``os._exit(137)`` at the N-th write point (counted from 1
 across the whole process); the reliability tests kill a transaction at every point this way.
+``PATCHGUARD_TEST_WRITE_DELAY=S`` sleeps S seconds at each write point, so that a SIGKILL sent at a random
+moment lands inside the transaction as often as outside it.
 """
 
 from __future__ import annotations
@@ -31,10 +33,21 @@ import os
 import stat
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ._fs import JOURNAL as _JOURNAL
-from ._fs import STATE_DIR, bytecode_of, journal_path, parse_json, read_input, sha256_bytes, sha256_file
+from ._fs import (
+    STATE_DIR,
+    STATE_FILE,
+    bytecode_of,
+    journal_path,
+    parse_json,
+    read_input,
+    sha256_bytes,
+    sha256_file,
+    transaction_left,
+)
 from .errors import PatchguardError
 
 __all__ = [
@@ -94,6 +107,7 @@ class Plan:
     changes: tuple[Change, ...]
     label: str = ""
     also: tuple[str, ...] = ()
+    rmdirs: tuple[str, ...] = ()  # directories the changes leave empty, to remove (innermost first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +129,10 @@ def _point() -> None:
     """A write point: the reliability tests make the process die here."""
     global _write_points
     _write_points += 1
+    delay = os.environ.get("PATCHGUARD_TEST_WRITE_DELAY")
+    if delay:  # the random-kill tests widen the window between write points, so kills land inside
+        with contextlib.suppress(ValueError):
+            time.sleep(min(float(delay), 1.0))
     crash = os.environ.get("PATCHGUARD_TEST_CRASH_AT")
     if crash and crash.isdigit() and int(crash) == _write_points:
         os._exit(137)
@@ -259,29 +277,37 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
     with lock as state:
         recovered = recover(root, allowed=plan.also, _locked_already=True)
         _check_before(root, plan)
+        plan, removed = _with_bytecode(root, plan)
         txid = time.strftime("%Y%m%dT%H%M%S") + "-" + os.urandom(4).hex()
         backup_dir = os.path.join(state, _BACKUPS, txid)
         entries = _journal_entries(plan, txid, backup_dir)
+        rmdirs = _dirs_to_remove(root, plan)
         journal: dict[str, object] = {
             "schema": "patchguard.journal/1",
             "txid": txid,
             "label": plan.label,
             "also": list(plan.also),
             "entries": entries,
+            "rmdirs": rmdirs,  # [path, mode]: a rollback makes them again
         }
         try:
             _write_journal(state, journal)
             _stage(plan, entries, backup_dir)
             touched_dirs = _apply(plan, entries)
+            for d, _mode in rmdirs:
+                _point()
+                os.rmdir(d)
+                touched_dirs.discard(d)
+                touched_dirs.add(os.path.dirname(d))
             for d in sorted(touched_dirs):
                 _fsync_dir(d)
-            removed = _remove_bytecode(c.path for c in plan.changes)
             _point()
             os.unlink(os.path.join(state, _JOURNAL))  # the commit point
             _fsync_dir(state)
         except OSError as exc:
             # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
             recover(root, allowed=plan.also, _locked_already=True)
+            _discard_journal_tmp(state)
             raise TransactionError(
                 f"could not write ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}); "
                 "nothing was changed",
@@ -314,11 +340,14 @@ def _check_before(root: str, plan: Plan) -> None:
         )
 
 
-def _journal_entries(plan: Plan, txid: str, backup_dir: str) -> list[dict[str, str | None]]:
+def _journal_entries(plan: Plan, txid: str, backup_dir: str) -> list[dict[str, Any]]:
     """One journal entry per change, in plan order: path, before/after hashes, its temp file and backup."""
-    entries: list[dict[str, str | None]] = []
+    entries: list[dict[str, Any]] = []
+    made: set[str] = set()
     for n, c in enumerate(plan.changes):
         directory, name = os.path.split(c.path)
+        mkdirs = [d for d in _missing_dirs(directory) if d not in made] if c.new is not None else []
+        made.update(mkdirs)
         entries.append(
             {
                 "path": c.path,
@@ -326,9 +355,77 @@ def _journal_entries(plan: Plan, txid: str, backup_dir: str) -> list[dict[str, s
                 "after": sha256_bytes(c.new),
                 "tmp": os.path.join(directory, f".{name}{_TMP_MARK}{txid}") if c.new is not None else None,
                 "backup": os.path.join(backup_dir, f"{n:05d}-{name}") if c.before is not None else None,
+                "mkdirs": mkdirs,  # created by this transaction (outermost first): removed by a rollback
             }
         )
     return entries
+
+
+def _missing_dirs(directory: str) -> list[str]:
+    """The ancestors of ``directory`` (itself included) that do not exist yet, outermost first."""
+    missing: list[str] = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return missing[::-1]
+
+
+def _with_bytecode(root: str, plan: Plan) -> tuple[Plan, list[str]]:
+    """``plan`` plus the deletion of every ``__pycache__`` entry of a ``.py`` it writes or deletes (it was
+    compiled from other source): inside the transaction, so a rollback puts them back too."""
+    planned = {c.path for c in plan.changes}
+    extra: list[Change] = []
+    for c in plan.changes:
+        if not c.path.endswith(".py"):
+            continue
+        try:
+            pycs = bytecode_of(c.path)
+        except OSError:
+            continue
+        for pyc in sorted(pycs):
+            if pyc in planned or check_path(root, pyc, plan.also) is not None:
+                continue
+            try:
+                digest = sha256_file(pyc)
+            except OSError:
+                continue
+            if digest is not None:
+                planned.add(pyc)
+                extra.append(Change(pyc, None, digest))
+    if not extra:
+        return plan, []
+    return replace(plan, changes=(*plan.changes, *extra)), [c.path for c in extra]
+
+
+def _inside(roots: Sequence[str], path: str) -> bool:
+    """Whether ``path`` (normalised) has its parent directory, symlinks resolved, inside one of ``roots``."""
+    if os.path.normpath(path) != path:
+        return False
+    real = os.path.realpath(os.path.dirname(path))
+    return any(real == r or real.startswith(r + os.sep) for r in map(os.path.realpath, roots))
+
+
+def _dirs_to_remove(root: str, plan: Plan) -> list[tuple[str, int]]:
+    """``plan.rmdirs`` that are real directories inside the environment, with their modes."""
+    out: list[tuple[str, int]] = []
+    for d in plan.rmdirs:
+        if not _inside((root, *plan.also), d):
+            continue
+        try:
+            st = os.lstat(d)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            out.append((d, stat.S_IMODE(st.st_mode)))
+    return out
+
+
+def _discard_journal_tmp(state: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
 
 
 def _write_journal(state: str, journal: dict[str, object]) -> None:
@@ -342,7 +439,7 @@ def _write_journal(state: str, journal: dict[str, object]) -> None:
     _fsync_dir(state)
 
 
-def _stage(plan: Plan, entries: Sequence[dict[str, str | None]], backup_dir: str) -> None:
+def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> None:
     os.makedirs(backup_dir, exist_ok=True)
     for c, e in zip(plan.changes, entries, strict=True):
         tmp, backup = e["tmp"], e["backup"]
@@ -353,12 +450,12 @@ def _stage(plan: Plan, entries: Sequence[dict[str, str | None]], backup_dir: str
                 st = os.stat(c.path)
                 mode = stat.S_IMODE(st.st_mode)
             _point()
-            _write_durable(tmp, c.new, mode)
-            os.chmod(tmp, mode)  # umask must not narrow it
+            _write_durable(tmp, c.new, mode & 0o777)
             with contextlib.suppress(FileNotFoundError, PermissionError):
                 st = os.stat(c.path)
                 if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
                     os.chown(tmp, st.st_uid, st.st_gid)
+            os.chmod(tmp, mode)  # after the chown, which clears setuid/setgid; and umask must not narrow it
         if isinstance(backup, str):
             _point()
             try:
@@ -370,7 +467,7 @@ def _stage(plan: Plan, entries: Sequence[dict[str, str | None]], backup_dir: str
     _fsync_dir(backup_dir)
 
 
-def _apply(plan: Plan, entries: Sequence[dict[str, str | None]]) -> set[str]:
+def _apply(plan: Plan, entries: Sequence[dict[str, Any]]) -> set[str]:
     touched: set[str] = set()
     for c, e in zip(plan.changes, entries, strict=True):
         _point()
@@ -382,23 +479,6 @@ def _apply(plan: Plan, entries: Sequence[dict[str, str | None]]) -> set[str]:
             os.unlink(c.path)
         touched.add(os.path.dirname(c.path))
     return touched
-
-
-def _remove_bytecode(paths: Iterator[str]) -> list[str]:
-    """Delete ``__pycache__/<module>.*.pyc`` of every written ``.py``: it was compiled from other source."""
-    removed: list[str] = []
-    for path in paths:
-        if not path.endswith(".py"):
-            continue
-        try:
-            pycs = bytecode_of(path)
-        except OSError:
-            continue
-        for pyc in pycs:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pyc)
-                removed.append(pyc)
-    return removed
 
 
 # -- recovery ---------------------------------------------------------------------------------------------
@@ -434,7 +514,7 @@ def recover_all(
     """
     restored: list[str] = []
     for site in site_dirs:
-        if not os.path.exists(journal_path(site)):
+        if not transaction_left(site):
             continue
         try:
             restored += recover(site, allowed=allowed)
@@ -464,37 +544,89 @@ def recover(
     """
     root = os.path.abspath(root)
     if not _locked_already:
-        if pending(root) is None:
+        if not transaction_left(root):
             return ()
         with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout):
             return recover(root, allowed=allowed, _locked_already=True)
+    state = os.path.join(root, STATE_DIR)
     journal = pending(root)
     if journal is None:
+        _discard_journal_tmp(state)  # a crash while the journal was being written: nothing else began
         return ()
     _check_state_dir(root)
-    state = os.path.join(root, STATE_DIR)
     journal_file = journal_path(root)
     txid, entries, also = _validated(journal, journal_file)
     backup_dir = os.path.join(state, _BACKUPS, txid)
     trusted = [a for a in (also if isinstance(also, list) else []) if a in allowed]
     restored: list[str] = []
     skipped = False
+    _make_removed_dirs(root, trusted, journal.get("rmdirs"))
     for e in entries:
         outcome = _recover_entry(root, state, backup_dir, trusted, e)
         if outcome is None:
             skipped = True
         elif outcome:
             restored.append(outcome)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(state, _JOURNAL + ".tmp"))
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(journal_file)  # recovered: from here on the backups are not needed
-    _fsync_dir(state)
-    if not skipped:  # keep the originals of anything recovery could not put back
+    _remove_made_dirs(root, trusted, entries)
+    _discard_journal_tmp(state)
+    if not skipped:
+        # Every file is in its before-state: the originals are not needed. Gone *before* the journal, so a
+        # crash in between leaves a journal whose next recovery finds nothing to do, never orphaned backups.
         import shutil
 
         shutil.rmtree(backup_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(state, _BACKUPS))  # only if no committed transaction keeps backups
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(journal_file)
+    _fsync_dir(state)
     return tuple(restored)
+
+
+def _make_removed_dirs(root: str, trusted: Sequence[str], rmdirs: object) -> None:
+    """Make again, outermost first and with their modes, the directories the transaction removed."""
+    if not isinstance(rmdirs, list):
+        return
+    wanted = [r for r in rmdirs if isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)]
+    for d, mode in sorted(wanted, key=lambda r: len(r[0])):
+        if not _inside((root, *trusted), d):
+            continue
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, mode if isinstance(mode, int) else 0o755)
+            os.chmod(d, mode if isinstance(mode, int) else 0o755)
+
+
+def _remove_made_dirs(root: str, trusted: Sequence[str], entries: Sequence[dict[str, object]]) -> None:
+    """Remove, innermost first, the directories the rolled-back transaction created (if still empty)."""
+    made: list[str] = []
+    for e in entries:
+        dirs = e.get("mkdirs")
+        if isinstance(dirs, list):
+            made += [d for d in dirs if isinstance(d, str)]
+    for d in sorted(set(made), key=len, reverse=True):
+        if not _inside((root, *trusted), d):
+            continue  # never follow a journal outside the environment
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
+def _put_back(backup: str, path: str) -> None:
+    """Replace ``path`` by the original in ``backup``: the same inode again (owner, mode, links — a uv
+    cache link included), through a link; a copy with its owner and mode where links cannot be made."""
+    staging = path + _TMP_MARK + "recover"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(staging)
+    try:
+        os.link(backup, staging)
+    except OSError:
+        import shutil
+
+        shutil.copy2(backup, staging)
+        st = os.stat(backup)
+        with contextlib.suppress(PermissionError):
+            os.chown(staging, st.st_uid, st.st_gid)
+        os.chmod(staging, stat.S_IMODE(st.st_mode))
+    os.replace(staging, path)
 
 
 def _validated(journal: dict[str, object], journal_file: str) -> tuple[str, list[dict[str, object]], object]:
@@ -517,9 +649,14 @@ def _recover_entry(
     if (
         not isinstance(path, str)
         or check_path(root, path, trusted) is not None
-        or os.path.normpath(path).startswith(os.path.join(state, ""))
+        or (
+            os.path.normpath(path).startswith(os.path.join(state, ""))
+            and os.path.normpath(path) != os.path.join(state, STATE_FILE)
+        )
     ):
-        return None  # never follow a journal outside the environment, nor into patchguard's own state
+        # Never follow a journal outside the environment, nor into patchguard's own state (except the
+        # state file, which commits and rolls back with the files it describes).
+        return None
     if isinstance(tmp, str) and (
         os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)
     ):
@@ -533,13 +670,7 @@ def _recover_entry(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         elif isinstance(backup, str) and os.path.exists(backup):
-            staging = path + _TMP_MARK + "recover"
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(staging)
-            import shutil
-
-            shutil.copy2(backup, staging)
-            os.replace(staging, path)
+            _put_back(backup, path)
         else:
             return None
         restored = path

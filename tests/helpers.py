@@ -149,3 +149,44 @@ def cli(*args: str) -> tuple[int, str, str]:
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
+
+
+def tree(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Everything below ``root`` as (kind, mode, content): files (sha256), symlinks (target) and
+    directories, ``__pycache__`` and patchguard's state included — what "byte-for-byte before or after"
+    compares. Left out: patchguard's lock file, and its state and backups directories while empty;
+    transaction ids in backup paths read ``<txid>``."""
+    import hashlib
+    import stat
+
+    out: dict[str, tuple[str, int, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            st = p.lstat()
+            if rel == ".patchguard/lock":
+                continue
+            parts = rel.split("/")
+            if parts[:2] == [".patchguard", "backups"] and len(parts) > 2:
+                parts[2] = "<txid>"  # a transaction's id is its time: the same backups under any name
+                rel = "/".join(parts)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", 0, os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                if rel in (".patchguard", ".patchguard/backups") and not any(
+                    c.name != "lock" for c in p.iterdir()
+                ):
+                    continue
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), "")
+            else:
+                data = p.read_bytes()
+                if rel == ".patchguard/state.json":  # when a set was applied is not part of the state
+                    import json
+
+                    doc = json.loads(data)
+                    for record in doc.get("applied", {}).values():
+                        record.pop("time", None)
+                    data = json.dumps(doc, sort_keys=True).encode()
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), hashlib.sha256(data).hexdigest())
+    return out

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import patchguard
 from patchguard import Kind, Severity
@@ -207,11 +208,14 @@ def test_a_failed_commit_rolls_back_files_outside_the_state_root(tmp_path: Path)
         also=(str(scripts),),
     )
 
-    def full(paths: object) -> list[str]:
+    real_apply = txn._apply
+
+    def full(plan: txn.Plan, entries: Any) -> set[str]:
+        real_apply(plan, entries)  # every file replaced, then a write fails before the commit point
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(txn, "_remove_bytecode", full)
+    mp.setattr(txn, "_apply", full)
     try:
         with pytest.raises(txn.TransactionError, match="nothing was changed"):
             txn.commit(plan)

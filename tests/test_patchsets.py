@@ -18,7 +18,7 @@ from patchguard import txn
 from patchguard.patchsets.model import PatchSetError, load_set, parse_diff
 from patchguard.patchsets.planner import PlanFailed, plan_patches
 
-from .helpers import REPO, Env, cli, patchguard_exe
+from .helpers import REPO, Env, cli, patchguard_exe, tree
 
 MLA = "minillm/models/mla.py"
 WEIGHTS = "minillm/model_loader/weights.py"
@@ -392,16 +392,29 @@ def _state(env: Env) -> dict[str, str | None]:
     return {p: (sha(env.site / p) if (env.site / p).exists() else None) for p in (MLA, WEIGHTS, CUDA)}
 
 
+def _compile_all(env: Env) -> None:
+    """Bytecode for every module, as an imported environment has it: a transaction must delete the pyc
+    of each file it writes, and a rollback must put it back."""
+    import compileall
+
+    assert compileall.compile_dir(str(env.site / "minillm"), quiet=1, force=True)
+
+
 @pytest.mark.slow  # a CLI run killed at each write point, a recovering status after each
 @pytest.mark.parametrize("command", ["apply", "revert"])
-def test_kill_at_every_write_point(env: Env, patches: Path, command: str) -> None:
+def test_kill_at_every_write_point(env: Env, patches: Path, command: str, tmp_path: Path) -> None:
     args = [command, "--set", "glm5-debug", "--site-packages", str(env.site), "--patches", str(patches)]
     if command == "revert":
-        hand_edit_glm5(env)
-    before = _state(env)
+        assert patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=[str(env.site)])
+    _compile_all(env)
+    template = tmp_path / "template"
+    shutil.copytree(env.prefix, template, symlinks=True)
+    before = tree(env.site)
     n = 0
     while True:
         n += 1
+        shutil.rmtree(env.prefix)
+        shutil.copytree(template, env.prefix, symlinks=True)
         proc = _run(args, PATCHGUARD_TEST_CRASH_AT=str(n))
         if proc.returncode == 0:
             break
@@ -409,10 +422,13 @@ def test_kill_at_every_write_point(env: Env, patches: Path, command: str) -> Non
         journal = (env.site / ".patchguard/journal.json").exists()
         recovered = _run(["status", "--site-packages", str(env.site), "--patches", str(patches)])
         assert ("unfinished transaction" in recovered.stdout) == journal, recovered.stdout
-        assert _state(env) == before, f"{command} killed at write point {n}"
-        assert not (env.site / ".patchguard/journal.json").exists()
-    after = _state(env)
+        assert tree(env.site) == before, f"{command} killed at write point {n}: not the before-state"
+        sets = _run(["sets", "--site-packages", str(env.site), "--patches", str(patches)])
+        (line,) = [ln for ln in sets.stdout.splitlines() if ln.startswith("glm5-debug ")]
+        assert ("not applied" in line) == (command == "apply"), line  # state.json rolled back with the files
+    after = tree(env.site)
     assert after != before and n - 1 >= 10
+    assert not [p for p in after if ".pg-tmp-" in p or p.endswith(".tmp")]
     assert _run(args).stdout.strip().endswith("nothing to do")
 
 
@@ -502,3 +518,42 @@ def test_readme_walkthrough(tmp_path: Path, minillm_wheel: Path, monkeypatch: py
     assert "applied  sm120-support" in status
     captured = load_set(str(tmp_path / "patches/my-sm120"))
     assert captured.paths == (CUDA,)
+
+
+def test_a_set_that_creates_and_deletes_files_reverts_byte_for_byte(
+    env: Env, tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """Files and a package directory the set creates go on revert; an executable file it deletes comes back
+    with its mode — whether the set was applied by patchguard or typed in by hand and captured."""
+    envs = env.site / "minillm/envs.py"
+    envs.chmod(0o755)
+    pristine = tree(env.site)
+    tools = env.site / "minillm/debugtools"
+    tools.mkdir()
+    (tools / "__init__.py").write_text("")
+    (tools / "dump.py").write_text("import torch\n\n\ndef dump(x):\n    torch.save(x, '/tmp/x.pt')\n")
+    envs.unlink()
+    edited = tree(env.site)
+    patches = tmp_path / "patches"
+    site = [str(env.site)]
+    patchguard.capture_set(
+        "tools", "minillm", patches=str(patches), site_packages=site, wheelhouse=[str(minillm_wheel.parent)]
+    )
+    for patch in (patches / "tools").glob("*.patch"):  # the mode git records (capture cannot see it: gone)
+        patch.write_text(patch.read_text().replace("deleted file mode 100644", "deleted file mode 100755"))
+    text = "".join(p.read_text() for p in sorted((patches / "tools").glob("*.patch")))
+    assert "deleted file mode 100755" in text and "+++ b/minillm/debugtools/dump.py" in text
+
+    def files() -> dict[str, tuple[str, int, str]]:  # the environment, without patchguard's own backups
+        return {k: v for k, v in tree(env.site).items() if not k.startswith(".patchguard")}
+
+    out = patchguard.revert_set("tools", patches=str(patches), site_packages=site)  # made by hand
+    assert out.action.value == "reverted"
+    assert files() == pristine
+    patchguard.apply_set("tools", patches=str(patches), site_packages=site)
+    assert files() == edited
+    code, out_text, _ = cli("sets", "--site-packages", str(env.site), "--patches", str(patches))
+    assert code == 0 and " applied" in out_text
+    patchguard.revert_set("tools", patches=str(patches), site_packages=site)
+    assert files() == pristine
+    assert cli("scan", "--site-packages", str(env.site))[0] == 0

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._fs import journal_path
+from .._fs import transaction_left
 from .._version import __version__
 from ..env import Target
 from ..errors import UsageError
@@ -366,7 +366,7 @@ def take_inventory(
     started = time.perf_counter()
     now_ns = time.time_ns()  # before anything is written or read: what is newer is racy
     recovered: tuple[str, ...] = ()
-    if any(os.path.exists(journal_path(site)) for site in target.site_packages):
+    if any(transaction_left(site) for site in target.site_packages):
         from ..txn import recover_all  # only then: a clean scan does not import the transaction machinery
 
         recovered = recover_all(target.site_packages, target.roots, tolerant=True)

@@ -49,6 +49,7 @@ __all__ = [
 MAX_PATCH_BYTES = 16 << 20
 SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _KEYS = {"name", "description", "targets", "files"}
+_MODE = re.compile(r"^(?:new|deleted) file mode (10[0-7]{4})$", re.MULTILINE)
 
 
 class PatchSetError(PatchguardError):
@@ -89,6 +90,12 @@ class FilePatch:
     @property
     def deletes(self) -> bool:
         return self.target == "/dev/null"
+
+    @property
+    def mode(self) -> int | None:
+        """The permission bits a ``new file mode`` / ``deleted file mode`` line gives (``None``: none)."""
+        match = _MODE.search(str(self.patched.patch_info or ""))
+        return int(match.group(1)[-4:], 8) & 0o7777 if match else None
 
 
 @dataclass(frozen=True, slots=True)

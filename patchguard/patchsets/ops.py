@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .._fs import sha256_bytes
@@ -167,12 +167,17 @@ def _plan_move(
         return SetOutcome(ps.name, noop, (), dry_run, recovered=env.recovered)
     owned = owned_paths(env.dists, site)
     unowned_deletes = [f.path for f in plan if f.after is None and f.path not in owned]
-    if unowned_deletes:
+    if unowned_deletes and not reverse:
+        # Reverting may delete what the set created: the plan matched the file to the set's own content.
         raise PatchSetError(
             "refused, nothing written: deletes files no RECORD owns: " + ", ".join(unowned_deletes),
             path=ps.directory,
+            hint="a set may delete only files a distribution installed",
         )
-    changes = [Change(os.path.join(site, *f.path.split("/")), f.after, sha256_bytes(f.before)) for f in plan]
+    changes = [
+        Change(os.path.join(site, *f.path.split("/")), f.after, sha256_bytes(f.before), f.mode or 0o644)
+        for f in plan
+    ]
     if reverse:
         changes.append(state_change(site, lambda applied: applied.pop(ps.name, None)))
     else:
@@ -188,9 +193,42 @@ def _plan_move(
     if dry_run:
         return SetOutcome(ps.name, action, tuple(plan), True, recovered=env.recovered)
     label = f"{'revert' if reverse else 'apply'} {ps.name}"
-    committed = commit(Plan(site, tuple(changes), label=label), locked=True)
+    emptied = _emptied_dirs(site, [c.path for c in changes if c.new is None], owned)
+    committed = commit(Plan(site, tuple(changes), label=label, rmdirs=emptied), locked=True)
     verdicts = _verdicts(ps, plan, env.dists, site) if reverse else ()
     return SetOutcome(ps.name, action, tuple(plan), False, committed, verdicts, env.recovered)
+
+
+def _emptied_dirs(site: str, deleted: Sequence[str], owned: Collection[str]) -> tuple[str, ...]:
+    """The directories the deletions leave empty (their ``__pycache__`` aside), innermost first, that no
+    RECORD owns anything in: a set that created a package directory takes it away again on revert."""
+    gone = set(deleted)
+    out: list[str] = []
+    candidates = sorted({os.path.dirname(p) for p in deleted}, key=len, reverse=True)
+    while candidates:
+        d = candidates.pop(0)
+        rel = os.path.relpath(d, site).replace(os.sep, "/")
+        if d in out or rel.startswith("..") or rel == "." or any(o.startswith(rel + "/") for o in owned):
+            continue
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        left = [n for n in names if os.path.join(d, n) not in gone and os.path.join(d, n) not in out]
+        if left == ["__pycache__"] and not [
+            n for n in os.listdir(os.path.join(d, "__pycache__")) if not n.endswith(".pyc")
+        ]:
+            left = []  # bytecode only: the transaction removes the pycs of deleted modules
+        if left:
+            continue
+        if "__pycache__" in names:
+            out.append(os.path.join(d, "__pycache__"))
+        out.append(d)
+        parent = os.path.dirname(d)
+        if parent not in candidates:
+            candidates.append(parent)
+            candidates.sort(key=len, reverse=True)
+    return tuple(out)
 
 
 def _verdicts(

@@ -59,6 +59,7 @@ class FilePlan:
     before: bytes | None
     after: bytes | None
     offsets: tuple[int, ...] = ()
+    mode: int | None = None  # for a file the plan creates: the mode its diff records
 
 
 def _hunk_sides(hunk: Iterable[object]) -> tuple[list[str], list[str]]:
@@ -144,6 +145,7 @@ def plan_patches(
     state: dict[str, bytes | None] = {}
     original: dict[str, bytes | None] = {}
     offsets: dict[str, list[int]] = {}
+    modes: dict[str, int] = {}
     failures: list[HunkFailure] = []
     order = list(reversed(patches)) if reverse else list(patches)
     for fp in order:
@@ -164,6 +166,8 @@ def plan_patches(
         if len(failures) > n_before:
             continue
         offsets.setdefault(fp.path, []).extend(offs)
+        if creates and fp.mode is not None:
+            modes[fp.path] = fp.mode
         if deletes:
             if new_lines:
                 failures.append(
@@ -181,4 +185,4 @@ def plan_patches(
             state[fp.path] = "".join(new_lines).encode("utf-8", "surrogateescape")
     if failures:
         raise PlanFailed(failures, f"{'reverting' if reverse else 'applying'} {name}")
-    return [FilePlan(p, original[p], state[p], tuple(offsets.get(p, ()))) for p in state]
+    return [FilePlan(p, original[p], state[p], tuple(offsets.get(p, ())), modes.get(p)) for p in state]

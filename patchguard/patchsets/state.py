@@ -12,13 +12,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .._fs import STATE_DIR, parse_json, read_input, sha256_bytes
+from .._fs import STATE_DIR, STATE_FILE, parse_json, read_input, sha256_bytes
 from ..errors import PatchguardError
 from ..txn import Change
 
 __all__ = ["STATE_FILE", "STATE_SCHEMA", "read_state", "state_change"]
 
-STATE_FILE = "state.json"
 STATE_SCHEMA = "patchguard.state/1"
 
 Applied = dict[str, dict[str, Any]]  # set name -> its record
