@@ -226,6 +226,11 @@ def check_path(root: str, path: str, also: Sequence[str] = ()) -> str | None:
     allowed = [os.path.realpath(r) for r in (root, *also)]
     if not any(parent_real == r or parent_real.startswith(r + os.sep) for r in allowed):
         return f"resolves outside {root} (through a symlink?)"
+    state_real = os.path.realpath(os.path.join(root, STATE_DIR))
+    in_state = parent_real == state_real or parent_real.startswith(state_real + os.sep)
+    # patchguard's own state: only its state file, named as such (never through an alias)
+    if in_state and norm != os.path.join(os.path.abspath(root), STATE_DIR, STATE_FILE):
+        return f"is inside patchguard's own state ({STATE_DIR}/), through a symlink or by name"
     try:
         st = os.lstat(norm)
     except FileNotFoundError:

@@ -359,3 +359,24 @@ def test_fifos_where_files_should_be_never_hang_a_command(
     code, out, err = cli("diff", *site, *wheels)
     assert code == 2 and "not a regular file): not diffed" in err and "diff --git" not in err
     assert "+++ b/minillm/layers/rotary.py" not in out
+
+
+def test_a_set_cannot_reach_patchguards_state_through_an_alias(env: Env, tmp_path: Path) -> None:
+    """A symlinked directory inside site-packages that leads into .patchguard/ is not a way in."""
+    (env.site / ".patchguard").mkdir()
+    (env.site / "minillm/state").symlink_to("../.patchguard")
+    patches = tmp_path / "patches"
+    (patches / "evil").mkdir(parents=True)
+    (patches / "evil/patchset.toml").write_text(
+        'name = "evil"\ntargets = [{distribution = "minillm", version = ">=0"}]\nfiles = ["0001.patch"]\n'
+    )
+    for target in ("minillm/state/evil.txt", "minillm/state/state.json"):
+        (patches / "evil/0001.patch").write_text(
+            f"diff --git a/{target} b/{target}\nnew file mode 100644\n--- /dev/null\n+++ b/{target}\n"
+            "@@ -0,0 +1 @@\n+owned\n"
+        )
+        code, _out, err = cli(
+            "apply", "--set", "evil", "--patches", str(patches), "--site-packages", str(env.site)
+        )
+        assert code == 2 and "patchguard's own state" in err, err
+        assert sorted(p.name for p in (env.site / ".patchguard").iterdir()) in ([], ["lock"])
