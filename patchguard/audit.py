@@ -15,6 +15,7 @@ Code analysis (libcst) and the pristine sources are imported only when there is 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -73,6 +74,10 @@ def scan(
     pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
     (modules) and ``architectures`` (model architectures, through the framework's registry).
     """
+    if patches or os.environ.get("PATCHGUARD_PATCHES"):
+        from .patchsets.model import patches_dir
+
+        patches_dir(patches)  # a patches directory named on purpose must exist, modified files or not
     return run(
         distributions,
         site_packages=site_packages,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .model import Severity
 
-__all__ = ["RULES", "Rule"]
+__all__ = ["FILE_RULES", "RULES", "Rule", "known_rule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +43,39 @@ RULES: dict[str, Rule] = {
         Rule("cosmetic-change", Severity.MINOR, "only comments, layout or docstrings differ"),
     )
 }
+
+
+FILE_RULES: dict[str, str] = {
+    "modified-python": "a .py file differs from its RECORD hash",
+    "modified-extension": "a compiled extension differs from its RECORD hash",
+    "modified-script": "a console script differs from its RECORD hash",
+    "modified-pth": "an owned .pth file differs from its RECORD hash",
+    "modified-data": "a data file differs from its RECORD hash",
+    "missing-file": "listed in RECORD, not on disk",
+    "unexpected-python": "a .py file no distribution installed",
+    "unexpected-extension": "a compiled extension no distribution installed",
+    "unexpected-bytecode": "a sourceless .pyc no distribution installed",
+    "orphan-bytecode": "a .pyc whose source is not installed",
+    "unexpected-file": "a file no distribution installed",
+    "unexpected-directory": "a top-level directory no distribution installed",
+    "pth-import": "an unowned .pth file with an import line: runs at every interpreter start",
+    "pth-path": "an unowned .pth file that adds paths",
+    "sitecustomize": "sitecustomize.py / usercustomize.py: imported at every interpreter start",
+    "record-row": "a malformed RECORD row",
+    "record-absent": "a distribution without RECORD",
+    "files-elsewhere": "RECORD lists files outside the environment",
+    "duplicate-metadata": "two metadata directories for one distribution",
+    "unreadable": "a file that could not be checked",
+    "record-tampered": "a file edited together with its RECORD row (--verify-record)",
+    "record-added": "RECORD lists a file the wheel does not (--verify-record)",
+    "record-differs": "a RECORD row differs from the wheel's (--verify-record)",
+    "record-unverified": "RECORD could not be compared with the wheel's (--verify-record)",
+    "vcs-install": "installed from a VCS URL: no wheel to diff against",
+    "editable-unverifiable": "an editable install whose checkout cannot be compared",
+}
+"""The rule ids of findings about files rather than code (``kind`` other than a code change)."""
+
+
+def known_rule(rule: str) -> bool:
+    """Whether ``rule`` is a rule id some finding can carry."""
+    return rule in RULES or rule in FILE_RULES

@@ -70,6 +70,7 @@ def test_api_as_in_the_readme(env: Env, tmp_path: Path, minillm_wheel: Path) -> 
 
 
 def test_policy_every_key(tmp_path: Path) -> None:
+    (tmp_path / "sets").mkdir()
     p = policy_file(
         tmp_path,
         'fail_on = "minor"\nallowed_sets = ["a"]\nrequired_sets = ["b"]\n'
@@ -94,6 +95,8 @@ def test_policy_every_key(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('colour = "red"\n', "unknown policy key 'colour'"),
+        ('ignore = [{rule = "prnt"}]\n', "ignore[0]: unknown rule 'prnt' (did you mean 'print'?"),
+        ('patches = "nowhere"\n', "patches: no such directory"),
         ('fail_on = "severe"\n', "fail_on = 'severe': expected high, moderate, minor, info or never"),
         ("fail_on = 3\n", "fail_on = 3"),
         ('allowed_sets = "glm5"\n', "allowed_sets must be a list of strings"),

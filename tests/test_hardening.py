@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import patchguard
 from patchguard import Kind, Severity
 
@@ -380,3 +382,17 @@ def test_a_set_cannot_reach_patchguards_state_through_an_alias(env: Env, tmp_pat
         )
         assert code == 2 and "patchguard's own state" in err, err
         assert sorted(p.name for p in (env.site / ".patchguard").iterdir()) in ([], ["lock"])
+
+
+def test_paths_named_on_purpose_must_exist(env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = ["--site-packages", str(env.site)]
+    nope = str(tmp_path / "nope")
+    for args in (["sets", "--patches", nope], ["status", "--patches", nope], ["scan", "--patches", nope]):
+        _one_line_exit_2([*args, *site], nope, "patch set directory does not exist")
+    for args in (["diff", "--wheelhouse", nope], ["restore", "minillm", "--wheelhouse", nope]):
+        _one_line_exit_2([*args, *site], nope, "wheelhouse does not exist")
+    monkeypatch.setenv("PATCHGUARD_PATCHES", nope)
+    _one_line_exit_2(["sets", *site], "$PATCHGUARD_PATCHES", nope)
+    monkeypatch.delenv("PATCHGUARD_PATCHES")
+    monkeypatch.setenv("PATCHGUARD_WHEELHOUSE", nope)
+    _one_line_exit_2(["diff", *site], nope, "wheelhouse does not exist")

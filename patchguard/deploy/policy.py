@@ -15,6 +15,7 @@ Unknown keys and values of the wrong type are errors naming the key.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..config import KNOWN_KEYS, ConfigError, find_config, patchguard_table, read_toml
 from ..model import Finding, Severity
+from ..rulebook import FILE_RULES, RULES, known_rule
 
 __all__ = ["Policy", "load_policy"]
 
@@ -55,6 +57,8 @@ class Policy:
             raise ConfigError("patches must be a path", path=path)
         if patches and path:
             patches = os.path.join(os.path.dirname(os.path.abspath(path)), patches)
+        if patches and not os.path.isdir(patches):
+            raise ConfigError(f"patches: no such directory {patches}", path=path, hint="fix the path")
         return cls(
             _fail_on(table.get("fail_on", "high"), path),
             _names(table, "allowed_sets", path),
@@ -117,6 +121,14 @@ def _ignore_rules(ignore: object, path: str | None) -> tuple[dict[str, str], ...
             )
         if not all(isinstance(v, str) for v in item.values()):
             raise ConfigError(f"ignore[{i}]: values must be strings", path=path)
+        if "rule" in item and not known_rule(item["rule"]):
+            close = difflib.get_close_matches(item["rule"], [*RULES, *FILE_RULES], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"ignore[{i}]: unknown rule {item['rule']!r}",
+                path=path,
+                hint=f"{hint}the rule ids are listed in the README",
+            )
         rules.append(dict(item))
     return tuple(rules)
 

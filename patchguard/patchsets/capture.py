@@ -38,7 +38,7 @@ def capture_set(
     overwrite an existing set unless ``force``. The set is written to a temporary directory and renamed into
     place, so a failure leaves no half-written set.
     """
-    root = patches_dir(patches)
+    root = patches_dir(patches, must_exist=False)
     final = os.path.join(root, name)
     _check_request(name, final, version, force)
     diffs = _captured_diffs(distribution, paths, site_packages, python, wheelhouse, offline)

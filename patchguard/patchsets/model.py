@@ -116,15 +116,30 @@ class PatchSet:
         return tuple(dict.fromkeys(p.path for p in self.patches))
 
 
-def patches_dir(explicit: str | None = None) -> str:
-    """Where sets live: ``--patches``, ``$PATCHGUARD_PATCHES``, the config's ``patches``, ``./patches``."""
-    if explicit:
-        return os.path.abspath(explicit)
-    env = os.environ.get("PATCHGUARD_PATCHES")
-    if env:
-        return os.path.abspath(env)
+def patches_dir(explicit: str | None = None, *, must_exist: bool = True) -> str:
+    """Where sets live: ``--patches``, ``$PATCHGUARD_PATCHES``, the config's ``patches``, ``./patches``.
+
+    A directory named on purpose (the first three) that does not exist is an error, not an empty list
+    (``must_exist=False``: ``capture`` makes it)."""
+    for value, what in (
+        (explicit, "--patches"),
+        (os.environ.get("PATCHGUARD_PATCHES"), "$PATCHGUARD_PATCHES"),
+    ):
+        if value:
+            return _existing(os.path.abspath(value), what, must_exist)
     configured = load_config().patches
-    return configured or os.path.abspath("patches")
+    if configured:
+        return _existing(configured, "the configuration's patches", must_exist)
+    return os.path.abspath("patches")
+
+
+def _existing(path: str, what: str, must_exist: bool) -> str:
+    if must_exist and not os.path.isdir(path):
+        why = "is not a directory" if os.path.exists(path) else "does not exist"
+        raise PatchSetError(
+            f"{what}: the patch set directory {why}", path=path, hint="pass the directory of your sets"
+        )
+    return path
 
 
 def safe_relpath(path: str) -> str | None:

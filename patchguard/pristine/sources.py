@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._fs import sha256_bytes, write_atomically
-from ..errors import PatchguardError
+from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
     InstalledDistribution,
@@ -195,6 +195,14 @@ class Sources:
         if env:
             houses += [p for p in env.split(os.pathsep) if p]
         houses += load_config().wheelhouse
+        for house in houses:  # a wheelhouse named on purpose that is not there is a mistake, not "no wheel"
+            if not os.path.isdir(house):
+                why = "is not a directory" if os.path.exists(house) else "does not exist"
+                raise UsageError(
+                    f"wheelhouse {why}",
+                    path=house,
+                    hint="pass a directory of wheels to --wheelhouse (or fix $PATCHGUARD_WHEELHOUSE)",
+                )
         return cls(
             wheelhouses=houses,
             offline=offline,
