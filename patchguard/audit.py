@@ -58,9 +58,7 @@ def scan(
     scan to those names (then the top of site-packages is not searched for startup hooks).
     ``site_packages`` / ``python`` choose another environment, as ``--site-packages`` / ``--python`` do.
 
-    >>> import patchguard
-    >>> report = patchguard.scan(["pip"])  # doctest: +SKIP
-    >>> report.worst >= patchguard.Severity.HIGH  # doctest: +SKIP
+    >>> patchguard.scan(["pip"]).worst >= patchguard.Severity.HIGH  # doctest: +SKIP
     False
 
     Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
@@ -74,10 +72,10 @@ def scan(
     pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
     (modules) and ``architectures`` (model architectures, through the framework's registry).
     """
-    if patches or os.environ.get("PATCHGUARD_PATCHES"):
+    if patches or os.environ.get("PATCHGUARD_PATCHES"):  # named on purpose: must exist, changes or not
         from .patchsets.model import patches_dir
 
-        patches_dir(patches)  # a patches directory named on purpose must exist, modified files or not
+        patches_dir(patches)
     return run(
         distributions,
         site_packages=site_packages,
