@@ -17,7 +17,7 @@ from .helpers import REPO
 PACKAGE = REPO / "patchguard"
 
 # The bottom of the house, lowest first: each may import only modules earlier in this list.
-BOTTOM = ["_version", "errors", "model", "_fs", "config", "diffs", "env", "rulebook", "txn"]
+BOTTOM = ["_version", "errors", "model", "_fs", "config", "diffs", "env", "rulebook", "txn", "state"]
 
 # What each package (or top module) may import besides the bottom modules and its own package.
 ALLOWED: dict[str, set[str]] = {

@@ -557,3 +557,37 @@ def test_a_set_that_creates_and_deletes_files_reverts_byte_for_byte(
     patchguard.revert_set("tools", patches=str(patches), site_packages=site)
     assert files() == pristine
     assert cli("scan", "--site-packages", str(env.site))[0] == 0
+
+
+def test_after_restore_every_command_tells_the_same_truth(
+    env: Env, patches: Path, minillm_wheel: Path
+) -> None:
+    site = [str(env.site)]
+    opts = ["--site-packages", str(env.site), "--patches", str(patches)]
+    wheels = ["--wheelhouse", str(minillm_wheel.parent), "--offline"]
+
+    def glm5() -> str:
+        states, _ = patchguard.set_states(patches=str(patches), site_packages=site)
+        return next(s.state.value for s in states if s.name == "glm5-debug")
+
+    patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
+    assert cli("restore", "minillm", "--site-packages", str(env.site), *wheels)[0] == 0
+    assert glm5() == "not applied"
+    assert "glm5-debug" not in (env.site / ".patchguard/state.json").read_text()  # in restore's transaction
+    code, out, _ = cli("status", *opts)
+    assert code == 0 and "glm5-debug" not in out and "drift" not in out
+    assert cli("revert", "--set", "glm5-debug", *opts)[1].strip().endswith("nothing to do")
+
+    # Half put back: the set is partially applied, and either command finishes it.
+    patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
+    assert cli("restore", "minillm", "--path", MLA, "--site-packages", str(env.site), *wheels)[0] == 0
+    assert glm5() == "partially applied"
+    code, out, _ = cli("status", *opts)
+    assert f"{MLA}: not applied" in out and "drift" not in out
+    done = patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
+    assert [f.path for f in done.files] == [MLA] and glm5() == "applied"
+    assert cli("restore", "minillm", "--path", MLA, "--site-packages", str(env.site), *wheels)[0] == 0
+    undone = patchguard.revert_set("glm5-debug", patches=str(patches), site_packages=site)
+    assert [f.path for f in undone.files] == [WEIGHTS] and glm5() == "not applied"
+    assert [v.text for v in undone.verdicts] == ["verified pristine"]
+    assert cli("scan", "minillm", "--site-packages", str(env.site))[0] == 0

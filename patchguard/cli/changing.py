@@ -187,8 +187,8 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
     """Applied sets, drift, and unfinished transactions (rolled back on sight)."""
     from ..env import resolve_target
     from ..formats.text import format_status
-    from ..patchsets.state import read_state
     from ..patchsets.status import set_states
+    from ..state import read_state
     from ..txn import pending
 
     target = resolve_target(python, site_packages or None)

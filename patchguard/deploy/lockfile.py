@@ -19,7 +19,7 @@ from ..errors import PatchguardError
 from ..integrity.inventory import Scanned
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution
 from ..model import Finding, Kind
-from ..patchsets.state import read_state
+from ..state import read_state
 
 __all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from .._fs import sha256_bytes
 from .._version import __version__
 from ..integrity.records import InstalledDistribution, matches
+from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, environment_lock
 from .installed import SetEnvironment, check_paths, owned_paths, reader
-from .model import PatchSet, PatchSetError, find_set
-from .planner import FilePlan, PlanFailed, Reader, plan_set
-from .state import read_state, state_change
+from .model import FilePatch, PatchSet, PatchSetError, find_set
+from .planner import FilePlan, HunkFailure, PlanFailed, Reader, plan_patches
 
 __all__ = ["FileVerdict", "SetAction", "SetOutcome", "Verdict", "apply_set", "revert_set"]
 
@@ -79,16 +79,27 @@ class SetOutcome:
     recovered: tuple[str, ...] = ()
 
 
-def _plan_or_noop(ps: PatchSet, read: Reader, reverse: bool) -> list[FilePlan] | None:
-    """The plan, or ``None`` when the set is already in the wanted state (the other direction applies)."""
-    try:
-        return plan_set(ps, read, reverse=reverse)
-    except PlanFailed as wanted:
+def _plan_or_noop(ps: PatchSet, read: Reader, reverse: bool) -> tuple[list[FilePlan], list[FilePlan]] | None:
+    """(the plan of the files not in the wanted state yet, the files already in it — as the other direction
+    would change them), or ``None`` when every file already is. File by file: a set that ``restore`` put
+    half back, or half applied by hand, is finished instead of refused."""
+    by_file: dict[str, list[FilePatch]] = {}
+    for fp in ps.patches:
+        by_file.setdefault(fp.path, []).append(fp)
+    todo: list[FilePlan] = []
+    done: list[FilePlan] = []
+    failures: list[HunkFailure] = []
+    for fps in by_file.values():
         try:
-            plan_set(ps, read, reverse=not reverse)
-        except PlanFailed:
-            raise wanted from None
-        return None
+            todo += plan_patches(ps.name, fps, read, reverse=reverse)
+        except PlanFailed as wanted:
+            try:
+                done += plan_patches(ps.name, fps, read, reverse=not reverse)
+            except PlanFailed:
+                failures += wanted.failures
+    if failures:
+        raise PlanFailed(failures, f"{'reverting' if reverse else 'applying'} {ps.name}")
+    return (todo, done) if todo else None
 
 
 def apply_set(
@@ -161,10 +172,11 @@ def _plan_move(
     dry_run: bool,
 ) -> SetOutcome:
     read = reader(site)
-    plan = _plan_or_noop(ps, read, reverse)
-    if plan is None:
+    planned = _plan_or_noop(ps, read, reverse)
+    if planned is None:
         noop = SetAction.NOT_APPLIED if reverse else SetAction.ALREADY_APPLIED
         return SetOutcome(ps.name, noop, (), dry_run, recovered=env.recovered)
+    plan, done = planned
     owned = owned_paths(env.dists, site)
     unowned_deletes = [f.path for f in plan if f.after is None and f.path not in owned]
     if unowned_deletes and not reverse:
@@ -186,7 +198,10 @@ def _plan_move(
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "tool_version": __version__,
             "distributions": {d.name: d.version for d in dists},
-            "files": {f.path: {"pre": sha256_bytes(f.before), "post": sha256_bytes(f.after)} for f in plan},
+            "files": {
+                **{f.path: {"pre": sha256_bytes(f.after), "post": sha256_bytes(f.before)} for f in done},
+                **{f.path: {"pre": sha256_bytes(f.before), "post": sha256_bytes(f.after)} for f in plan},
+            },
         }
         changes.append(state_change(site, lambda applied: applied.__setitem__(ps.name, record)))
     action = SetAction.REVERTED if reverse else SetAction.APPLIED

@@ -45,8 +45,8 @@ class PlanFailed(PatchguardError):
     def __init__(self, failures: Sequence[HunkFailure], what: str) -> None:
         text = "\n".join(f.describe() for f in failures)
         super().__init__(
-            f"{what}: {len(failures)} hunk{'s' if len(failures) != 1 else ''} "
-            f"do not apply; nothing was written\n{text}"
+            f"{what}: {len(failures)} {'hunks do' if len(failures) != 1 else 'hunk does'} not apply; "
+            f"nothing was written\n{text}"
         )
         self.failures = tuple(failures)
 

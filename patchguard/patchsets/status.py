@@ -9,10 +9,10 @@ from ..env import Target
 from ..errors import UsageError
 from ..integrity.records import InstalledDistribution
 from ..model import SetState, SetStatus
+from ..state import read_state
 from .installed import SetEnvironment, reader
 from .model import PatchSet, load_sets
 from .planner import PlanFailed, Reader, plan_patches
-from .state import read_state
 
 __all__ = ["SetState", "SetStatus", "set_states", "states_of"]
 
@@ -60,7 +60,8 @@ def states_of(
         drifted = []
         if record is not None:
             for rel, hashes in record.get("files", {}).items():
-                if sha256_bytes(read(rel)) != hashes.get("post"):
+                # Back at its pre-image (restored, reverted by hand) is "not applied", not drift.
+                if sha256_bytes(read(rel)) not in (hashes.get("post"), hashes.get("pre")):
                     drifted.append(rel)
             if record.get("digest") != ps.digest:
                 detail.append("the set changed since it was applied")

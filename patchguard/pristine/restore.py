@@ -13,10 +13,11 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .._fs import sha256_file
+from .._fs import sha256_bytes, sha256_file
 from ..errors import UsageError
 from ..integrity.inventory import ChangedFile, changed_files
 from ..model import Kind, Report
+from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit
 from .explain import Explainer, survey
 from .sources import Sources
@@ -104,11 +105,29 @@ def restore(
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered)
     root = root or scanned.target.site_packages[0]
+    changes += _sets_undone(root, changes)
     # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
     also = [r for r in scanned.target.roots if r != root]
     committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
     after = survey(names, target=scanned.target).report
     return RestoreResult(tuple(actions), False, committed, after, scanned.recovered)
+
+
+def _sets_undone(root: str, changes: Sequence[Change]) -> list[Change]:
+    """The state file's change, in the same transaction, when the restore leaves an applied set with no
+    file at its patched content: that set is not applied any more, and every command must say so."""
+    records = read_state(root)["applied"]
+    written = {c.path: sha256_bytes(c.new) for c in changes}
+    undone = []
+    for name, record in records.items():
+        files = {os.path.join(root, *rel.split("/")): h for rel, h in record.get("files", {}).items()}
+        if not files or not any(p in written for p in files):
+            continue  # this restore does not touch the set
+        if all((written[p] if p in written else sha256_file(p)) != h.get("post") for p, h in files.items()):
+            undone.append(name)
+    if not undone:
+        return []
+    return [state_change(root, lambda applied: [applied.pop(n, None) for n in undone])]
 
 
 def _restoring(c: ChangedFile, explainer: Explainer) -> Change:

@@ -12,9 +12,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .._fs import STATE_DIR, STATE_FILE, parse_json, read_input, sha256_bytes
-from ..errors import PatchguardError
-from ..txn import Change
+from ._fs import STATE_DIR, STATE_FILE, parse_json, read_input, sha256_bytes
+from .errors import PatchguardError
+from .txn import Change
 
 __all__ = ["STATE_FILE", "STATE_SCHEMA", "read_state", "state_change"]
 
