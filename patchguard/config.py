@@ -27,7 +27,7 @@ __all__ = [
 
 # Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.policy.
 POLICY_KEYS = frozenset({"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"})
-SETTING_KEYS = frozenset({"wheelhouse", "patches"})
+SETTING_KEYS = frozenset({"wheelhouse", "patches", "keep_backups"})
 KNOWN_KEYS = POLICY_KEYS | SETTING_KEYS
 
 
@@ -42,6 +42,7 @@ class Config:
     path: str | None = None
     wheelhouse: list[str] = field(default_factory=list)
     patches: str | None = None
+    keep_backups: int | None = None  # how many committed transactions keep their backups
 
 
 def read_toml(path: str) -> dict[str, Any]:
@@ -106,8 +107,12 @@ def load_config(start: str | None = None) -> Config:
     patches = table.get("patches")
     if patches is not None and not isinstance(patches, str):
         raise ConfigError("patches must be a path", path=path)
+    keep = table.get("keep_backups")
+    if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 0):
+        raise ConfigError("keep_backups must be a whole number, 0 or more", path=path)
     return Config(
         path=path,
         wheelhouse=[os.path.join(base, w) for w in wheelhouse],
         patches=os.path.join(base, patches) if patches else None,
+        keep_backups=keep,
     )

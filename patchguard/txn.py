@@ -57,8 +57,11 @@ __all__ = [
     "LockTimeout",
     "Plan",
     "TransactionError",
+    "backups",
     "commit",
     "environment_lock",
+    "keep_backups",
+    "prune_backups",
     "recover",
     "recover_all",
 ]
@@ -273,6 +276,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
     """Apply ``plan`` atomically (see the module docstring). Raises :class:`TransactionError`, with
     every reason listed, when anything about the plan does not hold; then nothing was written."""
     root = os.path.abspath(plan.root)
+    keep = keep_backups()  # read before anything is written: a bad setting changes nothing
     _check_paths(root, plan)
     lock = (
         contextlib.nullcontext(os.path.join(root, STATE_DIR))
@@ -283,7 +287,12 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
         recovered = recover(root, allowed=plan.also, _locked_already=True)
         _check_before(root, plan)
         plan, removed = _with_bytecode(root, plan)
-        txid = time.strftime("%Y%m%dT%H%M%S") + "-" + os.urandom(4).hex()
+        now = time.time()
+        # Sorts by time (to the microsecond): the oldest backups are pruned first.
+        txid = (
+            time.strftime("%Y%m%dT%H%M%S", time.localtime(now))
+            + f".{int(now % 1 * 1e6):06d}-{os.urandom(4).hex()}"
+        )
         backup_dir = os.path.join(state, _BACKUPS, txid)
         entries = _journal_entries(plan, txid, backup_dir)
         rmdirs = _dirs_to_remove(root, plan)
@@ -309,6 +318,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
             _point()
             os.unlink(os.path.join(state, _JOURNAL))  # the commit point
             _fsync_dir(state)
+            prune_backups(root, keep)
         except OSError as exc:
             # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
             recover(root, allowed=plan.also, _locked_already=True)
@@ -320,6 +330,66 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
                 hint="free space or fix permissions, then run the command again",
             ) from None
     return Committed(txid, backup_dir, recovered, tuple(removed))
+
+
+DEFAULT_KEEP_BACKUPS = 5
+
+
+def keep_backups() -> int:
+    """How many committed transactions keep their backups: ``$PATCHGUARD_KEEP_BACKUPS``, else
+    ``keep_backups`` in ``[tool.patchguard]``, else :data:`DEFAULT_KEEP_BACKUPS`."""
+    raw = os.environ.get("PATCHGUARD_KEEP_BACKUPS")
+    if raw is not None and raw.strip():
+        if not raw.strip().isdigit():
+            raise TransactionError(
+                f"$PATCHGUARD_KEEP_BACKUPS={raw!r}: expected a whole number, 0 or more",
+                hint="fix or unset it",
+            )
+        return int(raw)
+    from .config import load_config
+
+    configured = load_config().keep_backups
+    return DEFAULT_KEEP_BACKUPS if configured is None else configured
+
+
+def backups(root: str) -> list[tuple[str, int]]:
+    """(transaction id, bytes) of every transaction's backups kept in ``root``, oldest first."""
+    top = os.path.join(root, STATE_DIR, _BACKUPS)
+    try:
+        names = sorted(n for n in os.listdir(top) if not n.startswith("."))
+    except OSError:
+        return []
+    out: list[tuple[str, int]] = []
+    for name in names:
+        size = 0
+        for dirpath, _dirs, files in os.walk(os.path.join(top, name)):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    size += os.lstat(os.path.join(dirpath, f)).st_size
+        out.append((name, size))
+    return out
+
+
+def prune_backups(root: str, keep: int) -> list[str]:
+    """Delete the backups of all but the newest ``keep`` committed transactions (and of prunes a crash
+    cut short); returns the transaction ids pruned. Only ever after a commit, under the lock."""
+    import shutil
+
+    top = os.path.join(root, STATE_DIR, _BACKUPS)
+    if pending(root) is not None:
+        return []  # an unfinished transaction's backups are not ours to judge
+    kept = [name for name, _size in backups(root)]
+    old = kept[: max(len(kept) - keep, 0)]
+    with contextlib.suppress(OSError):
+        old += [n for n in os.listdir(top) if n.startswith(".pruning-")]
+    for name in old:
+        path = os.path.join(top, name)
+        doomed = path if name.startswith(".pruning-") else os.path.join(top, ".pruning-" + name)
+        with contextlib.suppress(OSError):
+            if doomed != path:
+                os.rename(path, doomed)  # a prune cut short is recognisable, and finished next time
+            shutil.rmtree(doomed)
+    return [n for n in old if not n.startswith(".pruning-")]
 
 
 def _check_paths(root: str, plan: Plan) -> None:

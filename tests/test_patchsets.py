@@ -591,3 +591,35 @@ def test_after_restore_every_command_tells_the_same_truth(
     assert [f.path for f in undone.files] == [WEIGHTS] and glm5() == "not applied"
     assert [v.text for v in undone.verdicts] == ["verified pristine"]
     assert cli("scan", "minillm", "--site-packages", str(env.site))[0] == 0
+
+
+def test_backups_are_kept_for_the_last_transactions_only(
+    env: Env, patches: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = [str(env.site)]
+    backups = env.site / ".patchguard/backups"
+    made: list[str] = []
+    for _ in range(4):
+        for move in (patchguard.apply_set, patchguard.revert_set):
+            out = move("glm5-debug", patches=str(patches), site_packages=site)
+            assert out.committed is not None
+            made.append(os.path.basename(out.committed.backup_dir))
+    assert sorted(p.name for p in backups.iterdir()) == sorted(made[-5:])  # the default: 5
+    code, out_text, _ = cli("status", "--site-packages", str(env.site), "--patches", str(patches))
+    assert "backups  5 transactions" in out_text and "the last 5 are kept" in out_text
+
+    (tmp_path / "pyproject.toml").write_text("[tool.patchguard]\nkeep_backups = 2\n")  # tests run in tmp_path
+    out = patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
+    assert out.committed is not None
+    assert sorted(p.name for p in backups.iterdir()) == [made[-1], os.path.basename(out.committed.backup_dir)]
+    monkeypatch.setenv("PATCHGUARD_KEEP_BACKUPS", "0")
+    patchguard.revert_set("glm5-debug", patches=str(patches), site_packages=site)
+    assert list(backups.iterdir()) == []
+    monkeypatch.setenv("PATCHGUARD_KEEP_BACKUPS", "lots")
+    code, _, err = cli(
+        "apply", "--set", "glm5-debug", "--site-packages", str(env.site), "--patches", str(patches)
+    )
+    assert code == 2 and "PATCHGUARD_KEEP_BACKUPS" in err
+    assert (
+        cli("sets", "--site-packages", str(env.site), "--patches", str(patches))[1].count("not applied") == 2
+    )

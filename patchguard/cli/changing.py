@@ -3,6 +3,7 @@ patch sets stand: ``sets``, ``status``."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -189,7 +190,7 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
     from ..formats.text import format_status
     from ..patchsets.status import set_states
     from ..state import read_state
-    from ..txn import pending
+    from ..txn import backups, keep_backups, pending
 
     target = resolve_target(python, site_packages or None)
     for site in target.site_packages:  # said before set_states() rolls them back
@@ -203,6 +204,15 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
         for name, record in sorted(read_state(site)["applied"].items())
     ]
     click.echo(format_status(recovered, applied, states), nl=False)
+    keep = keep_backups()
+    for site in target.site_packages:
+        kept = backups(site)
+        if kept:
+            size = sum(n for _txid, n in kept)
+            click.echo(
+                f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
+                f"{os.path.join(site, '.patchguard', 'backups')} (the last {keep} are kept: keep_backups)"
+            )
     if any(s.state.troubled for s in states):
         sys.exit(EXIT_FINDINGS)
 
