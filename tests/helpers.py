@@ -155,11 +155,13 @@ def tree(root: Path) -> dict[str, tuple[str, int, str]]:
     """Everything below ``root`` as (kind, mode, content): files (sha256), symlinks (target) and
     directories, ``__pycache__`` and patchguard's state included — what "byte-for-byte before or after"
     compares. Left out: patchguard's lock file, and its state and backups directories while empty;
-    transaction ids in backup paths read ``<txid>``."""
+    transaction ids in backup paths read ``<tx0>``, ``<tx1>``, … in their order."""
     import hashlib
     import stat
 
     out: dict[str, tuple[str, int, str]] = {}
+    backups = root / ".patchguard" / "backups"
+    order = {n: f"<tx{i}>" for i, n in enumerate(sorted(os.listdir(backups)) if backups.is_dir() else [])}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in [*dirnames, *filenames]:
             p = Path(dirpath) / name
@@ -169,7 +171,7 @@ def tree(root: Path) -> dict[str, tuple[str, int, str]]:
                 continue
             parts = rel.split("/")
             if parts[:2] == [".patchguard", "backups"] and len(parts) > 2:
-                parts[2] = "<txid>"  # a transaction's id is its time: the same backups under any name
+                parts[2] = order.get(parts[2], parts[2])  # ids are times: the same backups, in the same order
                 rel = "/".join(parts)
             if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("link", 0, os.readlink(p))
