@@ -183,6 +183,33 @@ def test_pip_cache_built_wheels_and_http_bodies(env: Env, minillm_wheel: Path, t
     assert MLA in {d.path for d in patchguard.diff(["minillm"], site_packages=[str(env.site)], offline=True)}
 
 
+def test_the_http_cache_of_pip_before_23_3(env: Env, minillm_wheel: Path, tmp_path: Path) -> None:
+    """pip < 23.3 cached whole responses in http/: cachecontrol's "cc=4," + msgpack, body inside. The entry
+    is written with the serializer pip itself vendors, as that pip wrote it."""
+    import io
+
+    from pip._vendor.cachecontrol.serialize import Serializer
+    from pip._vendor.requests import PreparedRequest
+    from pip._vendor.urllib3 import HTTPResponse
+
+    edit_like_a_person(env)
+    request = PreparedRequest()
+    request.prepare(method="GET", url=f"https://files.example.invalid/{minillm_wheel.name}", headers={})
+    body = minillm_wheel.read_bytes()
+    response = HTTPResponse(
+        body=io.BytesIO(body),
+        headers={"Content-Type": "binary/octet-stream"},
+        status=200,
+        preload_content=False,
+    )
+    entry = tmp_path / "pip-cache/http/7/1/c/e/0/71ce0a5b9d"
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(Serializer().dumps(request, response, body))
+    assert entry.read_bytes().startswith(b"cc=4,")
+    diffs = patchguard.diff(["minillm"], site_packages=[str(env.site)], offline=True)
+    assert DEBUG_BLOCK in unified_diff(diffs).replace("+", "")
+
+
 def _uv_archive(minillm_wheel: Path, tmp_path: Path) -> Path:
     archive = tmp_path / "uv-cache/archive-v0/Xk3pQ0lA1bC2"
     archive.mkdir(parents=True)
@@ -210,7 +237,41 @@ def test_uv_archive_edited_through_a_hard_link_is_not_trusted(tmp_path: Path, mi
         f.write("print('debug')\n")
     result = CliRunner().invoke(main, ["diff", "minillm", "--site-packages", str(env.site), "--offline"])
     assert result.exit_code == 2
-    assert "does not match the installed RECORD hash (pristine source modified?)" in result.stderr
+    assert "does not match the installed RECORD" in result.stderr
+    assert "(edited through a hard link?)" in result.stderr
+
+
+def test_an_edited_uv_cache_entry_is_skipped_for_the_next_source_and_named(
+    tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """uv-installed files are hard links of uv's cache: edited in place, the cache holds the edit too. The
+    cached copy fails its RECORD hash, the next source (a wheelhouse) is used, and scan and restore say
+    that uv's cache must be cleaned."""
+    archive = _uv_archive(minillm_wheel, tmp_path)
+    env = Env(tmp_path / "venv")
+    env.install(minillm_wheel)
+    installed = env.site / MLA
+    installed.unlink()
+    os.link(archive / MLA, installed)
+    with open(installed, "a") as f:
+        f.write("print('debug')\n")
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    site = ["--site-packages", str(env.site)]
+
+    report = patchguard.scan(["minillm"], site_packages=[str(env.site)], analyse=False)
+    (finding,) = report.findings
+    assert "uv cache clean minillm" in finding.message and str(archive / MLA) in finding.message
+    code, out, err = cli("diff", "minillm", *site, "--wheelhouse", str(house), "--offline")
+    assert code == 0 and "+print('debug')" in out, err
+    code, out, err = cli("restore", "minillm", *site, "--wheelhouse", str(house), "--offline")
+    assert code == 0, err
+    assert "note: minillm/models/mla.py was a hard link of uv's cache" in err
+    assert "uv cache clean minillm" in err
+    assert installed.read_bytes() == zipfile.ZipFile(minillm_wheel).read(MLA)
+    assert (archive / MLA).read_bytes().endswith(b"print('debug')\n")  # uv's copy is uv's to clean
+    assert cli("scan", "minillm", *site)[0] == 0
 
 
 def _simple_index(tmp_path: Path, wheel: Path) -> str:

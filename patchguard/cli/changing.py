@@ -67,6 +67,8 @@ def restore(
         return
     for a in result.actions:
         click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{a.shown}")
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
     if dry_run or result.after is None:
         return
     left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}

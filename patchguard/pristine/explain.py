@@ -26,16 +26,18 @@ from ..integrity.inventory import (
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution, matches, parse_record
 from ..model import Finding, Kind, Severity
 from .sources import (
+    INSTALLED_LIMIT,
     READ_ERRORS,
     NoPristineSource,
     Pristine,
     Sources,
     candidates,
     find_pristine,
+    uv_cache_link,
 )
 from .vcs import EditableSource, direct_url, editable_source, vcs_findings
 
-__all__ = ["INSTALLED_LIMIT", "Explainer", "diff", "read_installed", "record_findings", "survey"]
+__all__ = ["INSTALLED_LIMIT", "Explainer", "diff", "read_installed", "record_findings", "survey", "uv_note"]
 
 
 def survey(
@@ -66,11 +68,31 @@ def survey(
     if any(os.path.join(d.metadata_dir, "direct_url.json") in d.paths for d in selected):
         found = [*scanned.report.findings, *vcs_findings(selected, against)]
         scanned.report = replace(scanned.report, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
+    if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
+        scanned.report = replace(scanned.report, findings=tuple(_uv_linked(scanned)))
     return scanned
 
 
-INSTALLED_LIMIT = 256 * 1024 * 1024
-"""The most of one installed file read for a diff or for analysis (a wheel member is capped alike)."""
+def _uv_linked(scanned: Scanned) -> list[Finding]:
+    """The findings, each modified file that is a hard link into uv's cache saying so: the edit is in the
+    cache too (and in every environment uv linked it into), and how to drop it."""
+    out: list[Finding] = []
+    for f in scanned.report.findings:
+        if f.kind is Kind.MODIFIED:
+            dist, entry, path = scanned.locate(f)
+            twin = uv_cache_link(path, entry.path) if entry is not None else None
+            if twin is not None and dist is not None:
+                f = replace(f, message=f"{f.message}; {uv_note(dist.name, twin)}")
+        out.append(f)
+    return out
+
+
+def uv_note(name: str, twin: str) -> str:
+    """What to tell about an installed file that shares its inode with uv's cache."""
+    return (
+        f"a hard link of uv's cache ({twin}): the edit is in uv's cache too, and in every environment uv "
+        f"installed it into; run `uv cache clean {name}` after restoring"
+    )
 
 
 def read_installed(path: str) -> bytes | None:
@@ -255,7 +277,7 @@ def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
     for cand in candidates(dist, sources, tried):
         try:
             entries, _ = parse_record(cand.record_text())
-            if cand.read(f"{meta}/METADATA") != installed_metadata:
+            if cand.read(f"{meta}/METADATA", INSTALLED_LIMIT) != installed_metadata:
                 tried.append(f"rejected {cand.location}: METADATA differs")
                 cand.close()
                 continue

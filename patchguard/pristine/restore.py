@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from .._fs import sha256_bytes, sha256_file
 from ..errors import UsageError
-from ..integrity.inventory import ChangedFile, changed_files
+from ..integrity.inventory import ChangedFile, Scanned, changed_files
 from ..model import Kind, Report
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit
-from .explain import Explainer, survey
-from .sources import Sources
+from .explain import Explainer, survey, uv_note
+from .sources import Sources, uv_cache_link
 
 __all__ = ["Action", "FileAction", "RestoreResult", "restore"]
 
@@ -51,6 +51,7 @@ class RestoreResult:
     committed: Committed | None
     after: Report | None
     recovered: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what else to do: e.g. uv's cache still holds an edit
 
 
 def restore(
@@ -80,8 +81,25 @@ def restore(
         raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
     scanned = survey(names, site_packages=site_packages, python=python, paths=paths)
     explainer = Explainer(Sources.default(wheelhouse, offline))
+    changes, actions, notes, root = _planned(scanned, explainer, paths, remove_unexpected)
+    if dry_run or not changes:
+        return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered, tuple(notes))
+    root = root or scanned.target.site_packages[0]
+    changes += _sets_undone(root, changes)
+    # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
+    also = [r for r in scanned.target.roots if r != root]
+    committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
+    after = survey(names, target=scanned.target).report
+    return RestoreResult(tuple(actions), False, committed, after, scanned.recovered, tuple(notes))
+
+
+def _planned(
+    scanned: Scanned, explainer: Explainer, paths: Sequence[str], remove_unexpected: bool
+) -> tuple[list[Change], list[Action], list[str], str | None]:
+    """(changes, actions, notes, the site dir of the first restored file) of a restore."""
     changes: list[Change] = []
     actions: list[Action] = []
+    notes: list[str] = []
     root: str | None = None  # the site dir of the first restored file holds the transaction's state
     for c in changed_files(scanned, paths):
         if c.dist is None or c.finding.kind is Kind.STARTUP_HOOK:
@@ -99,18 +117,13 @@ def restore(
             continue
         change = _restoring(c, explainer)
         changes.append(change)
+        twin = uv_cache_link(c.path, c.entry.path) if c.entry is not None else None
+        if twin is not None:
+            notes.append(f"{c.finding.path} was {uv_note(c.dist.name, twin)}")
         action = FileAction.RECREATE if change.before is None else FileAction.RESTORE
         actions.append(Action(action, c.path, c.finding.path))
         root = root or c.dist.site_dir
-    if dry_run or not changes:
-        return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered)
-    root = root or scanned.target.site_packages[0]
-    changes += _sets_undone(root, changes)
-    # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
-    also = [r for r in scanned.target.roots if r != root]
-    committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
-    after = survey(names, target=scanned.target).report
-    return RestoreResult(tuple(actions), False, committed, after, scanned.recovered)
+    return changes, actions, notes, root
 
 
 def _sets_undone(root: str, changes: Sequence[Change]) -> list[Change]:

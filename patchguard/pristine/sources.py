@@ -4,7 +4,8 @@ Where a wheel is looked for, in this order (every place tried is reported when n
 
 1. wheelhouses: ``--wheelhouse DIR`` (repeatable), ``$PATCHGUARD_WHEELHOUSE`` (``os.pathsep``-separated),
    ``wheelhouse`` in ``[tool.patchguard]`` of the nearest ``pyproject.toml`` / ``patchguard.toml``;
-2. pip's cache: locally built wheels (``wheels/``) and downloaded ones (``http-v2/*.body``);
+2. pip's cache: locally built wheels (``wheels/``) and downloaded ones (``http-v2/*.body``; ``http/`` of
+   pip before 23.3);
 3. uv's cache: unpacked wheels (``archive-v*/<id>/``) and wheel files (``wheels-v*/``);
 4. unless offline: ``pip download --no-deps --only-binary=:all:`` of ``name==version`` for the tags the
    installed ``WHEEL`` file names (pip's own index configuration applies), kept in patchguard's cache.
@@ -32,7 +33,7 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .._fs import sha256_bytes, write_atomically
+from .._fs import read_regular, sha256_bytes, write_atomically
 from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
@@ -45,17 +46,27 @@ from ..integrity.records import (
 )
 
 __all__ = [
+    "INSTALLED_LIMIT",
     "READ_ERRORS",
     "NoPristineSource",
     "Pristine",
     "PristineStore",
     "Sources",
     "find_pristine",
+    "uv_cache_link",
 ]
 
 
+INSTALLED_LIMIT = 256 * 1024 * 1024
+"""The most of one file read for a diff or for analysis, installed or from a wheel (whose member is capped
+at its RECORD size when RECORD gives one)."""
+
 # What reading a candidate wheel can raise when it is truncated, corrupt or not what it claims.
 READ_ERRORS = (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, EOFError, ValueError)
+
+
+class SizeMismatch(ValueError):
+    """A candidate's member is not the size the installed RECORD gives: not the file that was installed."""
 
 
 class NoPristineSource(PatchguardError):
@@ -111,7 +122,9 @@ class Candidate:
     def record_text(self) -> str:
         raise NotImplementedError
 
-    def read(self, member: str) -> bytes:
+    def read(self, member: str, limit: int) -> bytes:
+        """The member's bytes; an error when it holds more than ``limit`` (the RECORD size): a member
+        that inflates without end is never read into memory."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -137,8 +150,15 @@ class WheelFile(Candidate):
         zf = self._open()
         return zf.read(f"{self._dist_info}/RECORD").decode("utf-8")
 
-    def read(self, member: str) -> bytes:
-        return self._open().read(member)
+    def read(self, member: str, limit: int) -> bytes:
+        zf = self._open()
+        if zf.getinfo(member).file_size > limit:
+            raise SizeMismatch(f"larger than the {limit} bytes RECORD gives")
+        with zf.open(member) as f:
+            data = f.read(limit + 1)  # the header's size may lie: the stream is bounded too
+        if len(data) > limit:
+            raise SizeMismatch(f"inflates beyond the {limit} bytes RECORD gives")
+        return data
 
     def close(self) -> None:
         if self._zip is not None:
@@ -156,12 +176,14 @@ class UnpackedWheel(Candidate):
         with open(os.path.join(self.location, self._dist_info, "RECORD"), encoding="utf-8") as f:
             return f.read()
 
-    def read(self, member: str) -> bytes:
+    def read(self, member: str, limit: int) -> bytes:
         norm = os.path.normpath(member)
         if norm.startswith("..") or os.path.isabs(norm):
             raise OSError(f"member {member!r} leaves the archive")
-        with open(os.path.join(self.location, norm), "rb") as f:
-            return f.read()
+        data = read_regular(os.path.join(self.location, norm), limit + 1)
+        if len(data) > limit:
+            raise SizeMismatch(f"larger than the {limit} bytes RECORD gives")
+        return data
 
 
 # -- where to look ----------------------------------------------------------------------------------------
@@ -173,6 +195,31 @@ def pip_cache_dir() -> str:
 
 def uv_cache_dir() -> str:
     return user_cache_dir("UV_CACHE_DIR", "uv")
+
+
+def uv_cache_link(path: str, relpath: str, uv: str | None = None) -> str | None:
+    """The file of uv's cache that ``path`` (an installed file, at RECORD path ``relpath``) is a hard link
+    of, if any: an edit made in place there is uv's cached copy edited too, and the next
+    ``uv pip install`` links it into another environment."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_nlink < 2:
+        return None
+    uv = uv or uv_cache_dir()
+    for bucket in sorted(os.listdir(uv)) if os.path.isdir(uv) else []:
+        if not bucket.startswith("archive-v"):
+            continue
+        root = os.path.join(uv, bucket)
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(root):
+                twin = os.path.join(root, entry, *relpath.split("/"))
+                with contextlib.suppress(OSError):
+                    other = os.stat(twin)
+                    if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                        return twin
+    return None
 
 
 @dataclass
@@ -231,10 +278,12 @@ def _wheel_matches(filename: str, name: str, version: str) -> bool:
 
 
 def _http_body_is(path: str, dist: InstalledDistribution) -> bool:
-    """pip's http-v2 cache keeps downloaded wheels as ``<hash>.body``: look inside for the dist-info."""
+    """pip's http-v2 cache keeps downloaded wheels as ``<hash>.body``; pip before 23.3 kept whole responses
+    in ``http/`` (``cc=4,`` and msgpack, the wheel's bytes inside — which ``zipfile`` reads as they are).
+    Look inside for the dist-info."""
     try:
         with open(path, "rb") as f:
-            if f.read(4) != b"PK\x03\x04":
+            if not f.read(5).startswith((b"PK\x03\x04", b"cc=4,")):
                 return False
         with zipfile.ZipFile(path) as zf:
             infos = {n.split("/", 1)[0] for n in zf.namelist() if n.endswith(".dist-info/METADATA")}
@@ -269,11 +318,12 @@ def _wheelhouse(house: str, dist: InstalledDistribution, tried: list[str]) -> It
 
 
 def _pip_cache(pip: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
-    """Wheels pip built (``wheels/``) and wheels it downloaded (``http-v2/*.body``)."""
+    """Wheels pip built (``wheels/``) and wheels it downloaded (``http-v2/*.body``, older pips' ``http/``)."""
     built = [
         p for p in _walk(os.path.join(pip, "wheels"), ".whl") if _wheel_matches(p, dist.name, dist.version)
     ]
     bodies = [p for p in _walk(os.path.join(pip, "http-v2"), ".body") if _http_body_is(p, dist)]
+    bodies += [p for p in _walk(os.path.join(pip, "http"), "") if _http_body_is(p, dist)]  # pip < 23.3
     tried.append(f"pip cache {pip}: {len(built) + len(bodies)} matching")
     for p in [*built, *bodies]:
         yield WheelFile("pip-cache", p)
@@ -341,7 +391,8 @@ def _scripts(member: str) -> bool:
 
 @dataclass
 class Pristine:
-    """A proven pristine source for one installed distribution."""
+    """A proven pristine source for one installed distribution — and, should one of its files not be the
+    wheel's any more (a uv cache entry edited through a hard link), the next proven candidates."""
 
     dist: InstalledDistribution
     candidate: Candidate | None
@@ -349,6 +400,9 @@ class Pristine:
     store: PristineStore
     description: str
     wheel_record: dict[str, RecordEntry] = field(default_factory=dict)
+    more: Iterator[Candidate] = field(default_factory=lambda: iter(()))
+    notes: list[str] = field(default_factory=list)  # candidates skipped for a file, and why
+    _alternates: list[tuple[Candidate, dict[str, str]]] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -357,6 +411,7 @@ class Pristine:
         cand: Candidate,
         wheel_entries: Sequence[RecordEntry],
         store: PristineStore,
+        more: Iterator[Candidate] | None = None,
     ) -> Pristine:
         """The pristine source ``cand`` gives ``dist``, once it is trusted (proven or same release)."""
         members = member_map(wheel_entries, dist)
@@ -368,35 +423,66 @@ class Pristine:
             store,
             f"{cand.kind} {cand.location}",
             {p: by_member[m] for p, m in members.items()},
+            more if more is not None else iter(()),
         )
 
     def bytes_for(self, entry: RecordEntry) -> bytes:
         """The pristine bytes of an installed RECORD entry, checked against that entry's hash.
 
-        Callers look in the store first (:meth:`PristineStore.for_entry`): this reads the wheel. Raises
-        :class:`NoPristineSource` when the wheel has no such member or its bytes do not match (a uv cache
-        entry edited in place through a hard link, say).
+        Callers look in the store first (:meth:`PristineStore.for_entry`): this reads the wheel. A member
+        that is missing, unreadable or not the RECORD's bytes sends it to the next proven candidate (finally
+        ``pip download``, unless offline); :class:`NoPristineSource` lists them all when none has it.
         """
-        member = self.members.get(entry.path)
-        if member is None or self.candidate is None:
-            raise NoPristineSource(
-                "the wheel has no such file (generated at install time?)",
-                path=entry.path,
-                hint=f"pristine source was {self.description}",
-            )
+        tried: list[str] = []
+        for cand, members in self._sources():
+            got = self._member(cand, members, entry, tried)
+            if got is not None:
+                self.store.put(got)
+                return got
+        raise NoPristineSource(
+            f"no pristine copy of {entry.path}: " + "; ".join(tried),
+            path=self.dist.metadata_dir,
+            hint="point --wheelhouse at an untouched copy of the wheel",
+        )
+
+    def _sources(self) -> Iterator[tuple[Candidate, dict[str, str]]]:
+        if self.candidate is not None:
+            yield self.candidate, self.members
+        yield from self._alternates
+        for cand in self.more:
+            proof = _prove(self.dist, cand)
+            if isinstance(proof, str):
+                self.notes.append(f"rejected {cand.location}: {proof}")
+                cand.close()
+                continue
+            self._alternates.append((cand, member_map(proof, self.dist)))
+            yield self._alternates[-1]
+
+    def _member(
+        self, cand: Candidate, members: dict[str, str], entry: RecordEntry, tried: list[str]
+    ) -> bytes | None:
+        """The entry's bytes from one candidate, or ``None`` with the reason added to ``tried``."""
+        member = members.get(entry.path)
+        if member is None:
+            tried.append(f"{cand.location} has no such file (generated at install time?)")
+            return None
+        limit = entry.size if entry.size is not None and not _scripts(member) else INSTALLED_LIMIT
+        why = "edited through a hard link?" if cand.kind == "uv-cache" else "modified?"
         try:
-            data = self.candidate.read(member)
+            data = cand.read(member, limit)
+        except SizeMismatch as exc:
+            tried.append(f"{member} of {cand.location} does not match the installed RECORD: {exc} ({why})")
+            self.notes.append(tried[-1])
+            return None
         except READ_ERRORS as exc:
-            raise NoPristineSource(f"cannot read {member} ({exc})", path=self.candidate.location) from None
+            tried.append(f"cannot read {member} of {cand.location} ({exc})")
+            return None
         if _scripts(member) and data.startswith(b"#!python"):
             data = self._rewrite_shebang(entry, data)
         if entry.digest is not None and not matches(entry, data):
-            raise NoPristineSource(
-                f"{member} does not match the installed RECORD hash (pristine source modified?)",
-                path=self.candidate.location,
-                hint="point --wheelhouse at an untouched copy of the wheel",
-            )
-        self.store.put(data)
+            tried.append(f"{member} of {cand.location} does not match the installed RECORD hash ({why})")
+            self.notes.append(tried[-1])
+            return None
         return data
 
     def _rewrite_shebang(self, entry: RecordEntry, data: bytes) -> bytes:
@@ -518,13 +604,14 @@ def _tag_options(dist: InstalledDistribution) -> list[str]:
 def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
     """A proven pristine source for ``dist``, or :class:`NoPristineSource` listing every place tried."""
     tried: list[str] = []
-    for cand in itertools.chain(candidates(dist, sources, tried), _download(dist, sources, tried)):
+    more = itertools.chain(candidates(dist, sources, tried), _download(dist, sources, tried))
+    for cand in more:
         proof = _prove(dist, cand)
         if isinstance(proof, str):
             tried.append(f"rejected {cand.location}: {proof}")
             cand.close()
             continue
-        return Pristine.of(dist, cand, proof, sources.store)
+        return Pristine.of(dist, cand, proof, sources.store, more)
     raise NoPristineSource(
         f"no wheel of {dist.name} {dist.version} (this build) found; looked in: "
         + "; ".join(t.strip() for t in tried),
