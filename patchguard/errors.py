@@ -29,8 +29,13 @@ class PatchguardError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        text = f"{self.path}: {self.message}" if self.path else self.message
-        return f"{text} ({self.hint})" if self.hint else text
+        """One complete first line — where, what, and what to do — then any details, indented."""
+        first, _, details = self.message.partition("\n")
+        text = f"{self.path}: {first}" if self.path else first
+        if self.hint:
+            text = f"{text} ({self.hint})"
+        lines = [line if line.startswith("  ") else "  " + line for line in details.splitlines() if line]
+        return "\n".join([text, *lines])
 
 
 class UsageError(PatchguardError):

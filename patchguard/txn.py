@@ -396,7 +396,12 @@ def _check_paths(root: str, plan: Plan) -> None:
     """Raises :class:`TransactionError` listing every path of ``plan`` that :func:`check_path` refuses."""
     problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
     if problems:
-        raise TransactionError("refusing to write:\n  " + "\n  ".join(problems), path=root)
+        raise TransactionError(
+            f"refused, nothing written: {len(problems)} path{'s' if len(problems) != 1 else ''} may not be "
+            "written\n  " + "\n  ".join(problems),
+            path=root,
+            hint="every write stays inside the environment, on regular files, never through a symlink",
+        )
 
 
 def _check_before(root: str, plan: Plan) -> None:
@@ -409,7 +414,8 @@ def _check_before(root: str, plan: Plan) -> None:
             mismatched.append(f"{c.path}: {what}")
     if mismatched:
         raise TransactionError(
-            "the environment changed since the plan was made:\n  " + "\n  ".join(mismatched),
+            "the environment changed since the plan was made; nothing was written\n  "
+            + "\n  ".join(mismatched),
             path=root,
             hint="run the command again",
         )

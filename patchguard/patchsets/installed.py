@@ -75,7 +75,12 @@ def check_paths(ps: PatchSet, site: str) -> None:
         if why:
             problems.append(f"{rel}: {why}")
     if problems:
-        raise PatchSetError("refused, nothing written:\n  " + "\n  ".join(problems), path=ps.directory)
+        raise PatchSetError(
+            f"refused, nothing written: {len(problems)} path{'s' if len(problems) != 1 else ''} of the set "
+            "cannot be written safely\n  " + "\n  ".join(problems),
+            path=ps.directory,
+            hint="a set changes only regular files inside site-packages, never through a symlink",
+        )
 
 
 def owned_paths(dists: Sequence[InstalledDistribution], site: str) -> set[str]:

@@ -184,7 +184,12 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
         else:
             out.append(got)
     if problems:
-        raise PatchSetError("refused:\n  " + "\n  ".join(problems), path=origin)
+        raise PatchSetError(
+            f"refused: {len(problems)} file diff{'s' if len(problems) != 1 else ''} cannot be used\n  "
+            + "\n  ".join(problems),
+            path=origin,
+            hint="fix or remove them from the set",
+        )
     if not out:
         raise PatchSetError("the diff changes no file", path=origin)
     return out

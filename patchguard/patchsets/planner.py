@@ -46,7 +46,8 @@ class PlanFailed(PatchguardError):
         text = "\n".join(f.describe() for f in failures)
         super().__init__(
             f"{what}: {len(failures)} {'hunks do' if len(failures) != 1 else 'hunk does'} not apply; "
-            f"nothing was written\n{text}"
+            f"nothing was written\n{text}",
+            hint="the files are not what the set expects: see each hunk below; rebase or recapture the set",
         )
         self.failures = tuple(failures)
 
