@@ -254,6 +254,7 @@ class SetStatus(str, enum.Enum):
     PARTIAL = "partially applied"
     DRIFTED = "drifted"  # applied by patchguard, then a file changed
     CONFLICT = "conflict"  # a file neither applies nor reverts cleanly
+    UNKNOWN = "unknown"  # a file of the set cannot be read (permissions, not a regular file)
     NOT_APPLICABLE = "n/a"  # its distribution is not installed, or in another version
 
     @property
@@ -264,7 +265,7 @@ class SetStatus(str, enum.Enum):
     @property
     def troubled(self) -> bool:
         """Something needs a look (``status`` exits 1)."""
-        return self in (SetStatus.DRIFTED, SetStatus.PARTIAL, SetStatus.CONFLICT)
+        return self in (SetStatus.DRIFTED, SetStatus.PARTIAL, SetStatus.CONFLICT, SetStatus.UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,37 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
         (f,) = found
         assert (f["kind"], f["path"]) == ("modified", "minillm/models/mla.py")
         assert "its code was not judged" in f["message"] and "ermission denied" in f["message"]
+    shutil.copytree(REPO / "patches", world_readable / "patches")
+    for path in [world_readable / "patches", *(world_readable / "patches").rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for args, code in (
+        (["status"], 1),
+        (["sets"], 0),
+    ):  # the set that touches it cannot be told; the rest can
+        proc = subprocess.run(
+            [
+                *run_as_nobody,
+                "-m",
+                "patchguard",
+                *args,
+                "--site-packages",
+                str(env.site),
+                "--patches",
+                "patches",
+            ],
+            capture_output=True,
+            text=True,
+            env=child_env,
+            cwd=world_readable,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == code, (args, proc.stdout, proc.stderr)
+        assert (
+            "unknown" in proc.stdout
+            and "minillm/models/mla.py: cannot read (Permission denied)" in proc.stdout
+        )
+        assert "sm120-support" in proc.stdout or args == ["status"]
 
     mla.chmod(0o644)  # readable now, but the environment is root's: restoring cannot write
     proc = subprocess.run(

@@ -7,10 +7,11 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from ..errors import PatchguardError
 from ..integrity.records import RecordEntry, canonicalize, matches
 from ..model import Finding, Kind
 from .model import PatchSet
-from .planner import PlanFailed, Reader, plan_patches
+from .planner import Reader, plan_patches
 
 __all__ = ["Located", "attribute"]
 
@@ -44,7 +45,7 @@ def _attributed(f: Finding, sets: Sequence[PatchSet], entry: RecordEntry, read: 
             continue
         try:
             (fp,) = plan_patches(ps.name, [x for x in ps.patches if x.path == f.path], read, reverse=True)
-        except (PlanFailed, ValueError):
+        except (PatchguardError, ValueError):  # hunks that do not apply, a file that cannot be read
             continue
         exact = fp.after is not None and matches(entry, fp.after)
         message = f.message if exact else f"{f.message} (patch set {ps.name} plus other changes)"

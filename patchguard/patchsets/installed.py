@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._fs import read_regular
 from ..env import Target, resolve_target
 from ..errors import UsageError
 from ..integrity.records import InstalledDistribution, canonicalize, discover
@@ -48,21 +49,24 @@ class SetEnvironment:
         return out
 
 
+MAX_FILE_BYTES = 256 * 1024 * 1024  # a file a set patches: source, never this big
+
+
 def reader(site: str) -> Reader:
     """``read(relpath)``: the bytes of a file of ``site`` (``None``: absent); errors name the file."""
 
     def read(rel: str) -> bytes | None:
         try:
-            with open(os.path.join(site, *rel.split("/")), "rb") as f:
-                return f.read()
+            data = read_regular(os.path.join(site, *rel.split("/")), MAX_FILE_BYTES + 1)  # never a FIFO
         except FileNotFoundError:
             return None
-        except IsADirectoryError:
-            raise PatchSetError("is a directory, not a file", path=os.path.join(site, rel)) from None
         except OSError as exc:
             raise PatchSetError(
                 f"cannot read ({exc.strerror or exc})", path=os.path.join(site, rel)
             ) from None
+        if len(data) > MAX_FILE_BYTES:
+            raise PatchSetError(f"larger than {MAX_FILE_BYTES >> 20} MiB", path=os.path.join(site, rel))
+        return data
 
     return read
 

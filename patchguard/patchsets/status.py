@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .._fs import sha256_bytes
 from ..env import Target
-from ..errors import UsageError
+from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution
 from ..model import SetState, SetStatus
 from ..state import read_state
@@ -19,6 +19,10 @@ __all__ = ["SetState", "SetStatus", "set_states", "states_of"]
 
 def _file_state(ps: PatchSet, rel: str, read: Reader) -> str:
     mine = [p for p in ps.patches if p.path == rel]
+    try:
+        read(rel)
+    except PatchguardError as exc:  # one unreadable file: this set cannot be told, the others can
+        return f"unknown: {exc.message}"
     try:
         plan_patches(ps.name, mine, read, reverse=True)
         return "applied"
@@ -58,6 +62,10 @@ def states_of(
         record = read_state(site)["applied"].get(ps.name)
         detail: list[str] = []
         drifted = []
+        unknown = [f"{rel}: {v.split(': ', 1)[1]}" for rel, v in states.items() if v.startswith("unknown")]
+        if unknown:
+            out.append(SetState(ps.name, targets, SetStatus.UNKNOWN, len(ps.paths), tuple(unknown)))
+            continue
         if record is not None:
             for rel, hashes in record.get("files", {}).items():
                 # Back at its pre-image (restored, reverted by hand) is "not applied", not drift.
