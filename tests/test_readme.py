@@ -37,3 +37,11 @@ def test_the_api_exports_what_it_returns() -> None:
         assert name in patchguard.__all__, name
     for name in ("PatchSetError", "PlanFailed", "NoPristineSource", "TransactionError", "LockTimeout"):
         assert issubclass(getattr(patchguard, name), patchguard.PatchguardError), name
+
+
+def test_every_rule_id_is_documented() -> None:
+    from patchguard.rulebook import FILE_RULES, RULES
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    missing = [rule for rule in [*RULES, *FILE_RULES] if f"| `{rule}` |" not in text]
+    assert not missing, missing

@@ -354,3 +354,20 @@ def test_every_write_keeps_mode_setuid_setgid_and_owner(env: Env, house: Path, t
     patchguard.restore(["minillm"], site_packages=site, wheelhouse=[str(house)], offline=True)
     kept("restore")
     assert run_cli("scan", "minillm", "--site-packages", str(env.site)).returncode == 0
+
+
+def test_enospc_while_writing_the_journal_leaves_no_debris(
+    env: Env, house: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    break_it(env)
+    before = tree(env.site)
+    real = txn._write_durable
+
+    def half_written(path: str, data: bytes, mode: int) -> None:
+        real(path, data[: len(data) // 2], mode)  # the temp journal exists, half full, then the disk is
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(txn, "_write_durable", half_written)
+    with pytest.raises(txn.TransactionError, match=r"No space left on device.*nothing was changed"):
+        patchguard.restore(["minillm"], site_packages=[str(env.site)], wheelhouse=[str(house)], offline=True)
+    assert tree(env.site) == before  # no journal.json.tmp, no backup directory, no new directory
