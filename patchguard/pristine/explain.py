@@ -80,7 +80,7 @@ def _uv_linked(scanned: Scanned) -> list[Finding]:
     for f in scanned.report.findings:
         if f.kind is Kind.MODIFIED:
             dist, entry, path = scanned.locate(f)
-            twin = uv_cache_link(path, entry.path) if entry is not None else None
+            twin = uv_cache_link(path, entry.path, dist) if entry is not None and dist is not None else None
             if twin is not None and dist is not None:
                 f = replace(f, message=f"{f.message}; {uv_note(dist.name, twin)}")
         out.append(f)

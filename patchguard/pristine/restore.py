@@ -117,7 +117,7 @@ def _planned(
             continue
         change = _restoring(c, explainer)
         changes.append(change)
-        twin = uv_cache_link(c.path, c.entry.path) if c.entry is not None else None
+        twin = uv_cache_link(c.path, c.entry.path, c.dist) if c.entry is not None else None
         if twin is not None:
             notes.append(f"{c.finding.path} was {uv_note(c.dist.name, twin)}")
         action = FileAction.RECREATE if change.before is None else FileAction.RESTORE

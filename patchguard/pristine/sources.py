@@ -197,29 +197,51 @@ def uv_cache_dir() -> str:
     return user_cache_dir("UV_CACHE_DIR", "uv")
 
 
-def uv_cache_link(path: str, relpath: str, uv: str | None = None) -> str | None:
-    """The file of uv's cache that ``path`` (an installed file, at RECORD path ``relpath``) is a hard link
-    of, if any: an edit made in place there is uv's cached copy edited too, and the next
-    ``uv pip install`` links it into another environment."""
+def uv_cache_link(path: str, relpath: str, dist: InstalledDistribution, uv: str | None = None) -> str | None:
+    """The file of uv's cache that ``path`` (an installed file of ``dist``, at RECORD path ``relpath``) is a
+    hard link of, if any: an edit made in place there is uv's cached copy edited too, and the next
+    ``uv pip install`` links it into another environment. Only files with more than one link are looked up,
+    and only in the cache entries of ``dist``'s own wheel."""
     try:
         st = os.stat(path)
     except OSError:
         return None
     if st.st_nlink < 2:
         return None
-    uv = uv or uv_cache_dir()
-    for bucket in sorted(os.listdir(uv)) if os.path.isdir(uv) else []:
-        if not bucket.startswith("archive-v"):
-            continue
-        root = os.path.join(uv, bucket)
+    for archive in _uv_archives(uv or uv_cache_dir()).get((dist.canonical_name, dist.version), ()):
+        twin = os.path.join(archive, *relpath.split("/"))
         with contextlib.suppress(OSError):
-            for entry in os.listdir(root):
-                twin = os.path.join(root, entry, *relpath.split("/"))
-                with contextlib.suppress(OSError):
-                    other = os.stat(twin)
-                    if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-                        return twin
+            other = os.stat(twin)
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return twin
     return None
+
+
+_UV_ARCHIVES: dict[object, dict[tuple[str, str], list[str]]] = {}
+
+
+def _uv_archives(uv: str) -> dict[tuple[str, str], list[str]]:
+    """(distribution, version) → the unpacked wheels of uv's cache holding it; listed again only when an
+    ``archive-v*`` directory changed (its mtime moves when uv adds or removes an entry)."""
+    try:
+        buckets = sorted(b for b in os.listdir(uv) if b.startswith("archive-v"))
+        key: object = (uv, tuple((b, os.stat(os.path.join(uv, b)).st_mtime_ns) for b in buckets))
+    except OSError:
+        return {}
+    if key not in _UV_ARCHIVES:
+        found: dict[tuple[str, str], list[str]] = {}
+        for bucket in buckets:
+            with contextlib.suppress(OSError):
+                for entry in sorted(os.listdir(os.path.join(uv, bucket))):
+                    path = os.path.join(uv, bucket, entry)
+                    with contextlib.suppress(OSError):
+                        for sub in os.listdir(path):
+                            if sub.endswith(".dist-info"):
+                                name, version = name_version_from_dirname(sub)
+                                found.setdefault((canonicalize(name), version), []).append(path)
+        _UV_ARCHIVES.clear()  # one cache directory at a time
+        _UV_ARCHIVES[key] = found
+    return _UV_ARCHIVES[key]
 
 
 @dataclass
