@@ -31,6 +31,7 @@ __all__ = [
     "cache_root",
     "is_racy",
     "journal_path",
+    "not_a_directory",
     "parse_json",
     "parse_toml",
     "read_input",
@@ -61,6 +62,13 @@ def transaction_left(site_dir: str) -> bool:
     file (a crash while the journal was being written)."""
     journal = journal_path(site_dir)
     return os.path.exists(journal) or os.path.lexists(journal + ".tmp")
+
+
+def not_a_directory(path: str) -> str | None:
+    """Why ``path`` is not a usable directory ("does not exist", "is not a directory"), or ``None``."""
+    if os.path.isdir(path):
+        return None
+    return "is not a directory" if os.path.exists(path) else "does not exist"
 
 
 def sha256_bytes(data: bytes | None) -> str | None:

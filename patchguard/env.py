@@ -19,6 +19,7 @@ import sysconfig
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ._fs import not_a_directory
 from .errors import EnvironmentNotFound, UsageError
 
 __all__ = ["Target", "resolve_target"]
@@ -168,8 +169,8 @@ def _run_bounded(cmd: list[str]) -> tuple[int, str, str]:
 
 def _given(dirs: Sequence[str]) -> Target:
     for d in dirs:
-        if not os.path.isdir(d):
-            what = "is not a directory" if os.path.exists(d) else "does not exist"
+        what = not_a_directory(d)
+        if what:
             raise EnvironmentNotFound(
                 f"site-packages directory {what}",
                 path=d,

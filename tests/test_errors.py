@@ -90,8 +90,9 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
         "PYTHONPATH": str(world_readable / "lib"),
     }
     wheels = ["--wheelhouse", str(world_readable / "wheels"), "--offline"]
-    for args in (["restore", "minillm", *wheels], ["diff", *wheels]):
-        proc = subprocess.run(
+
+    def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [*run_as_nobody, "-m", "patchguard", *args, "--site-packages", str(env.site)],
             capture_output=True,
             text=True,
@@ -100,21 +101,16 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
             timeout=120,
             check=False,
         )
+
+    for args in (["restore", "minillm", *wheels], ["diff", *wheels]):
+        proc = as_nobody(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Traceback" not in proc.stderr, proc.stderr
         (line,) = proc.stderr.splitlines()
         assert line.startswith("patchguard: error: ") and str(mla) in line and "ermission denied" in line
     assert {p: p.read_bytes() for p in env.site.rglob("*") if p.is_file()} == before  # nothing changed
     for args in (["scan", *wheels], ["check"]):  # a scan goes on: the file is still `modified`, not judged
-        proc = subprocess.run(
-            [*run_as_nobody, "-m", "patchguard", *args, "--site-packages", str(env.site), "--format", "json"],
-            capture_output=True,
-            text=True,
-            env=child_env,
-            cwd=world_readable,
-            timeout=120,
-            check=False,
-        )
+        proc = as_nobody(*args, "--format", "json")
         assert proc.returncode == 0, (args, proc.stderr)
         doc = json.loads(proc.stdout)
         found = doc["findings"] if args[0] == "scan" else doc["report"]["findings"]
@@ -154,15 +150,7 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
         assert "sm120-support" in proc.stdout or args == ["status"]
 
     mla.chmod(0o644)  # readable now, but the environment is root's: restoring cannot write
-    proc = subprocess.run(
-        [*run_as_nobody, "-m", "patchguard", "restore", "minillm", *wheels, "--site-packages", str(env.site)],
-        capture_output=True,
-        text=True,
-        env=child_env,
-        cwd=world_readable,
-        timeout=120,
-        check=False,
-    )
+    proc = as_nobody("restore", "minillm", *wheels)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("patchguard: error: ") and "ermission denied" in line, line

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from unidiff.patch import PatchedFile
 
-from .._fs import parse_toml, read_input, read_regular
+from .._fs import not_a_directory, parse_toml, read_input, read_regular
 from ..config import load_config
 from ..diffs import parse_patch
 from ..errors import PatchguardError
@@ -134,8 +134,8 @@ def patches_dir(explicit: str | None = None, *, must_exist: bool = True) -> str:
 
 
 def _existing(path: str, what: str, must_exist: bool) -> str:
-    if must_exist and not os.path.isdir(path):
-        why = "is not a directory" if os.path.exists(path) else "does not exist"
+    why = not_a_directory(path) if must_exist else None
+    if why:
         raise PatchSetError(
             f"{what}: the patch set directory {why}", path=path, hint="pass the directory of your sets"
         )

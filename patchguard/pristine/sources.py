@@ -33,7 +33,7 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .._fs import read_regular, sha256_bytes, write_atomically
+from .._fs import not_a_directory, read_regular, sha256_bytes, write_atomically
 from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
@@ -265,8 +265,8 @@ class Sources:
             houses += [p for p in env.split(os.pathsep) if p]
         houses += load_config().wheelhouse
         for house in houses:  # a wheelhouse named on purpose that is not there is a mistake, not "no wheel"
-            if not os.path.isdir(house):
-                why = "is not a directory" if os.path.exists(house) else "does not exist"
+            why = not_a_directory(house)
+            if why:
                 raise UsageError(
                     f"wheelhouse {why}",
                     path=house,
