@@ -16,6 +16,7 @@ Code analysis (libcst) and the pristine sources are imported only when there is 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -120,6 +121,7 @@ def run(
     """
     from .pristine.explain import survey
 
+    started = time.perf_counter()
     scanned = survey(
         distributions,
         site_packages=site_packages,
@@ -144,6 +146,8 @@ def run(
             offline=offline,
             against=against,
         )
+    # The whole run's wall time, analysis included (not only the integrity pass).
+    scanned.report = replace(scanned.report, seconds=time.perf_counter() - started)
     return scanned
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
@@ -200,7 +200,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _removed_checks(regions, edit.st, after, finding)
     for r in regions:
         _unexplained(edit, r, covered, out)
-    return sorted(out, key=lambda f: (f.line or 0, f.rule))
+    return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
 
 
 def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
@@ -278,6 +278,34 @@ def _rest_of_region(edit: _Edit, r: Region, rest: Sequence[int], out: Sequence[F
     if edit.before is None:
         what = "no pristine source to compare with: new or unverifiable code"
     return edit.finding.functional(edit.st, line, end, what)
+
+
+def _one_per_line(findings: list[Finding]) -> list[Finding]:
+    """One injected-code finding per changed line: several rules on one line (``torch.save(x.cpu(), p)`` is a
+    dump *and* a device sync) become the finding of the most severe, naming the others."""
+    by_line: dict[int, list[Finding]] = {}
+    rest: list[Finding] = []
+    for f in findings:
+        if f.kind is Kind.INJECTED_CODE and f.line is not None:
+            by_line.setdefault(f.line, []).append(f)
+        else:
+            rest.append(f)
+    for same in by_line.values():
+        same.sort(key=lambda f: (-f.severity, _RULE_ORDER.get(f.rule, 99)))
+        first, others = same[0], same[1:]
+        if others:
+            also = ", ".join(dict.fromkeys(o.rule for o in others))
+            first = replace(
+                first,
+                message=f"{first.message} (also {also} on this line)",
+                end_line=max(o.end_line or o.line or 0 for o in same),
+                evidence=(*first.evidence, f"also: {also}"),
+            )
+        rest.append(first)
+    return rest
+
+
+_RULE_ORDER = {rule: n for n, rule in enumerate(RULES)}
 
 
 def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region]) -> list[Finding]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..model import Finding, Kind, Report, SetState, SetStatus, printable
 
-__all__ = ["format_check_text", "format_sets", "format_status", "format_table", "summary_line"]
+__all__ = ["format_check_text", "format_sets", "format_status", "format_table", "next_steps", "summary_line"]
 
 
 # Kinds named in the summary line, in this order, with the words used there (one, several).
@@ -30,11 +30,19 @@ _SUMMARY_WORDS: Sequence[tuple[Kind, str, str]] = (
 
 
 def summary_line(report: Report) -> str:
-    """``6557 files in 3 distributions checked in 0.4 s: 2 modified, 1 missing, 3 unexpected``."""
+    """``6557 files in 3 distributions checked in 0.4 s: 2 modified, 1 missing, 3 injected (2 files)``: the
+    wall time of the whole run; each kind once per finding (one per changed line), and the files when a
+    kind's findings spread over fewer files than findings."""
     kinds = Counter(f.kind for f in report.findings)
-    parts = [
-        f"{kinds[k]} {one if kinds[k] == 1 else many}" for k, one, many in _SUMMARY_WORDS if kinds.get(k)
-    ]
+    files: dict[Kind, set[str]] = {}
+    for f in report.findings:
+        files.setdefault(f.kind, set()).add(f.path)
+    parts = []
+    for k, one, many in _SUMMARY_WORDS:
+        if kinds.get(k):
+            n_files = len(files[k])
+            spread = f" ({n_files} file{'s' if n_files != 1 else ''})" if n_files < kinds[k] else ""
+            parts.append(f"{kinds[k]} {one if kinds[k] == 1 else many}{spread}")
     n_dist = len(report.distributions)
     head = (
         f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
@@ -88,9 +96,43 @@ def format_table(report: Report) -> str:
         kind_w = max(len(f.kind.value) for f in items)
         for f in items:
             lines.extend(_finding_lines(f, kind_w))
+        lines += [f"  → {step}" for step in next_steps(dist, version, items)]
         lines.append("")
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
+
+
+_RESTORED = (
+    Kind.MODIFIED,
+    Kind.MISSING,
+    Kind.INJECTED_CODE,
+    Kind.FUNCTIONAL_CHANGE,
+    Kind.COSMETIC_CHANGE,
+)
+
+
+def next_steps(dist: str | None, version: str | None, findings: Sequence[Finding]) -> list[str]:
+    """What fixes one group of findings: revert the sets that explain changes, restore the rest from the
+    wheel, delete what nobody installed, reinstall what has a broken RECORD."""
+    if dist is None:
+        return [
+            f"delete {printable(f.path)} (no distribution owns it)"
+            for f in findings
+            if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
+        ]
+    steps = [
+        f"patchguard revert --set {name}" for name in sorted({f.patch_set for f in findings if f.patch_set})
+    ]
+    rest = sorted({f.path for f in findings if f.kind in _RESTORED and not f.patch_set})
+    unexpected = any(f.kind is Kind.UNEXPECTED for f in findings)
+    if rest or unexpected:
+        paths = (
+            "".join(f" --path {printable(p)}" for p in rest) if 0 < len(rest) <= 3 and not unexpected else ""
+        )
+        steps.append(f"patchguard restore {dist}{paths}" + (" --remove-unexpected" if unexpected else ""))
+    if any(f.kind is Kind.RECORD_INVALID for f in findings):
+        steps.append(f"pip install --force-reinstall --no-deps {dist}=={version}")
+    return steps
 
 
 def format_check_text(passed: bool, violations: Sequence[str], policy: str | None, report: Report) -> str:
