@@ -27,6 +27,8 @@ from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
 from .model import Finding, GateKind, Kind, Reach, Report
 
 if TYPE_CHECKING:
+    from .analysis import CodeChange
+    from .analysis.kept import KeptAnalyses
     from .analysis.reach import FileReach, ReachContext
     from .deploy.gate import CheckResult
     from .deploy.policy import Policy
@@ -218,34 +220,61 @@ def judge(
 
     # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
     if analyse and code_files:
+        from .analysis.kept import KeptAnalyses
+
         explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
-        findings = judge_findings(scanned, explainer, reach)
+        kept = KeptAnalyses(served.cache_dir, served.use_cache)
+        findings = judge_findings(scanned, explainer, reach, kept)
     if verify_record:
         findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
     return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
 
 
-def judge_findings(scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
+def judge_findings(
+    scanned: Scanned, explainer: Explainer, reach: ReachContext, kept: KeptAnalyses | None = None
+) -> list[Finding]:
     """The scan's findings with every modified or unexpected ``.py`` file judged by code analysis.
 
     A modified file's bare ``modified`` finding is replaced by one finding per changed region and rule,
     keeping its patch-set attribution; without a pristine source the whole file is judged (``baseline:
     none``). Each code finding gets the reach of its file, ``conditional`` when gated, ``dormant`` when dead.
+    What analysis said of a file is kept (``kept``): a file judged before against the same pristine bytes is
+    not judged again; the others are judged on every core.
     """
+    from .analysis.kept import KeptAnalyses, analyse_many
+
+    kept = kept if kept is not None else KeptAnalyses(enabled=False)
 
     def judged(f: Finding) -> bool:
         return f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") and f.line is None
 
-    reach.prepare([scanned.locate(f)[2] for f in scanned.report.findings if judged(f)])
+    targets = [f for f in scanned.report.findings if judged(f)]
+    reach.prepare([scanned.locate(f)[2] for f in targets])
+    prepared = {id(f): _prepare(f, scanned, explainer, kept) for f in targets}
+    pending = {i: p for i, p in prepared.items() if isinstance(p, tuple)}
+    results = analyse_many([change for _key, change in pending.values()])
+    for (i, (key, _change)), found in zip(pending.items(), results, strict=True):
+        kept.put(key, found)
+        prepared[i] = found
     out: list[Finding] = []
     for f in scanned.report.findings:
-        out += _judge_file(f, scanned, explainer, reach) if judged(f) else [f]
+        got = prepared.get(id(f))
+        if got is None:
+            out.append(f)
+        elif isinstance(got, Finding):
+            out.append(got)  # not judged: the finding says why
+        else:
+            assert isinstance(got, list)
+            out += _with_reach(f, got, scanned, reach)
     return out
 
 
-def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: ReachContext) -> list[Finding]:
-    from .analysis import CodeChange, analyse
-    from .analysis.reach import loaded
+def _prepare(
+    f: Finding, scanned: Scanned, explainer: Explainer, kept: KeptAnalyses
+) -> list[Finding] | Finding | tuple[str, CodeChange]:
+    """What analysis says of one file if it is known (kept, or nothing to read), the finding itself when
+    the file cannot be read, else (key, the change to judge)."""
+    from .analysis import CodeChange
     from .pristine.explain import read_installed
 
     dist, entry, path = scanned.locate(f)
@@ -253,21 +282,38 @@ def _judge_file(f: Finding, scanned: Scanned, explainer: Explainer, reach: Reach
         after = read_installed(path)
     except PatchguardError as exc:  # one unreadable file is a note on its finding, not the end of the scan
         note = f"its code was not judged: {exc.message}"
-        return [replace(f, message=f"{f.message}; {note}", evidence=(*f.evidence, note))]
+        return replace(f, message=f"{f.message}; {note}", evidence=(*f.evidence, note))
     if after is None:
-        return [f]
-    before: bytes | None = None
-    if f.kind is Kind.MODIFIED and dist is not None:
+        return []
+    recorded = f"{entry.algorithm}={entry.digest}" if entry is not None and entry.digest else None
+    if f.kind is Kind.MODIFIED and dist is not None and recorded is not None:
+        key = kept.key(f.path, f.distribution, f.version, recorded, after)
+        found = kept.get(key)
+        if found is not None:
+            return found
         try:
             before = explainer.pristine_bytes(ChangedFile(f, dist, entry, path))
         except PatchguardError:
             before = None
-    code = analyse(CodeChange(f.path, before, after, f.distribution, f.version))
+        if before is not None:
+            return key, CodeChange(f.path, before, after, f.distribution, f.version)
+    key = kept.key(f.path, f.distribution, f.version, "none", after)
+    found = kept.get(key)
+    if found is not None:
+        return found
+    return key, CodeChange(f.path, None, after, f.distribution, f.version)
+
+
+def _with_reach(f: Finding, code: list[Finding], scanned: Scanned, reach: ReachContext) -> list[Finding]:
+    """The findings analysis made of ``f``'s file, with its reach, bytecode evidence and patch set."""
+    from .analysis.reach import loaded
+
     if f.kind is Kind.UNEXPECTED:
         # The file itself stays an `unexpected` finding; analysis adds what its code does.
         code = [c for c in code if c.kind is Kind.INJECTED_CODE]
     if not code:
         return [f]
+    path = scanned.locate(f)[2]
     file_reach = reach.reach(path)
     state, why = loaded(path)
     partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"

@@ -11,6 +11,7 @@ libcst is imported by :mod:`.judge` only, and only when there is a change to jud
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, Kind, Severity
-from .rules import RULES
-from .structure import Region, Structure, changed_regions, strip_docstrings, structure
+from .rules import RULES, could_hit
+from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
     from .judge import Hit, Unit
@@ -40,6 +41,7 @@ class CodeChange:
     version: str | None = None
 
 
+@functools.lru_cache(maxsize=4)  # the pristine text is located for its scopes, then for the cosmetic test
 def locate(source: str) -> Structure:
     """The structure of ``source``: read with ``ast``, else with libcst (a newer Python's syntax), else what
     a file no grammar parses still tells."""
@@ -194,7 +196,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out = _judged(edit, changed, covered) if changed else []
     if edit.st.syntax_error is not None:
         out.append(_unparseable(edit, edit.st.syntax_error))
-    if not out and before is not None and edit.st.grammar == "ast" and _only_cosmetic(before, after):
+    if not out and before is not None and _only_cosmetic(before, edit.st):
         return _cosmetic(edit, regions)
     out = _one_per_region_and_rule(out, regions)
     out += _removed_checks(regions, edit.st, after, finding)
@@ -213,12 +215,12 @@ def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
     return edit.finding(Kind.FUNCTIONAL_CHANGE, "unparseable", Severity.MODERATE, line, line, None, message)
 
 
-def _only_cosmetic(before: str, after: str) -> bool:
+def _only_cosmetic(before: str, after: Structure) -> bool:
     """Whether the two sources differ in comments, layout or docstrings only."""
-    try:
-        return strip_docstrings(ast.parse(before)) == strip_docstrings(ast.parse(after))
-    except (SyntaxError, ValueError):
+    if after.tree is None:
         return False
+    pristine = locate(before)
+    return pristine.tree is not None and same_code(pristine.tree, after.tree)
 
 
 def _cosmetic(edit: _Edit, regions: Sequence[Region]) -> list[Finding]:
@@ -348,8 +350,14 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
 
 def _unit_hits(edit: _Edit, unit: Unit, ulines: Sequence[int]) -> tuple[list[Hit], list[Hit]]:
     """One walk of the unit: (every hit, for the counts; those on its changed lines ``ulines``, for the
-    report). Without a pristine source every hit is reported."""
+    report). Without a pristine source every hit is reported. A unit whose changed lines hold nothing any
+    rule could match is not parsed at all (:func:`.rules.could_hit`)."""
     from .judge import judge_unit
+
+    text = "".join(edit.lines[unit.start - 1 : unit.end])
+    changed = text if edit.before is None else "".join(edit.lines[n - 1] for n in ulines)
+    if not could_hit(changed, text, edit.st.aliases):
+        return [], []
 
     all_hits = judge_unit(unit, None, edit.st, edit.lines)
     if edit.before is None:

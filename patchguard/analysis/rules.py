@@ -7,9 +7,11 @@ Calls are matched on their *qualified* name after import aliases are resolved (`
 
 from __future__ import annotations
 
+import re
+
 from ..rulebook import RULES, Rule
 
-__all__ = ["CALLS", "METHODS", "RULES", "Rule", "rule_for_call"]
+__all__ = ["CALLS", "METHODS", "RULES", "Rule", "could_hit", "rule_for_call"]
 
 
 _DUMPS = (
@@ -129,3 +131,45 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> st
         if method in METHODS:
             return METHODS[method]
     return None
+
+
+# -- a cheap test before the libcst walk -------------------------------------------------------------------
+
+_FAMILY_PREFIXES = ("subprocess.", "os.exec", "os.spawn", "os.posix_spawn", *_NETWORK_PREFIXES)
+_WORDS = frozenset(
+    {q.rsplit(".", 1)[-1] for q in CALLS}
+    | set(METHODS)
+    | {p.rstrip(".").rsplit(".", 1)[-1] for p in _FAMILY_PREFIXES}
+    | {"open", "except", "breakpointhook", "setattr"}
+)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ATTR_ASSIGN = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
+)
+_IMPORTED = re.compile(r"\bimport\s+([^\n#]+)")
+
+
+def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
+    """Whether a rule could match on the ``changed`` lines of a unit (whose whole text is ``unit``): a word
+    some rule matches (a call's last name, a method, a module family), a logger, an alias of a module or
+    function a rule names, or an attribute assigned on an imported module. ``False`` means no hit is
+    possible there, so the unit need not be parsed — derived from the tables above, it cannot fall behind
+    them. (A hit whose call begins on an unchanged line is the pristine file's own, which is not reported.)"""
+    words = set(_IDENT.findall(changed))
+    if words & _WORDS or any("log" in w.lower() for w in words):
+        return True
+    local = dict(aliases)
+    for imported in _IMPORTED.findall(unit):  # imports inside the unit bind names too
+        for part in imported.replace("(", " ").replace(")", " ").split(","):
+            name = part.split(" as ")[-1].strip().split(".")[0]
+            if name:
+                local.setdefault(name, name)
+    for word in words & set(local):
+        qualname = local[word]
+        if (
+            qualname in CALLS
+            or qualname.startswith(_FAMILY_PREFIXES)
+            or any(q.startswith(qualname + ".") for q in CALLS)
+        ):
+            return True
+    return any(head in local for head in _ATTR_ASSIGN.findall(changed))

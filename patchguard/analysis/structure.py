@@ -88,6 +88,7 @@ class Structure:
     ifs: list[IfSpan] = field(default_factory=list)
     grammar: str | None = "ast"
     syntax_error: tuple[int, str] | None = None  # (line, message) when no grammar parses the file
+    tree: ast.Module | None = field(default=None, repr=False, compare=False)  # the ast, when ast parsed it
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -175,6 +176,21 @@ class _Segments:
         return text.decode("utf-8", "surrogateescape")
 
 
+_BLOCKS = ("body", "orelse", "finalbody")
+
+
+def _statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """The statements directly inside ``node``'s blocks (try handlers and match cases included)."""
+    for name in _BLOCKS:
+        block = getattr(node, name, None)
+        if isinstance(block, list):
+            yield from (s for s in block if isinstance(s, ast.stmt))
+    for handler in getattr(node, "handlers", ()):
+        yield from handler.body
+    for case in getattr(node, "cases", ()):
+        yield from case.body
+
+
 def _start(node: ast.stmt) -> int:
     decorators: list[ast.expr] = getattr(node, "decorator_list", [])
     return min([node.lineno, *(d.lineno for d in decorators)])
@@ -192,7 +208,7 @@ def structure(source: str) -> Structure | None:
     segment = _Segments(source)
 
     def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in _statements(node):  # defs and ifs are statements: expressions are not descended into
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}.{child.name}" if prefix else child.name
                 kind = (
@@ -219,7 +235,7 @@ def structure(source: str) -> Structure | None:
         if isinstance(t, ast.Name)
     }
     spans = [(_start(n), n.end_lineno or n.lineno) for n in tree.body]
-    return Structure(scopes, _imports(top), flags, spans, ifs)
+    return Structure(scopes, _imports(top), flags, spans, ifs, tree=tree)
 
 
 def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
@@ -246,17 +262,39 @@ def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
     return GateKind.CONDITION
 
 
-def strip_docstrings(tree: ast.AST) -> str:
-    """``ast.dump`` of a tree without docstrings: equal dumps mean only comments, layout or docs changed."""
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+def same_code(a: ast.AST, b: ast.AST) -> bool:
+    """Whether two trees are the same code: equal node for node, docstrings left out, positions ignored
+    (comments and layout never reach the tree). Stops at the first difference."""
+    stack: list[tuple[object, object]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if isinstance(x, ast.AST):
+            if type(x) is not type(y):
+                return False
+            for name in x._fields:
+                vx, vy = getattr(x, name, None), getattr(y, name, None)
+                if name == "body" and isinstance(x, _DOCUMENTED):
+                    vx, vy = _without_docstring(vx), _without_docstring(vy)
+                stack.append((vx, vy))
+        elif isinstance(x, list):
+            if not isinstance(y, list) or len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y or type(x) is not type(y):
+            return False
+    return True
+
+
+_DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _without_docstring(body: object) -> object:
+    if (
+        isinstance(body, list)
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        return body[1:]
+    return body
