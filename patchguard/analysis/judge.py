@@ -62,6 +62,11 @@ def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) 
     out: dict[Unit, list[int]] = {}
     for line in lines:
         scope = st.outermost_def(line)
+        in_class = st.class_statement_at(line) if scope is None else None
+        if in_class is not None:
+            start, end, owner = in_class
+            out.setdefault(Unit(start, end, _indent(source_lines, start), owner), []).append(line)
+            continue
         if scope is None:
             classes = [s for s in st.scopes if s.kind == "class" and s.start <= line <= s.end]
             scope = min(classes, key=lambda s: s.start) if classes else None

@@ -146,7 +146,28 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
 )
-_IMPORTED = re.compile(r"\bimport\s+([^\n#]+)")
+
+
+def _unit_imports(unit: str) -> dict[str, str]:
+    """Names the import statements inside a unit bind (each parsed on its own line)."""
+    import ast
+
+    from .aliases import bind_from_import, bind_import
+
+    out: dict[str, str] = {}
+    for line in unit.splitlines():
+        text = line.strip()
+        if not text.startswith(("import ", "from ")):
+            continue
+        try:
+            (node,) = ast.parse(text).body
+        except (SyntaxError, ValueError):
+            continue
+        if isinstance(node, ast.Import):
+            bind_import(out, ((a.name, a.asname) for a in node.names))
+        elif isinstance(node, ast.ImportFrom):
+            bind_from_import(out, node.module, node.level, ((a.name, a.asname) for a in node.names))
+    return out
 
 
 def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
@@ -158,18 +179,15 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     words = set(_IDENT.findall(changed))
     if words & _WORDS or any("log" in w.lower() for w in words):
         return True
-    local = dict(aliases)
-    for imported in _IMPORTED.findall(unit):  # imports inside the unit bind names too
-        for part in imported.replace("(", " ").replace(")", " ").split(","):
-            name = part.split(" as ")[-1].strip().split(".")[0]
-            if name:
-                local.setdefault(name, name)
+    local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):
         qualname = local[word]
+        dotted = qualname + "."
         if (
             qualname in CALLS
             or qualname.startswith(_FAMILY_PREFIXES)
-            or any(q.startswith(qualname + ".") for q in CALLS)
+            or any(q.startswith(dotted) for q in CALLS)
+            or any(f.startswith(dotted) or dotted.startswith(f) for f in _FAMILY_PREFIXES)
         ):
             return True
     return any(head in local for head in _ATTR_ASSIGN.findall(changed))

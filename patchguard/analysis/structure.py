@@ -89,6 +89,8 @@ class Structure:
     grammar: str | None = "ast"
     syntax_error: tuple[int, str] | None = None  # (line, message) when no grammar parses the file
     tree: ast.Module | None = field(default=None, repr=False, compare=False)  # the ast, when ast parsed it
+    # Statements directly in a class body other than defs and classes: (start, end, the class's qualname).
+    class_body: list[tuple[int, int, str]] = field(default_factory=list)
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -128,6 +130,11 @@ class Structure:
             if s.kind != "class" and s.start <= line <= s.end and (best is None or s.start < best.start):
                 best = s
         return best
+
+    def class_statement_at(self, line: int) -> tuple[int, int, str] | None:
+        """The class-body statement (not a def or a class) holding ``line``: judged alone, not with the
+        whole class around it (whose methods are judged on their own)."""
+        return next((s for s in self.class_body if s[0] <= line <= s[1]), None)
 
     def statement_at(self, line: int) -> tuple[int, int] | None:
         """The span of the top-level statement holding ``line``."""
@@ -177,6 +184,7 @@ class _Segments:
 
 
 _BLOCKS = ("body", "orelse", "finalbody")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _statements(node: ast.AST) -> Iterator[ast.stmt]:
@@ -196,6 +204,36 @@ def _start(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in decorators)])
 
 
+class _Walk:
+    """Scopes, ``if`` gates and class-body statements, from one walk over the statements of a tree."""
+
+    def __init__(self, segment: _Segments) -> None:
+        self.segment = segment
+        self.scopes: list[Scope] = []
+        self.ifs: list[IfSpan] = []
+        self.class_body: list[tuple[int, int, str]] = []
+
+    def visit(self, node: ast.AST, prefix: str) -> None:
+        for child in _statements(node):  # defs and ifs are statements: expressions are not descended into
+            if isinstance(node, ast.ClassDef) and not isinstance(child, _SCOPES):
+                self.class_body.append((_start(child), child.end_lineno or child.lineno, prefix))
+            if isinstance(child, _SCOPES):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                kind = (
+                    "class"
+                    if isinstance(child, ast.ClassDef)
+                    else ("async def" if isinstance(child, ast.AsyncFunctionDef) else "def")
+                )
+                self.scopes.append(Scope(name, kind, _start(child), child.end_lineno or child.lineno))
+                self.visit(child, name)
+                continue
+            if isinstance(child, ast.If):
+                test = self.segment(child.test)
+                orelse = min((n.lineno for n in child.orelse), default=None)
+                self.ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
+            self.visit(child, prefix)
+
+
 def structure(source: str) -> Structure | None:
     """Parse ``source`` with ``ast`` (``None`` when the running interpreter's grammar cannot: see
     :mod:`.newer`)."""
@@ -203,29 +241,8 @@ def structure(source: str) -> Structure | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    scopes: list[Scope] = []
-    ifs: list[IfSpan] = []
-    segment = _Segments(source)
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in _statements(node):  # defs and ifs are statements: expressions are not descended into
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}.{child.name}" if prefix else child.name
-                kind = (
-                    "class"
-                    if isinstance(child, ast.ClassDef)
-                    else ("async def" if isinstance(child, ast.AsyncFunctionDef) else "def")
-                )
-                scopes.append(Scope(name, kind, _start(child), child.end_lineno or child.lineno))
-                visit(child, name)
-                continue
-            if isinstance(child, ast.If):
-                test = segment(child.test)
-                orelse = min((n.lineno for n in child.orelse), default=None)
-                ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
-            visit(child, prefix)
-
-    visit(tree, "")
+    walk = _Walk(_Segments(source))
+    walk.visit(tree, "")
     top = list(_module_level(tree.body))
     flags = {
         t.id
@@ -235,7 +252,9 @@ def structure(source: str) -> Structure | None:
         if isinstance(t, ast.Name)
     }
     spans = [(_start(n), n.end_lineno or n.lineno) for n in tree.body]
-    return Structure(scopes, _imports(top), flags, spans, ifs, tree=tree)
+    return Structure(
+        walk.scopes, _imports(top), flags, spans, walk.ifs, tree=tree, class_body=walk.class_body
+    )
 
 
 def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:

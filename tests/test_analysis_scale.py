@@ -1,0 +1,113 @@
+"""Analysis at scale: results kept between runs, many files judged on every core, one finding per line,
+and the prefilter that spares the parser never hiding a hit."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import patchguard
+from patchguard import Kind, Severity
+from patchguard.analysis import CodeChange, analyse
+from patchguard.analysis.kept import KeptAnalyses, analyse_many
+from patchguard.analysis.rules import CALLS, METHODS, could_hit
+
+from .helpers import MINILLM_SRC, Env
+
+MLA = "minillm/models/mla.py"
+DUMP = "        num_tokens, _ = hidden.shape\n"
+
+
+def _edit(env: Env) -> Path:
+    p = env.site / MLA
+    p.write_text(
+        p.read_text().replace(DUMP, DUMP + "        torch.save(hidden.detach().cpu(), '/tmp/kept.pt')\n", 1)
+    )
+    time.sleep(0.12)  # past the stat cache's racy window
+    return p
+
+
+def _code(report: patchguard.Report) -> list[tuple[str, int | None, str]]:
+    return [(f.rule, f.line, f.message) for f in report.findings if f.kind is Kind.INJECTED_CODE]
+
+
+def test_a_warm_rescan_judges_nothing_again(
+    env: Env, minillm_wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mla = _edit(env)
+    kw = {"site_packages": [str(env.site)], "wheelhouse": [str(minillm_wheel.parent)]}
+    cold = patchguard.scan(["minillm"], **kw)  # type: ignore[arg-type]
+    assert [(r, n) for r, n, _ in _code(cold)] == [("tensor-dump", _line(mla, "torch.save("))]
+
+    import patchguard.analysis as analysis_pkg
+
+    calls: list[str] = []
+    real = analysis_pkg.analyse
+
+    def counted(change: CodeChange) -> list[patchguard.Finding]:
+        calls.append(change.path)
+        return real(change)
+
+    monkeypatch.setattr(analysis_pkg, "analyse", counted)
+    warm = patchguard.scan(["minillm"], **kw)  # type: ignore[arg-type]
+    assert calls == [] and _code(warm) == _code(cold)  # kept: neither the wheel nor the parser was needed
+
+    mla.write_text(mla.read_text().replace("/tmp/kept.pt", "/tmp/kept-2.pt"))  # same size class of edit
+    edited = patchguard.scan(["minillm"], **kw)  # type: ignore[arg-type]
+    assert calls == [MLA] and "/tmp/kept-2.pt" in _code(edited)[0][2]
+    uncached = patchguard.scan(["minillm"], use_cache=False, **kw)  # type: ignore[arg-type]
+    assert calls == [MLA, MLA] and _code(uncached) == _code(edited)
+
+
+def _line(path: Path, needle: str) -> int:
+    return next(n for n, text in enumerate(path.read_text().splitlines(), 1) if needle in text)
+
+
+def test_a_corrupt_kept_result_is_judged_again(tmp_path: Path) -> None:
+    kept = KeptAnalyses(str(tmp_path))
+    before = (MINILLM_SRC / MLA).read_bytes()
+    after = before.replace(DUMP.encode(), DUMP.encode() + b"        breakpoint()\n")
+    found = analyse(CodeChange(MLA, before, after, "minillm", "0.4.0"))
+    key = kept.key(MLA, "minillm", "0.4.0", "sha256=x", after)
+    kept.put(key, found)
+    assert kept.get(key) == found
+    (file,) = [p for p in (tmp_path / "analysis").rglob("*.json")]
+    file.write_text('[{"kind": "no-such-kind"}]')
+    assert kept.get(key) is None
+    assert KeptAnalyses(str(tmp_path), enabled=False).get(key) is None
+
+
+def test_many_files_are_judged_alike_on_every_core() -> None:
+    before = (MINILLM_SRC / MLA).read_bytes()
+    changes = []
+    for n in range(20):
+        extra = f"        torch.save(hidden, '/tmp/{n}.pt')\n" if n % 2 else f"        x{n} = {n}\n"
+        changes.append(CodeChange(f"m{n}.py", before, before.replace(DUMP.encode(), (DUMP + extra).encode())))
+    parallel = analyse_many(changes)
+    assert parallel == [analyse(c) for c in changes]
+    assert sum(1 for found in parallel if any(f.rule == "tensor-dump" for f in found)) == 10
+
+
+def test_one_finding_per_line_at_the_highest_severity() -> None:
+    before = (MINILLM_SRC / MLA).read_bytes()
+    line = "        torch.save(hidden.detach().cpu(), '/tmp/x.pt'); print(hidden.item())\n"
+    after = before.replace(DUMP.encode(), (DUMP + line).encode())
+    (f,) = [f for f in analyse(CodeChange(MLA, before, after)) if f.kind is Kind.INJECTED_CODE]
+    assert (f.rule, f.severity) == ("tensor-dump", Severity.HIGH)
+    assert "also: print, device-sync" in f.evidence and "(also print, device-sync on this line)" in f.message
+
+
+@pytest.mark.parametrize("name", sorted({q.rsplit(".", 1)[-1] for q in CALLS} | set(METHODS)))
+def test_the_prefilter_lets_every_rule_word_through(name: str) -> None:
+    assert could_hit(f"    x = y.{name}(z)\n", "", {})
+
+
+def test_the_prefilter_follows_aliases_and_module_assignments() -> None:
+    assert could_hit("    keep(x, f)\n", "", {"keep": "pickle.dump"})
+    assert could_hit("    r.get(url)\n", "", {"r": "requests"})
+    assert could_hit("    st()\n", "    from pdb import set_trace as st\n    st()\n", {})
+    assert could_hit("    torch.backends.cudnn.enabled = False\n", "", {"torch": "torch"})
+    assert could_hit("    logger.info('x')\n", "", {})
+    assert not could_hit("    y = x + 1\n    return y\n", "", {"torch": "torch"})
