@@ -36,6 +36,7 @@ RULES: dict[str, Rule] = {
         Rule("device-sync", Severity.MODERATE, "forces a device synchronisation in a forward pass"),
         Rule("monkeypatch", Severity.MODERATE, "changes another module's attributes at run time"),
         Rule("swallowed-exception", Severity.MODERATE, "silences every error of the block"),
+        Rule("env-mutation", Severity.MODERATE, "changes the process environment at run time"),
         Rule("removed-check", Severity.MODERATE, "a raise or assert of the pristine code was removed"),
         Rule("unparseable", Severity.MODERATE, "is not valid Python: importing it fails"),
         Rule("commented-out-code", Severity.MINOR, "code left behind in a comment"),

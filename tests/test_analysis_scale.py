@@ -111,3 +111,94 @@ def test_the_prefilter_follows_aliases_and_module_assignments() -> None:
     assert could_hit("    torch.backends.cudnn.enabled = False\n", "", {"torch": "torch"})
     assert could_hit("    logger.info('x')\n", "", {})
     assert not could_hit("    y = x + 1\n    return y\n", "", {"torch": "torch"})
+
+
+PRISTINE = """import torch
+
+
+def check(a, b, items):
+    assert a is None
+    if b < 0:
+        raise ValueError("b must not be negative")
+    for item in items:
+        total = item + 1
+    return total
+
+
+def helper(x):
+    if x is None:
+        raise TypeError("x is required")
+    return x
+
+
+class Model:
+    def forward(self, hidden):
+        out = hidden * 2
+        return out
+
+    def test_roundtrip(self, hidden):
+        out = hidden * 2
+        return out
+"""
+
+
+RAISE = 'raise ValueError("b must not be negative")'
+
+
+def _removed(after: str) -> list[tuple[int | None, str]]:
+    found = analyse(CodeChange("m.py", PRISTINE.encode(), after.encode()))
+    return [
+        (f.line, f.message) for f in found if f.rule == "removed-check" or "removed-check" in str(f.evidence)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (  # moved into the loop
+            f"    if b < 0:\n        {RAISE}\n    for item in items:\n",
+            f"    for item in items:\n        if b < 0:\n            {RAISE}\n",
+        ),
+        ("    assert a is None\n", "    assert a is None and b is not None\n"),  # strengthened
+        (  # re-wrapped
+            '        raise ValueError("b must not be negative")\n',
+            '        raise ValueError(\n            "b must not be negative"\n        )\n',
+        ),
+        (
+            '        raise ValueError("b must not be negative")\n',
+            '        raise ValueError(f"b={b} < 0")\n',
+        ),
+        (  # left with its whole function
+            'def helper(x):\n    if x is None:\n        raise TypeError("x is required")\n    return x\n',
+            "",
+        ),
+    ],
+    ids=["moved", "strengthened", "rewrapped", "reworded", "function-deleted"],
+)
+def test_what_is_not_a_removed_check(old: str, new: str) -> None:
+    assert old in PRISTINE
+    assert _removed(PRISTINE.replace(old, new)) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('        raise ValueError("b must not be negative")\n', "        pass\n"),
+        ("    assert a is None\n", "    # assert a is None\n"),
+        ("    assert a is None\n", "    assert True\n"),
+        ('    if b < 0:\n        raise ValueError("b must not be negative")\n', ""),
+    ],
+    ids=["raise-to-pass", "assert-commented", "assert-voided", "check-deleted"],
+)
+def test_what_is_a_removed_check(old: str, new: str) -> None:
+    assert len(_removed(PRISTINE.replace(old, new))) == 1
+
+
+def test_a_sync_in_a_test_function_is_not_on_the_hot_path() -> None:
+    def syncs(method: str) -> list[str]:
+        anchor = f"    def {method}(self, hidden):\n        out = hidden * 2\n"
+        after = PRISTINE.replace(anchor, anchor + "        torch.cuda.synchronize()\n")
+        return [f.rule for f in analyse(CodeChange("m.py", PRISTINE.encode(), after.encode()))]
+
+    assert "device-sync" in syncs("forward")
+    assert "device-sync" not in syncs("test_roundtrip")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -199,7 +199,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     if not out and before is not None and _only_cosmetic(before, edit.st):
         return _cosmetic(edit, regions)
     out = _one_per_region_and_rule(out, regions)
-    out += _removed_checks(regions, edit.st, after, finding)
+    out += _removed_checks(regions, edit, after)
     for r in regions:
         _unexplained(edit, r, covered, out)
     return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
@@ -413,24 +413,86 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     )
 
 
-def _removed_checks(regions: Sequence[Region], st: Structure, after: str, finding: _Maker) -> list[Finding]:
+def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[Finding]:
+    """A ``raise`` or ``assert`` of the pristine code that is gone — not one that moved, was re-wrapped or
+    strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class."""
     out: list[Finding] = []
-    remaining = {line.strip() for line in split_lines(after)}
+    squeezed = _squeeze("".join(x for x in split_lines(after) if not x.lstrip().startswith("#")))
+    asserts = [_squeeze(line) for line in split_lines(after) if line.lstrip().startswith("assert")]
+    gone_scopes = _gone_scopes(edit)
     for r in regions:
         line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
-        for old in r.removed:
+        added = [edit.lines[n - 1].strip() for n in r.lines]
+        for i, old in enumerate(r.removed):
             s = old.strip()
-            if s.startswith(_CODE_START) and s not in remaining:
-                out.append(
-                    finding(
-                        Kind.INJECTED_CODE,
-                        "removed-check",
-                        Severity.MODERATE,
-                        line,
-                        line,
-                        st.qualname_at(line),
-                        f"removed: {s[:100]}",
-                        st.gate_at(line),
-                    )
+            if not s.startswith(_CODE_START):
+                continue
+            stmt = _squeeze(_statement(r.removed, i))
+            if stmt in squeezed or _strengthened(stmt, asserts) or _replaced(s, added):
+                continue
+            if gone_scopes(r.old_start + i):
+                continue
+            out.append(
+                edit.finding(
+                    Kind.INJECTED_CODE,
+                    "removed-check",
+                    Severity.MODERATE,
+                    line,
+                    line,
+                    edit.st.qualname_at(line),
+                    f"removed: {s[:100]}",
+                    edit.st.gate_at(line),
                 )
+            )
     return out
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def _statement(lines: Sequence[str], i: int) -> str:
+    """The statement starting at ``lines[i]``, with the lines that follow while its brackets are open."""
+    depth, out = 0, []
+    for line in lines[i:]:
+        out.append(line)
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth <= 0:
+            break
+    return "".join(out)
+
+
+_VOID_ASSERTS = ("assert True", "assert 1", "assert(True)")
+
+
+def _replaced(old: str, added: Sequence[str]) -> bool:
+    """The same edit puts another check in its place: a raise rewritten (a new message, an f-string), an
+    assert changed — not one made void (``assert True``)."""
+    word = old.split(None, 1)[0].split("(", 1)[0]  # "raise" or "assert"
+    return any(
+        a.split(None, 1)[0].split("(", 1)[0] == word and not a.startswith(_VOID_ASSERTS) and a != word
+        for a in added
+        if a
+    )
+
+
+def _strengthened(stmt: str, asserts: Sequence[str]) -> bool:
+    """``assert cond`` whose condition lives on inside a new assert (``assert cond and more``)."""
+    if not stmt.startswith("assert"):
+        return False
+    cond = stmt[len("assert") :].split(",", 1)[0]
+    return bool(cond) and any(cond in a for a in asserts)
+
+
+def _gone_scopes(edit: _Edit) -> Callable[[int], bool]:
+    """Whether a pristine line sat in a def or class the installed file no longer has at all."""
+    if edit.before is None:
+        return lambda _line: False
+    pristine = locate(edit.before)
+    names = {s.qualname for s in edit.st.scopes}
+
+    def gone(line: int) -> bool:
+        scope = pristine.innermost(line)
+        return scope is not None and scope.qualname not in names
+
+    return gone

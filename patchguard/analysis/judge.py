@@ -21,7 +21,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
-from .rules import rule_for_call
+from .rules import HOT_PATH, REDUCTIONS, WRAPPERS, rule_for_call
 from .structure import Structure, gate_kind_of
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_unit", "units_for"]
@@ -165,6 +165,11 @@ class _Walker(cst.CSTVisitor):
     def _in_forward(self) -> bool:
         return any(n.startswith(_FORWARD) for n in self.names[-1:])
 
+    def _in_hot_path(self) -> bool:
+        """A forward, or a per-step method of the engine (see :data:`.rules.HOT_PATH`); never a test."""
+        name = self.names[-1] if self.names else ""
+        return not name.startswith("test") and name.lstrip("_").startswith(HOT_PATH)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)
 
@@ -192,15 +197,19 @@ class _Walker(cst.CSTVisitor):
     def visit_If(self, node: cst.If) -> None:
         if _always_false(node.test):
             self.dead_blocks.add(id(node.body))
+
+    # The gate holds over the body and the else branch, not over the test itself.
+    def visit_If_body(self, node: cst.If) -> None:
         self.ifs.append((node.test, False))
 
-    def leave_If(self, original_node: cst.If) -> None:
+    def leave_If_body(self, node: cst.If) -> None:
         self.ifs.pop()
 
-    def visit_Else(self, node: cst.Else) -> None:
-        if self.ifs:
-            test, _ = self.ifs[-1]
-            self.ifs[-1] = (test, True)
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self.ifs.append((node.test, True))
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self.ifs.pop()
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         seen_terminal = False
@@ -268,16 +277,12 @@ class _Walker(cst.CSTVisitor):
         lines = self._touched(node)
         if lines is None:
             return
-        dotted = get_full_name_for_node(node.func)
-        method = receiver = None
-        if isinstance(node.func, cst.Attribute):
-            method = node.func.attr.value
-            receiver = get_full_name_for_node(node.func.value)
-        qualname = resolve(self.aliases, dotted) if dotted else (f"<expr>.{method}" if method else "<call>")
-        rule = rule_for_call(qualname, method, receiver)
-        if qualname in ("open", "builtins.open", "io.open", "codecs.open") and _writes(node):
-            rule = "file-write"
-        if rule == "device-sync" and not self._in_forward() and qualname != "torch.cuda.synchronize":
+        qualname, method, receiver = self._callee(node.func)
+        wrapped = _wrapped(node, qualname, method)
+        if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
+            qualname, method, receiver = self._callee(wrapped)
+        rule = _call_rule(node, qualname, method, receiver)
+        if rule == "device-sync" and not self._in_hot_path():
             rule = None
         if rule == "monkeypatch":
             target = get_full_name_for_node(node.args[0].value) if node.args else None
@@ -287,11 +292,57 @@ class _Walker(cst.CSTVisitor):
             return
         self._hit(rule, qualname, lines, _literal_paths(node))
 
+    def _callee(self, func: cst.BaseExpression) -> tuple[str, str | None, str | None]:
+        """(qualified name, method, receiver) of what is called; ``getattr(mod, "name")`` reads as
+        ``mod.name``."""
+        if (
+            isinstance(func, cst.Call)
+            and get_full_name_for_node(func.func) == "getattr"
+            and len(func.args) >= 2
+            and isinstance(func.args[1].value, cst.SimpleString)
+        ):
+            owner = get_full_name_for_node(func.args[0].value)
+            name = func.args[1].value.evaluated_value
+            if owner and isinstance(name, str) and name.isidentifier():
+                return resolve(self.aliases, f"{owner}.{name}"), name, owner
+        dotted = get_full_name_for_node(func)
+        method = receiver = None
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = get_full_name_for_node(func.value)
+        qualname = resolve(self.aliases, dotted) if dotted else (f"<expr>.{method}" if method else "<call>")
+        return qualname, method, receiver
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        lines = self._touched(node)
+        if lines is None or node.exc is None:
+            return
+        exc = node.exc.func if isinstance(node.exc, cst.Call) else node.exc
+        dotted = get_full_name_for_node(exc)
+        qualname = resolve(self.aliases, dotted) if dotted else ""
+        if qualname in ("SystemExit", "builtins.SystemExit"):
+            self._hit("process-exit", qualname, lines)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        lines = self._touched(node)
+        if lines is not None and self._environ_item(node.target):
+            self._hit("env-mutation", "os.environ", lines)
+
+    def _environ_item(self, target: cst.BaseExpression) -> bool:
+        """Whether ``target`` is ``os.environ[...]`` (through any alias)."""
+        if not isinstance(target, cst.Subscript):
+            return False
+        dotted = get_full_name_for_node(target.value)
+        return bool(dotted) and resolve(self.aliases, dotted or "") == "os.environ"
+
     def _assign_targets(self, targets: Sequence[cst.BaseExpression], node: cst.CSTNode) -> None:
         lines = self._touched(node)
         if lines is None:
             return
         for target in targets:
+            if self._environ_item(target):
+                self._hit("env-mutation", "os.environ", lines)
+                continue
             if not isinstance(target, cst.Attribute):
                 continue
             dotted = get_full_name_for_node(target)
@@ -337,6 +388,61 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
         )
         for a in names
     ]
+
+
+def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> str | None:
+    """The rule a call hits, arguments looked at where they decide it."""
+    rule = rule_for_call(qualname, method, receiver)
+    if qualname in ("open", "builtins.open", "io.open", "codecs.open") and _writes(node):
+        return "file-write"
+    if qualname == "os.open":
+        flags = _code(node.args[1].value) if len(node.args) > 1 else ""
+        return (
+            "file-write" if any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND")) else None
+        )
+    if method == "to" and _to_cpu(node):
+        return "device-sync"
+    if qualname in ("int", "float", "bool") and node.args and _reduction(node.args[0].value):
+        return "device-sync"
+    if qualname == "contextlib.suppress" and any(
+        get_full_name_for_node(a.value) in ("Exception", "BaseException") for a in node.args
+    ):
+        return "swallowed-exception"
+    if rule == "logging" and method == "debug":
+        return None  # below info: not output on a hot path
+    return rule
+
+
+def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpression | None:
+    """The callable a wrapper call runs (``functools.partial(f, ...)`` → ``f``), if it is one."""
+    at = WRAPPERS.get(qualname, WRAPPERS.get(method or "", None) if method == "run_in_executor" else None)
+    if at is None:
+        return None
+    if at < 0:
+        return next(
+            (a.value for a in node.args if a.keyword is not None and a.keyword.value == "target"), None
+        )
+    positional = [a.value for a in node.args if a.keyword is None and a.star == ""]
+    return positional[at] if len(positional) > at else None
+
+
+def _to_cpu(node: cst.Call) -> bool:
+    """``x.to("cpu")`` / ``x.to(device="cpu")``."""
+    return any(
+        isinstance(a.value, cst.SimpleString)
+        and a.value.evaluated_value == "cpu"
+        and (a.keyword is None or a.keyword.value == "device")
+        for a in node.args
+    )
+
+
+def _reduction(arg: cst.BaseExpression) -> bool:
+    """Whether ``arg`` is a tensor reduction (``x.max()``, ``(a == b).all()``): its int() syncs."""
+    return (
+        isinstance(arg, cst.Call)
+        and isinstance(arg.func, cst.Attribute)
+        and arg.func.attr.value in REDUCTIONS
+    )
 
 
 def _always_false(test: cst.BaseExpression) -> bool:

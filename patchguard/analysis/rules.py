@@ -11,7 +11,17 @@ import re
 
 from ..rulebook import RULES, Rule
 
-__all__ = ["CALLS", "METHODS", "RULES", "Rule", "could_hit", "rule_for_call"]
+__all__ = [
+    "CALLS",
+    "HOT_PATH",
+    "METHODS",
+    "REDUCTIONS",
+    "RULES",
+    "WRAPPERS",
+    "Rule",
+    "could_hit",
+    "rule_for_call",
+]
 
 
 _DUMPS = (
@@ -27,7 +37,14 @@ _DUMPS = (
     "safetensors.torch.save_file",
     "safetensors.numpy.save_file",
     "torch.distributed.checkpoint.save",
+    "torch.jit.save",
+    "marshal.dump",
+    "json.dump",
+    "yaml.dump",
+    "yaml.safe_dump",
+    "h5py.File",
 )
+_WRITES = ("os.write", "os.writev", "os.pwrite", "os.pwritev", "shutil.copyfileobj")
 _DEBUGGERS = (
     "breakpoint",
     "builtins.breakpoint",
@@ -56,8 +73,60 @@ _DEBUGGERS = (
     "remote_pdb.set_trace",
     "rpdb.set_trace",
     "web_pdb.set_trace",
+    "torch.distributed.breakpoint",
+    "pydevd.settrace",
+    "pydevd_pycharm.settrace",
+    "madbg.set_trace",
+    "wdb.set_trace",
+    "pdbr.set_trace",
+    "ipdb.launch_ipdb_on_exception",
+    "faulthandler.dump_traceback_later",
 )
-_EXITS = ("sys.exit", "os._exit", "exit", "quit", "os.kill", "os.killpg", "os.abort", "signal.raise_signal")
+_EXITS = (
+    "sys.exit",
+    "os._exit",
+    "exit",
+    "quit",
+    "builtins.exit",
+    "os.kill",
+    "os.killpg",
+    "os.abort",
+    "signal.raise_signal",
+    "signal.pthread_kill",
+    "SystemExit",
+    "builtins.SystemExit",
+)
+_LOADERS = (
+    "exec",
+    "eval",
+    "compile",
+    "builtins.exec",
+    "builtins.eval",
+    "runpy.run_path",
+    "runpy.run_module",
+    "importlib.util.spec_from_file_location",
+    "importlib.machinery.SourceFileLoader",
+    "imp.load_source",
+    "zipimport.zipimporter",
+)
+_SUBPROCESSES = (
+    "os.system",
+    "os.popen",
+    "pty.spawn",
+    "os.forkpty",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
+    "commands.getoutput",
+)
+_ENVIRON = (
+    "os.putenv",
+    "os.unsetenv",
+    "os.environ.update",
+    "os.environ.setdefault",
+    "os.environ.pop",
+    "os.environ.clear",
+    "os.environ.popitem",
+)
 _NETWORK_PREFIXES = ("requests.", "httpx.", "aiohttp.", "urllib3.")
 _NETWORK = (
     "socket.socket",
@@ -73,12 +142,16 @@ CALLS: dict[str, str] = {
     **{n: "debugger" for n in _DEBUGGERS},
     **{n: "process-exit" for n in _EXITS},
     **{n: "network" for n in _NETWORK},
-    "os.system": "subprocess",
-    "os.popen": "subprocess",
-    "exec": "dynamic-exec",
-    "eval": "dynamic-exec",
-    "compile": "dynamic-exec",
+    **{n: "subprocess" for n in _SUBPROCESSES},
+    **{n: "dynamic-exec" for n in _LOADERS},
+    **{n: "file-write" for n in _WRITES},
+    **{n: "env-mutation" for n in _ENVIRON},
     "print": "print",
+    "builtins.print": "print",
+    "sys.stdout.write": "print",
+    "sys.stderr.write": "print",
+    "sys.stdout.writelines": "print",
+    "sys.stderr.writelines": "print",
     "pprint.pprint": "print",
     "pprint.pp": "print",
     "time.sleep": "sleep",
@@ -98,7 +171,44 @@ METHODS: dict[str, str] = {
     "tolist": "device-sync",
     "numpy": "device-sync",
     "synchronize": "device-sync",
+    "set_trace": "debugger",
 }
+
+# Where output and host-device syncs cost every request: forwards, and the engine's per-step methods
+# (scheduling a step, executing the model, sampling, and the busy loops around them). A function whose
+# name, leading underscores aside, starts with one of these is on the hot path; a ``test*`` one never is.
+HOT_PATH = (
+    "forward",
+    "__call__",
+    "call__",
+    "step",
+    "schedule",
+    "execute_model",
+    "sample",
+    "run_busy_loop",
+    "busy_loop",
+    "process_input",
+    "process_output",
+    "prepare_inputs",
+    "update_states",
+    "decode",
+)
+
+# Calls that run the callable they are given: ``functools.partial(torch.save, x)`` dumps as surely as
+# ``torch.save(x)`` — (qualified name, position of the callable among the positional arguments).
+WRAPPERS: dict[str, int] = {
+    "functools.partial": 0,
+    "functools.partialmethod": 0,
+    "asyncio.to_thread": 0,
+    "run_in_executor": 1,  # a method: loop.run_in_executor(None, f, ...)
+    "threading.Thread": -1,  # target=f
+    "threading.Timer": 1,
+}
+# Reductions whose ``int()`` / ``float()`` / ``bool()`` reads a device tensor back to the host.
+REDUCTIONS = frozenset(
+    {"sum", "max", "min", "mean", "all", "any", "argmax", "argmin", "norm", "std", "var", "prod", "numel"}
+    | {"count_nonzero", "amax", "amin", "item", "abs", "isnan", "isinf", "eq", "ne", "gt", "lt", "ge", "le"}
+)
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
 
 
@@ -109,6 +219,8 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> st
         return rule
     if qualname.startswith(("subprocess.", "os.exec", "os.spawn", "os.posix_spawn")):
         return "subprocess"
+    if qualname.startswith(("pdb.", "ipdb.", "pudb.")) and method in {"set_trace", "post_mortem", "Pdb"}:
+        return "debugger"
     if qualname.startswith(_NETWORK_PREFIXES) and method in {
         "get",
         "post",
@@ -140,7 +252,10 @@ _WORDS = frozenset(
     {q.rsplit(".", 1)[-1] for q in CALLS}
     | set(METHODS)
     | {p.rstrip(".").rsplit(".", 1)[-1] for p in _FAMILY_PREFIXES}
-    | {"open", "except", "breakpointhook", "setattr"}
+    | {"open", "except", "breakpointhook", "setattr", "getattr", "environ", "suppress", "SystemExit", "to"}
+    | set(WRAPPERS)
+    | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
+    | {"int", "float", "bool"}
 )
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ATTR_ASSIGN = re.compile(

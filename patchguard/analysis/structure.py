@@ -31,6 +31,7 @@ class Region:
     start: int
     end: int
     removed: tuple[str, ...] = ()
+    old_start: int = 0  # the pristine line the removed lines began at
 
     @property
     def lines(self) -> range:
@@ -47,7 +48,7 @@ def changed_regions(before: str | None, after: str) -> list[Region]:
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
-        out.append(Region(j1 + 1, j2, tuple(old[i1:i2])))
+        out.append(Region(j1 + 1, j2, tuple(old[i1:i2]), i1 + 1))
     return out
 
 
