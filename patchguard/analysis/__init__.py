@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, Kind, Severity
-from .rules import RULES, could_hit
+from .rules import HOT_PATH, RULES, could_hit
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -395,10 +395,12 @@ class _Pristine:
 def _injected(hit: Hit, finding: _Maker) -> Finding:
     """The finding of a rule hit: the rule's severity, less for logging off the hot path, info when dead."""
     rule = RULES[hit.rule]
-    forward = hit.function.rsplit(".", 1)[-1].startswith("forward")
+    name = hit.function.rsplit(".", 1)[-1]
+    forward = name.startswith("forward")
+    hot = hit.loop or (not name.startswith("test") and name.lstrip("_").startswith(HOT_PATH))
     severity = rule.severity
-    if hit.rule == "logging" and not (hit.loop or forward):
-        severity = Severity.MINOR
+    if hit.rule == "logging" and not hot:
+        severity = Severity.MINOR  # a log line costs every request on the hot path only
     if hit.dead:
         severity = Severity.INFO
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
