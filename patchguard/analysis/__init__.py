@@ -329,10 +329,15 @@ def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region])
 def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     """The findings of the rule hits on ``changed`` lines, unit by unit, leaving out those the pristine
     unit has as often (moved or re-indented, not injected); the lines they span are added to ``covered``."""
-    from .judge import units_for
+    from .judge import judge_statements, units_for
 
     pristine = _Pristine.of(edit.before)
     out: list[Finding] = []
+    if pristine is None and edit.st.grammar == "ast":  # a whole file: statement by statement
+        for hit in judge_statements(edit.st, edit.lines):
+            out.append(_injected(hit, edit.finding))
+            covered.update(range(hit.line, hit.end_line + 1))
+        return out
     for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
         all_hits, hits = _unit_hits(edit, unit, ulines)
         if not hits:

@@ -24,7 +24,7 @@ from .aliases import bind_from_import, bind_import, resolve
 from .rules import HOT_PATH, REDUCTIONS, WRAPPERS, rule_for_call
 from .structure import Structure, gate_kind_of
 
-__all__ = ["Hit", "Unit", "imported_names", "judge_unit", "units_for"]
+__all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
 _FORWARD = ("forward", "__call__", "_forward")
 _MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||", "#")  # not code: never a header
@@ -137,10 +137,12 @@ def _code(node: cst.CSTNode) -> str:
 class _Walker(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, unit: Unit, changed: set[int] | None, st: Structure) -> None:
+    def __init__(
+        self, unit: Unit, changed: set[int] | None, st: Structure, aliases: dict[str, str] | None = None
+    ) -> None:
         super().__init__()
         self.unit, self.changed, self.st = unit, changed, st
-        self.aliases: dict[str, str] = dict(st.aliases)
+        self.aliases: dict[str, str] = dict(st.aliases if aliases is None else aliases)
         self.names: list[str] = unit.prefix.split(".") if unit.prefix else []
         self.ifs: list[tuple[cst.BaseExpression, bool]] = []
         self.dead_blocks: set[int] = set()
@@ -492,7 +494,13 @@ def _literal_paths(call: cst.Call) -> str:
     return ""
 
 
-def judge_unit(unit: Unit, changed: set[int] | None, st: Structure, source_lines: Sequence[str]) -> list[Hit]:
+def judge_unit(
+    unit: Unit,
+    changed: set[int] | None,
+    st: Structure,
+    source_lines: Sequence[str],
+    aliases: dict[str, str] | None = None,
+) -> list[Hit]:
     """Rule hits on the changed lines of one unit (all lines when ``changed`` is ``None``).
 
     A unit that does not parse on its own (rare: a multi-line string dedented below the def) has no hits.
@@ -500,9 +508,56 @@ def judge_unit(unit: Unit, changed: set[int] | None, st: Structure, source_lines
     module = _parse(unit, source_lines)
     if module is None:
         return []
-    walker = _Walker(unit, changed, st)
+    walker = _Walker(unit, changed, st, aliases)
     MetadataWrapper(module, unsafe_skip_copy=True).visit(walker)
     return walker.hits
+
+
+def judge_statements(st: Structure, source_lines: Sequence[str]) -> list[Hit]:
+    """Every rule hit of a whole file, for a file without a baseline: each simple statement a rule could
+    match is judged on its own (a few lines, where the def around it is hundreds), with the context the
+    statement cannot see taken from the file's structure — its gate, its loop, whether it is dead code,
+    and the imports of the functions around it. A line no simple statement holds (a compound statement's
+    header: ``with open(...)``, ``except Exception:``) is judged with its whole unit."""
+    from .rules import could_hit
+
+    every_alias = dict(st.aliases)
+    for local in st.local_aliases.values():
+        every_alias.update(local)
+    hits: list[Hit] = []
+    seen: set[tuple[int, int]] = set()
+    headers: list[int] = []
+    for n, text in enumerate(source_lines, 1):
+        if not could_hit(text, "", every_alias):
+            continue
+        span = st.simple_statement_at(n)
+        if span is None:
+            headers.append(n)
+            continue
+        if span in seen:
+            continue
+        seen.add(span)
+        owner = st.qualname_at(span[0]) or ""
+        unit = Unit(span[0], span[1], _indent(source_lines, span[0]), owner)
+        hits += [_in_context(h, st) for h in judge_unit(unit, None, st, source_lines, st.aliases_at(owner))]
+    for unit, lines in units_for(headers, st, source_lines).items():
+        hits += judge_unit(unit, set(lines), st, source_lines)
+    return hits
+
+
+def _in_context(hit: Hit, st: Structure) -> Hit:
+    """A hit of a statement judged alone, given the gate, loop and deadness of where it stands."""
+    from dataclasses import replace
+
+    dead = st.is_dead(hit.line)
+    kind, cond = hit.gate_kind, hit.gate
+    if kind is None:
+        gate = st.gate_at(hit.line)
+        if gate is not None:
+            kind, cond = GateKind(gate["kind"]), gate["condition"]
+    if dead or kind is GateKind.DEAD:
+        return replace(hit, gate_kind=GateKind.DEAD, gate="unreachable", dead=True, loop=st.in_loop(hit.line))
+    return replace(hit, gate_kind=kind, gate=cond, loop=hit.loop or st.in_loop(hit.line))
 
 
 def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[tuple[str, str]]:

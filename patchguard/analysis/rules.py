@@ -252,12 +252,17 @@ _WORDS = frozenset(
     {q.rsplit(".", 1)[-1] for q in CALLS}
     | set(METHODS)
     | {p.rstrip(".").rsplit(".", 1)[-1] for p in _FAMILY_PREFIXES}
-    | {"open", "except", "breakpointhook", "setattr", "getattr", "environ", "suppress", "SystemExit", "to"}
+    | {"open", "except", "breakpointhook", "setattr", "environ", "suppress", "SystemExit"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
-    | {"int", "float", "bool"}
 )
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Forms whose words are too common to prefilter on alone: x.to("cpu"), int(x.max()), getattr(m, "name")(...).
+_FORMS = re.compile(
+    r"""\.to\(\s*(?:device\s*=\s*)?["']cpu["']"""
+    r"|\b(?:int|float|bool)\(.*\.(?:" + "|".join(sorted(REDUCTIONS)) + r")\("
+    r"""|\bgetattr\(\s*[\w.]+\s*,\s*["']"""
+)
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
 )
@@ -292,7 +297,7 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     possible there, so the unit need not be parsed — derived from the tables above, it cannot fall behind
     them. (A hit whose call begins on an unchanged line is the pristine file's own, which is not reported.)"""
     words = set(_IDENT.findall(changed))
-    if words & _WORDS or any("log" in w.lower() for w in words):
+    if words & _WORDS or any("log" in w.lower() for w in words) or _FORMS.search(changed):
         return True
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):

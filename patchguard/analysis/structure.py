@@ -92,6 +92,12 @@ class Structure:
     tree: ast.Module | None = field(default=None, repr=False, compare=False)  # the ast, when ast parsed it
     # Statements directly in a class body other than defs and classes: (start, end, the class's qualname).
     class_body: list[tuple[int, int, str]] = field(default_factory=list)
+    # Simple statements (start, end) and the context a statement judged alone would not see: the spans of
+    # loops, of code after a return/raise/continue/break in its block, and imports made inside functions.
+    simple: list[tuple[int, int]] = field(default_factory=list)
+    loops: list[tuple[int, int]] = field(default_factory=list)
+    dead: list[tuple[int, int]] = field(default_factory=list)
+    local_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -131,6 +137,28 @@ class Structure:
             if s.kind != "class" and s.start <= line <= s.end and (best is None or s.start < best.start):
                 best = s
         return best
+
+    def simple_statement_at(self, line: int) -> tuple[int, int] | None:
+        """The innermost simple (non-compound) statement holding ``line``."""
+        best: tuple[int, int] | None = None
+        for span in self.simple:
+            if span[0] <= line <= span[1] and (best is None or span[0] >= best[0]):
+                best = span
+        return best
+
+    def in_loop(self, line: int) -> bool:
+        return any(a <= line <= b for a, b in self.loops)
+
+    def is_dead(self, line: int) -> bool:
+        return any(a <= line <= b for a, b in self.dead)
+
+    def aliases_at(self, qualname: str) -> dict[str, str]:
+        """Module-level aliases plus those bound by imports inside the functions around ``qualname``."""
+        out = dict(self.aliases)
+        parts = qualname.split(".") if qualname else []
+        for i in range(1, len(parts) + 1):
+            out.update(self.local_aliases.get(".".join(parts[:i]), {}))
+        return out
 
     def class_statement_at(self, line: int) -> tuple[int, int, str] | None:
         """The class-body statement (not a def or a class) holding ``line``: judged alone, not with the
@@ -189,15 +217,16 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _statements(node: ast.AST) -> Iterator[ast.stmt]:
-    """The statements directly inside ``node``'s blocks (try handlers and match cases included)."""
-    for name in _BLOCKS:
-        block = getattr(node, name, None)
+    """The statements directly inside ``node``'s blocks (try handlers and match cases included), each
+    tagged with the block (list) it sits in."""
+    blocks = [getattr(node, name, None) for name in _BLOCKS]
+    blocks += [h.body for h in getattr(node, "handlers", ())] + [c.body for c in getattr(node, "cases", ())]
+    for block in blocks:
         if isinstance(block, list):
-            yield from (s for s in block if isinstance(s, ast.stmt))
-    for handler in getattr(node, "handlers", ()):
-        yield from handler.body
-    for case in getattr(node, "cases", ()):
-        yield from case.body
+            for s in block:
+                if isinstance(s, ast.stmt):
+                    s._pg_block = block  # type: ignore[attr-defined]
+                    yield s
 
 
 def _start(node: ast.stmt) -> int:
@@ -213,9 +242,15 @@ class _Walk:
         self.scopes: list[Scope] = []
         self.ifs: list[IfSpan] = []
         self.class_body: list[tuple[int, int, str]] = []
+        self.simple: list[tuple[int, int]] = []
+        self.loops: list[tuple[int, int]] = []
+        self.dead: list[tuple[int, int]] = []
+        self.local_aliases: dict[str, dict[str, str]] = {}
 
     def visit(self, node: ast.AST, prefix: str) -> None:
+        after_terminal: dict[int, bool] = {}  # per block (by id): a terminal statement was seen
         for child in _statements(node):  # defs and ifs are statements: expressions are not descended into
+            self._note(child, prefix, after_terminal)
             if isinstance(node, ast.ClassDef) and not isinstance(child, _SCOPES):
                 self.class_body.append((_start(child), child.end_lineno or child.lineno, prefix))
             if isinstance(child, _SCOPES):
@@ -233,6 +268,21 @@ class _Walk:
                 orelse = min((n.lineno for n in child.orelse), default=None)
                 self.ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
             self.visit(child, prefix)
+
+    def _note(self, child: ast.stmt, prefix: str, after_terminal: dict[int, bool]) -> None:
+        """Record a statement's span as simple, loop or dead, and a function-level import's aliases."""
+        span = (_start(child), child.end_lineno or child.lineno)
+        block = id(getattr(child, "_pg_block", None))
+        if after_terminal.get(block):
+            self.dead.append(span)
+        if not hasattr(child, "body"):
+            self.simple.append(span)
+        if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+            self.loops.append(span)
+        if isinstance(child, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+            after_terminal[block] = True
+        if prefix and isinstance(child, (ast.Import, ast.ImportFrom)):
+            self.local_aliases.setdefault(prefix, {}).update(_imports([child]))
 
 
 def structure(source: str) -> Structure | None:
@@ -254,7 +304,17 @@ def structure(source: str) -> Structure | None:
     }
     spans = [(_start(n), n.end_lineno or n.lineno) for n in tree.body]
     return Structure(
-        walk.scopes, _imports(top), flags, spans, walk.ifs, tree=tree, class_body=walk.class_body
+        walk.scopes,
+        _imports(top),
+        flags,
+        spans,
+        walk.ifs,
+        tree=tree,
+        class_body=walk.class_body,
+        simple=walk.simple,
+        loops=walk.loops,
+        dead=walk.dead,
+        local_aliases=walk.local_aliases,
     )
 
 
