@@ -528,7 +528,8 @@ def judge_statements(st: Structure, source_lines: Sequence[str]) -> list[Hit]:
     seen: set[tuple[int, int]] = set()
     headers: list[int] = []
     for n, text in enumerate(source_lines, 1):
-        if not could_hit(text, "", every_alias):
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith("#") or not could_hit(text, "", every_alias):
             continue
         span = st.simple_statement_at(n)
         if span is None:

@@ -248,6 +248,7 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> st
 # -- a cheap test before the libcst walk -------------------------------------------------------------------
 
 _FAMILY_PREFIXES = ("subprocess.", "os.exec", "os.spawn", "os.posix_spawn", *_NETWORK_PREFIXES)
+_MODULE_FAMILIES = ("subprocess.", *_NETWORK_PREFIXES)  # any function of these modules
 _WORDS = frozenset(
     {q.rsplit(".", 1)[-1] for q in CALLS}
     | set(METHODS)
@@ -262,6 +263,7 @@ _FORMS = re.compile(
     r"""\.to\(\s*(?:device\s*=\s*)?["']cpu["']"""
     r"|\b(?:int|float|bool)\(.*\.(?:" + "|".join(sorted(REDUCTIONS)) + r")\("
     r"""|\bgetattr\(\s*[\w.]+\s*,\s*["']"""
+    r"|\b(?:exec|spawn|posix_spawn)\w*\("
 )
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
@@ -302,12 +304,9 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):
         qualname = local[word]
-        dotted = qualname + "."
-        if (
-            qualname in CALLS
-            or qualname.startswith(_FAMILY_PREFIXES)
-            or any(q.startswith(dotted) for q in CALLS)
-            or any(f.startswith(dotted) or dotted.startswith(f) for f in _FAMILY_PREFIXES)
-        ):
+        # A function imported under another name (keep → pickle.dump), or a module whose every function is a
+        # rule's (r → requests). A module alias (th → torch) needs no check: a call through it ends in a
+        # word of its own (th.save), which the first test sees.
+        if qualname in CALLS or (qualname + ".").startswith(_MODULE_FAMILIES):
             return True
     return any(head in local for head in _ATTR_ASSIGN.findall(changed))
