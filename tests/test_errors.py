@@ -124,24 +124,7 @@ def test_a_user_who_cannot_read_a_changed_file_gets_one_line(world_readable: Pat
         (["status"], 1),
         (["sets"], 0),
     ):  # the set that touches it cannot be told; the rest can
-        proc = subprocess.run(
-            [
-                *run_as_nobody,
-                "-m",
-                "patchguard",
-                *args,
-                "--site-packages",
-                str(env.site),
-                "--patches",
-                "patches",
-            ],
-            capture_output=True,
-            text=True,
-            env=child_env,
-            cwd=world_readable,
-            timeout=120,
-            check=False,
-        )
+        proc = as_nobody(*args, "--patches", "patches")
         assert proc.returncode == code, (args, proc.stdout, proc.stderr)
         assert (
             "unknown" in proc.stdout

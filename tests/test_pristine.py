@@ -381,8 +381,8 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
+def _checkout(tmp_path: Path) -> Path:
+    """A git checkout of a small package, one commit."""
     repo = tmp_path / "src"
     (repo / "edpkg").mkdir(parents=True)
     (repo / "edpkg/__init__.py").write_text("VALUE = 1\n")
@@ -390,14 +390,26 @@ def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "first")
-    (repo / "edpkg/model.py").write_text("def forward(x):\n    return x * 2\n")
-    _git(repo, "commit", "-qam", "committed change")
+    return repo
+
+
+def _editable_install(tmp_path: Path, repo: Path) -> Env:
+    """``repo`` installed editable (a .pth and a PEP 610 direct_url.json), as pip -e leaves it."""
     env = Env(tmp_path / "venv")
     env.install(build_wheel(tmp_path / "w", "edpkg", "1.0", {"__editable__.edpkg-1.0.pth": f"{repo}\n"}))
     meta = env.dist_info("edpkg", "1.0")
     (meta / "direct_url.json").write_text(json.dumps({"url": repo.as_uri(), "dir_info": {"editable": True}}))
     with open(meta / "RECORD", "a") as f:
         f.write("edpkg-1.0.dist-info/direct_url.json,,\n")
+    return env
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    (repo / "edpkg/model.py").write_text("def forward(x):\n    return x * 2\n")
+    _git(repo, "commit", "-qam", "committed change")
+    env = _editable_install(tmp_path, repo)
     (repo / "edpkg/__init__.py").write_text("VALUE = 2\nimport pdb\n")
     (repo / "edpkg/debug_hook.py").write_text("print('hi')\n")
 
@@ -420,13 +432,7 @@ def test_editable_install_against_its_git_checkout(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_checkouts_own_git_filters_and_hooks_never_run(tmp_path: Path) -> None:
-    repo = tmp_path / "src"
-    (repo / "edpkg").mkdir(parents=True)
-    (repo / "edpkg/__init__.py").write_text("VALUE = 1\n")
-    (repo / "edpkg/model.py").write_text("def forward(x):\n    return x\n")
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "first")
+    repo = _checkout(tmp_path)
     marker = tmp_path / "ran"
     script = tmp_path / "evil.sh"
     script.write_text(f"#!/bin/sh\necho ran >> {marker}\ncat\n")
@@ -450,12 +456,7 @@ def test_a_checkouts_own_git_filters_and_hooks_never_run(tmp_path: Path) -> None
     (repo / "edpkg/debug_hook.py").write_text("print('hi')\n")
     (repo / "edpkg/__init__.py").touch()  # same bytes, new mtime: git would re-hash it through the filter
 
-    env = Env(tmp_path / "venv")
-    env.install(build_wheel(tmp_path / "w", "edpkg", "1.0", {"__editable__.edpkg-1.0.pth": f"{repo}\n"}))
-    meta = env.dist_info("edpkg", "1.0")
-    (meta / "direct_url.json").write_text(json.dumps({"url": repo.as_uri(), "dir_info": {"editable": True}}))
-    with open(meta / "RECORD", "a") as f:
-        f.write("edpkg-1.0.dist-info/direct_url.json,,\n")
+    env = _editable_install(tmp_path, repo)
     report = patchguard.scan(["edpkg"], site_packages=[str(env.site)])
     found = {(f.rule, os.path.relpath(f.path, repo)) for f in report.findings}
     assert ("debugger", "edpkg/model.py") in found and ("unexpected-python", "edpkg/debug_hook.py") in found
