@@ -225,8 +225,9 @@ def test_uv_unpacked_archive(env: Env, minillm_wheel: Path, tmp_path: Path) -> N
     assert DEBUG_BLOCK in unified_diff(diffs).replace("+", "")
 
 
-def test_uv_archive_edited_through_a_hard_link_is_not_trusted(tmp_path: Path, minillm_wheel: Path) -> None:
-    # uv installs by hard-linking from its archive: an in-place edit changes the archive's copy too.
+def _uv_installed_and_edited(minillm_wheel: Path, tmp_path: Path) -> tuple[Path, Env]:
+    """minillm installed the way uv does it (mla.py a hard link of uv's unpacked archive), then edited in
+    place: the archive's copy is edited too."""
     archive = _uv_archive(minillm_wheel, tmp_path)
     env = Env(tmp_path / "venv")
     env.install(minillm_wheel)
@@ -235,6 +236,12 @@ def test_uv_archive_edited_through_a_hard_link_is_not_trusted(tmp_path: Path, mi
     os.link(archive / MLA, installed)
     with open(installed, "a") as f:
         f.write("print('debug')\n")
+    return archive, env
+
+
+def test_uv_archive_edited_through_a_hard_link_is_not_trusted(tmp_path: Path, minillm_wheel: Path) -> None:
+    # uv installs by hard-linking from its archive: an in-place edit changes the archive's copy too.
+    _archive, env = _uv_installed_and_edited(minillm_wheel, tmp_path)
     result = CliRunner().invoke(main, ["diff", "minillm", "--site-packages", str(env.site), "--offline"])
     assert result.exit_code == 2
     assert "does not match the installed RECORD" in result.stderr
@@ -247,14 +254,8 @@ def test_an_edited_uv_cache_entry_is_skipped_for_the_next_source_and_named(
     """uv-installed files are hard links of uv's cache: edited in place, the cache holds the edit too. The
     cached copy fails its RECORD hash, the next source (a wheelhouse) is used, and scan and restore say
     that uv's cache must be cleaned."""
-    archive = _uv_archive(minillm_wheel, tmp_path)
-    env = Env(tmp_path / "venv")
-    env.install(minillm_wheel)
+    archive, env = _uv_installed_and_edited(minillm_wheel, tmp_path)
     installed = env.site / MLA
-    installed.unlink()
-    os.link(archive / MLA, installed)
-    with open(installed, "a") as f:
-        f.write("print('debug')\n")
     house = tmp_path / "house"
     house.mkdir()
     shutil.copy(minillm_wheel, house)
