@@ -212,6 +212,55 @@ def test_sarif_validates_against_the_schema(env: Env) -> None:
     assert {r["ruleId"] for r in _validate_sarif(out)["runs"][0]["results"]} == {"tensor-dump", "pth-import"}
 
 
+def test_sarif_carries_what_github_code_scanning_asks_for(
+    env: Env, tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """Every rule: short and full descriptions, help (what it means, what to do), security-severity and tags.
+    Every result: a region and a fingerprint that stays the same across runs and hosts. Findings a policy
+    expects: results marked suppressed, not dropped."""
+    dump_in_mla(env)
+    (env.site / "minillm/platforms/cuda.py").unlink()
+    (env.site / "evil.pth").write_text("import os\n")
+    other = Env(tmp_path / "elsewhere" / "venv")  # another host: another path, the same edits
+    other.install(minillm_wheel)
+    dump_in_mla(other)
+    (other.site / "minillm/platforms/cuda.py").unlink()
+    (other.site / "evil.pth").write_text("import os\n")
+
+    def sarif(site: Path, *extra: str) -> dict[str, Any]:
+        _code, out, _ = cli("scan", "--site-packages", str(site), "--format", "sarif", *extra)
+        return _validate_sarif(out)
+
+    run = sarif(env.site)["runs"][0]
+    for rule in run["tool"]["driver"]["rules"]:
+        assert rule["shortDescription"]["text"] and rule["fullDescription"]["text"], rule
+        assert rule["help"]["text"] and rule["help"]["markdown"], rule
+        assert float(rule["properties"]["security-severity"]) > 0 and "security" in rule["properties"]["tags"]
+    prints = {}
+    for result in run["results"]:
+        assert result["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1, result
+        prints[result["ruleId"]] = result["partialFingerprints"]["patchguardFinding/v1"]
+    again = {
+        r["ruleId"]: r["partialFingerprints"]["patchguardFinding/v1"]
+        for r in sarif(env.site)["runs"][0]["results"]
+    }
+    there = {
+        r["ruleId"]: r["partialFingerprints"]["patchguardFinding/v1"]
+        for r in sarif(other.site)["runs"][0]["results"]
+    }
+    assert prints == again == there and len(set(prints.values())) == len(prints)
+
+    policy = policy_file(tmp_path, 'fail_on = "moderate"\nignore = [{rule = "pth-import"}]\n')
+    _code, out, _ = cli(
+        "check", "--site-packages", str(env.site), "--policy", str(policy), "--format", "sarif"
+    )
+    results = _validate_sarif(out)["runs"][0]["results"]
+    suppressed = [r for r in results if r.get("suppressions")]
+    assert [r["ruleId"] for r in suppressed] == ["pth-import"]
+    assert "expected by the policy" in suppressed[0]["suppressions"][0]["justification"]
+    assert {r["ruleId"] for r in results if not r.get("suppressions")} >= {"tensor-dump", "missing-file"}
+
+
 # --- locks ----------------------------------------------------------------------------------------------
 
 

@@ -511,7 +511,9 @@ def test_readme_walkthrough(tmp_path: Path, minillm_wheel: Path, monkeypatch: py
         outputs.append(proc.stdout)
         assert proc.returncode in (0, 1), (cmd, proc.stderr)
     scan, sets, revert, status = outputs[1], outputs[2], outputs[3], outputs[6]
-    assert "patch set: glm5-debug" in scan and ": 2 injected" in scan  # the dump (its .cpu() sync named), the print
+    assert (
+        "patch set: glm5-debug" in scan and ": 2 injected" in scan
+    )  # the dump (its .cpu() sync named), the print
     assert "minillm/models/mla.py:55  tensor-dump  MLAAttention.forward" in scan
     assert re.search(r"glm5-debug\s+minillm >=0.4,<0.5\s+applied\s+2 files", sets)
     assert revert.count("verified pristine") == 2

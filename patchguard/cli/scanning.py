@@ -214,8 +214,16 @@ def check(
     if fmt == "json":
         text = format_check(result.passed, result.violations, result.policy.path, report)
     elif fmt == "sarif":
-        violating = tuple(f for f in report.findings if result.policy.violates(f))
-        text = format_sarif(replace(report, findings=violating))
+        pol = result.policy
+        violating = tuple(f for f in report.findings if pol.violates(f))
+        # Findings the policy expects (allowed sets, expected files, ignore): reported, marked suppressed.
+        expected = [
+            f
+            for f in report.findings
+            if pol.fail_on is not None and f.severity >= pol.fail_on and pol.ignores(f)
+        ]
+        why = f"expected by the policy {pol.path}" if pol.path else "expected by the policy"
+        text = format_sarif(replace(report, findings=violating), expected, why)
     else:
         text = format_check_text(result.passed, result.violations, result.policy.path, report)
     click.echo(text, nl=False)

@@ -5,14 +5,16 @@ Pure: :func:`to_sarif` builds the log, :func:`format_sarif` returns it as text.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ..model import Finding, Report, Severity, printable
-from ..rulebook import RULES
+from ..model import Finding, Kind, Report, Severity, printable
+from ..rulebook import FILE_RULES, RULES
 
-__all__ = ["format_sarif", "to_sarif"]
+__all__ = ["fingerprint", "format_sarif", "to_sarif"]
 
 
 _SARIF_LEVEL = {
@@ -27,18 +29,24 @@ def _file_uri(path: str) -> str:
     return "file://" + quote(path if path.endswith("/") else path + "/")
 
 
-def to_sarif(report: Report) -> dict[str, Any]:
+def to_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: str = "") -> dict[str, Any]:
     """The report as a SARIF 2.1.0 log (GitHub code scanning, CI annotations).
 
-    Each rule id becomes a reporting descriptor; each finding a result whose location is relative to the
-    ``SITE_PACKAGES`` base (absolute for files outside site-packages), with line numbers for code findings.
+    Each rule id becomes a reporting descriptor (descriptions, help saying what to do, ``security-severity``
+    and tags); each finding a result whose location is relative to the ``SITE_PACKAGES`` base (absolute for
+    files outside site-packages), with its lines (line 1 for a finding about a whole file) and a
+    ``partialFingerprints`` entry that stays the same across runs and hosts while the finding does.
+    ``suppressed`` findings (expected by a policy: ``justification``) are results marked suppressed.
     """
     rules: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
-    for f in report.findings:
+    for f, hidden in [*((f, False) for f in report.findings), *((f, True) for f in suppressed)]:
         if f.rule not in rules:
             rules[f.rule] = _rule(f)
-        results.append(_result(f, list(rules).index(f.rule)))
+        result = _result(f, list(rules).index(f.rule))
+        if hidden:
+            result["suppressions"] = [{"kind": "external", "justification": justification or "expected"}]
+        results.append(result)
     base = report.environment.site_packages[0] if report.environment.site_packages else "/"
     return {
         "$schema": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json",
@@ -49,7 +57,6 @@ def to_sarif(report: Report) -> dict[str, Any]:
                     "driver": {
                         "name": "patchguard",
                         "version": report.tool_version or "0",
-                        "informationUri": "https://pypi.org/project/patchguard/",
                         "rules": list(rules.values()),
                     }
                 },
@@ -60,17 +67,62 @@ def to_sarif(report: Report) -> dict[str, Any]:
     }
 
 
+# What to do about a finding, by kind: the second half of every rule's help.
+_ADVICE = {
+    Kind.MODIFIED: "Put the file back with `patchguard restore DIST --path PATH`, or capture the change "
+    "as a patch set (`patchguard capture`) if it is meant to stay.",
+    Kind.MISSING: "Recreate it with `patchguard restore DIST`.",
+    Kind.UNEXPECTED: "Find out who put it there; remove it (`patchguard restore DIST --remove-unexpected` "
+    "inside a package, by hand elsewhere) or declare it in the policy's `expected_files`.",
+    Kind.STARTUP_HOOK: "Delete it unless it is meant to run at every interpreter start: no distribution "
+    "owns it.",
+    Kind.RECORD_INVALID: "Reinstall the distribution "
+    "(`pip install --force-reinstall --no-deps DIST==VERSION`).",
+    Kind.UNVERIFIABLE: "Make the file readable to the user running patchguard, or reinstall the "
+    "distribution.",
+    Kind.INJECTED_CODE: "Remove the code: `patchguard revert --set NAME` when a patch set added it, else "
+    "`patchguard restore DIST --path PATH`.",
+    Kind.FUNCTIONAL_CHANGE: "Review the change (`patchguard diff DIST --path PATH`); restore the file or "
+    "keep the change in a patch set.",
+    Kind.COSMETIC_CHANGE: "Nothing runs differently; restore the file to keep the environment pristine.",
+    Kind.DRIFT: "Re-apply or revert the patch set so its files are what it says.",
+}
+_SECURITY_SEVERITY = {
+    Severity.HIGH: "8.0",
+    Severity.MODERATE: "5.0",
+    Severity.MINOR: "3.0",
+    Severity.INFO: "1.0",
+}
+
+
 def _rule(f: Finding) -> dict[str, Any]:
     """The reporting descriptor of the rule ``f`` is the first finding of."""
     known = RULES.get(f.rule)
-    text = known.rationale if known else f.kind.value.replace("-", " ")
+    short = known.rationale if known else FILE_RULES.get(f.rule, f.kind.value.replace("-", " "))
+    meaning = f"{f.rule}: {'added code that ' + short if known else short}."
+    advice = _ADVICE.get(f.kind, "")
     return {
         "id": f.rule,
         "name": "".join(part.capitalize() for part in f.rule.split("-")),
-        "shortDescription": {"text": text},
+        "shortDescription": {"text": short},
+        "fullDescription": {"text": meaning},
+        "help": {"text": f"{meaning} {advice}".strip(), "markdown": f"**{meaning}**\n\n{advice}".strip()},
         "defaultConfiguration": {"level": _SARIF_LEVEL[f.severity]},
-        "properties": {"kind": f.kind.value},
+        "properties": {
+            "kind": f.kind.value,
+            "security-severity": _SECURITY_SEVERITY[(known.severity if known else f.severity)],
+            "tags": ["security", "supply-chain", f.kind.value],
+        },
     }
+
+
+def fingerprint(f: Finding) -> str:
+    """Stable across runs and hosts while the finding is the same: its rule, distribution and path, and for
+    code its function and source line (whitespace aside) — never a line number, a size or a time."""
+    parts = [f.rule, f.distribution or "", printable(f.path)]
+    if f.source is not None:
+        parts += [f.function or "", "".join(printable(f.source).split())]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def _location(f: Finding) -> dict[str, Any]:
@@ -83,13 +135,12 @@ def _location(f: Finding) -> dict[str, Any]:
     if not f.path.startswith("/"):
         location["uriBaseId"] = "SITE_PACKAGES"
     physical: dict[str, Any] = {"artifactLocation": location}
-    if f.line is not None:
-        region: dict[str, Any] = {"startLine": f.line}
-        if f.end_line is not None and f.end_line >= f.line:
-            region["endLine"] = f.end_line
-        if f.source:
-            region["snippet"] = {"text": printable(f.source)}
-        physical["region"] = region
+    region: dict[str, Any] = {"startLine": f.line or 1}  # a finding about a whole file: its first line
+    if f.line is not None and f.end_line is not None and f.end_line >= f.line:
+        region["endLine"] = f.end_line
+    if f.source:
+        region["snippet"] = {"text": printable(f.source)}
+    physical["region"] = region
     return {"physicalLocation": physical}
 
 
@@ -100,6 +151,7 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
         "level": _SARIF_LEVEL[f.severity],
         "message": {"text": printable(f.message)},
         "locations": [_location(f)],
+        "partialFingerprints": {"patchguardFinding/v1": fingerprint(f)},
         "properties": {
             "severity": f.severity.label,
             "kind": f.kind.value,
@@ -115,6 +167,6 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
     }
 
 
-def format_sarif(report: Report) -> str:
+def format_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: str = "") -> str:
     """The report as SARIF 2.1.0 JSON text."""
-    return json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(to_sarif(report, suppressed, justification), indent=2, ensure_ascii=False) + "\n"
