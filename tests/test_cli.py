@@ -218,3 +218,14 @@ def test_progress_bar_appears_only_after_a_second(monkeypatch: pytest.MonkeyPatc
     progress(1000, 1000)
     progress.close()
     assert "verifying" in fake.text and "100%" in fake.text
+
+
+def test_a_clean_diff_says_so_and_text_is_the_tables_other_name(env: Env) -> None:
+    from .helpers import cli
+
+    code, out, err = cli("diff", "--site-packages", str(env.site))
+    assert (code, out) == (0, "") and err.strip() == "no changes: every file is as its wheel installed it"
+    table = cli("scan", "--site-packages", str(env.site))
+    assert cli("scan", "--site-packages", str(env.site), "--format", "text")[:2] == table[:2]
+    _code, help_text, _ = cli("apply", "--help")
+    assert "Scan the environment" not in help_text and "Work on the environment" in help_text

@@ -625,3 +625,30 @@ def test_backups_are_kept_for_the_last_transactions_only(
     assert (
         cli("sets", "--site-packages", str(env.site), "--patches", str(patches))[1].count("not applied") == 2
     )
+
+
+def test_capture_refuses_a_copy_of_an_existing_set(env: Env, patches: Path, minillm_wheel: Path) -> None:
+    hand_edit_glm5(env)  # the very edits glm5-debug makes, typed in by hand
+    site, house = [str(env.site)], [str(minillm_wheel.parent)]
+    with pytest.raises(patchguard.UsageError, match="exactly patch set 'glm5-debug'"):
+        patchguard.capture_set(
+            "glm5-again", "minillm", patches=str(patches), site_packages=site, wheelhouse=house
+        )
+    assert not (patches / "glm5-again").exists()
+    code, _out, err = cli(
+        "capture",
+        "minillm",
+        "--set",
+        "glm5-again",
+        "--patches",
+        str(patches),
+        "--site-packages",
+        str(env.site),
+        "--wheelhouse",
+        str(minillm_wheel.parent),
+    )
+    assert code == 2 and "exactly patch set 'glm5-debug'" in err and "--force" in err
+    copy = patchguard.capture_set(
+        "glm5-again", "minillm", patches=str(patches), site_packages=site, wheelhouse=house, force=True
+    )
+    assert set(copy.paths) == {MLA, WEIGHTS}

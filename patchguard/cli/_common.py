@@ -25,13 +25,13 @@ def environment_options(func: F) -> F:
         "site_packages",
         multiple=True,
         metavar="DIR",
-        help="Scan this site-packages directory (repeatable) instead of the running interpreter's.",
+        help="Work on this site-packages directory (repeatable) instead of the running interpreter's.",
     )(func)
     func = click.option(
         "--python",
         "python",
         metavar="PATH",
-        help="Scan the environment of this interpreter (asked in an isolated subprocess).",
+        help="Work on the environment of this interpreter (asked in an isolated subprocess).",
     )(func)
     return func
 
@@ -66,7 +66,11 @@ path_option = click.option(
 )
 
 against_option = click.option(
-    "--against", default="HEAD", show_default=True, help="Revision editable installs are compared with."
+    "--against",
+    default="HEAD",
+    show_default=True,
+    metavar="REV",
+    help="Revision editable installs are compared with.",
 )
 
 

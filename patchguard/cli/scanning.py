@@ -35,7 +35,7 @@ from ._common import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "sarif"]),
+    type=click.Choice(["table", "text", "json", "sarif"]),
     default="table",
     show_default=True,
     help="Output format (sarif: SARIF 2.1.0 for code scanning).",
@@ -114,7 +114,7 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    formatter = {"json": format_json, "sarif": format_sarif, "table": format_table}[fmt]
+    formatter = {"json": format_json, "sarif": format_sarif, "table": format_table, "text": format_table}[fmt]
     click.echo(formatter(report), nl=False)
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
@@ -163,6 +163,8 @@ def diff(
         sys.stdout.flush()
         sys.stdout.buffer.write(unified_diff(diffs).encode("utf-8", "surrogateescape"))
         sys.stdout.buffer.flush()
+    if not diffs and fmt != "json":
+        click.echo("no changes: every file is as its wheel installed it", err=True)
     unread = [d for d in diffs if d.problem is not None]
     for d in unread:
         click.echo(f"patchguard: error: {d.problem}: not diffed, the other files were", err=True)

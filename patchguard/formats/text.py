@@ -160,6 +160,10 @@ def format_sets(states: Sequence[SetState]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _files(n: int) -> str:
+    return f"{n} file{'s' if n != 1 else ''}"
+
+
 def format_status(
     recovered: Sequence[str], applied: Sequence[tuple[str, Mapping[str, Any]]], states: Sequence[SetState]
 ) -> str:
@@ -168,9 +172,9 @@ def format_status(
     if recovered:
         lines.append(f"  rolled back: {len(recovered)} file{'s' if len(recovered) != 1 else ''} put back")
     for name, record in applied:
+        files = _files(len(record.get("files", {})))
         lines.append(
-            f"applied  {name}  at {record.get('time')}  ({len(record.get('files', {}))} files, by patchguard "
-            f"{record.get('tool_version')})"
+            f"applied  {name}  at {record.get('time')}  ({files}, by patchguard {record.get('tool_version')})"
         )
     if not applied:
         lines.append("no set applied by patchguard")

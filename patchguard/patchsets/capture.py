@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from ..diffs import FileDiff
 from ..env import resolve_target
-from ..errors import UsageError
+from ..errors import PatchguardError, UsageError
 from ..integrity.records import canonicalize, discover
 from ..pristine.explain import diff
-from .model import SET_NAME, PatchSet, load_set, patches_dir
+from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 
 __all__ = ["capture_set"]
 
@@ -45,6 +45,8 @@ def capture_set(
     env = resolve_target(python, site_packages)
     dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
     spec = version or f"=={dist.version}"
+    if not force:
+        _refuse_a_copy(root, name, diffs)
     header = (
         f"name = {json.dumps(name)}\n"
         f"description = {json.dumps(description or f'captured from {dist.name} {dist.version}')}\n"
@@ -99,6 +101,35 @@ def _captured_diffs(
     if binary:
         raise UsageError(f"binary files cannot go into a patch set: {', '.join(binary)}")
     return diffs
+
+
+def _signature(patches: Sequence[FilePatch]) -> dict[str, tuple[object, ...]]:
+    """What a set does, file by file, whatever its diffs' headers and file names: the hunks."""
+    out: dict[str, tuple[object, ...]] = {}
+    for fp in patches:
+        hunks = tuple(
+            (h.source_start, h.source_length, h.target_start, h.target_length, tuple(str(x) for x in h))
+            for h in fp.patched
+        )
+        out[fp.path] = (*out.get(fp.path, ()), fp.creates, fp.deletes, hunks)
+    return out
+
+
+def _refuse_a_copy(root: str, name: str, diffs: Sequence[FileDiff]) -> None:
+    """Refuse to write a set that does exactly what an existing set does (attribution would then name the
+    copy): the set is named, ``--force`` writes it all the same."""
+    ours = _signature([fp for d in diffs for fp in parse_diff(d.text(), d.path)])
+    try:
+        existing = load_sets(root) if os.path.isdir(root) else []
+    except PatchguardError:
+        return  # a broken set elsewhere in the directory is not this command's business
+    for ps in existing:
+        if ps.name != name and _signature(ps.patches) == ours:
+            raise UsageError(
+                f"these changes are exactly patch set {ps.name!r}",
+                path=ps.directory,
+                hint="use that set, or pass --force to write a copy",
+            )
 
 
 def _write_set(root: str, name: str, final: str, header: str, diffs: Sequence[FileDiff]) -> None:
