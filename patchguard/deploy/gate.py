@@ -36,6 +36,8 @@ def evaluate(
     """Judge a scanned environment: findings against the policy, the required sets (``states``: where
     every set stands, needed only when the policy requires some) and the lock file, if any."""
     report = scanned.report
+    expected_lock = read_lock(lock) if lock is not None else None
+    here = make_lock(scanned) if expected_lock is not None else None
     violations = [_line(f) for f in report.findings if policy.violates(f)]
     if policy.required_sets:
         by_name = {s.name: s for s in states or ()}
@@ -45,12 +47,11 @@ def evaluate(
                 violations.append(f"required patch set {name} does not exist in the patches directory")
             elif not s.state.in_place:
                 violations.append(f"required patch set {name} is {s.state.value}")
-    if lock is not None:
-        here = make_lock(scanned)
+    if expected_lock is not None and here is not None:
         local = [
             f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
             for f in report.findings
             if f.distribution
         ]
-        violations += [f"LOCK {d}" for d in compare_locks(read_lock(lock), here, local)]
+        violations += [f"LOCK {d}" for d in compare_locks(expected_lock, here, local)]
     return CheckResult(not violations, tuple(violations), report, policy)

@@ -59,6 +59,8 @@ def make_lock(scanned: Scanned) -> dict[str, Any]:
             "files": len(rows),
             "digest": "sha256:"
             + hashlib.sha256("".join(rows).encode("utf-8", "surrogateescape")).hexdigest(),
+            # The files that are not as RECORD says, and what they are: what a lock diff names.
+            "changes": dict(sorted(_changes(rows))),
         }
     hooks = sorted(
         f"{f.path}\t{_sha256(scanned.locate(f)[2])}"
@@ -98,6 +100,16 @@ def _file_rows(
     return rows
 
 
+def _changes(rows: Sequence[str]) -> list[tuple[str, str]]:
+    """(path, state) of the rows that are not a RECORD hash (modified, missing, unexpected)."""
+    out = []
+    for row in rows:
+        path, _, state = row.rstrip("\n").partition("\t")
+        if state.startswith(("sha256:", "missing", "unexpected:")):
+            out.append((path, state))
+    return out
+
+
 def _unexpected_rows(dist: InstalledDistribution, unexpected: list[str]) -> list[str]:
     """``path<TAB>unexpected:<sha256 or dir>`` of every unexpected file found in ``dist``'s packages."""
     rows: list[str] = []
@@ -135,6 +147,33 @@ def read_lock(path: str) -> dict[str, Any]:
     return doc  # type: ignore[no-any-return]
 
 
+def _file_differences(
+    name: str, expected: dict[str, Any], actual: dict[str, Any], local_changes: Sequence[str]
+) -> list[str]:
+    """File by file, what differs in one distribution (a lock written before per-file changes were kept
+    says only that the files differ, and which are changed here)."""
+    ea, eb = expected.get("changes"), actual.get("changes")
+    if not isinstance(ea, dict) or not isinstance(eb, dict):
+        here = [c for c in local_changes if c.startswith(name + ":")]
+        detail = f" (here: {'; '.join(c.split(':', 1)[1] for c in here)})" if here else ""
+        return [f"distribution {name}: files differ from the lock{detail}"]
+    out = []
+    for path in sorted(set(ea) | set(eb)):
+        want, got = ea.get(path, "as RECORD says"), eb.get(path, "as RECORD says")
+        if want != got:
+            out.append(f"distribution {name}: {path} is {_state(got)} here, {_state(want)} in the lock")
+    return out or [f"distribution {name}: files differ from the lock"]
+
+
+def _state(state: object) -> str:
+    text = str(state)
+    if text == "missing" or text == "as RECORD says":
+        return text
+    if text.startswith("unexpected:"):
+        return "unexpected " + ("directory" if text.endswith(":dir") else text.split(":", 1)[1][:12])
+    return "modified " + text.split(":", 1)[-1][:12]
+
+
 def compare_locks(
     expected: dict[str, Any], actual: dict[str, Any], local_changes: Sequence[str] = ()
 ) -> list[str]:
@@ -149,9 +188,7 @@ def compare_locks(
         if a[name]["version"] != b[name]["version"]:
             out.append(f"distribution {name}: {b[name]['version']} here, {a[name]['version']} in the lock")
         elif a[name]["digest"] != b[name]["digest"]:
-            here = [c for c in local_changes if c.startswith(name + ":")]
-            detail = f" (here: {'; '.join(c.split(':', 1)[1] for c in here)})" if here else ""
-            out.append(f"distribution {name}: files differ from the lock{detail}")
+            out += _file_differences(name, a[name], b[name], local_changes)
     sa, sb = expected.get("applied_sets", {}), actual.get("applied_sets", {})
     for name in sorted(set(sa) - set(sb)):
         out.append(f"patch set {name} is applied in the lock but not here")

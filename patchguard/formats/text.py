@@ -140,7 +140,8 @@ def format_check_text(passed: bool, violations: Sequence[str], policy: str | Non
     lines = list(violations)
     n = len(violations)
     where = f" (policy: {policy})" if policy else ""
-    summary = f"{report.files_checked} files in {len(report.distributions)} distributions"
+    n_dist = len(report.distributions)
+    summary = f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
     if passed:
         lines.append(f"check passed: {summary}, no violation{where}")
     else:
