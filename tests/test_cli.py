@@ -229,3 +229,15 @@ def test_a_clean_diff_says_so_and_text_is_the_tables_other_name(env: Env) -> Non
     assert cli("scan", "--site-packages", str(env.site), "--format", "text")[:2] == table[:2]
     _code, help_text, _ = cli("apply", "--help")
     assert "Scan the environment" not in help_text and "Work on the environment" in help_text
+
+
+def test_running_from_the_environment_it_checks_is_said_once(env: Env) -> None:
+    import sysconfig
+
+    from .helpers import cli
+
+    own = sysconfig.get_paths()["purelib"]
+    _code, _out, err = cli("scan", "--site-packages", own, "--no-analysis", "--fail-on", "never")
+    assert err.count("patchguard runs from the environment it checks") == 1 and "--python" in err
+    _code, _out, err = cli("scan", "--site-packages", str(env.site))
+    assert "runs from the environment" not in err

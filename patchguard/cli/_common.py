@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -19,7 +19,18 @@ FAIL_ON = ("high", "moderate", "minor", "info", "never")
 
 
 def environment_options(func: F) -> F:
-    """``--python`` / ``--site-packages``: the environment selectors every command accepts."""
+    """``--python`` / ``--site-packages``: the environment selectors every command accepts. A command about
+    to work on the very environment patchguard runs from says once, on stderr, why that is weaker."""
+
+    command = func
+
+    @functools.wraps(command)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if _runs_from(kwargs.get("python"), kwargs.get("site_packages") or ()):
+            click.echo(SELF_NOTE, err=True)
+        return command(*args, **kwargs)
+
+    func = checked  # type: ignore[assignment]
     func = click.option(
         "--site-packages",
         "site_packages",
@@ -34,6 +45,28 @@ def environment_options(func: F) -> F:
         help="Work on the environment of this interpreter (asked in an isolated subprocess).",
     )(func)
     return func
+
+
+SELF_NOTE = (
+    "note: patchguard runs from the environment it checks, so that environment's code (click, packaging, …) "
+    "ran before any check; in production install patchguard in its own environment (pipx install, or a "
+    "dedicated venv) and pass --python /path/to/env/bin/python"
+)
+
+
+def _runs_from(python: str | None, site_packages: Sequence[str]) -> bool:
+    """Whether the environment named (or, naming none, the running one) is the one patchguard runs from."""
+    import os
+    import sysconfig
+
+    own = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    if python and site_packages:
+        return False  # a usage error, said on its own
+    if python:
+        return os.path.realpath(python) == os.path.realpath(sys.executable)
+    if site_packages:
+        return any(os.path.realpath(p) in own for p in site_packages)
+    return True
 
 
 def source_options(func: F) -> F:
