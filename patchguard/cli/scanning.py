@@ -214,7 +214,7 @@ def check(
     report = result.report
     say_recovered(report.recovered)
     if fmt == "json":
-        text = format_check(result.passed, result.violations, result.policy.path, report)
+        text = format_check(result.passed, result.violations, result.policy.path, report, result.details)
     elif fmt == "sarif":
         pol = result.policy
         violating = tuple(f for f in report.findings if pol.violates(f))

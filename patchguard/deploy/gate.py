@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
@@ -23,6 +24,8 @@ class CheckResult:
     violations: tuple[str, ...]
     report: Report
     policy: Policy = field(default_factory=Policy)
+    # The violations as objects, in the same order: {"type": "finding"|"required-set"|"lock", "text", ...}.
+    details: tuple[dict[str, Any], ...] = ()
 
 
 def _line(f: Finding) -> str:
@@ -38,20 +41,29 @@ def evaluate(
     report = scanned.report
     expected_lock = read_lock(lock) if lock is not None else None
     here = make_lock(scanned) if expected_lock is not None else None
-    violations = [_line(f) for f in report.findings if policy.violates(f)]
+    violating = [f for f in report.findings if policy.violates(f)]
+    violations = [_line(f) for f in violating]
+    details: list[dict[str, Any]] = [
+        {"type": "finding", "text": text, "finding": f.to_json()}
+        for f, text in zip(violating, violations, strict=True)
+    ]
     if policy.required_sets:
         by_name = {s.name: s for s in states or ()}
         for name in policy.required_sets:
             s = by_name.get(name)
             if s is None:
                 violations.append(f"required patch set {name} does not exist in the patches directory")
+                details.append({"type": "required-set", "text": violations[-1], "set": name})
             elif not s.state.in_place:
                 violations.append(f"required patch set {name} is {s.state.value}")
+                details.append({"type": "required-set", "text": violations[-1], "set": name})
     if expected_lock is not None and here is not None:
         local = [
             f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
             for f in report.findings
             if f.distribution
         ]
-        violations += [f"LOCK {d}" for d in compare_locks(expected_lock, here, local)]
-    return CheckResult(not violations, tuple(violations), report, policy)
+        lock_lines = [f"LOCK {d}" for d in compare_locks(expected_lock, here, local)]
+        violations += lock_lines
+        details += [{"type": "lock", "text": line} for line in lock_lines]
+    return CheckResult(not violations, tuple(violations), report, policy, tuple(details))

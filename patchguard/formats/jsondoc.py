@@ -28,13 +28,21 @@ def format_json(report: Report) -> str:
     return _dumps(report.to_json())
 
 
-def format_check(passed: bool, violations: Sequence[str], policy: str | None, report: Report) -> str:
-    """The verdict of ``check`` (``patchguard.check/1``), the report behind it included."""
+def format_check(
+    passed: bool,
+    violations: Sequence[str],
+    policy: str | None,
+    report: Report,
+    details: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The verdict of ``check`` (``patchguard.check/1``), the report behind it included: ``violations`` one
+    line each for people, ``details`` the same as objects for programs."""
     return _dumps(
         {
             "schema": CHECK_SCHEMA,
             "passed": passed,
             "violations": list(violations),
+            "details": [dict(d) for d in details],
             "policy": policy,
             "report": report.to_json(),
         }
