@@ -241,3 +241,23 @@ def test_running_from_the_environment_it_checks_is_said_once(env: Env) -> None:
     assert err.count("patchguard runs from the environment it checks") == 1 and "--python" in err
     _code, _out, err = cli("scan", "--site-packages", str(env.site))
     assert "runs from the environment" not in err
+
+
+def test_every_document_can_go_to_a_file(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    from .helpers import cli
+
+    p = env.site / "minillm/envs.py"
+    p.write_text(p.read_text() + "\nbreakpoint()\n")
+    site = ["--site-packages", str(env.site)]
+    wheels = ["--wheelhouse", str(minillm_wheel.parent), "--offline"]
+    for args in (["scan", "--format", "json"], ["check", "--format", "json"], ["diff", *wheels], ["lock"]):
+        code, out, _ = cli(*args, *site)
+        target = tmp_path / f"{args[0]}.out"
+        code_to_file, printed, _ = cli(*args, *site, "-o", str(target))
+        assert (code_to_file, printed) == (code, ""), args
+        text = target.read_text()
+        if args[0] in ("scan", "check"):  # the wall time differs from run to run
+            text, out = (json.loads(t)["summary" if args[0] == "scan" else "passed"] for t in (text, out))
+        assert text == out, args
+    code, _out, err = cli("scan", *site, "-o", str(tmp_path / "no-such-dir" / "x.json"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write the report" in err

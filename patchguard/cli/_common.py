@@ -69,6 +69,30 @@ def _runs_from(python: str | None, site_packages: Sequence[str]) -> bool:
     return True
 
 
+output_option = click.option(
+    "--output",
+    "-o",
+    "output",
+    metavar="FILE",
+    help="Write the document to FILE (atomically: complete or absent) instead of standard output.",
+)
+
+
+def emit(text: str, output: str | None, what: str = "the output") -> None:
+    """Print ``text``, or write it to ``output`` through a temp file and a rename (never half-written)."""
+    if not output:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+        sys.stdout.buffer.flush()
+        return
+    from .._fs import write_atomically
+
+    try:
+        write_atomically(output, text.encode("utf-8", "surrogateescape"), make_dirs=False)
+    except OSError as exc:
+        raise PatchguardError(f"cannot write {what} ({exc.strerror or exc})", path=output) from None
+
+
 def source_options(func: F) -> F:
     """``--wheelhouse`` / ``--offline``: where pristine wheels come from."""
     func = click.option(

@@ -6,15 +6,16 @@ import sys
 
 import click
 
-from ..errors import PatchguardError
 from ._common import (
     EXIT_ERROR,
     EXIT_FINDINGS,
     FAIL_ON,
     Progress,
     against_option,
+    emit,
     environment_options,
     errors_to_exit,
+    output_option,
     patches_option,
     path_option,
     say_recovered,
@@ -59,6 +60,7 @@ from ._common import (
 @click.option(
     "--model-config", metavar="FILE", help="A model config.json: its architectures are being served."
 )
+@output_option
 @errors_to_exit
 def scan(
     distributions: tuple[str, ...],
@@ -76,6 +78,7 @@ def scan(
     entries: tuple[str, ...],
     architectures: tuple[str, ...],
     model_config: str | None,
+    output: str | None,
 ) -> None:
     """Fingerprint installed files against their wheels' RECORD.
 
@@ -115,7 +118,7 @@ def scan(
             progress.close()
     say_recovered(report.recovered)
     formatter = {"json": format_json, "sarif": format_sarif, "table": format_table, "text": format_table}[fmt]
-    click.echo(formatter(report), nl=False)
+    emit(formatter(report), output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
 
@@ -127,6 +130,7 @@ def scan(
 @path_option
 @against_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option
 @errors_to_exit
 def diff(
     distributions: tuple[str, ...],
@@ -137,6 +141,7 @@ def diff(
     paths: tuple[str, ...],
     against: str,
     fmt: str,
+    output: str | None,
 ) -> None:
     """Unified diff of every changed file against its pristine wheel.
 
@@ -156,13 +161,8 @@ def diff(
         offline=offline,
         against=against,
     )
-    if fmt == "json":
-        click.echo(format_diff(diffs), nl=False)
-    else:
-        # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.
-        sys.stdout.flush()
-        sys.stdout.buffer.write(unified_diff(diffs).encode("utf-8", "surrogateescape"))
-        sys.stdout.buffer.flush()
+    # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.
+    emit(format_diff(diffs) if fmt == "json" else unified_diff(diffs), output, "the diff")
     if not diffs and fmt != "json":
         click.echo("no changes: every file is as its wheel installed it", err=True)
     unread = [d for d in diffs if d.problem is not None]
@@ -185,6 +185,7 @@ def diff(
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
 @patches_option
 @environment_options
+@output_option
 @errors_to_exit
 def check(
     policy: str | None,
@@ -194,6 +195,7 @@ def check(
     patches: str | None,
     python: str | None,
     site_packages: tuple[str, ...],
+    output: str | None,
 ) -> None:
     """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check."""
     from dataclasses import replace
@@ -228,13 +230,13 @@ def check(
         text = format_sarif(replace(report, findings=violating), expected, why)
     else:
         text = format_check_text(result.passed, result.violations, result.policy.path, report)
-    click.echo(text, nl=False)
+    emit(text, output, "the verdict")
     if not result.passed:
         sys.exit(EXIT_FINDINGS)
 
 
 @click.command("lock")
-@click.option("--output", "-o", metavar="FILE", help="Write the lock here instead of standard output.")
+@output_option
 @environment_options
 @errors_to_exit
 def lock(output: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
@@ -245,13 +247,4 @@ def lock(output: str | None, python: str | None, site_packages: tuple[str, ...])
 
     scanned = run(site_packages=site_packages or None, python=python)
     say_recovered(scanned.recovered)
-    text = format_lock(make_lock(scanned))
-    if output:
-        from .._fs import write_atomically
-
-        try:
-            write_atomically(output, text.encode(), make_dirs=False)
-        except OSError as exc:
-            raise PatchguardError(f"cannot write the lock ({exc.strerror or exc})", path=output) from None
-    else:
-        click.echo(text, nl=False)
+    emit(format_lock(make_lock(scanned)), output, "the lock")
