@@ -261,3 +261,35 @@ def test_every_document_can_go_to_a_file(env: Env, tmp_path: Path, minillm_wheel
         assert text == out, args
     code, _out, err = cli("scan", *site, "-o", str(tmp_path / "no-such-dir" / "x.json"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write the report" in err
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchguard.cli._common import use_colour
+    from patchguard.formats.text import format_table
+
+    p = env.site / "minillm/envs.py"
+    p.write_text(p.read_text() + "\nbreakpoint()\n")
+    import patchguard
+
+    report = patchguard.scan(["minillm"], site_packages=[str(env.site)], analyse=False)
+    coloured, plain = format_table(report, colour=True), format_table(report)
+    assert "\x1b[" in coloured and "\x1b[" not in plain
+    assert [line.replace("\x1b[33m", "").replace("\x1b[0m", "") for line in coloured.splitlines()] == (
+        plain.splitlines()
+    )  # the same columns, coloured
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True, raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(None, False)
+    assert not use_colour("report.txt", False) and not use_colour(None, True)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(None, False)
+
+
+def test_every_command_help_ends_with_examples() -> None:
+    from patchguard.cli import main as group
+
+    from .helpers import cli
+
+    for name in group.commands:
+        code, out, _ = cli(name, "--help")
+        assert code == 0 and "Examples:\n    patchguard " in out, name

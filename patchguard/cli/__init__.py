@@ -22,6 +22,31 @@ def main() -> None:
     """Verify a hand-patched Python environment against the wheels it came from."""
 
 
+# An `Examples:` section at the end of every command's --help ("\b": click keeps the lines as they are).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "scan": (
+        "patchguard scan",
+        "patchguard scan vllm --arch DeepseekV3ForCausalLM",
+        "patchguard scan --python /srv/venv/bin/python --format json -o report.json",
+        "patchguard scan --format sarif -o patchguard.sarif",
+    ),
+    "diff": (
+        "patchguard diff vllm --path '*/deepseek_v2.py'",
+        "patchguard diff --format json -o changes.json",
+    ),
+    "restore": ("patchguard restore vllm --dry-run", "patchguard restore vllm --path '*/deepseek_v2.py'"),
+    "apply": ("patchguard apply --set sm120-support --dry-run", "patchguard apply --set sm120-support"),
+    "revert": ("patchguard revert --set glm5-debug",),
+    "sets": ("patchguard sets", "patchguard sets --patches /srv/patches"),
+    "status": ("patchguard status",),
+    "capture": ("patchguard capture --set sm120-support vllm --path '*/cuda.py'",),
+    "check": (
+        "patchguard check --policy /srv/patchguard.toml",
+        "patchguard check --python /srv/venv/bin/python --lock env.lock --format json",
+    ),
+    "lock": ("patchguard lock -o env.lock", "patchguard check --lock env.lock"),
+}
+
 for _command in (
     scanning.scan,
     scanning.diff,
@@ -35,3 +60,6 @@ for _command in (
     scanning.lock,
 ):
     main.add_command(_command)
+
+for _name, _lines in EXAMPLES.items():
+    main.commands[_name].epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in _lines)

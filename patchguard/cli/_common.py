@@ -78,6 +78,13 @@ output_option = click.option(
 )
 
 
+def use_colour(output: str | None, no_color: bool) -> bool:
+    """Colour the severities only on a terminal, and never with ``--no-color`` or ``$NO_COLOR`` set."""
+    import os
+
+    return not output and not no_color and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+
+
 def emit(text: str, output: str | None, what: str = "the output") -> None:
     """Print ``text``, or write it to ``output`` through a temp file and a rename (never half-written)."""
     if not output:

@@ -20,6 +20,7 @@ from ._common import (
     path_option,
     say_recovered,
     source_options,
+    use_colour,
 )
 
 
@@ -61,6 +62,7 @@ from ._common import (
     "--model-config", metavar="FILE", help="A model config.json: its architectures are being served."
 )
 @output_option
+@click.option("--no-color", "no_color", is_flag=True, help="No colour, even on a terminal (also: NO_COLOR).")
 @errors_to_exit
 def scan(
     distributions: tuple[str, ...],
@@ -79,6 +81,7 @@ def scan(
     architectures: tuple[str, ...],
     model_config: str | None,
     output: str | None,
+    no_color: bool,
 ) -> None:
     """Fingerprint installed files against their wheels' RECORD.
 
@@ -117,8 +120,11 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    formatter = {"json": format_json, "sarif": format_sarif, "table": format_table, "text": format_table}[fmt]
-    emit(formatter(report), output, "the report")
+    if fmt in ("table", "text"):
+        text = format_table(report, colour=use_colour(output, no_color))
+    else:
+        text = {"json": format_json, "sarif": format_sarif}[fmt](report)
+    emit(text, output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
 

@@ -58,11 +58,23 @@ def _group(findings: Iterable[Finding]) -> dict[tuple[str | None, str | None], l
     return groups
 
 
-def _finding_lines(f: Finding, kind_w: int) -> list[str]:
+# ANSI colours of the severity labels (a terminal only: the CLI decides).
+_COLOURS = {"HIGH": "\x1b[1;31m", "MODERATE": "\x1b[33m", "MINOR": "\x1b[36m", "INFO": "\x1b[2m"}
+
+
+def _label(f: Finding, colour: bool) -> str:
+    text = f"{f.severity.label.upper():<9}"
+    if not colour:
+        return text
+    word = text.rstrip()
+    return f"{_COLOURS.get(word, '')}{word}\x1b[0m{text[len(word) :]}"
+
+
+def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
     pad = " " * 11
     if f.source is not None and f.line is not None:
         # A code finding: where and which rule, the line itself, then its gate and reach.
-        head = f"  {f.severity.label.upper():<9}{printable(f.path)}:{f.line}  {f.rule}"
+        head = f"  {_label(f, colour)}{printable(f.path)}:{f.line}  {f.rule}"
         out = [head + (f"  {f.function}" if f.function else ""), pad + printable(f.source)]
         tail = []
         if f.gate:
@@ -82,10 +94,10 @@ def _finding_lines(f: Finding, kind_w: int) -> list[str]:
         detail.insert(0, f.function)
     if f.patch_set:
         detail.append(f"patch set: {f.patch_set}")
-    return [f"  {f.severity.label.upper():<9}{f.kind.value:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
+    return [f"  {_label(f, colour)}{f.kind.value:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
 
 
-def format_table(report: Report) -> str:
+def format_table(report: Report, colour: bool = False) -> str:
     """A human table grouped by distribution, worst first, then the summary line."""
     lines: list[str] = []
     groups = _group(report.findings)
@@ -95,7 +107,7 @@ def format_table(report: Report) -> str:
         lines.append(f"{dist} {version}" if dist else "not owned by any distribution")
         kind_w = max(len(f.kind.value) for f in items)
         for f in items:
-            lines.extend(_finding_lines(f, kind_w))
+            lines.extend(_finding_lines(f, kind_w, colour))
         lines += [f"  → {step}" for step in next_steps(dist, version, items)]
         lines.append("")
     lines.append(summary_line(report))
