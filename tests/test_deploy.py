@@ -375,6 +375,9 @@ def test_readme_deploy_snippets(env: Env, tmp_path: Path) -> None:
     def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
         cmd = [c.replace("/srv/", f"{tmp_path}/srv/") for c in cmd]
         assert cmd[0].endswith("patchguard")
+        if "--python" in cmd:  # the server's environment: the fixture environment stands in for it
+            at = cmd.index("--python")
+            cmd = cmd[:at] + cmd[at + 2 :]
         return subprocess.run(
             [*patchguard_exe(), *cmd[1:], "--site-packages", str(env.site)],
             capture_output=True,

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from ..model import Report
 
 from ._common import (
     EXIT_ERROR,
@@ -89,9 +93,6 @@ def scan(
     site-packages is searched for startup hooks (.pth files, sitecustomize) and unowned files.
     """
     from ..audit import scan as run_scan
-    from ..formats.jsondoc import format_json
-    from ..formats.sarif import format_sarif
-    from ..formats.text import format_table
     from ..model import Severity
 
     archs = list(architectures)
@@ -120,13 +121,20 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    if fmt in ("table", "text"):
-        text = format_table(report, colour=use_colour(output, no_color))
-    else:
-        text = {"json": format_json, "sarif": format_sarif}[fmt](report)
-    emit(text, output, "the report")
+    emit(_formatted(report, fmt, use_colour(output, no_color)), output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
+
+
+def _formatted(report: Report, fmt: str, colour: bool) -> str:
+    """The report in the format asked for (``table`` and ``text`` are one)."""
+    from ..formats.jsondoc import format_json
+    from ..formats.sarif import format_sarif
+    from ..formats.text import format_table
+
+    if fmt in ("table", "text"):
+        return format_table(report, colour=colour)
+    return format_json(report) if fmt == "json" else format_sarif(report)
 
 
 @click.command()
