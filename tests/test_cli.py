@@ -42,8 +42,8 @@ def test_findings_table_grouped_by_distribution(env: Env) -> None:
     assert code == 1  # the .pth is high, the default --fail-on
     lines = out.splitlines()
     assert lines[0] == "minillm 0.4.0"
-    assert lines[1].split() == ["MODERATE", "modified", "minillm/models/mla.py"]
-    assert lines[3].split() == ["MODERATE", "missing", "minillm/platforms/cuda.py"]
+    assert lines[1].split() == ["MODERATE", "modified-python", "minillm/models/mla.py"]
+    assert lines[3].split() == ["MODERATE", "missing-file", "minillm/platforms/cuda.py"]
     assert "not owned by any distribution" in lines
     assert lines[-1].endswith(": 1 modified, 1 missing, 1 startup hook")
 

@@ -94,7 +94,7 @@ def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
         detail.insert(0, f.function)
     if f.patch_set:
         detail.append(f"patch set: {f.patch_set}")
-    return [f"  {_label(f, colour)}{f.kind.value:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
+    return [f"  {_label(f, colour)}{f.rule:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
 
 
 def format_table(report: Report, colour: bool = False) -> str:
@@ -105,7 +105,7 @@ def format_table(report: Report, colour: bool = False) -> str:
     for dist, version in sorted(groups, key=lambda k: (k[0] is None, (k[0] or "").lower())):
         items = sorted(groups[(dist, version)], key=lambda f: (-f.severity, f.path, f.line or 0))
         lines.append(f"{dist} {version}" if dist else "not owned by any distribution")
-        kind_w = max(len(f.kind.value) for f in items)
+        kind_w = max(len(f.rule) for f in items)  # the rule id, as in check, JSON, SARIF and policies
         for f in items:
             lines.extend(_finding_lines(f, kind_w, colour))
         lines += [f"  → {step}" for step in next_steps(dist, version, items)]
