@@ -293,3 +293,16 @@ def test_every_command_help_ends_with_examples() -> None:
     for name in group.commands:
         code, out, _ = cli(name, "--help")
         assert code == 0 and "Examples:\n    patchguard " in out, name
+
+
+def test_the_progress_bar_counts_from_the_start_and_clears_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    from patchguard.cli._common import Progress
+
+    bar = Progress("verifying")
+    bar(10, 100)  # within the first second: no bar
+    assert bar.bar is None
+    bar.started -= 3.0  # the work began three seconds ago
+    bar(50, 100)
+    assert bar.bar is not None and 2.5 < time.time() - bar.bar.start < 4.0  # the rate counts from the start
+    bar.close()
+    assert capsys.readouterr().err.endswith("\r\x1b[2K")

@@ -168,7 +168,8 @@ def errors_to_exit(func: F) -> F:
 
 
 class Progress:
-    """A progress bar on stderr, only on a terminal and only once the work has taken a second."""
+    """A progress bar on stderr, only on a terminal and only once the work has taken a second; its ETA
+    counts from the start of the work (not from when the bar appeared), and it clears itself at the end."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -182,13 +183,16 @@ class Progress:
                 return
             self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
             self.bar.__enter__()
+            # The rate so far is the work done since the start, not since the bar appeared.
+            self.bar.start = time.time() - (time.monotonic() - self.started)
         self.bar.update(done - self.shown)
         self.shown = done
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.__exit__(None, None, None)
             self.bar = None
+            sys.stderr.write("\r\x1b[2K")  # erase the bar's line: the report starts on a clean screen
+            sys.stderr.flush()
 
 
 def say_recovered(paths: tuple[str, ...]) -> None:
