@@ -306,3 +306,25 @@ def test_the_progress_bar_counts_from_the_start_and_clears_itself(capsys: pytest
     assert bar.bar is not None and 2.5 < time.time() - bar.bar.start < 4.0  # the rate counts from the start
     bar.close()
     assert capsys.readouterr().err.endswith("\r\x1b[2K")
+
+
+def test_quiet_leaves_notes_out_and_verbose_names_the_pristine_source(env: Env, minillm_wheel: Path) -> None:
+    import sysconfig
+
+    from .helpers import cli
+
+    own = sysconfig.get_paths()["purelib"]
+    _code, _out, err = cli("-q", "scan", "--site-packages", own, "--no-analysis", "--fail-on", "never")
+    assert "runs from the environment" not in err
+    _code, _out, err = cli("-q", "diff", "--site-packages", str(env.site))
+    assert err == ""  # not even "no changes"
+    p = env.site / "minillm/envs.py"
+    p.write_text(p.read_text() + "\nx = 1\n")
+    code, _out, err = cli(
+        "-v", "diff", "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent)
+    )
+    assert code == 0 and f"pristine source of minillm 0.4.0: wheelhouse {minillm_wheel}" in err
+    _code, _out, err = cli(
+        "diff", "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent)
+    )
+    assert "pristine source" not in err

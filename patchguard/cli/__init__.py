@@ -8,6 +8,8 @@ it, and where patch sets stand); they call the library and switch on its typed r
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .._version import __version__
@@ -18,8 +20,26 @@ __all__ = ["main"]
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="patchguard", message="%(prog)s %(version)s")
-def main() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Errors only: no notes on stderr.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Say more on stderr (which pristine source was used, ...)."
+)
+def main(quiet: bool, verbose: bool) -> None:
     """Verify a hand-patched Python environment against the wheels it came from."""
+    from . import _common
+
+    _common.QUIET = quiet and not verbose
+    import logging
+
+    log = logging.getLogger("patchguard")
+    for old in [h for h in log.handlers if getattr(h, "patchguard_cli", False)]:
+        log.removeHandler(old)  # one invocation's settings (the CLI may run many times in one process)
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("patchguard: %(message)s"))
+        handler.patchguard_cli = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
 
 # An `Examples:` section at the end of every command's --help ("\b": click keeps the lines as they are).

@@ -15,6 +15,15 @@ from ..errors import PatchguardError
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+QUIET = False  # -q: notes on stderr are left out (errors never are)
+
+
+def note(text: str) -> None:
+    """An informational line on stderr (not an error), unless ``-q``."""
+    if not QUIET:
+        click.echo(text, err=True)
+
+
 FAIL_ON = ("high", "moderate", "minor", "info", "never")
 
 
@@ -27,7 +36,7 @@ def environment_options(func: F) -> F:
     @functools.wraps(command)
     def checked(*args: Any, **kwargs: Any) -> Any:
         if _runs_from(kwargs.get("python"), kwargs.get("site_packages") or ()):
-            click.echo(SELF_NOTE, err=True)
+            note(SELF_NOTE)
         return command(*args, **kwargs)
 
     func = checked  # type: ignore[assignment]
@@ -197,8 +206,7 @@ class Progress:
 
 def say_recovered(paths: tuple[str, ...]) -> None:
     if paths:
-        click.echo(
+        note(
             f"patchguard: rolled back an interrupted transaction first ({len(paths)} file"
-            f"{'s' if len(paths) != 1 else ''} put back)",
-            err=True,
+            f"{'s' if len(paths) != 1 else ''} put back)"
         )

@@ -14,6 +14,7 @@ from ._common import (
     EXIT_FINDINGS,
     environment_options,
     errors_to_exit,
+    note,
     patches_option,
     path_option,
     say_recovered,
@@ -67,8 +68,8 @@ def restore(
         return
     for a in result.actions:
         click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{a.shown}")
-    for note in result.notes:
-        click.echo(f"note: {note}", err=True)
+    for text in result.notes:
+        note(f"note: {text}")
     if dry_run or result.after is None:
         return
     left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}

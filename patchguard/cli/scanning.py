@@ -19,6 +19,7 @@ from ._common import (
     emit,
     environment_options,
     errors_to_exit,
+    note,
     output_option,
     patches_option,
     path_option,
@@ -178,7 +179,7 @@ def diff(
     # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.
     emit(format_diff(diffs) if fmt == "json" else unified_diff(diffs), output, "the diff")
     if not diffs and fmt != "json":
-        click.echo("no changes: every file is as its wheel installed it", err=True)
+        note("no changes: every file is as its wheel installed it")
     unread = [d for d in diffs if d.problem is not None]
     for d in unread:
         click.echo(f"patchguard: error: {d.problem}: not diffed, the other files were", err=True)

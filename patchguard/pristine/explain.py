@@ -7,6 +7,7 @@ source (:mod:`.sources`, or the git checkout of an editable install) and diffing
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -109,6 +110,9 @@ def read_installed(path: str) -> bytes | None:
         raise PatchguardError(f"cannot read ({exc.strerror or exc})", path=path) from None
 
 
+_log = logging.getLogger("patchguard")  # -v on the command line shows these
+
+
 @dataclass
 class Explainer:
     """Finds and remembers the pristine source of each distribution, once."""
@@ -131,7 +135,9 @@ class Explainer:
         if got is None:
             try:
                 got = find_pristine(dist, self.sources)
+                _log.info("pristine source of %s %s: %s", dist.name, dist.version, got.description)
             except NoPristineSource as exc:
+                _log.info("no pristine source of %s %s", dist.name, dist.version)
                 got = exc
             self._pristine[dist.metadata_dir] = got
         if isinstance(got, NoPristineSource):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import itertools
+import logging
 import os
 import shutil
 import subprocess
@@ -504,6 +505,7 @@ class Pristine:
         if entry.digest is not None and not matches(entry, data):
             tried.append(f"{member} of {cand.location} does not match the installed RECORD hash ({why})")
             self.notes.append(tried[-1])
+            logging.getLogger("patchguard").info("skipped: %s", tried[-1])
             return None
         return data
 
