@@ -103,7 +103,7 @@ def _rule(f: Finding) -> dict[str, Any]:
     advice = _ADVICE.get(f.kind, "")
     return {
         "id": f.rule,
-        "name": "".join(part.capitalize() for part in f.rule.split("-")),
+        "name": _name(f.rule),
         "shortDescription": {"text": short},
         "fullDescription": {"text": meaning},
         "help": {"text": f"{meaning} {advice}".strip(), "markdown": f"**{meaning}**\n\n{advice}".strip()},
@@ -114,6 +114,13 @@ def _rule(f: Finding) -> dict[str, Any]:
             "tags": ["security", "supply-chain", f.kind.value],
         },
     }
+
+
+def _name(rule: str) -> str:
+    """A reader's name for a rule, never equal to its id (SARIF1001): ``tensor-dump`` → ``TensorDump``,
+    ``debugger`` → ``DebuggerFinding``."""
+    name = "".join(part.capitalize() for part in rule.split("-"))
+    return name + "Finding" if name.lower() == rule.lower() else name
 
 
 def fingerprint(f: Finding) -> str:
