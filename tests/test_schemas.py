@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from .helpers import REPO, Env, cli
+from .test_deploy import dump_in_mla
 
 MLA = "minillm/models/mla.py"
 
@@ -32,13 +33,7 @@ def _valid(text: str, name: str) -> dict[str, Any]:
 
 
 def _break(env: Env) -> None:
-    p = env.site / MLA
-    p.write_text(
-        p.read_text().replace(
-            "        num_tokens, _ = hidden.shape\n",
-            "        num_tokens, _ = hidden.shape\n        torch.save(hidden, '/tmp/x.pt')\n",
-        )
-    )
+    dump_in_mla(env)
     (env.site / "minillm/platforms/cuda.py").unlink()
     (env.site / "evil.pth").write_text("import os\n")
 
