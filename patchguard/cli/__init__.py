@@ -65,6 +65,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "patchguard check --python /srv/venv/bin/python --lock env.lock --format json",
     ),
     "lock": ("patchguard lock -o env.lock", "patchguard check --lock env.lock"),
+    "running": ("patchguard running --python /srv/venv/bin/python", "patchguard running --format json"),
 }
 
 for _command in (
@@ -78,6 +79,7 @@ for _command in (
     changing.capture,
     scanning.check,
     scanning.lock,
+    scanning.running,
 ):
     main.add_command(_command)
 

@@ -263,3 +263,42 @@ def lock(output: str | None, python: str | None, site_packages: tuple[str, ...])
     scanned = run(site_packages=site_packages or None, python=python)
     say_recovered(scanned.recovered)
     emit(format_lock(make_lock(scanned)), output, "the lock")
+
+
+@click.command("running")
+@environment_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option
+@errors_to_exit
+def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output: str | None) -> None:
+    """Which running processes of the environment execute code older than its files (restart them).
+
+    Reads /proc only: never signals, stops or attaches. Exit 0 all current, 1 any stale, 2 could not check.
+    """
+    import json
+    from datetime import datetime
+
+    from ..deploy.running import running as find_running
+
+    found = find_running(site_packages=site_packages or None, python=python)
+    if fmt == "json":
+        emit(json.dumps(found.to_json(), indent=2) + "\n", output, "the report")
+    else:
+        lines = []
+        for p in found.processes:
+            when = datetime.fromtimestamp(p.started).strftime("%Y-%m-%d %H:%M:%S") if p.started else "?"
+            lines.append(f"{p.verdict.value:<8} pid {p.pid}  started {when}  {p.command[:100]}")
+            lines += [f"         extension replaced since: {x}" for x in p.replaced_extensions]
+            lines += [f"         changed since, imported: {x}" for x in p.imported_changed]
+            lines += [f"         changed since, may be imported: {x}" for x in p.maybe_changed[:20]]
+            lines += [f"         transaction since: {t}" for t in p.transactions]
+            if p.reason:
+                lines.append(f"         {p.reason}")
+        stale = sum(1 for p in found.processes if p.verdict.value == "stale")
+        lines.append(
+            f"{len(found.processes)} process{'es' if len(found.processes) != 1 else ''} of the environment, "
+            f"{stale} stale" + (": restart them" if stale else "")
+        )
+        emit("\n".join(lines) + "\n", output, "the report")
+    if found.exit_code:
+        sys.exit(found.exit_code)

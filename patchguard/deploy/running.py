@@ -1,0 +1,244 @@
+"""Which running processes of an environment still execute code older than its files: ``patchguard running``.
+
+Read from ``/proc`` only — never a signal, never an attach. A process belongs to the environment when its
+command line starts with the environment's ``bin/`` or it maps a file of its site-packages. For each:
+
+* compiled extensions it maps that were replaced since (a ``(deleted)`` mapping, or an inode the path no
+  longer has): it runs the old machine code;
+* ``.py`` files of the environment changed after it started (their ctime), split into those it has evidently
+  imported — bytecode written after it started and before the change, or a mapped extension of the same
+  top-level package — and those it may have;
+* the transactions patchguard committed after it started (their backup directories).
+
+Verdict: ``stale`` when code of the environment changed after it started (a replaced extension, a changed
+``.py`` it imported or may import): restart it; ``current`` otherwise; ``unknown`` when ``/proc/<pid>``
+cannot be read (another user's process) — said, not guessed.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._fs import PYCACHE, STATE_DIR, bytecode_of
+from ..env import Target, resolve_target
+from ..integrity.records import discover
+
+__all__ = ["RUNNING_SCHEMA", "Process", "Running", "Verdict", "running"]
+
+RUNNING_SCHEMA = "patchguard.running/1"
+# A start time is the boot time (whole seconds) plus clock ticks: it may be up to a second early. A change
+# within that second of the start is not counted against the process.
+_START_SLACK = 1.0
+
+
+class Verdict(str, enum.Enum):
+    CURRENT = "current"
+    STALE = "stale"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """One process of the environment and what it runs that the disk no longer holds."""
+
+    pid: int
+    command: str
+    started: float  # epoch seconds
+    verdict: Verdict
+    replaced_extensions: tuple[str, ...] = ()
+    imported_changed: tuple[str, ...] = ()  # .py changed after start that it had evidently imported
+    maybe_changed: tuple[str, ...] = ()  # .py changed after start it may have imported
+    transactions: tuple[str, ...] = ()  # patchguard transactions committed after it started
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "command": self.command,
+            "started": self.started,
+            "verdict": self.verdict.value,
+            "replaced_extensions": list(self.replaced_extensions),
+            "imported_changed": list(self.imported_changed),
+            "maybe_changed": list(self.maybe_changed),
+            "transactions": list(self.transactions),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Running:
+    """The processes of one environment."""
+
+    target: Target
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        verdicts = {p.verdict for p in self.processes}
+        return 1 if Verdict.STALE in verdicts else 2 if Verdict.UNKNOWN in verdicts else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RUNNING_SCHEMA,
+            "environment": {"prefix": self.target.prefix, "site_packages": list(self.target.site_packages)},
+            "processes": [p.to_json() for p in self.processes],
+        }
+
+
+def running(
+    *, site_packages: Sequence[str] | None = None, python: str | None = None, proc: str = "/proc"
+) -> Running:
+    """Every process of the environment and whether it runs what the disk holds."""
+    target = resolve_target(python, site_packages)
+    sites = [os.path.realpath(s) for s in target.site_packages]
+    bin_dir = os.path.join(target.prefix, "bin") + os.sep
+    boot, tick = _boot_time(proc), os.sysconf("SC_CLK_TCK")
+    py_files = list(_python_files(target))
+    out = Running(target)
+    for pid in sorted(int(n) for n in os.listdir(proc) if n.isdigit()):
+        if pid == os.getpid():
+            continue
+        found = _process(proc, pid, sites, bin_dir, boot, tick, py_files, target)
+        if found is not None:
+            out.processes.append(found)
+    return out
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8 << 20).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+
+
+def _boot_time(proc: str) -> float:
+    for line in (_read(os.path.join(proc, "stat")) or "").splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _process(
+    proc: str,
+    pid: int,
+    sites: Sequence[str],
+    bin_dir: str,
+    boot: float,
+    tick: int,
+    py_files: Sequence[str],
+    target: Target,
+) -> Process | None:
+    base = os.path.join(proc, str(pid))
+    cmdline = _read(os.path.join(base, "cmdline"))
+    if not cmdline:
+        return None  # a kernel thread, or gone
+    argv = [a for a in cmdline.split("\0") if a]
+    command = " ".join(argv)[:300]
+    maps = _read(os.path.join(base, "maps"))
+    mapped = _mapped(maps or "", sites)
+    ours = bool(mapped) or (argv and argv[0].startswith(bin_dir)) or any(s in command for s in sites)
+    if not ours:
+        return None
+    stat = _read(os.path.join(base, "stat"))
+    if maps is None or stat is None:
+        why = f"cannot read /proc/{pid}: another user's process"
+        return Process(pid, command, 0.0, Verdict.UNKNOWN, reason=why)
+    started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / tick
+    replaced = tuple(sorted(p for p, ino, deleted in mapped if deleted or _replaced(p, ino)))
+    imported, maybe = _changed_since(py_files, started, {_package(p, sites) for p, _i, _d in mapped})
+    txs = tuple(_transactions_after(target, started))
+    # Any code of the environment newer than the process: what it runs (or will import next) is not what the
+    # disk holds. The split says how sure that is for each file.
+    verdict = Verdict.STALE if replaced or imported or maybe else Verdict.CURRENT
+    return Process(pid, command, started, verdict, replaced, tuple(imported), tuple(maybe), txs)
+
+
+def _mapped(maps: str, sites: Sequence[str]) -> list[tuple[str, int, bool]]:
+    """(path, inode, deleted) of every file of the environment's site dirs the process maps."""
+    out: dict[str, tuple[str, int, bool]] = {}
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        path = parts[5]
+        deleted = path.endswith(" (deleted)")
+        path = path.removesuffix(" (deleted)")
+        if any(path.startswith(s + os.sep) for s in sites):
+            out[path] = (path, int(parts[4]), deleted)
+    return list(out.values())
+
+
+def _replaced(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino != inode
+    except OSError:
+        return True
+
+
+def _package(path: str, sites: Sequence[str]) -> str:
+    for s in sites:
+        if path.startswith(s + os.sep):
+            return path[len(s) + 1 :].split(os.sep, 1)[0]
+    return ""
+
+
+def _python_files(target: Target) -> Iterator[str]:
+    for dist in discover(target.site_packages):
+        for path in dist.paths:
+            if path.endswith(".py"):
+                yield path
+
+
+def _changed_since(files: Sequence[str], started: float, packages: set[str]) -> tuple[list[str], list[str]]:
+    """(.py files changed after ``started`` that the process evidently imported, those it may have)."""
+    imported: list[str] = []
+    maybe: list[str] = []
+    for path in files:
+        try:
+            changed = os.stat(path).st_ctime
+        except OSError:
+            continue
+        if changed <= started + _START_SLACK:
+            continue
+        evident = _compiled_between(path, started, changed) or any(
+            f"{os.sep}{pkg}{os.sep}" in path for pkg in packages if pkg
+        )
+        (imported if evident else maybe).append(path)
+    return imported, maybe
+
+
+def _compiled_between(path: str, started: float, changed: float) -> bool:
+    """Bytecode of ``path`` written after the process started and before the file changed: imported then."""
+    try:
+        pycs = bytecode_of(path)
+    except OSError:
+        return False
+    for pyc in pycs:
+        try:
+            written = os.stat(pyc).st_mtime
+        except OSError:
+            continue
+        if started <= written <= changed and PYCACHE in pyc:
+            return True
+    return False
+
+
+def _transactions_after(target: Target, started: float) -> Iterator[str]:
+    """The patchguard transactions committed after ``started`` (their backup directories' times)."""
+    for site in target.site_packages:
+        top = os.path.join(site, STATE_DIR, "backups")
+        try:
+            names = sorted(os.listdir(top))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                if os.stat(os.path.join(top, name)).st_mtime >= started:
+                    yield name
+            except OSError:
+                continue

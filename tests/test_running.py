@@ -1,0 +1,98 @@
+"""``patchguard running``: real processes started from a real venv, then the environment changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import patchguard
+from patchguard.deploy.running import Verdict, running
+
+from .helpers import REPO, cli, make_venv
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+
+
+def _start(python: Path) -> subprocess.Popen[bytes]:
+    """A server-like process: imports the fixture package (writing its bytecode), then sleeps."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    code = "import minillm.envs, time; print('ready', flush=True); time.sleep(120)"
+    proc = subprocess.Popen([str(python), "-c", code], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    return proc
+
+
+@pytest.fixture
+def server(tmp_path: Path, minillm_wheel: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
+    venv = make_venv(tmp_path / "venv")
+    subprocess.run(
+        [str(venv.prefix / "bin/python"), "-m", "ensurepip", "--default-pip"],
+        check=False,
+        capture_output=True,
+    )
+    venv.install(minillm_wheel)
+    proc = _start(venv.prefix / "bin/python")
+    try:
+        yield venv.site, proc
+    finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def test_a_server_running_old_code_is_stale_and_a_new_one_current(
+    server: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    site, old = server
+    found = {p.pid: p for p in running(site_packages=[str(site)]).processes}
+    assert found[old.pid].verdict is Verdict.CURRENT  # nothing changed since it started
+
+    time.sleep(2.1)  # start times are known to the second: the change comes clearly after the start
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches)
+    patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=[str(site)])
+    found = {p.pid: p for p in running(site_packages=[str(site)]).processes}
+    stale = found[old.pid]
+    assert stale.verdict is Verdict.STALE
+    changed = {os.path.relpath(p, site) for p in (*stale.imported_changed, *stale.maybe_changed)}
+    assert changed == {"minillm/models/mla.py", "minillm/model_loader/weights.py"}
+    assert stale.transactions  # the apply, named
+
+    new = _start(site.parent.parent.parent / "bin/python")
+    try:
+        found = {p.pid: p for p in running(site_packages=[str(site)]).processes}
+        assert found[new.pid].verdict is Verdict.CURRENT and found[old.pid].verdict is Verdict.STALE
+        code, out, _ = cli("running", "--site-packages", str(site), "--format", "json")
+        assert code == 1
+        doc = json.loads(out)
+        schema = (resources.files("patchguard") / "schemas" / "running-1.schema.json").read_text()
+        jsonschema.validate(doc, json.loads(schema), cls=jsonschema.Draft202012Validator)
+        verdicts = {p["pid"]: p["verdict"] for p in doc["processes"]}
+        assert verdicts[old.pid] == "stale" and verdicts[new.pid] == "current"
+        code, out, _ = cli("running", "--site-packages", str(site))
+        assert code == 1 and f"stale    pid {old.pid}" in out and "restart them" in out
+    finally:
+        _stop(new)
+
+
+def test_nothing_running_is_current(tmp_path: Path, minillm_wheel: Path) -> None:
+    venv = make_venv(tmp_path / "venv")
+    venv.install(minillm_wheel)
+    code, out, _ = cli("running", "--site-packages", str(venv.site))
+    assert code == 0 and out.strip().endswith("0 processes of the environment, 0 stale")
+    assert sys.platform.startswith("linux")
