@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 # Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.policy.
-POLICY_KEYS = frozenset({"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore"})
+POLICY_KEYS = frozenset({"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore", "running"})
 SETTING_KEYS = frozenset({"wheelhouse", "patches", "keep_backups"})
 KNOWN_KEYS = POLICY_KEYS | SETTING_KEYS
 

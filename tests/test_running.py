@@ -96,3 +96,25 @@ def test_nothing_running_is_current(tmp_path: Path, minillm_wheel: Path) -> None
     code, out, _ = cli("running", "--site-packages", str(venv.site))
     assert code == 0 and out.strip().endswith("0 processes of the environment, 0 stale")
     assert sys.platform.startswith("linux")
+
+
+def test_writes_name_the_processes_to_restart_and_check_can_refuse(
+    server: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    site, old = server
+    time.sleep(2.1)
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches)
+    opts = ["--site-packages", str(site), "--patches", str(patches)]
+    code, _out, err = cli("apply", "--set", "sm120-support", *opts)
+    assert code == 0 and f"restart needed: pid {old.pid} runs the code from before this change" in err
+    policy = tmp_path / "patchguard.toml"
+    policy.write_text('fail_on = "never"\nrunning = "fail"\n')
+    code, out, _ = cli("check", *opts, "--policy", str(policy))
+    assert code == 1 and f"RUNNING pid {old.pid} runs code older than the environment" in out
+    policy.write_text('fail_on = "never"\nrunning = "warn"\n')
+    code, out, err = cli("check", *opts, "--policy", str(policy))
+    assert code == 0 and f"warning: RUNNING pid {old.pid}" in err
+    policy.write_text('running = "sometimes"\n')
+    code, _out, err = cli("check", *opts, "--policy", str(policy))
+    assert code == 2 and "running = 'sometimes': expected fail, warn or ignore" in err

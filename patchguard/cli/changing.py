@@ -83,6 +83,21 @@ def restore(
         f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
         f"verified pristine against RECORD (originals kept in {result.committed.backup_dir})"
     )
+    _say_restart(python, site_packages)
+
+
+def _say_restart(python: str | None, site_packages: tuple[str, ...]) -> None:
+    """After a write: the running processes of the environment that now run older code (restart them)."""
+    from ..deploy.running import Verdict, running
+    from ..errors import PatchguardError
+
+    try:
+        found = running(site_packages=site_packages or None, python=python)
+    except (OSError, PatchguardError):
+        return  # no /proc to read: nothing to say
+    for p in found.processes:
+        if p.verdict is Verdict.STALE:
+            note(f"restart needed: pid {p.pid} runs the code from before this change ({p.command[:80]})")
 
 
 def _describe(
@@ -136,6 +151,8 @@ def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
             force_version=force_version,
         )
         say_recovered(out.recovered)
+        if out.action.changed and not dry_run:
+            _say_restart(python, site_packages)
         _report_outcome(out, reverse, dry_run)
 
     decorators: list[Callable[[Callable[..., None]], Callable[..., None]]] = [

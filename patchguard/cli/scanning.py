@@ -230,6 +230,8 @@ def check(
     )
     report = result.report
     say_recovered(report.recovered)
+    for line in result.warnings:
+        note(f"warning: {line}")
     if fmt == "json":
         text = format_check(result.passed, result.violations, result.policy.path, report, result.details)
     elif fmt == "sarif":

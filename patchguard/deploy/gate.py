@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
 from ..model import Finding, Report
@@ -24,8 +25,9 @@ class CheckResult:
     violations: tuple[str, ...]
     report: Report
     policy: Policy = field(default_factory=Policy)
-    # The violations as objects, in the same order: {"type": "finding"|"required-set"|"lock", "text", ...}.
+    # The violations as objects, in the same order: {"type": "finding"|"required-set"|"lock"|"running", ...}.
     details: tuple[dict[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()  # said on stderr, not violations (policy running = "warn")
 
 
 def _line(f: Finding) -> str:
@@ -66,4 +68,24 @@ def evaluate(
         lock_lines = [f"LOCK {d}" for d in compare_locks(expected_lock, here, local)]
         violations += lock_lines
         details += [{"type": "lock", "text": line} for line in lock_lines]
-    return CheckResult(not violations, tuple(violations), report, policy, tuple(details))
+    warnings: list[str] = []
+    if policy.running != "ignore":
+        stale = stale_processes(scanned.target)
+        if policy.running == "fail":
+            violations += stale
+            details += [{"type": "running", "text": line} for line in stale]
+        else:
+            warnings += stale
+    return CheckResult(not violations, tuple(violations), report, policy, tuple(details), tuple(warnings))
+
+
+def stale_processes(target: Target) -> list[str]:
+    """One line per running process of the environment that runs code older than its files."""
+    from .running import Verdict, running
+
+    found = running(site_packages=target.site_packages)
+    return [
+        f"RUNNING pid {p.pid} runs code older than the environment ({p.command[:80]}): restart it"
+        for p in found.processes
+        if p.verdict is Verdict.STALE
+    ]

@@ -41,6 +41,7 @@ class Policy:
     ignore: tuple[dict[str, str], ...] = ()
     path: str | None = None
     patches: str | None = None  # where the sets live, relative to the policy file
+    running: str = "ignore"  # a stale server process: "fail" the check, "warn" on stderr, or "ignore"
 
     @classmethod
     def from_table(cls, table: dict[str, Any], path: str | None) -> Policy:
@@ -59,6 +60,9 @@ class Policy:
             patches = os.path.join(os.path.dirname(os.path.abspath(path)), patches)
         if patches and not os.path.isdir(patches):
             raise ConfigError(f"patches: no such directory {patches}", path=path, hint="fix the path")
+        running = table.get("running", "ignore")
+        if running not in ("fail", "warn", "ignore"):
+            raise ConfigError(f"running = {running!r}: expected fail, warn or ignore", path=path)
         return cls(
             _fail_on(table.get("fail_on", "high"), path),
             _names(table, "allowed_sets", path),
@@ -67,6 +71,7 @@ class Policy:
             _ignore_rules(table.get("ignore", []), path),
             path,
             patches,
+            running,
         )
 
     def ignores(self, f: Finding) -> bool:
