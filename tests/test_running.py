@@ -118,3 +118,65 @@ def test_writes_name_the_processes_to_restart_and_check_can_refuse(
     policy.write_text('running = "sometimes"\n')
     code, _out, err = cli("check", *opts, "--policy", str(policy))
     assert code == 2 and "running = 'sometimes': expected fail, warn or ignore" in err
+
+
+def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_wheel: Path) -> None:
+    import re
+
+    venv = make_venv(tmp_path / "venv")
+    venv.install(minillm_wheel)
+    p = venv.site / "minillm/envs.py"
+    p.write_text(p.read_text() + "\nbreakpoint()\n")
+    site = ["--site-packages", str(venv.site)]
+    sample = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+-]+$')
+    out_file = tmp_path / "patchguard.prom"
+    for args, expected in (
+        (
+            ["scan", *site, "--format", "prometheus", "-o", str(out_file)],
+            'patchguard_findings{kind="any",severity="high"} 1',
+        ),
+        (["check", *site, "--format", "prometheus", "-o", str(out_file)], "patchguard_check_passed 0"),
+        (["running", *site, "--format", "prometheus", "-o", str(out_file)], "patchguard_stale_processes 0"),
+    ):
+        cli(*args)
+        text = out_file.read_text()
+        assert expected in text.splitlines(), (args, text)
+        names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+        for line in text.splitlines():
+            if not line.startswith("#"):
+                assert sample.match(line), line
+                assert line.split("{")[0].split()[0] in names, line
+
+
+def test_other_environments_and_vanished_processes(
+    server: tuple[Path, subprocess.Popen[bytes]],
+    tmp_path: Path,
+    minillm_wheel: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    site, mine = server
+    other = make_venv(tmp_path / "other")
+    other.install(minillm_wheel)
+    theirs = _start(other.prefix / "bin/python")
+    try:
+        pids = {p.pid for p in running(site_packages=[str(site)]).processes}
+        assert mine.pid in pids and theirs.pid not in pids  # a process of another environment is not listed
+    finally:
+        _stop(theirs)
+
+    # A process that exits between the listing of /proc and the reading of its files is skipped, not an error.
+    import patchguard.deploy.running as running_mod
+
+    fake = tmp_path / "proc"
+    (fake / "4242").mkdir(parents=True)
+    (fake / "stat").write_text("btime 1700000000\n")
+    real_read = running_mod._read
+
+    def exits_meanwhile(path: str) -> str | None:
+        if path.endswith("4242/cmdline"):
+            shutil.rmtree(fake / "4242")
+            return f"{site.parent.parent.parent}/bin/python\0-c\0pass\0"
+        return real_read(path)
+
+    monkeypatch.setattr(running_mod, "_read", exits_meanwhile)
+    assert running(site_packages=[str(site)], proc=str(fake)).processes == []

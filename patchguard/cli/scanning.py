@@ -42,7 +42,7 @@ from ._common import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "text", "json", "sarif"]),
+    type=click.Choice(["table", "text", "json", "sarif", "prometheus"]),
     default="table",
     show_default=True,
     help="Output format (sarif: SARIF 2.1.0 for code scanning).",
@@ -135,7 +135,18 @@ def _formatted(report: Report, fmt: str, colour: bool) -> str:
 
     if fmt in ("table", "text"):
         return format_table(report, colour=colour)
+    if fmt == "prometheus":
+        from ..formats.prometheus import format_prometheus
+
+        return format_prometheus(report, applied_sets=_applied(report))
     return format_json(report) if fmt == "json" else format_sarif(report)
+
+
+def _applied(report: Report) -> list[str]:
+    """The sets patchguard applied in the scanned environment (its state file)."""
+    from ..state import read_state
+
+    return sorted({n for site in report.environment.site_packages for n in read_state(site)["applied"]})
 
 
 @click.command()
@@ -195,7 +206,11 @@ def diff(
 )
 @click.option("--lock", "lock_file", metavar="FILE", help="Also require the environment to match this lock.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif", "prometheus"]),
+    default="text",
+    show_default=True,
 )
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
 @patches_option
@@ -234,6 +249,13 @@ def check(
         note(f"warning: {line}")
     if fmt == "json":
         text = format_check(result.passed, result.violations, result.policy.path, report, result.details)
+    elif fmt == "prometheus":
+        from ..formats.prometheus import format_prometheus
+
+        lock_ok = None if lock_file is None else not any(d.get("type") == "lock" for d in result.details)
+        text = format_prometheus(
+            report, applied_sets=_applied(report), check_passed=result.passed, lock_match=lock_ok
+        )
     elif fmt == "sarif":
         pol = result.policy
         violating = tuple(f for f in report.findings if pol.violates(f))
@@ -269,7 +291,9 @@ def lock(output: str | None, python: str | None, site_packages: tuple[str, ...])
 
 @click.command("running")
 @environment_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text", show_default=True
+)
 @output_option
 @errors_to_exit
 def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output: str | None) -> None:
@@ -285,6 +309,11 @@ def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output
     found = find_running(site_packages=site_packages or None, python=python)
     if fmt == "json":
         emit(json.dumps(found.to_json(), indent=2) + "\n", output, "the report")
+    elif fmt == "prometheus":
+        from ..formats.prometheus import format_prometheus
+
+        stale = sum(1 for p in found.processes if p.verdict.value == "stale")
+        emit(format_prometheus(stale_processes=stale, processes=len(found.processes)), output, "the metrics")
     else:
         lines = []
         for p in found.processes:

@@ -145,6 +145,8 @@ def _process(
     if not ours:
         return None
     stat = _read(os.path.join(base, "stat"))
+    if (maps is None or stat is None) and not os.path.exists(base):
+        return None  # it exited between the listing and the reading
     if maps is None or stat is None:
         why = f"cannot read /proc/{pid}: another user's process"
         return Process(pid, command, 0.0, Verdict.UNKNOWN, reason=why)

@@ -1,0 +1,77 @@
+"""The Prometheus text exposition format: a fleet's state in the monitoring it already runs.
+
+Written for node_exporter's textfile collector (``-o /var/lib/node_exporter/textfile/patchguard.prom``, which
+the CLI writes atomically). Pure: every function takes finished values and returns the text.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..model import Report, Severity
+
+__all__ = ["format_prometheus"]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _metric(name: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+    for labels, value in samples:
+        inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+        lines.append(f"{name}{{{inner}}} {value:g}" if inner else f"{name} {value:g}")
+    return lines
+
+
+def format_prometheus(
+    report: Report | None = None,
+    *,
+    applied_sets: Sequence[str] = (),
+    check_passed: bool | None = None,
+    lock_match: bool | None = None,
+    stale_processes: int | None = None,
+    processes: int | None = None,
+) -> str:
+    """Gauges for what is given: findings by severity and kind, scan duration, applied sets, the check's
+    verdict, the lock match, stale processes."""
+    lines: list[str] = []
+    if report is not None:
+        counts = Counter((f.severity.label, f.kind.value) for f in report.findings)
+        samples = [({"severity": s, "kind": k}, float(n)) for (s, k), n in sorted(counts.items())]
+        samples += [
+            ({"severity": s.label, "kind": "any"}, float(sum(1 for f in report.findings if f.severity is s)))
+            for s in (Severity.HIGH, Severity.MODERATE, Severity.MINOR, Severity.INFO)
+        ]
+        lines += _metric("patchguard_findings", "Findings of the last scan, by severity and kind.", samples)
+        lines += _metric(
+            "patchguard_scan_duration_seconds", "Wall time of the last scan.", [({}, report.seconds)]
+        )
+        lines += _metric(
+            "patchguard_files_checked", "Installed files checked.", [({}, float(report.files_checked))]
+        )
+        lines += _metric(
+            "patchguard_set_applied",
+            "Patch sets patchguard applied (1 per set).",
+            [({"set": name}, 1.0) for name in sorted(applied_sets)],
+        )
+    if check_passed is not None:
+        lines += _metric(
+            "patchguard_check_passed", "1 when the last check passed.", [({}, float(check_passed))]
+        )
+    if lock_match is not None:
+        lines += _metric(
+            "patchguard_lock_match", "1 when the environment matches its lock.", [({}, float(lock_match))]
+        )
+    if stale_processes is not None:
+        lines += _metric(
+            "patchguard_stale_processes",
+            "Running processes of the environment that run code older than its files.",
+            [({}, float(stale_processes))],
+        )
+        lines += _metric(
+            "patchguard_processes", "Running processes of the environment.", [({}, float(processes or 0))]
+        )
+    return "\n".join(lines) + "\n"
