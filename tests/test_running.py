@@ -55,6 +55,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
+@pytest.mark.slow  # real processes, and seconds between their start and the change
 def test_a_server_running_old_code_is_stale_and_a_new_one_current(
     server: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
@@ -98,6 +99,7 @@ def test_nothing_running_is_current(tmp_path: Path, minillm_wheel: Path) -> None
     assert sys.platform.startswith("linux")
 
 
+@pytest.mark.slow  # real processes, and seconds between their start and the change
 def test_writes_name_the_processes_to_restart_and_check_can_refuse(
     server: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
@@ -148,6 +150,7 @@ def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_whee
                 assert line.split("{")[0].split()[0] in names, line
 
 
+@pytest.mark.slow  # real processes, and seconds between their start and the change
 def test_other_environments_and_vanished_processes(
     server: tuple[Path, subprocess.Popen[bytes]],
     tmp_path: Path,

@@ -39,44 +39,52 @@ def evaluate(
     scanned: Scanned, policy: Policy, states: Sequence[SetState] | None, lock: str | None
 ) -> CheckResult:
     """Judge a scanned environment: findings against the policy, the required sets (``states``: where
-    every set stands, needed only when the policy requires some) and the lock file, if any."""
+    every set stands, needed only when the policy requires some), the lock file if any, and the running
+    processes when the policy asks."""
     report = scanned.report
-    expected_lock = read_lock(lock) if lock is not None else None
-    here = make_lock(scanned) if expected_lock is not None else None
     violating = [f for f in report.findings if policy.violates(f)]
-    violations = [_line(f) for f in violating]
     details: list[dict[str, Any]] = [
-        {"type": "finding", "text": text, "finding": f.to_json()}
-        for f, text in zip(violating, violations, strict=True)
+        {"type": "finding", "text": _line(f), "finding": f.to_json()} for f in violating
     ]
-    if policy.required_sets:
-        by_name = {s.name: s for s in states or ()}
-        for name in policy.required_sets:
-            s = by_name.get(name)
-            if s is None:
-                violations.append(f"required patch set {name} does not exist in the patches directory")
-                details.append({"type": "required-set", "text": violations[-1], "set": name})
-            elif not s.state.in_place:
-                violations.append(f"required patch set {name} is {s.state.value}")
-                details.append({"type": "required-set", "text": violations[-1], "set": name})
-    if expected_lock is not None and here is not None:
-        local = [
-            f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
-            for f in report.findings
-            if f.distribution
-        ]
-        lock_lines = [f"LOCK {d}" for d in compare_locks(expected_lock, here, local)]
-        violations += lock_lines
-        details += [{"type": "lock", "text": line} for line in lock_lines]
+    details += _required_sets(policy, states)
+    if lock is not None:
+        details += [{"type": "lock", "text": line} for line in _lock_lines(scanned, lock)]
     warnings: list[str] = []
     if policy.running != "ignore":
         stale = stale_processes(scanned.target)
         if policy.running == "fail":
-            violations += stale
             details += [{"type": "running", "text": line} for line in stale]
         else:
             warnings += stale
-    return CheckResult(not violations, tuple(violations), report, policy, tuple(details), tuple(warnings))
+    violations = tuple(d["text"] for d in details)
+    return CheckResult(not violations, violations, report, policy, tuple(details), tuple(warnings))
+
+
+def _required_sets(policy: Policy, states: Sequence[SetState] | None) -> list[dict[str, Any]]:
+    """A violation for each required set that does not exist or is not in place."""
+    by_name = {s.name: s for s in states or ()}
+    out: list[dict[str, Any]] = []
+    for name in policy.required_sets:
+        s = by_name.get(name)
+        if s is None:
+            text = f"required patch set {name} does not exist in the patches directory"
+        elif not s.state.in_place:
+            text = f"required patch set {name} is {s.state.value}"
+        else:
+            continue
+        out.append({"type": "required-set", "text": text, "set": name})
+    return out
+
+
+def _lock_lines(scanned: Scanned, lock: str) -> list[str]:
+    """What differs between the lock file and this environment, one ``LOCK …`` line each."""
+    expected = read_lock(lock)
+    local = [
+        f"{canonicalize(f.distribution)}:{f.kind.value} {f.path}"
+        for f in scanned.report.findings
+        if f.distribution
+    ]
+    return [f"LOCK {d}" for d in compare_locks(expected, make_lock(scanned), local)]
 
 
 def stale_processes(target: Target) -> list[str]:

@@ -141,13 +141,12 @@ def _process(
     command = " ".join(argv)[:300]
     maps = _read(os.path.join(base, "maps"))
     mapped = _mapped(maps or "", sites)
-    ours = bool(mapped) or (argv and argv[0].startswith(bin_dir)) or any(s in command for s in sites)
-    if not ours:
+    if not (mapped or _launched_from(argv, command, bin_dir, sites)):
         return None
     stat = _read(os.path.join(base, "stat"))
-    if (maps is None or stat is None) and not os.path.exists(base):
-        return None  # it exited between the listing and the reading
     if maps is None or stat is None:
+        if not os.path.exists(base):
+            return None  # it exited between the listing and the reading
         why = f"cannot read /proc/{pid}: another user's process"
         return Process(pid, command, 0.0, Verdict.UNKNOWN, reason=why)
     started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / tick
@@ -158,6 +157,11 @@ def _process(
     # disk holds. The split says how sure that is for each file.
     verdict = Verdict.STALE if replaced or imported or maybe else Verdict.CURRENT
     return Process(pid, command, started, verdict, replaced, tuple(imported), tuple(maybe), txs)
+
+
+def _launched_from(argv: Sequence[str], command: str, bin_dir: str, sites: Sequence[str]) -> bool:
+    """Whether a command line runs the environment's interpreter or names its site-packages."""
+    return (bool(argv) and argv[0].startswith(bin_dir)) or any(s in command for s in sites)
 
 
 def _mapped(maps: str, sites: Sequence[str]) -> list[tuple[str, int, bool]]:
