@@ -328,3 +328,30 @@ def test_quiet_leaves_notes_out_and_verbose_names_the_pristine_source(env: Env, 
         "diff", "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent)
     )
     assert "pristine source" not in err
+
+
+def test_many_minor_changes_of_a_file_are_one_line_in_the_table(env: Env) -> None:
+    from dataclasses import replace
+
+    import patchguard
+    from patchguard.formats.text import format_table
+
+    p = env.site / "minillm/envs.py"
+    p.write_text(p.read_text() + "\nbreakpoint()\n")
+    report = patchguard.scan(["minillm"], site_packages=[str(env.site)])
+    dump = next(f for f in report.findings if f.rule == "debugger")
+    changes = [
+        replace(
+            dump,
+            kind=patchguard.Kind.FUNCTIONAL_CHANGE,
+            rule="functional-change",
+            severity=patchguard.Severity.MINOR,
+            line=n,
+        )
+        for n in (3, 9, 27, 81, 90)
+    ]
+    table = format_table(replace(report, findings=(dump, *changes)))
+    assert "minillm/envs.py  5 functional or cosmetic changes (lines 3, 9, 27, 81, 90)" in table
+    assert "functional-change" not in table and "debugger" in table  # the rest is shown as it is
+    few = format_table(replace(report, findings=(dump, *changes[:3])))
+    assert few.count("functional-change") == 3

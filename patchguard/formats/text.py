@@ -106,12 +106,35 @@ def format_table(report: Report, colour: bool = False) -> str:
         items = sorted(groups[(dist, version)], key=lambda f: (-f.severity, f.path, f.line or 0))
         lines.append(f"{dist} {version}" if dist else "not owned by any distribution")
         kind_w = max(len(f.rule) for f in items)  # the rule id, as in check, JSON, SARIF and policies
-        for f in items:
+        shown, folded = _fold_minor_changes(items)
+        for f in shown:
             lines.extend(_finding_lines(f, kind_w, colour))
+        lines += folded
         lines += [f"  → {step}" for step in next_steps(dist, version, items)]
         lines.append("")
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
+
+
+_FOLD_FROM = 4  # a file with this many minor changes shows them as one line
+
+
+def _fold_minor_changes(items: Sequence[Finding]) -> tuple[list[Finding], list[str]]:
+    """The findings to show one by one, and one line per file for its many minor functional or cosmetic
+    changes (an upgraded file has dozens: the JSON keeps every one)."""
+    minor = (Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE)
+    per_file = Counter(f.path for f in items if f.kind in minor)
+    many = {path for path, n in per_file.items() if n >= _FOLD_FROM}
+    shown = [f for f in items if not (f.kind in minor and f.path in many)]
+    folded = []
+    for path in sorted(many):
+        lines = sorted(f.line for f in items if f.kind in minor and f.path == path and f.line is not None)
+        where = ", ".join(map(str, lines[:6])) + (", …" if len(lines) > 6 else "")
+        count = per_file[path]
+        folded.append(
+            f"  {'MINOR':<9}{printable(path)}  {count} functional or cosmetic changes (lines {where})"
+        )
+    return shown, folded
 
 
 _RESTORED = (
