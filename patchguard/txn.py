@@ -225,14 +225,12 @@ def check_path(root: str, path: str, also: Sequence[str] = ()) -> str | None:
     norm = os.path.normpath(path)
     if norm != path.rstrip(os.sep):
         return "not a normalised path"
-    parent_real = os.path.realpath(os.path.dirname(norm))
-    allowed = [os.path.realpath(r) for r in (root, *also)]
-    if not any(parent_real == r or parent_real.startswith(r + os.sep) for r in allowed):
+    if not _inside((root, *also), norm):
         return f"resolves outside {root} (through a symlink?)"
-    state_real = os.path.realpath(os.path.join(root, STATE_DIR))
-    in_state = parent_real == state_real or parent_real.startswith(state_real + os.sep)
     # patchguard's own state: only its state file, named as such (never through an alias)
-    if in_state and norm != os.path.join(os.path.abspath(root), STATE_DIR, STATE_FILE):
+    if _inside((os.path.join(root, STATE_DIR),), norm) and norm != os.path.join(
+        os.path.abspath(root), STATE_DIR, STATE_FILE
+    ):
         return f"is inside patchguard's own state ({STATE_DIR}/), through a symlink or by name"
     try:
         st = os.lstat(norm)
@@ -352,15 +350,19 @@ def keep_backups() -> int:
     return DEFAULT_KEEP_BACKUPS if configured is None else configured
 
 
+def _backup_names(top: str) -> list[str]:
+    """Transaction ids with backups kept in the backups directory ``top``, oldest first."""
+    try:
+        return sorted(n for n in os.listdir(top) if not n.startswith("."))
+    except OSError:
+        return []
+
+
 def backups(root: str) -> list[tuple[str, int]]:
     """(transaction id, bytes) of every transaction's backups kept in ``root``, oldest first."""
     top = os.path.join(root, STATE_DIR, _BACKUPS)
-    try:
-        names = sorted(n for n in os.listdir(top) if not n.startswith("."))
-    except OSError:
-        return []
     out: list[tuple[str, int]] = []
-    for name in names:
+    for name in _backup_names(top):
         size = 0
         for dirpath, _dirs, files in os.walk(os.path.join(top, name)):
             for f in files:
@@ -378,7 +380,7 @@ def prune_backups(root: str, keep: int) -> list[str]:
     top = os.path.join(root, STATE_DIR, _BACKUPS)
     if pending(root) is not None:
         return []  # an unfinished transaction's backups are not ours to judge
-    kept = [name for name, _size in backups(root)]
+    kept = _backup_names(top)
     old = kept[: max(len(kept) - keep, 0)]
     with contextlib.suppress(OSError):
         old += [n for n in os.listdir(top) if n.startswith(".pruning-")]
@@ -643,7 +645,7 @@ def recover(
     skipped = False
     _make_removed_dirs(root, trusted, journal.get("rmdirs"))
     for e in entries:
-        outcome = _recover_entry(root, state, backup_dir, trusted, e)
+        outcome = _recover_entry(root, backup_dir, trusted, e)
         if outcome is None:
             skipped = True
         elif outcome:
@@ -672,9 +674,10 @@ def _make_removed_dirs(root: str, trusted: Sequence[str], rmdirs: object) -> Non
     for d, mode in sorted(wanted, key=lambda r: len(r[0])):
         if not _inside((root, *trusted), d):
             continue
+        mode = mode if isinstance(mode, int) else 0o755
         with contextlib.suppress(FileExistsError):
-            os.mkdir(d, mode if isinstance(mode, int) else 0o755)
-            os.chmod(d, mode if isinstance(mode, int) else 0o755)
+            os.mkdir(d, mode)
+            os.chmod(d, mode)
 
 
 def _remove_made_dirs(root: str, trusted: Sequence[str], entries: Sequence[dict[str, object]]) -> None:
@@ -722,21 +725,12 @@ def _validated(journal: dict[str, object], journal_file: str) -> tuple[str, list
     return txid, entries, also
 
 
-def _recover_entry(
-    root: str, state: str, backup_dir: str, trusted: Sequence[str], e: dict[str, object]
-) -> str | None:
+def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: dict[str, object]) -> str | None:
     """Put one journal entry back: its path if restored, ``""`` if it needed nothing, ``None`` if skipped."""
     path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
-    if (
-        not isinstance(path, str)
-        or check_path(root, path, trusted) is not None
-        or (
-            os.path.normpath(path).startswith(os.path.join(state, ""))
-            and os.path.normpath(path) != os.path.join(state, STATE_FILE)
-        )
-    ):
-        # Never follow a journal outside the environment, nor into patchguard's own state (except the
-        # state file, which commits and rolls back with the files it describes).
+    if not isinstance(path, str) or check_path(root, path, trusted) is not None:
+        # Never follow a journal outside the environment, nor into patchguard's own state (check_path
+        # allows only the state file, which commits and rolls back with the files it describes).
         return None
     if isinstance(tmp, str) and (
         os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)

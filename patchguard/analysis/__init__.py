@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, Kind, Severity
-from .rules import HOT_PATH, RULES, could_hit
+from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -402,7 +402,7 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
     forward = name.startswith("forward")
-    hot = hit.loop or (not name.startswith("test") and name.lstrip("_").startswith(HOT_PATH))
+    hot = hit.loop or on_hot_path(name)
     severity = rule.severity
     if hit.rule == "logging" and not hot:
         severity = Severity.MINOR  # a log line costs every request on the hot path only

@@ -8,9 +8,10 @@ dotted name resolves through the bindings, is decided here.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Mapping, MutableMapping
 
-__all__ = ["Imported", "bind_from_import", "bind_import", "resolve"]
+__all__ = ["Imported", "bind_ast_imports", "bind_from_import", "bind_import", "resolve"]
 
 Imported = Iterable[tuple[str, str | None]]
 """The names of one import statement: (dotted name, ``as`` name or ``None``)."""
@@ -38,6 +39,16 @@ def bind_from_import(
     for name, asname in names:
         if name != "*":
             aliases[asname or name] = f"{module}.{name}"
+
+
+def bind_ast_imports(aliases: MutableMapping[str, str], nodes: Iterable[ast.stmt]) -> None:
+    """What the ``import`` and ``from … import`` statements among ``nodes`` bind (other statements are
+    skipped; nested blocks are not looked into)."""
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            bind_import(aliases, ((a.name, a.asname) for a in node.names))
+        elif isinstance(node, ast.ImportFrom):
+            bind_from_import(aliases, node.module, node.level, ((a.name, a.asname) for a in node.names))
 
 
 def resolve(aliases: Mapping[str, str], dotted: str) -> str:

@@ -21,7 +21,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
-from .rules import HOT_PATH, REDUCTIONS, WRAPPERS, rule_for_call
+from .rules import REDUCTIONS, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
@@ -169,8 +169,7 @@ class _Walker(cst.CSTVisitor):
 
     def _in_hot_path(self) -> bool:
         """A forward, or a per-step method of the engine (see :data:`.rules.HOT_PATH`); never a test."""
-        name = self.names[-1] if self.names else ""
-        return not name.startswith("test") and name.lstrip("_").startswith(HOT_PATH)
+        return on_hot_path(self.names[-1] if self.names else "")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)
@@ -335,7 +334,7 @@ class _Walker(cst.CSTVisitor):
         if not isinstance(target, cst.Subscript):
             return False
         dotted = get_full_name_for_node(target.value)
-        return bool(dotted) and resolve(self.aliases, dotted or "") == "os.environ"
+        return dotted is not None and resolve(self.aliases, dotted) == "os.environ"
 
     def _assign_targets(self, targets: Sequence[cst.BaseExpression], node: cst.CSTNode) -> None:
         lines = self._touched(node)
@@ -417,7 +416,8 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
 
 def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpression | None:
     """The callable a wrapper call runs (``functools.partial(f, ...)`` → ``f``), if it is one."""
-    at = WRAPPERS.get(qualname, WRAPPERS.get(method or "", None) if method == "run_in_executor" else None)
+    # by qualified name; ``run_in_executor``, a method of any event loop, by its method name alone
+    at = WRAPPERS.get("run_in_executor" if method == "run_in_executor" else qualname)
     if at is None:
         return None
     if at < 0:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .aliases import bind_from_import, bind_import
+from .aliases import bind_ast_imports, bind_from_import, bind_import
 from .structure import IfSpan, Scope, Structure
 
 __all__ = ["CONFLICT_MARKERS", "structure_of_newer"]
@@ -154,11 +154,6 @@ def _textual_aliases(source: str) -> dict[str, str]:
                 tree = ast.parse("\n".join(lines[i:j]))
             except (SyntaxError, ValueError):
                 continue
-            for node in tree.body:
-                if isinstance(node, ast.Import):
-                    bind_import(aliases, ((a.name, a.asname) for a in node.names))
-                elif isinstance(node, ast.ImportFrom):
-                    names = ((a.name, a.asname) for a in node.names)
-                    bind_from_import(aliases, node.module, node.level, names)
+            bind_ast_imports(aliases, tree.body)
             break
     return aliases

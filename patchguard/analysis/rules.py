@@ -20,6 +20,7 @@ __all__ = [
     "WRAPPERS",
     "Rule",
     "could_hit",
+    "on_hot_path",
     "rule_for_call",
 ]
 
@@ -194,6 +195,12 @@ HOT_PATH = (
     "decode",
 )
 
+
+def on_hot_path(name: str) -> bool:
+    """Whether a function named ``name`` is on the hot path (see :data:`HOT_PATH`); a test never is."""
+    return not name.startswith("test") and name.lstrip("_").startswith(HOT_PATH)
+
+
 # Calls that run the callable they are given: ``functools.partial(torch.save, x)`` dumps as surely as
 # ``torch.save(x)`` — (qualified name, position of the callable among the positional arguments).
 WRAPPERS: dict[str, int] = {
@@ -274,7 +281,7 @@ def _unit_imports(unit: str) -> dict[str, str]:
     """Names the import statements inside a unit bind (each parsed on its own line)."""
     import ast
 
-    from .aliases import bind_from_import, bind_import
+    from .aliases import bind_ast_imports
 
     out: dict[str, str] = {}
     for line in unit.splitlines():
@@ -282,13 +289,9 @@ def _unit_imports(unit: str) -> dict[str, str]:
         if not text.startswith(("import ", "from ")):
             continue
         try:
-            (node,) = ast.parse(text).body
+            bind_ast_imports(out, ast.parse(text).body)
         except (SyntaxError, ValueError):
             continue
-        if isinstance(node, ast.Import):
-            bind_import(out, ((a.name, a.asname) for a in node.names))
-        elif isinstance(node, ast.ImportFrom):
-            bind_from_import(out, node.module, node.level, ((a.name, a.asname) for a in node.names))
     return out
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..diffs import split_lines
 from ..model import GateKind
-from .aliases import bind_from_import, bind_import
+from .aliases import bind_ast_imports
 
 __all__ = ["IfSpan", "Region", "Scope", "Structure", "changed_regions", "structure"]
 
@@ -170,13 +170,9 @@ class Structure:
         return next((span for span in self.top if span[0] <= line <= span[1]), None)
 
 
-def _imports(nodes: Iterator[ast.stmt] | Sequence[ast.stmt]) -> dict[str, str]:
+def _imports(nodes: Iterable[ast.stmt]) -> dict[str, str]:
     aliases: dict[str, str] = {}
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            bind_import(aliases, ((a.name, a.asname) for a in node.names))
-        elif isinstance(node, ast.ImportFrom):
-            bind_from_import(aliases, node.module, node.level, ((a.name, a.asname) for a in node.names))
+    bind_ast_imports(aliases, nodes)
     return aliases
 
 
@@ -216,17 +212,14 @@ _BLOCKS = ("body", "orelse", "finalbody")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _statements(node: ast.AST) -> Iterator[ast.stmt]:
+def _statements(node: ast.AST) -> Iterator[tuple[int, ast.stmt]]:
     """The statements directly inside ``node``'s blocks (try handlers and match cases included), each
-    tagged with the block (list) it sits in."""
+    with the number of the block it sits in."""
     blocks = [getattr(node, name, None) for name in _BLOCKS]
     blocks += [h.body for h in getattr(node, "handlers", ())] + [c.body for c in getattr(node, "cases", ())]
-    for block in blocks:
+    for i, block in enumerate(blocks):
         if isinstance(block, list):
-            for s in block:
-                if isinstance(s, ast.stmt):
-                    s._pg_block = block  # type: ignore[attr-defined]
-                    yield s
+            yield from ((i, s) for s in block if isinstance(s, ast.stmt))
 
 
 def _start(node: ast.stmt) -> int:
@@ -248,9 +241,11 @@ class _Walk:
         self.local_aliases: dict[str, dict[str, str]] = {}
 
     def visit(self, node: ast.AST, prefix: str) -> None:
-        after_terminal: dict[int, bool] = {}  # per block (by id): a terminal statement was seen
-        for child in _statements(node):  # defs and ifs are statements: expressions are not descended into
-            self._note(child, prefix, after_terminal)
+        after_terminal: set[int] = set()  # the blocks in which a terminal statement was seen
+        for block, child in _statements(node):  # defs and ifs are statements: expressions are not entered
+            self._note(child, prefix, block in after_terminal)
+            if isinstance(child, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+                after_terminal.add(block)
             if isinstance(node, ast.ClassDef) and not isinstance(child, _SCOPES):
                 self.class_body.append((_start(child), child.end_lineno or child.lineno, prefix))
             if isinstance(child, _SCOPES):
@@ -269,18 +264,15 @@ class _Walk:
                 self.ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
             self.visit(child, prefix)
 
-    def _note(self, child: ast.stmt, prefix: str, after_terminal: dict[int, bool]) -> None:
+    def _note(self, child: ast.stmt, prefix: str, dead: bool) -> None:
         """Record a statement's span as simple, loop or dead, and a function-level import's aliases."""
         span = (_start(child), child.end_lineno or child.lineno)
-        block = id(getattr(child, "_pg_block", None))
-        if after_terminal.get(block):
+        if dead:
             self.dead.append(span)
         if not hasattr(child, "body"):
             self.simple.append(span)
         if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
             self.loops.append(span)
-        if isinstance(child, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
-            after_terminal[block] = True
         if prefix and isinstance(child, (ast.Import, ast.ImportFrom)):
             self.local_aliases.setdefault(prefix, {}).update(_imports([child]))
 
