@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .patchsets.model import PatchSet, PatchSetError, load_sets
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
     from .patchsets.planner import FilePlan, PlanFailed
+    from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_set
     from .patchsets.status import set_states
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult, restore
@@ -50,6 +51,10 @@ _LAZY = {
     "Verdict": "patchsets.ops",
     "FileVerdict": "patchsets.ops",
     "capture_set": "patchsets.capture",
+    "rebase_set": "patchsets.rebase",
+    "RebaseResult": "patchsets.rebase",
+    "RebasedFile": "patchsets.rebase",
+    "FileOutcome": "patchsets.rebase",
     "set_states": "patchsets.status",
     "load_sets": "patchsets.model",
     "PatchSet": "patchsets.model",
@@ -73,6 +78,7 @@ __all__ = [
     "EnvironmentNotFound",
     "FileAction",
     "FileDiff",
+    "FileOutcome",
     "FilePlan",
     "FileVerdict",
     "Finding",
@@ -87,6 +93,8 @@ __all__ = [
     "PlanFailed",
     "Policy",
     "Reach",
+    "RebaseResult",
+    "RebasedFile",
     "Report",
     "RestoreResult",
     "SetAction",
@@ -103,6 +111,7 @@ __all__ = [
     "check",
     "diff",
     "load_sets",
+    "rebase_set",
     "restore",
     "revert_set",
     "scan",

@@ -13,7 +13,7 @@ import sys
 import click
 
 from .._version import __version__
-from . import changing, scanning
+from . import changing, rebasing, scanning
 
 __all__ = ["main"]
 
@@ -60,6 +60,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "sets": ("patchguard sets", "patchguard sets --patches /srv/patches"),
     "status": ("patchguard status",),
     "capture": ("patchguard capture --set sm120-support vllm --path '*/cuda.py'",),
+    "rebase": (
+        "patchguard rebase --set sm120-support --dry-run",
+        "patchguard rebase --set sm120-support --to-version 0.34.0 --format json",
+    ),
     "check": (
         "patchguard check --policy /srv/patchguard.toml",
         "patchguard check --python /srv/venv/bin/python --lock env.lock --format json",
@@ -77,6 +81,7 @@ for _command in (
     changing.sets,
     changing.status,
     changing.capture,
+    rebasing.rebase,
     scanning.check,
     scanning.lock,
     scanning.running,

@@ -9,7 +9,7 @@ from typing import Any
 from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
-from ..model import Finding, Report
+from ..model import Finding, Report, SetStatus
 from ..patchsets.status import SetState
 from .lockfile import compare_locks, make_lock, read_lock
 from .policy import Policy
@@ -70,6 +70,8 @@ def _required_sets(policy: Policy, states: Sequence[SetState] | None) -> list[di
             text = f"required patch set {name} does not exist in the patches directory"
         elif not s.state.in_place:
             text = f"required patch set {name} is {s.state.value}"
+            if s.state is SetStatus.NOT_APPLICABLE and s.detail:
+                text += f": {s.detail[0]}"
         else:
             continue
         out.append({"type": "required-set", "text": text, "set": name})

@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..diffs import FileDiff
 from ..env import resolve_target
@@ -15,7 +15,7 @@ from ..integrity.records import canonicalize, discover
 from ..pristine.explain import diff
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 
-__all__ = ["capture_set"]
+__all__ = ["capture_set", "write_set"]
 
 
 def capture_set(
@@ -52,7 +52,7 @@ def capture_set(
         f"description = {json.dumps(description or f'captured from {dist.name} {dist.version}')}\n"
         f"targets = [{{distribution = {json.dumps(dist.name)}, version = {json.dumps(spec)}}}]\n"
     )
-    _write_set(root, name, final, header, diffs)
+    write_set(root, name, header, diffs)
     return load_set(final)
 
 
@@ -132,8 +132,19 @@ def _refuse_a_copy(root: str, name: str, diffs: Sequence[FileDiff]) -> None:
             )
 
 
-def _write_set(root: str, name: str, final: str, header: str, diffs: Sequence[FileDiff]) -> None:
-    """Write the set into a staging directory, validate it, then rename it into place: complete or absent."""
+def write_set(
+    root: str,
+    name: str,
+    header: str,
+    diffs: Sequence[FileDiff],
+    *,
+    footer: str = "",
+    keep: Mapping[str, bytes] | None = None,
+) -> None:
+    """Write ``root/name`` — ``header`` + ``files = [...]`` + ``footer`` as its toml, one diff file per
+    file, and ``keep`` (relative path → bytes) — into a staging directory, validate it, then rename it into
+    place: complete or absent."""
+    final = os.path.join(root, name)
     try:
         os.makedirs(root, exist_ok=True)
         staging: str | None = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root)
@@ -152,7 +163,12 @@ def _write_set(root: str, name: str, final: str, header: str, diffs: Sequence[Fi
                 f.write(d.text())
             files.append(fname)
         with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
-            f.write(header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n")
+            f.write(header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n" + footer)
+        for rel, data in (keep or {}).items():
+            path = os.path.join(staging, *rel.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
         load_set(staging, name)  # validate before anything existing is touched
         # Complete sets only: the directory appears under its name in one rename.
         aside = None

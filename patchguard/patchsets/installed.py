@@ -41,10 +41,15 @@ class SetEnvironment:
                 problems.append(f"{t.distribution} is not installed")
                 continue
             if not t.admits(dist.version) and not force_version:
-                problems.append(f"{ps.name} is for {t.distribution} {t.version}; {dist.version} is installed")
+                problems.append(
+                    f"{ps.name} is for {t.distribution} {t.version}; {dist.version} is installed "
+                    f"(carry it over: patchguard rebase --set {ps.name})"
+                )
             out.append(dist)
         if problems:
-            hint = "use --force-version to try anyway" if out else "choose the environment with --python"
+            hint = (
+                "or use --force-version to try it as it is" if out else "choose the environment with --python"
+            )
             raise UsageError("; ".join(problems), path=ps.directory, hint=hint)
         return out
 

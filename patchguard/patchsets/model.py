@@ -13,6 +13,10 @@ A set is a directory::
     targets = [{distribution = "vllm", version = ">=0.33,<0.34"}]
     files = ["0001-deepseek-v2-dump.patch"]
 
+``rebase`` appends a ``[[history]]`` table per release the set was carried from (string values: the
+distribution, the ``version`` specifier it had, the ``release`` it was merged from, ``to``, ``rebased``
+time, the old ``digest``, and ``kept``: the directory under the set holding its old toml and diffs).
+
 unidiff parses the diffs; patchguard applies them: exact context (no fuzz), hunks may move by whole lines
 (the offset is reported), files may be created and deleted, binary diffs are refused. Applying and
 reverting are the same planner run forwards or backwards; every failing hunk is reported, not the first.
@@ -48,7 +52,7 @@ __all__ = [
 
 MAX_PATCH_BYTES = 16 << 20
 SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_KEYS = {"name", "description", "targets", "files"}
+_KEYS = {"name", "description", "targets", "files", "history"}
 _MODE = re.compile(r"^(?:new|deleted) file mode (10[0-7]{4})$", re.MULTILINE)
 
 
@@ -109,6 +113,7 @@ class PatchSet:
     directory: str
     digest: str
     patches: tuple[FilePatch, ...] = field(repr=False)
+    history: tuple[dict[str, str], ...] = ()  # one entry per rebase, oldest first
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -259,6 +264,7 @@ def load_set(directory: str, name: str | None = None) -> PatchSet:
         os.path.abspath(directory),
         digest.hexdigest(),
         tuple(patches),
+        _history(doc.get("history", []), toml_path),
     )
 
 
@@ -302,6 +308,16 @@ def _read_diff(directory: str, fname: str, toml_path: str) -> bytes:
         raise PatchSetError("listed in patchset.toml but missing", path=fpath) from None
     except OSError as exc:
         raise PatchSetError(f"cannot read ({exc.strerror or exc})", path=fpath) from None
+
+
+def _history(raw: object, toml_path: str) -> tuple[dict[str, str], ...]:
+    if not isinstance(raw, list) or not all(
+        isinstance(h, dict) and all(isinstance(v, str) for v in h.values()) for h in raw
+    ):
+        raise PatchSetError(
+            "history must be a list of tables of strings ([[history]] entries rebase writes)", path=toml_path
+        )
+    return tuple(raw)
 
 
 def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:

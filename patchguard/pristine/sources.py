@@ -33,6 +33,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .._fs import not_a_directory, read_regular, sha256_bytes, write_atomically
 from ..errors import PatchguardError, UsageError
@@ -52,6 +53,8 @@ __all__ = [
     "NoPristineSource",
     "Pristine",
     "PristineStore",
+    "Release",
+    "ReleaseId",
     "Sources",
     "find_pristine",
     "uv_cache_link",
@@ -72,6 +75,31 @@ class SizeMismatch(ValueError):
 
 class NoPristineSource(PatchguardError):
     """No wheel of this exact build was found anywhere patchguard looked."""
+
+
+class Release(Protocol):
+    """A release of a distribution: what a wheel is looked for by (an installed distribution is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def canonical_name(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseId:
+    """A release that need not be installed (``rebase`` reads the one a set was written for)."""
+
+    name: str
+    version: str
+
+    @property
+    def canonical_name(self) -> str:
+        return canonicalize(self.name)
 
 
 def _b64_to_hex(b64: str) -> str:
@@ -300,22 +328,14 @@ def _wheel_matches(filename: str, name: str, version: str) -> bool:
         return False
 
 
-def _http_body_is(path: str, dist: InstalledDistribution) -> bool:
+def _http_body_is(path: str, dist: Release) -> bool:
     """pip's http-v2 cache keeps downloaded wheels as ``<hash>.body``; pip before 23.3 kept whole responses
     in ``http/`` (``cc=4,`` and msgpack, the wheel's bytes inside — which ``zipfile`` reads as they are).
     Look inside for the dist-info."""
-    try:
-        with open(path, "rb") as f:
-            if not f.read(5).startswith((b"PK\x03\x04", b"cc=4,")):
-                return False
-        with zipfile.ZipFile(path) as zf:
-            infos = {n.split("/", 1)[0] for n in zf.namelist() if n.endswith(".dist-info/METADATA")}
-    except (OSError, zipfile.BadZipFile):
-        return False
-    return any(_dist_info_matches(info, dist) for info in infos)
+    return any(canonicalize(n) == dist.canonical_name and v == dist.version for n, v in _body_releases(path))
 
 
-def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
+def candidates(dist: Release, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
     """Every local candidate wheel for ``dist``, in the order of the module docstring."""
     for house in sources.wheelhouses:
         yield from _wheelhouse(house, dist, tried)
@@ -330,7 +350,7 @@ def candidates(dist: InstalledDistribution, sources: Sources, tried: list[str]) 
                 yield WheelFile("download", p)
 
 
-def _wheelhouse(house: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
+def _wheelhouse(house: str, dist: Release, tried: list[str]) -> Iterator[Candidate]:
     if not os.path.isdir(house):
         tried.append(f"wheelhouse {house}: not a directory")
         return
@@ -340,7 +360,7 @@ def _wheelhouse(house: str, dist: InstalledDistribution, tried: list[str]) -> It
         yield WheelFile("wheelhouse", p)
 
 
-def _pip_cache(pip: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
+def _pip_cache(pip: str, dist: Release, tried: list[str]) -> Iterator[Candidate]:
     """Wheels pip built (``wheels/``) and wheels it downloaded (``http-v2/*.body``, older pips' ``http/``)."""
     built = [
         p for p in _walk(os.path.join(pip, "wheels"), ".whl") if _wheel_matches(p, dist.name, dist.version)
@@ -352,7 +372,7 @@ def _pip_cache(pip: str, dist: InstalledDistribution, tried: list[str]) -> Itera
         yield WheelFile("pip-cache", p)
 
 
-def _uv_cache(uv: str, dist: InstalledDistribution, tried: list[str]) -> Iterator[Candidate]:
+def _uv_cache(uv: str, dist: Release, tried: list[str]) -> Iterator[Candidate]:
     """Unpacked wheels (``archive-v*/``) and wheel files (``wheels-v*/``) of uv's cache."""
     n = 0
     for bucket in sorted(os.listdir(uv)) if os.path.isdir(uv) else []:
@@ -373,7 +393,49 @@ def _uv_cache(uv: str, dist: InstalledDistribution, tried: list[str]) -> Iterato
     tried.append(f"uv cache {uv}: {n} matching")
 
 
-def _dist_info_matches(dirname: str, dist: InstalledDistribution) -> bool:
+def local_versions(name: str, sources: Sources) -> set[str]:
+    """Every version of ``name`` a local source holds a wheel of (wheelhouses, pip's and uv's caches,
+    earlier downloads): where ``rebase`` looks for the release a set written for a version range came from."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    wanted = canonicalize(name)
+    found: set[str] = set()
+    roots = [*sources.wheelhouses, sources.download_dir]
+    roots += [os.path.join(sources.pip_cache, "wheels")] if sources.pip_cache else []
+    if sources.uv_cache and os.path.isdir(sources.uv_cache):
+        roots += [
+            os.path.join(sources.uv_cache, b)
+            for b in os.listdir(sources.uv_cache)
+            if b.startswith("wheels-v")
+        ]
+        found |= {v for (n, v) in _uv_archives(sources.uv_cache) if n == wanted}
+    for root in roots:
+        for p in _walk(root, ".whl") if root and os.path.isdir(root) else ():
+            with contextlib.suppress(InvalidWheelFilename):
+                wname, version, _build, _tags = parse_wheel_filename(os.path.basename(p))
+                if wname == wanted:
+                    found.add(str(version))
+    if sources.pip_cache:
+        for sub in ("http-v2", "http"):
+            for p in _walk(os.path.join(sources.pip_cache, sub), ""):
+                found |= {v for n, v in _body_releases(p) if canonicalize(n) == wanted}
+    return found
+
+
+def _body_releases(path: str) -> list[tuple[str, str]]:
+    """(name, version) of the dist-info in one of pip's cached responses (none: not a wheel)."""
+    try:
+        with open(path, "rb") as f:
+            if not f.read(5).startswith((b"PK\x03\x04", b"cc=4,")):
+                return []
+        with zipfile.ZipFile(path) as zf:
+            infos = {n.split("/", 1)[0] for n in zf.namelist() if n.endswith(".dist-info/METADATA")}
+    except (OSError, zipfile.BadZipFile):
+        return []
+    return [name_version_from_dirname(i) for i in infos]
+
+
+def _dist_info_matches(dirname: str, dist: Release) -> bool:
     name, version = name_version_from_dirname(dirname)
     return canonicalize(name) == dist.canonical_name and version == dist.version
 
@@ -556,13 +618,21 @@ def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | 
 
 def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
     """The wheel pip downloads, as the last candidate (only asked for when every local one failed)."""
+    return download(dist, sources, tried, tag_options(dist))
+
+
+def download(
+    release: Release, sources: Sources, tried: list[str], tags: Sequence[str]
+) -> Iterator[Candidate]:
+    """``pip download`` of ``release`` for the pip options ``tags`` (``--platform`` …; empty: this
+    interpreter's), kept in patchguard's download directory; nothing when offline."""
     if sources.offline:
         tried.append("download: skipped (--offline)")
         return
     assert sources.download_dir is not None
     dest = tempfile.mkdtemp(prefix="pg-download-")
     try:
-        got = _download_into(dest, dist, sources, tried)
+        got = _download_into(dest, release, tags, sources, tried)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
     if got is not None:
@@ -570,11 +640,11 @@ def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -
 
 
 def _download_into(
-    dest: str, dist: InstalledDistribution, sources: Sources, tried: list[str]
+    dest: str, dist: Release, tags: Sequence[str], sources: Sources, tried: list[str]
 ) -> Candidate | None:
     assert sources.download_dir is not None
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", dest]
-    cmd += _tag_options(dist)
+    cmd += tags
     cmd.append(f"{dist.name}=={dist.version}")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
@@ -598,7 +668,7 @@ def _download_into(
     return WheelFile("download", final)
 
 
-def _tag_options(dist: InstalledDistribution) -> list[str]:
+def tag_options(dist: InstalledDistribution) -> list[str]:
     """``--python-version/--implementation/--abi/--platform`` from the installed ``WHEEL``'s tags."""
     from packaging.tags import parse_tag
 

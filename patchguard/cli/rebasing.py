@@ -1,0 +1,124 @@
+"""``patchguard rebase``: carry a patch set to another release of its distribution."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, note, patches_option, source_options
+
+if TYPE_CHECKING:
+    from ..patchsets.rebase import RebaseResult
+
+__all__ = ["rebase"]
+
+
+@click.command()
+@click.option("--set", "set_name", required=True, metavar="NAME", help="The patch set (patches/NAME/).")
+@click.option(
+    "--to-version", metavar="V", help="The release to carry it to (default: the installed version)."
+)
+@click.option(
+    "--from-version",
+    metavar="V",
+    help="The release it was written for (default: the one it was applied on here, or its target).",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would happen; write nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@patches_option
+@environment_options
+@source_options
+@errors_to_exit
+def rebase(
+    set_name: str,
+    to_version: str | None,
+    from_version: str | None,
+    dry_run: bool,
+    fmt: str,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+    wheelhouse: tuple[str, ...],
+    offline: bool,
+) -> None:
+    """Carry a patch set to another release with a three-way merge against both pristine releases.
+
+    The set is rewritten only when every file is carried; conflicts go to patches/NAME.rebase/ (never into
+    site-packages or the set). Exit 0: carried (or nothing to do); 1: conflicts or lost files to resolve;
+    2: it could not be done.
+    """
+    from ..patchsets.rebase import rebase_set
+
+    result = rebase_set(
+        set_name,
+        to_version=to_version,
+        from_version=from_version,
+        patches=patches,
+        site_packages=site_packages or None,
+        python=python,
+        wheelhouse=wheelhouse,
+        offline=offline,
+        dry_run=dry_run,
+    )
+    if fmt == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        _print(result)
+    if not result.complete:
+        sys.exit(EXIT_FINDINGS)
+
+
+def _print(r: RebaseResult) -> None:
+    if not r.files:
+        click.echo(f"{r.name} is written for {r.distribution} {r.to_version}: nothing to rebase")
+        return
+    click.echo(f"rebase {r.name}: {r.distribution} {r.from_version} -> {r.to_version}")
+    note(f"  base:   {r.base_source}")
+    note(f"  target: {r.target_source}")
+    for f in r.files:
+        where = f" -> {f.new_path}" if f.new_path and f.new_path != f.path else ""
+        plural = "s" if f.hunks != 1 else ""
+        extra = {
+            "moved": f" ({(f.similarity or 0):.0%} similar)",
+            "upstream": f" ({r.to_version} already has this change)",
+            "conflict": f" ({f.conflicting} of {f.hunks} hunk{plural} conflict, {f.regions} region"
+            f"{'s' if f.regions != 1 else ''})",
+            "lost": " (no file of the new release is"
+            f" {'similar' if f.similarity is None else f'more than {f.similarity:.0%} similar'})",
+            "dropped": " (its changes left behind)",
+        }.get(f.outcome.value, f" ({f.hunks} hunk{plural})")
+        click.echo(f"  {f.outcome.value:<9} {f.path}{where}{extra}")
+        if f.review and f.outcome.open and not r.dry_run:
+            click.echo(
+                f"            {'edit' if f.outcome.value == 'conflict' else 'delete to drop'}: {f.review}"
+            )
+    total, carried, _left = r.hunks
+    click.echo(
+        f"{carried} of {total} hunks carried; {len(r.conflicts)} file{'s' if len(r.conflicts) != 1 else ''} "
+        f"in conflict, {len(r.lost)} lost"
+    )
+    if not r.complete:
+        if r.dry_run:
+            click.echo(
+                f"→ would write the files to resolve to patches/{r.name}.rebase/; the set stays as it is"
+            )
+        else:
+            click.echo(
+                f"→ resolve them in {r.review_dir} (SUMMARY.txt says how), then run "
+                f"`patchguard rebase --set {r.name}` again; the set stays as it is until then"
+            )
+    elif r.written:
+        click.echo(
+            f"rewrote {r.name} for {r.distribution} =={r.to_version} (the {r.from_version} set is kept in "
+            f"{r.history_dir})\n→ patchguard apply --set {r.name}"
+        )
+    elif r.dry_run:
+        click.echo(f"→ would rewrite {r.name} for {r.distribution} =={r.to_version}")
+    else:
+        click.echo(
+            f"{r.distribution} {r.to_version} already has every change of {r.name}: nothing to carry "
+            "(the set is left as it is; delete it once no environment needs it)"
+        )

@@ -1,0 +1,652 @@
+"""Rebase: carry a set written for one release of its distribution to another, with a three-way merge.
+
+For every file of the set: base = the pristine file of the release the set was written for, theirs = base
+with the set applied, ours = the pristine file of the target release (:mod:`patchguard.pristine.releases`
+finds both, proven: the installed one against its RECORD, the other against its wheel's RECORD and — when
+the set was applied here — the pre-image hashes ``state.json`` kept). :func:`.merge.merge` merges them.
+
+* carried: merged cleanly (or upstream did not touch the file); the new set's diff is against the target;
+* moved: the file is gone from the target release, and a file new in it is at least
+  :data:`MOVED_THRESHOLD` similar: the merge goes there (below the threshold the file is *lost*);
+* upstream: the target release already has the set's change; nothing left to carry for that file;
+* conflict: written with ``diff3`` markers into the review directory ``patches/NAME.rebase/``, never into
+  site-packages or the set. Resolve the markers there (or delete a lost file's ``.lost.patch`` to drop its
+  changes) and run the same ``rebase`` again: resolutions are taken up while the set and both releases are
+  the ones the review directory was made from.
+
+Only a fully carried set is rewritten: new diffs, ``version = "==<target>"``, and the old toml and diffs
+kept in ``history/<old release>/`` under the set with a ``[[history]]`` entry in ``patchset.toml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .._fs import read_regular, sha256_bytes
+from .._version import __version__
+from ..diffs import FileDiff
+from ..errors import PatchguardError, UsageError
+from ..integrity.records import InstalledDistribution, canonicalize
+from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
+from ..pristine.sources import ReleaseId, Sources, local_versions, tag_options
+from ..state import read_state
+from .capture import write_set
+from .installed import SetEnvironment
+from .merge import has_markers, merge, similarity
+from .model import FilePatch, PatchSet, PatchSetError, find_set
+from .planner import PlanFailed, plan_patches
+
+__all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
+
+MOVED_THRESHOLD = 0.5
+"""How alike (:func:`.merge.similarity`) a new file of the target release must be to a vanished one to be
+taken as where it moved (git's rename detection uses the same 50 %)."""
+
+REVIEW_SUFFIX = ".rebase"
+
+
+class FileOutcome(str, enum.Enum):
+    """What happened to one file of the set."""
+
+    CARRIED = "carried"
+    MOVED = "moved"
+    UPSTREAM = "upstream"  # the target release already has the change
+    RESOLVED = "resolved"  # a conflict resolved by hand in the review directory
+    CONFLICT = "conflict"
+    LOST = "lost"  # gone from the target release, no similar file found
+    DROPPED = "dropped"  # lost, and its changes left behind on purpose (its .lost.patch deleted)
+
+    @property
+    def open(self) -> bool:
+        """Still needs a person: the set cannot be rewritten while any file is here."""
+        return self in (FileOutcome.CONFLICT, FileOutcome.LOST)
+
+
+@dataclass(frozen=True, slots=True)
+class RebasedFile:
+    """One file of the set: where it went, and how many of its hunks could not be carried."""
+
+    path: str  # in the set as written
+    outcome: FileOutcome
+    new_path: str | None  # in the target release (``None``: lost or dropped)
+    hunks: int
+    conflicting: int = 0  # hunks that conflict (all of them when lost)
+    regions: int = 0  # conflict regions in the merged file
+    similarity: float | None = None  # for a moved (or lost) file: the best match found
+    review: str | None = None  # the file to resolve (conflict) or delete (lost)
+
+
+@dataclass(frozen=True, slots=True)
+class RebaseResult:
+    """What ``rebase`` did (or would do: ``dry_run``)."""
+
+    name: str
+    distribution: str
+    from_version: str
+    to_version: str
+    files: tuple[RebasedFile, ...]
+    base_source: str = ""
+    target_source: str = ""
+    review_dir: str | None = None  # written when something is left to resolve
+    written: bool = False  # the set was rewritten for the target release
+    dry_run: bool = False
+    history_dir: str | None = None
+
+    def _with(self, *outcomes: FileOutcome) -> tuple[RebasedFile, ...]:
+        return tuple(f for f in self.files if f.outcome in outcomes)
+
+    @property
+    def carried(self) -> tuple[RebasedFile, ...]:
+        return self._with(FileOutcome.CARRIED, FileOutcome.MOVED, FileOutcome.RESOLVED)
+
+    @property
+    def moved(self) -> tuple[RebasedFile, ...]:
+        return tuple(f for f in self.files if f.new_path is not None and f.new_path != f.path)
+
+    @property
+    def conflicts(self) -> tuple[RebasedFile, ...]:
+        return self._with(FileOutcome.CONFLICT)
+
+    @property
+    def lost(self) -> tuple[RebasedFile, ...]:
+        return self._with(FileOutcome.LOST)
+
+    @property
+    def upstream(self) -> tuple[RebasedFile, ...]:
+        return self._with(FileOutcome.UPSTREAM)
+
+    @property
+    def complete(self) -> bool:
+        """Nothing is left to resolve: the set is (or would be) carried whole."""
+        return not any(f.outcome.open for f in self.files)
+
+    def to_json(self) -> dict[str, object]:
+        """``patchguard.rebase/1``: what ``rebase --format json`` prints."""
+        total, carried, left = self.hunks
+        return {
+            "schema": "patchguard.rebase/1",
+            "set": self.name,
+            "distribution": self.distribution,
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "base_source": self.base_source,
+            "target_source": self.target_source,
+            "hunks": {"total": total, "carried": carried, "conflicting": left},
+            "files": [
+                {
+                    "path": f.path,
+                    "outcome": f.outcome.value,
+                    "new_path": f.new_path,
+                    "hunks": f.hunks,
+                    "conflicting": f.conflicting,
+                    "regions": f.regions,
+                    "similarity": f.similarity,
+                    "review": f.review,
+                }
+                for f in self.files
+            ],
+            "carried": [f.path for f in self.carried],
+            "moved": [{"from": f.path, "to": f.new_path, "similarity": f.similarity} for f in self.moved],
+            "conflicts": [
+                {"path": f.path, "regions": f.regions, "hunks": f.conflicting, "review": f.review}
+                for f in self.conflicts
+            ],
+            "lost": [f.path for f in self.lost],
+            "upstream": [f.path for f in self.upstream],
+            "complete": self.complete,
+            "review_dir": self.review_dir,
+            "written": self.written,
+            "history_dir": self.history_dir,
+            "dry_run": self.dry_run,
+        }
+
+    @property
+    def hunks(self) -> tuple[int, int, int]:
+        """(hunks in the set, hunks carried, hunks not carried: conflicting or lost)."""
+        total = sum(f.hunks for f in self.files)
+        left = sum(f.conflicting for f in self.files if f.outcome.open)
+        return total, total - left, left
+
+
+@dataclass
+class _Inputs:
+    """Everything one rebase reads: the set, both releases, and the set applied to the base."""
+
+    ps: PatchSet
+    base: ReleaseFiles
+    target: ReleaseFiles
+    theirs: dict[str, bytes | None]
+
+    @property
+    def labels(self) -> tuple[str, str, str]:
+        name = self.base.name
+        return (f"{name} {self.target.version}", f"{name} {self.base.version}", f"set {self.ps.name}")
+
+
+def rebase_set(
+    name: str,
+    *,
+    to_version: str | None = None,
+    from_version: str | None = None,
+    patches: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
+    dry_run: bool = False,
+) -> RebaseResult:
+    """Carry set ``name`` to ``to_version`` (default: the installed version of its distribution).
+
+    Never writes into the environment. Writes the set (when every file is carried) or the review directory
+    ``patches/NAME.rebase/`` (when conflicts or lost files remain); nothing with ``dry_run``.
+
+    >>> import patchguard
+    >>> r = patchguard.rebase_set("sm120-support")  # doctest: +SKIP
+    >>> r.complete, [f.path for f in r.conflicts]  # doctest: +SKIP
+    (True, [])
+    """
+    ps = find_set(name, patches)
+    if len(ps.targets) != 1:
+        raise UsageError(
+            f"{ps.name} targets {len(ps.targets)} distributions; rebase carries a set of one",
+            path=ps.directory,
+            hint="split it into one set per distribution",
+        )
+    dist_name = ps.targets[0].distribution
+    env = SetEnvironment.open(site_packages, python)
+    dist = next((d for d in env.dists if d.canonical_name == canonicalize(dist_name)), None)
+    to = _version(to_version or (dist.version if dist else None), dist_name, "--to-version")
+    sources = Sources.default(wheelhouse, offline)
+    record = read_state(dist.site_dir)["applied"].get(ps.name) if dist else None
+    inputs = _open_inputs(ps, dist, to, from_version, record, sources)
+    if inputs is None:  # already written for that release
+        return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
+    review = os.path.join(os.path.dirname(ps.directory), ps.name + REVIEW_SUFFIX)
+    rebased = [_rebase_file(inputs, path) for path in ps.paths]
+    rebased = _take_resolutions(inputs, review, rebased)
+    files = tuple(_pointed(r.file, review) for r in rebased)
+    result = RebaseResult(
+        ps.name,
+        dist_name,
+        inputs.base.version,
+        to,
+        files,
+        inputs.base.description,
+        inputs.target.description,
+        dry_run=dry_run,
+    )
+    if dry_run:
+        return result
+    if not result.complete:
+        _write_review(inputs, review, rebased)
+        return dataclasses.replace(result, review_dir=review)
+    written, history = _rewrite(inputs, rebased)
+    shutil.rmtree(review, ignore_errors=True)
+    return dataclasses.replace(result, written=written, history_dir=history)
+
+
+def _version(raw: str | None, dist_name: str, what: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    if raw is None:
+        raise UsageError(f"{dist_name} is not installed here", hint=f"name the release to carry to: {what} V")
+    try:
+        Version(raw)
+    except InvalidVersion:
+        raise UsageError(f"{what} {raw!r} is not a version", hint="e.g. 0.34.0") from None
+    return raw
+
+
+# -- the two releases -------------------------------------------------------------------------------------
+
+
+def _open_inputs(
+    ps: PatchSet,
+    dist: InstalledDistribution | None,
+    to: str,
+    from_version: str | None,
+    record: dict[str, object] | None,
+    sources: Sources,
+) -> _Inputs | None:
+    """Both releases, proven, and the set applied to the base; ``None`` when the set already is for ``to``."""
+    target = ps.targets[0]
+    choices = _base_versions(ps, dist, from_version, record, sources, to)
+    if choices == [to]:
+        return None
+    failures: list[str] = []
+    for version in choices:
+        try:
+            base = _release(target.distribution, version, dist, sources, _proof(ps, record, version))
+        except PatchguardError as exc:
+            failures.append(f"{version}: {exc.message}")
+            continue
+        theirs = _applied(ps, base)
+        if isinstance(theirs, str):
+            failures.append(f"{version}: {theirs}")
+            continue
+        return _Inputs(ps, base, _release(target.distribution, to, dist, sources, None), theirs)
+    raise PatchSetError(
+        f"cannot tell the release {ps.name} was written for: " + "; ".join(failures),
+        path=ps.directory,
+        hint="name it with --from-version V (and point --wheelhouse at its wheel)",
+    )
+
+
+def _base_versions(
+    ps: PatchSet,
+    dist: InstalledDistribution | None,
+    from_version: str | None,
+    record: dict[str, object] | None,
+    sources: Sources,
+    to: str,
+) -> list[str]:
+    """The releases the set may have been written for, most likely first."""
+    target = ps.targets[0]
+    if from_version:
+        return [_version(from_version, target.distribution, "--from-version")]
+    recorded = record.get("distributions") if record else None
+    if isinstance(recorded, dict) and dist is not None and isinstance(recorded.get(dist.name), str):
+        return [recorded[dist.name]]
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    pins = [s.version for s in SpecifierSet(target.version) if s.operator in ("==", "===")]
+    if len(pins) == 1 and "*" not in pins[0]:
+        return [pins[0]]
+    local = sorted((v for v in local_versions(target.distribution, sources) if target.admits(v)), key=Version)
+    if dist is not None and target.admits(dist.version):
+        local.append(dist.version)
+    found = list(dict.fromkeys(reversed(local)))
+    if not found:
+        raise PatchSetError(
+            f"{ps.name} is for {target.distribution} {target.version}, and no wheel of such a release is "
+            "at hand",
+            path=ps.directory,
+            hint="name the release it was written for with --from-version V",
+        )
+    return found
+
+
+def _release(
+    name: str,
+    version: str,
+    dist: InstalledDistribution | None,
+    sources: Sources,
+    accept: Callable[[ReleaseFiles], str | None] | None,
+) -> ReleaseFiles:
+    if dist is not None and dist.version == version:
+        release = installed_release(dist, sources)
+        why = accept(release) if accept else None
+        if why is None:
+            return release
+    tags = tag_options(dist) if dist is not None else []
+    return wheel_release(ReleaseId(name, version), sources, tags=tags, accept=accept)
+
+
+def _proof(
+    ps: PatchSet, record: dict[str, object] | None, version: str
+) -> Callable[[ReleaseFiles], str | None]:
+    """The base must be the build the set was applied on here (``state.json``'s pre-images), if it was."""
+    files = record.get("files") if record else None
+    recorded = record.get("distributions") if record else None
+    same = isinstance(recorded, dict) and version in recorded.values()
+
+    def accept(release: ReleaseFiles) -> str | None:
+        if not same or not isinstance(files, dict):
+            return None
+        for path, hashes in files.items():
+            pre = hashes.get("pre") if isinstance(hashes, dict) else None
+            if path in release.entries and pre is not None and sha256_bytes(release.get(path)) != pre:
+                return f"a different build: {path} is not the file {ps.name} was applied on"
+        return None
+
+    return accept
+
+
+def _applied(ps: PatchSet, base: ReleaseFiles) -> dict[str, bytes | None] | str:
+    """Each file of the set as the set makes it from the base, or why the set does not apply there."""
+    try:
+        plans = plan_patches(ps.name, ps.patches, base.get)
+    except PlanFailed as exc:
+        return f"the set does not apply to its pristine files ({len(exc.failures)} hunks fail)"
+    except PatchguardError as exc:
+        return exc.message
+    return {p.path: p.after for p in plans}
+
+
+# -- one file ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Rebased:
+    """One file's outcome, the bytes the new set makes of it, and the target release's bytes."""
+
+    file: RebasedFile
+    result: bytes | None  # what the file becomes (``None``: absent)
+    ours: bytes | None  # the target release's file (at ``file.new_path``)
+    mode: int | None = None
+
+
+def _rebase_file(inputs: _Inputs, path: str) -> _Rebased:
+    mine = [fp for fp in inputs.ps.patches if fp.path == path]
+    hunks = sum(max(len(fp.patched), 1) for fp in mine)
+    mode = next((fp.mode for fp in mine if fp.creates), None)
+    base, theirs = inputs.base.get(path), inputs.theirs[path]
+    found = _locate(inputs, path, base, theirs, hunks)
+    if isinstance(found, _Rebased):
+        return found
+    new_path, ours, score = found
+    kind = FileOutcome.MOVED if new_path != path else FileOutcome.CARRIED
+    if ours == theirs:
+        return _Rebased(
+            RebasedFile(path, FileOutcome.UPSTREAM, new_path, hunks, similarity=score), ours, ours
+        )
+    if ours == base:
+        return _Rebased(RebasedFile(path, kind, new_path, hunks, similarity=score), theirs, ours, mode)
+    if theirs is None or ours is None:  # deleting a file upstream changed; creating one upstream created
+        got = merge(ours or b"", base or b"", theirs or b"", inputs.labels)
+        regions = max(got.conflicts, 1)
+        conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, hunks, regions, score)
+        return _Rebased(conflict, got.data, ours, mode)
+    got = merge(ours, base or b"", theirs, inputs.labels)
+    if got.conflicts == 0:
+        return _Rebased(RebasedFile(path, kind, new_path, hunks, similarity=score), got.data, ours, mode)
+    bad = _conflicting_hunks(inputs, mine, base or b"", ours)
+    conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, bad, got.conflicts, score)
+    return _Rebased(conflict, got.data, ours, mode)
+
+
+def _locate(
+    inputs: _Inputs, path: str, base: bytes | None, theirs: bytes | None, hunks: int
+) -> tuple[str, bytes | None, float | None] | _Rebased:
+    """(where the file is in the target release, its bytes there, the similarity when it moved), or the
+    outcome already known: gone upstream along with what the set deletes, or lost."""
+    if path in inputs.target.entries or base is None:
+        return path, inputs.target.get(path), None
+    if theirs is None:  # the set deletes a file upstream took away too
+        return _Rebased(RebasedFile(path, FileOutcome.UPSTREAM, None, hunks), None, None)
+    new_path, score = _moved(inputs, path, base)
+    if new_path is None:
+        return _Rebased(RebasedFile(path, FileOutcome.LOST, None, hunks, hunks, similarity=score), None, None)
+    return new_path, inputs.target.get(new_path), score
+
+
+def _moved(inputs: _Inputs, path: str, base: bytes) -> tuple[str | None, float | None]:
+    """Where a file gone from the target release went: the most similar file new in it (or of the same
+    name), if similar enough; else ``(None, best score)``."""
+    ext = os.path.splitext(path)[1]
+    name = os.path.basename(path)
+    new = [
+        p
+        for p in inputs.target.entries
+        if (p not in inputs.base.entries and os.path.splitext(p)[1] == ext) or os.path.basename(p) == name
+    ]
+    best: tuple[float, str] | None = None
+    for p in sorted(new):
+        data = inputs.target.get(p)
+        score = similarity(base, data) if data is not None else 0.0
+        if best is None or score > best[0]:
+            best = (score, p)
+    if best is None:
+        return None, None
+    return (best[1] if best[0] >= MOVED_THRESHOLD else None), round(best[0], 3)
+
+
+def _conflicting_hunks(inputs: _Inputs, mine: Sequence[FilePatch], base: bytes, ours: bytes) -> int:
+    """How many of a conflicting file's hunks conflict on their own (each merged alone)."""
+    from unidiff.patch import PatchedFile
+
+    bad = 0
+    for fp in mine:
+        for hunk in fp.patched:
+            pf = PatchedFile(fp.patched.patch_info, fp.patched.source_file, fp.patched.target_file)
+            pf.append(hunk)
+            try:
+                alone = plan_patches(inputs.ps.name, [dataclasses.replace(fp, patched=pf)], lambda _p: base)
+            except PlanFailed:
+                bad += 1
+                continue
+            if merge(ours, base, alone[0].after or b"", inputs.labels).conflicts:
+                bad += 1
+    return max(bad, 1)
+
+
+# -- the review directory ---------------------------------------------------------------------------------
+
+
+def _review_key(inputs: _Inputs) -> dict[str, str]:
+    return {
+        "set": inputs.ps.name,
+        "digest": inputs.ps.digest,
+        "from": inputs.base.version,
+        "to": inputs.target.version,
+    }
+
+
+def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> list[_Rebased]:
+    """Conflicts resolved in the review directory (no markers left) and lost files whose ``.lost.patch``
+    was deleted — while it was made from this same set and these releases."""
+    try:
+        doc = json.loads(read_regular(os.path.join(review, "rebase.json"), 1 << 20))
+    except (OSError, ValueError):
+        return rebased
+    if not isinstance(doc, dict) or {k: doc.get(k) for k in _review_key(inputs)} != _review_key(inputs):
+        return rebased
+    out: list[_Rebased] = []
+    for r in rebased:
+        f = r.file
+        if f.outcome is FileOutcome.CONFLICT and f.new_path is not None:
+            try:
+                mine = read_regular(os.path.join(review, "files", *f.new_path.split("/")), 256 << 20)
+            except OSError:
+                mine = b""
+            if mine and not has_markers(mine):
+                r = _Rebased(
+                    dataclasses.replace(f, outcome=FileOutcome.RESOLVED, conflicting=0), mine, r.ours
+                )
+        elif f.outcome is FileOutcome.LOST and not os.path.lexists(_lost_file(review, f.path)):
+            r = _Rebased(dataclasses.replace(f, outcome=FileOutcome.DROPPED), None, None)
+        out.append(r)
+    return out
+
+
+def _pointed(f: RebasedFile, review: str) -> RebasedFile:
+    """``f`` with the review file to edit (a conflict) or delete (a lost file)."""
+    if f.outcome in (FileOutcome.CONFLICT, FileOutcome.RESOLVED) and f.new_path is not None:
+        return dataclasses.replace(f, review=os.path.join(review, "files", *f.new_path.split("/")))
+    if f.outcome is FileOutcome.LOST:
+        return dataclasses.replace(f, review=_lost_file(review, f.path))
+    return f
+
+
+def _lost_file(review: str, path: str) -> str:
+    return os.path.join(review, "lost", *path.split("/")) + ".lost.patch"
+
+
+def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> None:
+    """``patches/NAME.rebase/``: conflicted (and resolved) files, lost files' diffs, a summary, the key."""
+    parent = os.path.dirname(review)
+    staging = tempfile.mkdtemp(prefix=f".{inputs.ps.name}.rebase.tmp-", dir=parent)
+    try:
+        for r in rebased:
+            f = r.file
+            if f.outcome in (FileOutcome.CONFLICT, FileOutcome.RESOLVED) and f.new_path is not None:
+                _put(os.path.join(staging, "files", *f.new_path.split("/")), r.result or b"")
+            elif f.outcome is FileOutcome.LOST:
+                text = "".join(str(fp.patched) for fp in inputs.ps.patches if fp.path == f.path)
+                _put(_lost_file(staging, f.path), text.encode("utf-8", "surrogateescape"))
+        doc = {**_review_key(inputs), "files": {r.file.path: r.file.outcome.value for r in rebased}}
+        _put(os.path.join(staging, "rebase.json"), json.dumps(doc, indent=1).encode())
+        _put(os.path.join(staging, "SUMMARY.txt"), _summary(inputs, review, rebased).encode())
+        if os.path.lexists(review):
+            shutil.rmtree(review)
+        os.rename(staging, review)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _put(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _summary(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> str:
+    ps, base, target = inputs.ps, inputs.base, inputs.target
+    lines = [
+        f"rebase of patch set {ps.name}: {base.name} {base.version} -> {target.version}",
+        f"base: {base.description}",
+        f"target: {target.description}",
+        "",
+    ]
+    for r in rebased:
+        f = _pointed(r.file, review)
+        where = f" -> {f.new_path}" if f.new_path and f.new_path != f.path else ""
+        todo = f"  [{os.path.relpath(f.review, review)}]" if f.review else ""
+        lines.append(f"{f.outcome.value:<9} {f.path}{where}{todo}")
+    outcomes = {r.file.outcome for r in rebased}
+    lines += ["", "What to do:"]
+    if FileOutcome.CONFLICT in outcomes:
+        lines += [
+            "  conflicts: edit files/<path> here and resolve every <<<<<<< ... >>>>>>> region (the upper",
+            f"    side is {target.version}, the lower the set's change); a file without markers is resolved.",
+        ]
+    if FileOutcome.LOST in outcomes:
+        lines += [
+            "  lost: lost/<path>.lost.patch is a change with no file to go to in the new release; delete it",
+            "    to leave that change behind.",
+        ]
+    lines += [
+        f"  then run again: patchguard rebase --set {ps.name} (the same releases); the set is rewritten",
+        "  once nothing is left, and this directory removed.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- rewriting the set ------------------------------------------------------------------------------------
+
+
+def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | None]:
+    """Write the set for the target release, the old one kept in its history; ``(False, None)`` when
+    nothing is left to carry (the release has every change: the set is left as it is)."""
+    diffs = []
+    for r in rebased:
+        path = r.file.new_path
+        if path is None or r.result == r.ours:
+            continue
+        mode = "100755" if r.mode is not None and r.mode & 0o111 else "100644"
+        diffs.append(FileDiff(path, r.ours, r.result, mode))
+    if not diffs:
+        return False, None
+    ps, base, target = inputs.ps, inputs.base, inputs.target
+    kept = f"history/{base.version}"
+    entry = {
+        "distribution": ps.targets[0].distribution,
+        "version": ps.targets[0].version,
+        "release": base.version,
+        "to": target.version,
+        "rebased": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "digest": ps.digest,
+        "tool": f"patchguard {__version__}",
+        "kept": kept,
+    }
+    header = (
+        f"name = {json.dumps(ps.name)}\n"
+        f"description = {json.dumps(ps.description)}\n"
+        f"targets = [{{distribution = {json.dumps(ps.targets[0].distribution)}, "
+        f"version = {json.dumps('==' + target.version)}}}]\n"
+    )
+    tables = "".join(
+        "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
+        for h in (*ps.history, entry)
+    )
+    write_set(patches_dir_of(ps), ps.name, header, diffs, footer=tables, keep=_history_files(ps, kept))
+    return True, os.path.join(ps.directory, kept)
+
+
+def patches_dir_of(ps: PatchSet) -> str:
+    return os.path.dirname(ps.directory)
+
+
+def _history_files(ps: PatchSet, kept: str) -> dict[str, bytes]:
+    """The old set's toml and diffs under ``kept``, and every file of its own history directory."""
+    out: dict[str, bytes] = {}
+    for fname in ("patchset.toml", *ps.files):
+        out[f"{kept}/{fname}"] = read_regular(os.path.join(ps.directory, fname), 64 << 20)
+    root = os.path.join(ps.directory, "history")
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            full = os.path.join(dirpath, n)
+            rel = os.path.relpath(full, ps.directory).replace(os.sep, "/")
+            if rel not in out and not os.path.islink(full):
+                out[rel] = read_regular(full, 64 << 20)
+    return out

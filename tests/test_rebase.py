@@ -1,0 +1,305 @@
+"""``patchguard rebase``: a set written for minillm 0.4.0 carried to a real 0.5.0 wheel, by three-way merge.
+
+Every test builds the releases as wheels, installs the new one, and runs the command the way a user does.
+What upstream changed in 0.5.0 differs per test: the lines around the set's hunks (carried, where
+``git apply`` fails), the set's own line (a conflict), the file's place (moved) or the file itself (lost).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import patchguard
+from patchguard.patchsets.model import load_set
+
+from .helpers import REPO, Env, build_wheel, cli, minillm_files, tree
+
+CUDA = "minillm/platforms/cuda.py"
+SET = "sm120-support"
+
+
+@pytest.fixture
+def patches(tmp_path: Path) -> Path:
+    dest = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
+    return dest
+
+
+def around_the_hunks(text: str) -> str:
+    """Upstream edits near both hunks of sm120-support but not on their lines: every hunk's context
+    changes (``git apply`` and ``apply --force-version`` fail), no line the set changes does."""
+    text = text.replace(
+        '"""CUDA platform detection and capability checks."""', '"""CUDA platforms.\n\nDetection."""'
+    )
+    text = text.replace("import torch\n", "import torch  # the CUDA build\n", 1)
+    return text.replace(
+        "        if arch in SUPPORTED_ARCHS:\n", "        if arch in SUPPORTED_ARCHS:  # known\n"
+    )
+
+
+def on_the_hunk(text: str) -> str:
+    """Upstream changes the very line the set's first hunk changes (a real conflict), nothing else."""
+    return text.replace(
+        'SUPPORTED_ARCHS = ["sm80", "sm86", "sm89", "sm90"]', 'SUPPORTED_ARCHS = ["sm80", "sm90", "sm100"]'
+    )
+
+
+def release(
+    out: Path, version: str, edit: Callable[[str], str] | None = None, move: str | None = None
+) -> Path:
+    """A minillm wheel: the fixture's files, ``cuda.py`` edited and/or moved (``move``: its new path,
+    ``""``: removed)."""
+    files = minillm_files(version)
+    data = files.pop(CUDA).decode()
+    if edit is not None:
+        data = edit(data)
+    if move != "":
+        files[move or CUDA] = data.encode()
+    return build_wheel(out, "minillm", version, files)
+
+
+def installed(tmp_path: Path, wheel: Path, name: str = "venv5") -> Env:
+    e = Env(tmp_path / name)
+    e.install(wheel)
+    return e
+
+
+def rebase(env: Env, patches: Path, wheelhouse: Path, *more: str) -> tuple[int, str, str]:
+    return cli(
+        "rebase", "--set", SET, "--patches", str(patches), "--site-packages", str(env.site),
+        "--wheelhouse", str(wheelhouse), "--offline", *more,
+    )  # fmt: skip
+
+
+def git_merge_file(ours: bytes, base: bytes, theirs: bytes, tmp: Path) -> bytes:
+    """The reference: plain ``git merge-file`` on the same three inputs."""
+    tmp.mkdir(exist_ok=True)
+    for name, data in (("o", ours), ("b", base), ("t", theirs)):
+        (tmp / name).write_bytes(data)
+    proc = subprocess.run(
+        ["git", "merge-file", "-p", str(tmp / "o"), str(tmp / "b"), str(tmp / "t")],
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_carries_a_set_whose_context_changed_upstream(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    old_set = {p.name: p.read_bytes() for p in (patches / SET).iterdir()}
+    site_before = tree(new.site)
+    # What exists today fails: every hunk's context changed.
+    code, _out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site),
+                          "--force-version")  # fmt: skip
+    assert code == 2 and "2 hunks do not apply" in err
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0, out + err
+    assert "carried   minillm/platforms/cuda.py (2 hunks)" in out
+    assert "2 of 2 hunks carried" in out
+    assert tree(new.site) == site_before  # rebase never writes into the environment
+    ps = load_set(str(patches / SET))
+    assert ps.targets[0].version == "==0.5.0"
+    assert ps.description.startswith("Run on sm120")
+    assert ps.history[-1]["release"] == "0.4.0" and ps.history[-1]["version"] == ">=0.4,<0.5"
+    kept = patches / SET / "history" / "0.4.0"
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == old_set
+    assert not (patches / f"{SET}.rebase").exists()
+    # The carried file is exactly what git merge-file makes of the same three inputs.
+    base = minillm_files()[CUDA]
+    theirs = base.replace(b'"sm90"]', b'"sm90", "sm100", "sm120"]  # sm120: RTX PRO 6000 Blackwell')
+    theirs = theirs.replace(
+        b"        arch = capability.to_arch()\n",
+        b"        if capability.major == 12:\n"
+        b"            # sm120 has no FP8 MLA kernels yet: the fallback path is correct, only slower.\n"
+        b'            return os.environ.get("MINILLM_ALLOW_SM120", "1") == "1"\n'
+        b"        arch = capability.to_arch()\n",
+    )
+    ours = (new.site / CUDA).read_bytes()
+    expected = git_merge_file(ours, base, theirs, tmp_path / "merge")
+    assert expected != ours
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0, out + err
+    assert (new.site / CUDA).read_bytes() == expected
+    code, out, _err = cli("sets", "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0 and "applied" in out
+
+
+def test_a_conflict_goes_to_the_review_directory_and_is_taken_up_once_resolved(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", on_the_hunk))
+    set_before, site_before = tree(patches / SET), tree(new.site)
+    code, out, err = rebase(new, patches, minillm_wheel.parent, "--format", "json")
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["hunks"] == {"total": 2, "carried": 1, "conflicting": 1}
+    assert doc["conflicts"][0]["path"] == CUDA and doc["conflicts"][0]["regions"] == 1
+    assert tree(patches / SET) == set_before and tree(new.site) == site_before
+    review = patches / f"{SET}.rebase"
+    conflicted = (review / "files" / CUDA).read_text()
+    assert "<<<<<<< minillm 0.5.0" in conflicted and ">>>>>>> set sm120-support" in conflicted
+    assert "||||||| minillm 0.4.0" in conflicted
+    assert "MINILLM_ALLOW_SM120" in conflicted  # the clean hunk is merged in the same file
+    assert "conflict" in (review / "SUMMARY.txt").read_text()
+    # Running it again without resolving changes nothing.
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
+    assert tree(patches / SET) == set_before
+    # Resolve: keep upstream's list and add sm120.
+    start, end = conflicted.index("<<<<<<<"), conflicted.index(">>>>>>> set sm120-support\n")
+    resolved = conflicted[:start] + 'SUPPORTED_ARCHS = ["sm80", "sm90", "sm100", "sm120"]\n'
+    resolved += conflicted[end + len(">>>>>>> set sm120-support\n") :]
+    (review / "files" / CUDA).write_text(resolved)
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0, out + err
+    assert "resolved  minillm/platforms/cuda.py" in out and not review.exists()
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0, out + err
+    assert (new.site / CUDA).read_text() == resolved
+
+
+def test_a_moved_file_is_followed(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None:
+    moved = "minillm/platforms/nvidia.py"
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks, move=moved))
+    code, out, err = rebase(new, patches, minillm_wheel.parent, "--format", "json")
+    assert code == 0, out + err
+    doc = json.loads(out)
+    assert doc["moved"][0]["from"] == CUDA and doc["moved"][0]["to"] == moved
+    assert doc["moved"][0]["similarity"] > 0.9
+    assert load_set(str(patches / SET)).paths == (moved,)
+    code, _out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0, err
+    assert "MINILLM_ALLOW_SM120" in (new.site / moved).read_text()
+
+
+def test_a_lost_file_is_reported_and_can_be_dropped(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", move=""))
+    set_before = tree(patches / SET)
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 1, err
+    assert "lost      minillm/platforms/cuda.py" in out and "0 of 2 hunks carried" in out
+    lost = patches / f"{SET}.rebase" / "lost" / (CUDA + ".lost.patch")
+    assert "MINILLM_ALLOW_SM120" in lost.read_text()
+    assert tree(patches / SET) == set_before
+    lost.unlink()  # leave the change behind
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0, out + err
+    assert "dropped" in out and "nothing to carry" in out
+    assert tree(patches / SET) == set_before  # nothing left to carry: the set is not rewritten
+
+
+def test_a_release_that_already_has_the_change(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None:
+    def with_the_set(text: str) -> str:
+        from patchguard.patchsets.planner import plan_set
+
+        ps = load_set(str(patches / SET))
+        return (plan_set(ps, lambda _p: text.encode())[0].after or b"").decode()
+
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", with_the_set))
+    before = tree(patches / SET)
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0, err
+    assert "upstream  minillm/platforms/cuda.py (0.5.0 already has this change)" in out
+    assert tree(patches / SET) == before
+
+
+def test_dry_run_writes_nothing(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", on_the_hunk))
+    before = tree(patches), tree(new.site)
+    code, out, _err = rebase(new, patches, minillm_wheel.parent, "--dry-run")
+    assert code == 1 and "would write" in out
+    assert (tree(patches), tree(new.site)) == before
+
+
+def upgrade(env: Env, wheel: Path) -> None:
+    """``pip install -U`` done by hand: the old release's files removed (RECORD), the new one installed."""
+    for info in env.site.glob("minillm-*.dist-info"):
+        with open(info / "RECORD", newline="") as f:
+            for row in csv.reader(f):
+                p = env.site / row[0]
+                if p.is_file():
+                    p.unlink()
+        shutil.rmtree(info)
+
+
+def test_the_base_is_the_build_the_set_was_applied_on(
+    tmp_path: Path, env: Env, minillm_wheel: Path, patches: Path
+) -> None:
+    """Two builds of 0.4.0 in the wheelhouse (a local one with a different cuda.py): state.json's
+    pre-images pick the build the set was applied on, whatever order the wheels are found in."""
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    other = minillm_files()
+    other[CUDA] = other[CUDA].replace(b"MIN_CAPABILITY = (8, 0)", b"MIN_CAPABILITY = (7, 0)")
+    build_wheel(house, "minillm", "0.4.0", other, tag="py2.py3-none-any")
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(env.site))
+    assert code == 0, out + err
+    upgrade(env, minillm_wheel)
+    env.install(release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    code, out, err = rebase(env, patches, house)
+    assert code == 0, out + err
+    assert "0.4.0 -> 0.5.0" in out
+    assert "minillm-0.4.0-py3-none-any.whl" in err  # the build the set was applied on
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(env.site))
+    assert code == 0, out + err
+
+
+def test_version_mismatch_messages_name_rebase(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    site = ("--patches", str(patches), "--site-packages", str(new.site))
+    code, _out, err = cli("apply", "--set", SET, *site)
+    assert code == 2 and f"patchguard rebase --set {SET}" in err
+    code, out, _err = cli("sets", *site)
+    assert f"patchguard rebase --set {SET}" in out
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'required_sets = ["{SET}"]\n')
+    code, out, err = cli("check", "--policy", str(policy), *site)
+    assert code == 1 and f"patchguard rebase --set {SET}" in out + err
+
+
+def test_what_cannot_be_done_is_one_line_and_changes_nothing(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    house = tmp_path / "house"
+    shutil.copytree(minillm_wheel.parent, house)
+    release(house, "0.3.0", on_the_hunk)
+    before = tree(patches), tree(new.site)
+    for args, where, words in (
+        ((), empty, "no wheel of such a release is at hand"),  # offline, nothing local
+        (("--from-version", "0.4.0"), empty, "no usable wheel of minillm 0.4.0; looked in: wheelhouse"),
+        (("--to-version", "zero"), house, "is not a version"),
+        (("--from-version", "0.3.0"), house, "does not apply to its pristine files"),
+    ):
+        code, out, err = rebase(new, patches, where, *args)
+        assert code == 2, (args, out, err)
+        assert words in err and "Traceback" not in err
+        assert (tree(patches), tree(new.site)) == before
+
+
+def test_library_api(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", on_the_hunk))
+    result = patchguard.rebase_set(
+        SET, patches=str(patches), site_packages=[str(new.site)], wheelhouse=[str(minillm_wheel.parent)],
+        offline=True, dry_run=True,
+    )  # fmt: skip
+    assert isinstance(result, patchguard.RebaseResult)
+    assert not result.complete and result.hunks == (2, 1, 1)
+    assert [f.path for f in result.conflicts] == [CUDA]
+    assert result.conflicts[0].outcome is patchguard.FileOutcome.CONFLICT
+    assert result.review_dir is None and not os.path.exists(patches / f"{SET}.rebase")
