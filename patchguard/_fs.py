@@ -235,3 +235,41 @@ def is_racy(mtime: int, ctime: int, observed_at_ns: int) -> bool:
 def settled_before(observed_at_ns: int) -> int:
     """A time before which no mtime or ctime is racy (a quick first test before :func:`is_racy`)."""
     return observed_at_ns - _COARSE_WINDOW_NS
+
+
+def replace_dir(staging: str, final: str) -> None:
+    """Put directory ``staging`` in the place of ``final`` (which may not exist) in one step, and remove
+    what was there: a reader, or a kill at any moment, sees the old directory or the new one, never none.
+
+    Linux swaps the two with ``renameat2(RENAME_EXCHANGE)``; elsewhere (or on a filesystem without it) the
+    old directory is renamed aside first, a window of two renames."""
+    if not os.path.lexists(final):
+        os.rename(staging, final)
+        return
+    if not _exchange(staging, final):
+        aside = f"{staging}-replaced"
+        os.rename(final, aside)
+        os.rename(staging, final)
+        staging = aside
+    import shutil
+
+    shutil.rmtree(staging, ignore_errors=True)  # now the old directory
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically (Linux ``renameat2``); ``False`` when the system cannot."""
+    if sys.platform != "linux":
+        return False
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), b)

@@ -64,6 +64,7 @@ __all__ = [
     "prune_backups",
     "recover",
     "recover_all",
+    "write_point",
 ]
 
 _LOCK = "lock"
@@ -128,7 +129,7 @@ class Committed:
 _write_points = 0
 
 
-def _point() -> None:
+def write_point() -> None:
     """A write point: the reliability tests make the process die here."""
     global _write_points
     _write_points += 1
@@ -307,13 +308,13 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
             _stage(plan, entries, backup_dir)
             touched_dirs = _apply(plan, entries)
             for d, _mode in rmdirs:
-                _point()
+                write_point()
                 os.rmdir(d)
                 touched_dirs.discard(d)
                 touched_dirs.add(os.path.dirname(d))
             for d in sorted(touched_dirs):
                 _fsync_dir(d)
-            _point()
+            write_point()
             os.unlink(os.path.join(state, _JOURNAL))  # the commit point
             _fsync_dir(state)
             prune_backups(root, keep)
@@ -515,9 +516,9 @@ def _write_journal(state: str, journal: dict[str, object]) -> None:
     tmp = os.path.join(state, _JOURNAL + ".tmp")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
-    _point()
+    write_point()
     _write_durable(tmp, json.dumps(journal, indent=1).encode(), 0o644)
-    _point()
+    write_point()
     os.replace(tmp, os.path.join(state, _JOURNAL))
     _fsync_dir(state)
 
@@ -532,7 +533,7 @@ def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> No
             with contextlib.suppress(FileNotFoundError):
                 st = os.stat(c.path)
                 mode = stat.S_IMODE(st.st_mode)
-            _point()
+            write_point()
             _write_durable(tmp, c.new, mode & 0o777)
             with contextlib.suppress(FileNotFoundError, PermissionError):
                 st = os.stat(c.path)
@@ -540,7 +541,7 @@ def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> No
                     os.chown(tmp, st.st_uid, st.st_gid)
             os.chmod(tmp, mode)  # after the chown, which clears setuid/setgid; and umask must not narrow it
         if isinstance(backup, str):
-            _point()
+            write_point()
             try:
                 os.link(c.path, backup)  # the original inode stays untouched: a link is a full backup
             except OSError:
@@ -553,7 +554,7 @@ def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> No
 def _apply(plan: Plan, entries: Sequence[dict[str, Any]]) -> set[str]:
     touched: set[str] = set()
     for c, e in zip(plan.changes, entries, strict=True):
-        _point()
+        write_point()
         tmp = e["tmp"]
         if isinstance(tmp, str):
             os.makedirs(os.path.dirname(c.path), exist_ok=True)

@@ -303,3 +303,83 @@ def test_library_api(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None
     assert [f.path for f in result.conflicts] == [CUDA]
     assert result.conflicts[0].outcome is patchguard.FileOutcome.CONFLICT
     assert result.review_dir is None and not os.path.exists(patches / f"{SET}.rebase")
+
+
+def _set_files(patches: Path) -> tuple[dict[str, bytes], str]:
+    """A set's diffs and history files, and its target version (the toml's ``rebased`` time aside)."""
+    root = patches / SET
+    files = {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != "patchset.toml"
+    }
+    return files, load_set(str(root)).targets[0].version
+
+
+@pytest.mark.slow
+def test_killed_at_any_moment_the_set_is_old_or_new(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    import random
+    import signal
+    import time
+
+    from .helpers import patchguard_exe
+
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    pristine = tmp_path / "pristine-patches"
+    shutil.copytree(patches, pristine)
+    before = _set_files(patches)
+    args = [*patchguard_exe(), "rebase", "--set", SET, "--patches", str(patches), "--site-packages",
+            str(new.site), "--wheelhouse", str(minillm_wheel.parent), "--offline"]  # fmt: skip
+    slow = {**os.environ, "PATCHGUARD_TEST_WRITE_DELAY": "0.05"}
+    t = time.perf_counter()
+    assert subprocess.run(args, env=slow, capture_output=True, check=False).returncode == 0
+    took = time.perf_counter() - t
+    after = _set_files(patches)
+    assert after != before
+    rng = random.Random(13)
+    outcomes = set()
+    for _ in range(16):
+        shutil.rmtree(patches)
+        shutil.copytree(pristine, patches)
+        proc = subprocess.Popen(args, env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 1.1) * took)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        now = _set_files(patches)
+        assert now in (before, after)
+        outcomes.add(now == after)
+        code, out, err = cli("sets", "--patches", str(patches), "--site-packages", str(new.site))
+        assert code in (0, 1), err  # a staging directory left behind is not a set
+        code, out, err = rebase(new, patches, minillm_wheel.parent)
+        assert code == 0, out + err
+        assert _set_files(patches) == after
+        assert not (patches / f"{SET}.rebase").exists()
+    assert outcomes == {False, True}  # kills landed before and after the set was replaced
+
+
+def test_a_hostile_review_directory_is_never_followed(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    """A FIFO or a symlink where a resolved file should be is not read as a resolution (nor does it hang),
+    and a review directory that is a symlink is replaced, not written through."""
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", on_the_hunk))
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
+    review = patches / f"{SET}.rebase"
+    target = review / "files" / CUDA
+    target.unlink()
+    os.mkfifo(target)
+    code, out, _err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 1 and "conflict  minillm/platforms/cuda.py" in out
+    target.unlink()
+    elsewhere = tmp_path / "resolved.py"
+    elsewhere.write_text("print('not a resolution')\n")
+    target.symlink_to(elsewhere)
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
+    shutil.rmtree(review)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    review.symlink_to(outside)
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
+    assert list(outside.iterdir()) == [] and review.is_dir() and not review.is_symlink()

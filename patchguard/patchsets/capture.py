@@ -8,11 +8,13 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 
+from .._fs import replace_dir
 from ..diffs import FileDiff
 from ..env import resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import canonicalize, discover
 from ..pristine.explain import diff
+from ..txn import write_point
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 
 __all__ = ["capture_set", "write_set"]
@@ -162,6 +164,7 @@ def write_set(
             ) as f:
                 f.write(d.text())
             files.append(fname)
+            write_point()
         with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
             f.write(header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n" + footer)
         for rel, data in (keep or {}).items():
@@ -170,15 +173,9 @@ def write_set(
             with open(path, "wb") as f:
                 f.write(data)
         load_set(staging, name)  # validate before anything existing is touched
-        # Complete sets only: the directory appears under its name in one rename.
-        aside = None
-        if os.path.exists(final):
-            aside = f"{staging}-replaced"
-            os.rename(final, aside)
-        os.rename(staging, final)
+        write_point()
+        replace_dir(staging, final)  # complete sets only: the old one or the new one, never none
         staging = None
-        if aside:
-            shutil.rmtree(aside, ignore_errors=True)
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

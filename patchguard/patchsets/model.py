@@ -351,14 +351,15 @@ def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:
 
 
 def load_sets(directory: str | None = None) -> list[PatchSet]:
-    """Every set in the patches directory (sorted by name); a broken set raises naming its file."""
+    """Every set in the patches directory (sorted by name); a broken set raises naming its file. Hidden
+    directories are not sets (``capture`` and ``rebase`` stage a set in one before renaming it)."""
     root = patches_dir(directory)
     if not os.path.isdir(root):
         return []
     return [
         load_set(os.path.join(root, n))
         for n in sorted(os.listdir(root))
-        if os.path.lexists(os.path.join(root, n, "patchset.toml"))
+        if not n.startswith(".") and os.path.lexists(os.path.join(root, n, "patchset.toml"))
     ]
 
 

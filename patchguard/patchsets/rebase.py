@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .._fs import read_regular, sha256_bytes
+from .._fs import read_regular, replace_dir, sha256_bytes
 from .._version import __version__
 from ..diffs import FileDiff
 from ..errors import PatchguardError, UsageError
@@ -38,6 +38,7 @@ from ..integrity.records import InstalledDistribution, canonicalize
 from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
 from ..pristine.sources import ReleaseId, Sources, local_versions, tag_options
 from ..state import read_state
+from ..txn import write_point
 from .capture import write_set
 from .installed import SetEnvironment
 from .merge import has_markers, merge, similarity
@@ -227,9 +228,11 @@ def rebase_set(
     sources = Sources.default(wheelhouse, offline)
     record = read_state(dist.site_dir)["applied"].get(ps.name) if dist else None
     inputs = _open_inputs(ps, dist, to, from_version, record, sources)
-    if inputs is None:  # already written for that release
-        return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
     review = os.path.join(os.path.dirname(ps.directory), ps.name + REVIEW_SUFFIX)
+    if inputs is None:  # already written for that release (a review directory left behind is stale)
+        if not dry_run and os.path.isdir(review) and not os.path.islink(review):
+            shutil.rmtree(review, ignore_errors=True)
+        return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
     rebased = [_rebase_file(inputs, path) for path in ps.paths]
     rebased = _take_resolutions(inputs, review, rebased)
     files = tuple(_pointed(r.file, review) for r in rebased)
@@ -249,6 +252,7 @@ def rebase_set(
         _write_review(inputs, review, rebased)
         return dataclasses.replace(result, review_dir=review)
     written, history = _rewrite(inputs, rebased)
+    write_point()
     shutil.rmtree(review, ignore_errors=True)
     return dataclasses.replace(result, written=written, history_dir=history)
 
@@ -504,10 +508,7 @@ def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> 
     for r in rebased:
         f = r.file
         if f.outcome is FileOutcome.CONFLICT and f.new_path is not None:
-            try:
-                mine = read_regular(os.path.join(review, "files", *f.new_path.split("/")), 256 << 20)
-            except OSError:
-                mine = b""
+            mine = _resolution(review, f.new_path)
             if mine and not has_markers(mine):
                 r = _Rebased(
                     dataclasses.replace(f, outcome=FileOutcome.RESOLVED, conflicting=0), mine, r.ours
@@ -516,6 +517,18 @@ def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> 
             r = _Rebased(dataclasses.replace(f, outcome=FileOutcome.DROPPED), None, None)
         out.append(r)
     return out
+
+
+def _resolution(review: str, path: str) -> bytes:
+    """The review directory's file for ``path``: a regular file really inside it, else nothing (a symlink
+    out of it, a FIFO, a directory are not resolutions)."""
+    full = os.path.join(review, "files", *path.split("/"))
+    if not os.path.realpath(full).startswith(os.path.join(os.path.realpath(review), "")):
+        return b""
+    try:
+        return read_regular(full, 256 << 20)
+    except OSError:
+        return b""
 
 
 def _pointed(f: RebasedFile, review: str) -> RebasedFile:
@@ -546,9 +559,8 @@ def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> 
         doc = {**_review_key(inputs), "files": {r.file.path: r.file.outcome.value for r in rebased}}
         _put(os.path.join(staging, "rebase.json"), json.dumps(doc, indent=1).encode())
         _put(os.path.join(staging, "SUMMARY.txt"), _summary(inputs, review, rebased).encode())
-        if os.path.lexists(review):
-            shutil.rmtree(review)
-        os.rename(staging, review)
+        write_point()
+        replace_dir(staging, review)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
