@@ -8,7 +8,6 @@ What upstream changed in 0.5.0 differs per test: the lines around the set's hunk
 from __future__ import annotations
 
 import csv
-import json
 import os
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ import patchguard
 from patchguard.patchsets.model import load_set
 
 from .helpers import REPO, Env, build_wheel, cli, minillm_files, tree
+from .test_schemas import _valid
 
 CUDA = "minillm/platforms/cuda.py"
 SET = "sm120-support"
@@ -142,7 +142,7 @@ def test_a_conflict_goes_to_the_review_directory_and_is_taken_up_once_resolved(
     set_before, site_before = tree(patches / SET), tree(new.site)
     code, out, err = rebase(new, patches, minillm_wheel.parent, "--format", "json")
     assert code == 1, err
-    doc = json.loads(out)
+    doc = _valid(out, "rebase-1")
     assert doc["hunks"] == {"total": 2, "carried": 1, "conflicting": 1}
     assert doc["conflicts"][0]["path"] == CUDA and doc["conflicts"][0]["regions"] == 1
     assert tree(patches / SET) == set_before and tree(new.site) == site_before
@@ -173,7 +173,8 @@ def test_a_moved_file_is_followed(tmp_path: Path, minillm_wheel: Path, patches: 
     new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks, move=moved))
     code, out, err = rebase(new, patches, minillm_wheel.parent, "--format", "json")
     assert code == 0, out + err
-    doc = json.loads(out)
+    doc = _valid(out, "rebase-1")
+    assert doc["written"] and doc["history_dir"].endswith("history/0.4.0")
     assert doc["moved"][0]["from"] == CUDA and doc["moved"][0]["to"] == moved
     assert doc["moved"][0]["similarity"] > 0.9
     assert load_set(str(patches / SET)).paths == (moved,)

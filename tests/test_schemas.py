@@ -68,7 +68,7 @@ def test_every_document_validates(env: Env, tmp_path: Path, minillm_wheel: Path)
 
 def test_the_reference_documents_every_field() -> None:
     text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
-    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1"):
+    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1"):
         assert f"patchguard.{name.replace('-', '/')}" in text, name
     finding = _schema("report-1")["$defs"]["finding"]["properties"]
     missing = [key for key in finding if f"`{key}`" not in text]
@@ -94,5 +94,5 @@ def test_the_wheel_ships_the_schemas(tmp_path: Path) -> None:
     )
     (wheel,) = tmp_path.glob("patchguard-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1"):
+    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1"):
         assert f"patchguard/schemas/{name}.schema.json" in names
