@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from .helpers import Env, build_wheel, minillm_files
+from .helpers import REPO, Env, build_wheel, minillm_files
 
 
 @pytest.fixture(autouse=True)
@@ -45,3 +46,11 @@ def env(tmp_path: Path, minillm_wheel: Path) -> Env:
     e = Env(tmp_path / "venv")
     e.install(minillm_wheel)
     return e
+
+
+@pytest.fixture
+def patches(tmp_path: Path) -> Path:
+    """A copy of the repository's example sets (tests never write into the repo)."""
+    dest = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
+    return dest

@@ -25,14 +25,6 @@ WEIGHTS = "minillm/model_loader/weights.py"
 CUDA = "minillm/platforms/cuda.py"
 
 
-@pytest.fixture
-def patches(tmp_path: Path) -> Path:
-    """A copy of the repository's example sets (tests never write into the repo)."""
-    dest = tmp_path / "patches"
-    shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
-    return dest
-
-
 def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 

@@ -19,18 +19,11 @@ import pytest
 import patchguard
 from patchguard.patchsets.model import load_set
 
-from .helpers import REPO, Env, build_wheel, cli, minillm_files, tree
+from .helpers import Env, build_wheel, cli, minillm_files, tree
 from .test_schemas import _valid
 
 CUDA = "minillm/platforms/cuda.py"
 SET = "sm120-support"
-
-
-@pytest.fixture
-def patches(tmp_path: Path) -> Path:
-    dest = tmp_path / "patches"
-    shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
-    return dest
 
 
 def around_the_hunks(text: str) -> str:

@@ -233,21 +233,22 @@ def rebase_set(
         if not dry_run and os.path.isdir(review) and not os.path.islink(review):
             shutil.rmtree(review, ignore_errors=True)
         return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
-    rebased = [_rebase_file(inputs, path) for path in ps.paths]
-    rebased = _take_resolutions(inputs, review, rebased)
-    files = tuple(_pointed(r.file, review) for r in rebased)
+    rebased = _take_resolutions(inputs, review, [_rebase_file(inputs, path) for path in ps.paths])
     result = RebaseResult(
         ps.name,
         dist_name,
         inputs.base.version,
         to,
-        files,
+        tuple(_pointed(r.file, review) for r in rebased),
         inputs.base.description,
         inputs.target.description,
         dry_run=dry_run,
     )
-    if dry_run:
-        return result
+    return result if dry_run else _finish(inputs, review, rebased, result)
+
+
+def _finish(inputs: _Inputs, review: str, rebased: Sequence[_Rebased], result: RebaseResult) -> RebaseResult:
+    """Write the review directory (something is left to resolve) or the set (everything is carried)."""
     if not result.complete:
         _write_review(inputs, review, rebased)
         return dataclasses.replace(result, review_dir=review)

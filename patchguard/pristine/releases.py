@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..integrity.records import InstalledDistribution, RecordEntry, matches, parse_record
+from ..integrity.records import InstalledDistribution, RecordEntry, matches
 from .sources import (
     INSTALLED_LIMIT,
     READ_ERRORS,
@@ -27,6 +27,7 @@ from .sources import (
     candidates,
     download,
     find_pristine,
+    wheel_record,
 )
 
 __all__ = ["ReleaseFiles", "installed_release", "wheel_release"]
@@ -117,12 +118,9 @@ def wheel_release(
 
 def _release_of(release: ReleaseId, cand: Candidate, sources: Sources) -> ReleaseFiles | str:
     """The release ``cand`` holds, or why it cannot be read."""
-    try:
-        wheel_entries, problems = parse_record(cand.record_text())
-    except READ_ERRORS as exc:
-        return f"unreadable ({exc.__class__.__name__}: {exc})"
-    if problems:
-        return f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})"
+    wheel_entries = wheel_record(cand)
+    if isinstance(wheel_entries, str):
+        return wheel_entries
     members = _site_entries(wheel_entries)
 
     def read(rel: str, entry: RecordEntry) -> bytes:

@@ -588,14 +588,22 @@ class Pristine:
         return data
 
 
-def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | str:
-    """The wheel's RECORD if ``cand`` is the same build as ``dist``, else the reason it is not."""
+def wheel_record(cand: Candidate) -> list[RecordEntry] | str:
+    """A candidate's own RECORD, or why it cannot be read."""
     try:
         wheel_entries, problems = parse_record(cand.record_text())
     except READ_ERRORS as exc:
         return f"unreadable ({exc.__class__.__name__}: {exc})"
     if problems:
         return f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})"
+    return wheel_entries
+
+
+def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | str:
+    """The wheel's RECORD if ``cand`` is the same build as ``dist``, else the reason it is not."""
+    wheel_entries = wheel_record(cand)
+    if isinstance(wheel_entries, str):
+        return wheel_entries
     members = member_map(wheel_entries, dist)
     by_member = {e.path: e for e in wheel_entries}
     installed = {e.path: e for e in dist.entries}
