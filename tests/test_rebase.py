@@ -377,3 +377,76 @@ def test_a_hostile_review_directory_is_never_followed(
     review.symlink_to(outside)
     assert rebase(new, patches, minillm_wheel.parent)[0] == 1
     assert list(outside.iterdir()) == [] and review.is_dir() and not review.is_symlink()
+
+
+def test_changes_that_only_touch_are_merged_line_by_line_and_said(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    """Upstream edits the line just above the set's inserted block: git merge-file calls it a conflict;
+    rebase carries it, and says so."""
+
+    def touching(text: str) -> str:
+        return text.replace(
+            "            return False\n        arch", "            return False  # too old\n        arch"
+        )
+
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", touching))
+    ours = (new.site / CUDA).read_text()
+    base = minillm_files()[CUDA]
+    theirs = base.replace(b'"sm90"]', b'"sm90", "sm100", "sm120"]  # sm120: RTX PRO 6000 Blackwell')
+    block = (
+        "        if capability.major == 12:\n"
+        "            # sm120 has no FP8 MLA kernels yet: the fallback path is correct, only slower.\n"
+        '            return os.environ.get("MINILLM_ALLOW_SM120", "1") == "1"\n'
+    )
+    theirs = theirs.replace(
+        b"        arch = capability.to_arch()\n", block.encode() + b"        arch = capability.to_arch()\n"
+    )
+    (tmp_path / "m").mkdir()
+    for name, data in (("o", ours.encode()), ("b", base), ("t", theirs)):
+        (tmp_path / "m" / name).write_bytes(data)
+    plain = subprocess.run(
+        ["git", "merge-file", "-p", "o", "b", "t"], cwd=tmp_path / "m", capture_output=True
+    )
+    assert plain.returncode == 1  # git: one conflict
+    code, out, err = rebase(new, patches, minillm_wheel.parent, "--format", "json")
+    assert code == 0, out + err
+    doc = _valid(out, "rebase-1")
+    assert doc["files"][0]["adjacent"] == 1 and doc["files"][0]["outcome"] == "carried"
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0, out + err
+    expected = ours.replace('"sm90"]', '"sm90", "sm100", "sm120"]  # sm120: RTX PRO 6000 Blackwell')
+    expected = expected.replace("# too old\n", "# too old\n" + block)
+    assert (new.site / CUDA).read_text() == expected
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "merged"),
+    [
+        (b"a\nB\nc\nd\n", b"a\nb\nX\nc\nd\n", b"a\nB\nX\nc\nd\n"),  # upstream edits b, set inserts after it
+        (b"a\nb\nC\nd\n", b"a\nb\nX\nc\nd\n", b"a\nb\nX\nC\nd\n"),  # upstream edits c, set inserts before
+        (b"a\nB\nc\nd\n", b"a\nb\nc\nD\n", b"a\nB\nc\nD\n"),  # apart: git merges it itself
+        (b"a\nb\nY\nc\nd\n", b"a\nb\nX\nc\nd\n", None),  # both insert at one place
+        (b"a\nB\nc\nd\n", b"a\nb2\nc\nd\n", None),  # both edit b
+        (b"a\nBC\nd\n", b"a\nb\nX\nc\nd\n", None),  # upstream rewrites b-c, the set inserts inside
+    ],
+)
+def test_touching_versus_overlapping(
+    ours: bytes, theirs: bytes, merged: bytes | None, tmp_path: Path
+) -> None:
+    from patchguard.patchsets.merge import merge
+
+    base = b"a\nb\nc\nd\n"
+    got = merge(ours, base, theirs, ("new", "old", "set"))
+    if merged is None:
+        assert got.conflicts == 1 and got.adjacent == 0 and b"<<<<<<< new" in got.data
+        return
+    assert got.conflicts == 0 and got.data == merged
+    (tmp_path / "m").mkdir()
+    for name, data in (("o", ours), ("b", base), ("t", theirs)):
+        (tmp_path / "m" / name).write_bytes(data)
+    git = subprocess.run(["git", "merge-file", "-p", "o", "b", "t"], cwd=tmp_path / "m", capture_output=True)
+    # Where git merges cleanly the result is git's; where it only saw touching changes, it is said.
+    assert (got.adjacent, git.returncode == 0) in ((0, True), (1, False))
+    if git.returncode == 0:
+        assert git.stdout == got.data

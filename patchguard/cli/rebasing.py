@@ -90,6 +90,8 @@ def _print(r: RebaseResult) -> None:
             f" {'similar' if f.similarity is None else f'more than {f.similarity:.0%} similar'})",
             "dropped": " (its changes left behind)",
         }.get(f.outcome.value, f" ({f.hunks} hunk{plural})")
+        if f.adjacent:
+            extra += f" ({f.adjacent} next to an upstream change, merged line by line: review it)"
         click.echo(f"  {f.outcome.value:<9} {f.path}{where}{extra}")
         if f.review and f.outcome.open and not r.dry_run:
             click.echo(

@@ -6,7 +6,7 @@ finds both, proven: the installed one against its RECORD, the other against its 
 the set was applied here — the pre-image hashes ``state.json`` kept). :func:`.merge.merge` merges them.
 
 * carried: merged cleanly (or upstream did not touch the file); the new set's diff is against the target;
-* moved: the file is gone from the target release, and a file new in it is at least
+* moved: the file is gone from the target release, and a file new in it (or of the same name) is at least
   :data:`MOVED_THRESHOLD` similar: the merge goes there (below the threshold the file is *lost*);
 * upstream: the target release already has the set's change; nothing left to carry for that file;
 * conflict: written with ``diff3`` markers into the review directory ``patches/NAME.rebase/``, never into
@@ -47,9 +47,11 @@ from .planner import PlanFailed, plan_patches
 
 __all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
 
-MOVED_THRESHOLD = 0.5
+MOVED_THRESHOLD = 0.6
 """How alike (:func:`.merge.similarity`) a new file of the target release must be to a vanished one to be
-taken as where it moved (git's rename detection uses the same 50 %)."""
+taken as where it moved. Above git's 50 %: modules of one framework share much boilerplate (two vLLM model
+files score 0.55), and a set merged into the wrong module is worse than a file reported lost. Each file of the
+release takes at most one vanished file, the most similar pair first."""
 
 REVIEW_SUFFIX = ".rebase"
 
@@ -83,6 +85,7 @@ class RebasedFile:
     regions: int = 0  # conflict regions in the merged file
     similarity: float | None = None  # for a moved (or lost) file: the best match found
     review: str | None = None  # the file to resolve (conflict) or delete (lost)
+    adjacent: int = 0  # regions where both sides' changes touch, merged line by line (see .merge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,7 @@ class RebaseResult:
                     "regions": f.regions,
                     "similarity": f.similarity,
                     "review": f.review,
+                    "adjacent": f.adjacent,
                 }
                 for f in self.files
             ],
@@ -185,6 +189,7 @@ class _Inputs:
     base: ReleaseFiles
     target: ReleaseFiles
     theirs: dict[str, bytes | None]
+    moves: dict[str, tuple[str | None, float | None]] = dataclasses.field(default_factory=dict)
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -233,6 +238,7 @@ def rebase_set(
         if not dry_run and os.path.isdir(review) and not os.path.islink(review):
             shutil.rmtree(review, ignore_errors=True)
         return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
+    inputs.moves = _find_moves(inputs)
     rebased = _take_resolutions(inputs, review, [_rebase_file(inputs, path) for path in ps.paths])
     result = RebaseResult(
         ps.name,
@@ -423,9 +429,12 @@ def _rebase_file(inputs: _Inputs, path: str) -> _Rebased:
         return _Rebased(conflict, got.data, ours, mode)
     got = merge(ours, base or b"", theirs, inputs.labels)
     if got.conflicts == 0:
-        return _Rebased(RebasedFile(path, kind, new_path, hunks, similarity=score), got.data, ours, mode)
+        carried = RebasedFile(path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent)
+        return _Rebased(carried, got.data, ours, mode)
     bad = _conflicting_hunks(inputs, mine, base or b"", ours)
-    conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, bad, got.conflicts, score)
+    conflict = RebasedFile(
+        path, FileOutcome.CONFLICT, new_path, hunks, bad, got.conflicts, score, adjacent=got.adjacent
+    )
     return _Rebased(conflict, got.data, ours, mode)
 
 
@@ -438,31 +447,40 @@ def _locate(
         return path, inputs.target.get(path), None
     if theirs is None:  # the set deletes a file upstream took away too
         return _Rebased(RebasedFile(path, FileOutcome.UPSTREAM, None, hunks), None, None)
-    new_path, score = _moved(inputs, path, base)
+    new_path, score = inputs.moves.get(path, (None, None))
     if new_path is None:
         return _Rebased(RebasedFile(path, FileOutcome.LOST, None, hunks, hunks, similarity=score), None, None)
     return new_path, inputs.target.get(new_path), score
 
 
-def _moved(inputs: _Inputs, path: str, base: bytes) -> tuple[str | None, float | None]:
-    """Where a file gone from the target release went: the most similar file new in it (or of the same
-    name), if similar enough; else ``(None, best score)``."""
-    ext = os.path.splitext(path)[1]
-    name = os.path.basename(path)
-    new = [
+def _find_moves(inputs: _Inputs) -> dict[str, tuple[str | None, float | None]]:
+    """For each file of the set gone from the target release (and not deleted by the set): where it went —
+    the most similar file new in the release (or of the same name), one vanished file per new file, best
+    pairs first — or ``(None, best score)``."""
+    gone = [
         p
-        for p in inputs.target.entries
-        if (p not in inputs.base.entries and os.path.splitext(p)[1] == ext) or os.path.basename(p) == name
+        for p in inputs.ps.paths
+        if p not in inputs.target.entries and p in inputs.base.entries and inputs.theirs.get(p) is not None
     ]
-    best: tuple[float, str] | None = None
-    for p in sorted(new):
-        data = inputs.target.get(p)
-        score = similarity(base, data) if data is not None else 0.0
-        if best is None or score > best[0]:
-            best = (score, p)
-    if best is None:
-        return None, None
-    return (best[1] if best[0] >= MOVED_THRESHOLD else None), round(best[0], 3)
+    scores: list[tuple[float, bool, str, str]] = []
+    best: dict[str, float] = {}
+    for path in gone:
+        old = inputs.base.get(path) or b""
+        ext, name = os.path.splitext(path)[1], os.path.basename(path)
+        for p in sorted(inputs.target.entries):
+            same_name = os.path.basename(p) == name
+            if not same_name and (p in inputs.base.entries or os.path.splitext(p)[1] != ext):
+                continue
+            score = round(similarity(old, inputs.target.get(p) or b""), 3)
+            best[path] = max(best.get(path, 0.0), score)
+            scores.append((score, same_name, path, p))
+    moves: dict[str, tuple[str | None, float | None]] = {p: (None, best.get(p)) for p in gone}
+    taken: set[str] = set()
+    for score, _same, path, p in sorted(scores, reverse=True):
+        if score >= MOVED_THRESHOLD and moves[path][0] is None and p not in taken:
+            moves[path] = (p, score)
+            taken.add(p)
+    return moves
 
 
 def _conflicting_hunks(inputs: _Inputs, mine: Sequence[FilePatch], base: bytes, ours: bytes) -> int:
