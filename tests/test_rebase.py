@@ -243,9 +243,15 @@ def test_the_base_is_the_build_the_set_was_applied_on(
     assert code == 0, out + err
     upgrade(env, minillm_wheel)
     env.install(release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    site = ("--patches", str(patches), "--site-packages", str(env.site))
+    code, out, _err = cli("status", *site)  # the record is about 0.4.0's files, and says so
+    assert "not in place now: n/a" in out and f"patchguard rebase --set {SET}" in out
     code, out, err = rebase(env, patches, house)
     assert code == 0, out + err
     assert "0.4.0 -> 0.5.0" in out
+    code, out, _err = cli("sets", *site)
+    assert f"{SET}  minillm ==0.5.0     not applied" in out, out
+    assert "applied on minillm 0.4.0; minillm 0.5.0 replaced its files since" in out
     assert "minillm-0.4.0-py3-none-any.whl" in err  # the build the set was applied on
     code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(env.site))
     assert code == 0, out + err

@@ -207,11 +207,15 @@ def format_status(
     lines: list[str] = []
     if recovered:
         lines.append(f"  rolled back: {len(recovered)} file{'s' if len(recovered) != 1 else ''} put back")
+    by_name = {s.name: s for s in states}
     for name, record in applied:
         files = _files(len(record.get("files", {})))
         lines.append(
             f"applied  {name}  at {record.get('time')}  ({files}, by patchguard {record.get('tool_version')})"
         )
+        now = by_name.get(name)
+        if now is not None and not now.state.in_place and not now.state.troubled:
+            lines.append(f"  not in place now: {now.state.value}" + "".join(f"; {d}" for d in now.detail))
     if not applied:
         lines.append("no set applied by patchguard")
     for s in states:

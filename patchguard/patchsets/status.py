@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .._fs import sha256_bytes
 from ..env import Target
@@ -61,6 +62,10 @@ def states_of(
         states = {rel: _file_state(ps, rel, read) for rel in ps.paths}
         record = read_state(site)["applied"].get(ps.name)
         detail: list[str] = []
+        gone = _replaced_since(record, dists)
+        if gone:  # an upgrade replaced the files the record speaks of: it says nothing about these
+            detail.append(gone)
+            record = None
         drifted = []
         unknown = [f"{rel}: {v.split(': ', 1)[1]}" for rel, v in states.items() if v.startswith("unknown")]
         if unknown:
@@ -84,6 +89,18 @@ def states_of(
             detail += [f"{rel}: {v}" for rel, v in states.items()]
         out.append(SetState(ps.name, targets, state, len(ps.paths), tuple(detail)))
     return out
+
+
+def _replaced_since(record: dict[str, Any] | None, dists: Sequence[InstalledDistribution]) -> str | None:
+    """Why a state record is about another release than the installed one (``None``: it is not)."""
+    recorded = record.get("distributions") if record else None
+    if not isinstance(recorded, dict):
+        return None
+    for d in dists:
+        then = recorded.get(d.name)
+        if isinstance(then, str) and then != d.version:
+            return f"applied on {d.name} {then}; {d.name} {d.version} replaced its files since"
+    return None
 
 
 def _overall(files: dict[str, str], recorded: bool, drifted: bool) -> SetStatus:
