@@ -136,7 +136,7 @@ def test_a_conflict_goes_to_the_review_directory_and_is_taken_up_once_resolved(
     code, out, err = rebase(new, patches, minillm_wheel.parent, "--format", "json")
     assert code == 1, err
     doc = _valid(out, "rebase-1")
-    assert doc["hunks"] == {"total": 2, "carried": 1, "conflicting": 1}
+    assert doc["hunks"] == {"total": 2, "carried": 1, "conflicting": 1, "lost": 0}
     assert doc["conflicts"][0]["path"] == CUDA and doc["conflicts"][0]["regions"] == 1
     assert tree(patches / SET) == set_before and tree(new.site) == site_before
     review = patches / f"{SET}.rebase"
@@ -184,6 +184,8 @@ def test_a_lost_file_is_reported_and_can_be_dropped(
     code, out, err = rebase(new, patches, minillm_wheel.parent)
     assert code == 1, err
     assert "lost      minillm/platforms/cuda.py" in out and "0 of 2 hunks carried" in out
+    doc = _valid(rebase(new, patches, minillm_wheel.parent, "--dry-run", "--format", "json")[1], "rebase-1")
+    assert doc["hunks"] == {"total": 2, "carried": 0, "conflicting": 0, "lost": 2} and doc["lost"] == [CUDA]
     lost = patches / f"{SET}.rebase" / "lost" / (CUDA + ".lost.patch")
     assert "MINILLM_ALLOW_SM120" in lost.read_text()
     assert tree(patches / SET) == set_before

@@ -20,6 +20,7 @@ kept in ``history/<old release>/`` under the set with a ``[[history]]`` entry in
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import json
@@ -41,7 +42,7 @@ from ..state import read_state
 from ..txn import write_point
 from .capture import write_set
 from .installed import SetEnvironment
-from .merge import has_markers, merge, similarity
+from .merge import has_markers, line_counts, merge, similarity
 from .model import FilePatch, PatchSet, PatchSetError, find_set
 from .planner import PlanFailed, plan_patches
 
@@ -134,7 +135,8 @@ class RebaseResult:
 
     def to_json(self) -> dict[str, object]:
         """``patchguard.rebase/1``: what ``rebase --format json`` prints."""
-        total, carried, left = self.hunks
+        total, carried, _left = self.hunks
+        lost = sum(f.conflicting for f in self.lost)
         return {
             "schema": "patchguard.rebase/1",
             "set": self.name,
@@ -143,7 +145,12 @@ class RebaseResult:
             "to_version": self.to_version,
             "base_source": self.base_source,
             "target_source": self.target_source,
-            "hunks": {"total": total, "carried": carried, "conflicting": left},
+            "hunks": {
+                "total": total,
+                "carried": carried,
+                "conflicting": sum(f.conflicting for f in self.conflicts),
+                "lost": lost,
+            },
             "files": [
                 {
                     "path": f.path,
@@ -464,14 +471,20 @@ def _find_moves(inputs: _Inputs) -> dict[str, tuple[str | None, float | None]]:
     ]
     scores: list[tuple[float, bool, str, str]] = []
     best: dict[str, float] = {}
+    counts: dict[str, collections.Counter[bytes]] = {}  # each candidate read and counted once
     for path in gone:
-        old = inputs.base.get(path) or b""
+        old = line_counts(inputs.base.get(path) or b"")
         ext, name = os.path.splitext(path)[1], os.path.basename(path)
         for p in sorted(inputs.target.entries):
             same_name = os.path.basename(p) == name
             if not same_name and (p in inputs.base.entries or os.path.splitext(p)[1] != ext):
                 continue
-            score = round(similarity(old, inputs.target.get(p) or b""), 3)
+            if p not in counts:
+                counts[p] = line_counts(inputs.target.get(p) or b"")
+            n, m = old.total(), counts[p].total()
+            if n + m and 2 * min(n, m) / (n + m) < best.get(path, 0.0):
+                continue  # cannot beat the best match found: the sizes alone say so
+            score = round(similarity(old, counts[p]), 3)
             best[path] = max(best.get(path, 0.0), score)
             scores.append((score, same_name, path, p))
     moves: dict[str, tuple[str | None, float | None]] = {p: (None, best.get(p)) for p in gone}
