@@ -383,8 +383,18 @@ def test_a_hostile_review_directory_is_never_followed(
     outside = tmp_path / "outside"
     outside.mkdir()
     review.symlink_to(outside)
-    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
-    assert list(outside.iterdir()) == [] and review.is_dir() and not review.is_symlink()
+    code, _out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 2 and "is not a rebase review directory" in err
+    assert list(outside.iterdir()) == [] and review.is_symlink()
+    review.unlink()
+    # Nor is a set named NAME.rebase ever taken for one, removed or replaced.
+    shutil.copytree(patches / SET, review)
+    (review / "patchset.toml").write_text(
+        (review / "patchset.toml").read_text().replace(SET, f"{SET}.rebase")
+    )
+    before = tree(review)
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 2
+    assert tree(review) == before
 
 
 def test_changes_that_only_touch_are_merged_line_by_line_and_said(
@@ -458,3 +468,126 @@ def test_touching_versus_overlapping(
     assert (got.adjacent, git.returncode == 0) in ((0, True), (1, False))
     if git.returncode == 0:
         assert git.stdout == got.data
+
+
+def test_second_rebase_keeps_the_first_history_and_other_files(
+    tmp_path: Path, env: Env, minillm_wheel: Path, patches: Path
+) -> None:
+    """0.4.0 (applied here) -> 0.5.0 -> 0.6.0: the state record of the 0.4.0 form is not this set any more;
+    each history directory keeps its own release; a README in the set directory survives."""
+    (patches / SET / "README.md").write_text("why we carry sm120\n")
+    site = ("--patches", str(patches), "--site-packages", str(env.site))
+    assert cli("apply", "--set", SET, *site)[0] == 0
+    upgrade(env, minillm_wheel)
+    house = tmp_path / "house"
+    shutil.copytree(minillm_wheel.parent, house)
+    w5 = release(house, "0.5.0", around_the_hunks)
+    env.install(w5)
+    assert rebase(env, patches, house)[0] == 0
+    first = (patches / SET / "history" / "0.4.0" / "patchset.toml").read_text()
+    upgrade(env, w5)
+    env.install(release(house, "0.6.0", lambda t: around_the_hunks(t).replace("(8, 0)", "(8, 0)  # Ampere")))
+    code, out, err = rebase(env, patches, house)
+    assert code == 0, out + err
+    assert "0.5.0 -> 0.6.0" in out
+    ps = load_set(str(patches / SET))
+    assert [h["release"] for h in ps.history] == ["0.4.0", "0.5.0"]
+    assert [h["kept"] for h in ps.history] == ["history/0.4.0", "history/0.5.0"]
+    assert (patches / SET / "history" / "0.4.0" / "patchset.toml").read_text() == first
+    assert 'version = "==0.5.0"' in (patches / SET / "history" / "0.5.0" / "patchset.toml").read_text()
+    assert (patches / SET / "README.md").read_text() == "why we carry sm120\n"
+    assert cli("apply", "--set", SET, *site)[0] == 0
+
+
+def test_a_range_that_admits_the_release_needs_no_rebase(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    toml = patches / SET / "patchset.toml"
+    toml.write_text(toml.read_text().replace(">=0.4,<0.5", ">=0.4"))
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    before = tree(patches)
+    code, out, _err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0 and "nothing to rebase" in out
+    assert tree(patches) == before
+
+
+def _two_releases(tmp_path: Path, old: dict[str, bytes], new: dict[str, bytes]) -> tuple[Env, Path]:
+    house = tmp_path / "house"
+    build_wheel(house, "pkg", "1.0", old)
+    env = installed(tmp_path, build_wheel(tmp_path / "w11", "pkg", "1.1", new), "venv11")
+    return env, house
+
+
+def _set(patches: Path, name: str, diff: str) -> None:
+    d = patches / name
+    d.mkdir(parents=True)
+    (d / "patchset.toml").write_text(
+        f'name = "{name}"\ntargets = [{{distribution = "pkg", version = "==1.0"}}]\nfiles = ["0001.patch"]\n'
+    )
+    (d / "0001.patch").write_text(diff)
+
+
+def _rebase_pkg(env: Env, patches: Path, house: Path, name: str, *more: str) -> tuple[int, str, str]:
+    return cli("rebase", "--set", name, "--patches", str(patches), "--site-packages", str(env.site),
+               "--wheelhouse", str(house), "--offline", *more)  # fmt: skip
+
+
+def test_a_deletion_follows_a_move_and_keeps_its_mode(tmp_path: Path) -> None:
+    body = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(12))
+    env, house = _two_releases(
+        tmp_path,
+        {"pkg/__init__.py": "", "pkg/telemetry.py": body},
+        {"pkg/__init__.py": "", "pkg/plugins/telemetry.py": body},
+    )
+    lines = body.splitlines(keepends=True)
+    diff = (
+        "diff --git a/pkg/telemetry.py b/pkg/telemetry.py\ndeleted file mode 100755\n"
+        "--- a/pkg/telemetry.py\n+++ /dev/null\n"
+        f"@@ -1,{len(lines)} +0,0 @@\n" + "".join("-" + line for line in lines)
+    )
+    patches = tmp_path / "patches"
+    _set(patches, "notel", diff)
+    code, out, err = _rebase_pkg(env, patches, house, "notel")
+    assert code == 0, out + err
+    assert "moved     pkg/telemetry.py -> pkg/plugins/telemetry.py" in out
+    text = "".join(p.read_text() for p in (patches / "notel").glob("0*.patch"))
+    assert "deleted file mode 100755" in text and "a/pkg/plugins/telemetry.py" in text
+
+
+def test_an_insertion_next_to_code_upstream_deleted_stays_a_conflict(tmp_path: Path) -> None:
+    """The set decorates old_path; upstream deletes old_path: the decorator must not land on the next
+    function (git's conflict stands, the line-by-line merge declines)."""
+    base = "import functools\n\n\ndef old_path():\n    return 1\n\n\ndef admin_only():\n    return 2\n"
+    new = "import functools\n\n\ndef admin_only():\n    return 2\n"
+    env, house = _two_releases(
+        tmp_path, {"pkg/__init__.py": "", "pkg/m.py": base}, {"pkg/__init__.py": "", "pkg/m.py": new}
+    )
+    diff = "--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -2,3 +2,4 @@\n \n \n+@functools.cache\n def old_path():\n"
+    patches = tmp_path / "patches"
+    _set(patches, "cache", diff)
+    code, out, err = _rebase_pkg(env, patches, house, "cache")
+    assert code == 1, out + err
+    review = (patches / "cache.rebase" / "files" / "pkg" / "m.py").read_text()
+    assert "<<<<<<< pkg 1.1" in review
+
+
+def test_markers_in_content_and_empty_resolutions(tmp_path: Path) -> None:
+    """A file whose own lines look like markers (rst underlines, a doctest of a merge) is merged with longer
+    markers; resolving to an empty file is a resolution."""
+    doc = '"""Title\n=======\n\n<<<<<<< not a marker\n"""\nX = 1\nY = 2\n'
+    env, house = _two_releases(
+        tmp_path,
+        {"pkg/__init__.py": "", "pkg/d.py": doc},
+        {"pkg/__init__.py": "", "pkg/d.py": doc.replace("X = 1", "X = 10")},
+    )
+    patches = tmp_path / "patches"
+    _set(patches, "x", "--- a/pkg/d.py\n+++ b/pkg/d.py\n@@ -6,2 +6,2 @@\n-X = 1\n+X = 3\n Y = 2\n")
+    code, out, err = _rebase_pkg(env, patches, house, "x")
+    assert code == 1, out + err
+    review = patches / "x.rebase" / "files" / "pkg" / "d.py"
+    text = review.read_text()
+    assert "<<<<<<<< pkg 1.1\n" in text and "=======\n\n<<<<<<< not a marker" in text  # 8-long markers
+    review.write_text(text.split("<<<<<<<<")[0] + "X = 13\nY = 2\n")
+    code, out, err = _rebase_pkg(env, patches, house, "x")
+    assert code == 0 and "resolved" in out, out + err
+    assert "+X = 13" in "".join(p.read_text() for p in (patches / "x").glob("0*.patch"))

@@ -86,8 +86,9 @@ def _print(r: RebaseResult) -> None:
             "upstream": f" ({r.to_version} already has this change)",
             "conflict": f" ({f.conflicting} of {f.hunks} hunk{plural} conflict, {f.regions} region"
             f"{'s' if f.regions != 1 else ''})",
-            "lost": " (no file of the new release is"
-            f" {'similar' if f.similarity is None else f'more than {f.similarity:.0%} similar'})",
+            "lost": " (no file new in the release is similar enough"
+            + (f"; the best was {f.similarity:.0%} alike" if f.similarity else "")
+            + ")",
             "dropped": " (its changes left behind)",
         }.get(f.outcome.value, f" ({f.hunks} hunk{plural})")
         if f.adjacent:
@@ -97,6 +98,8 @@ def _print(r: RebaseResult) -> None:
             click.echo(
                 f"            {'edit' if f.outcome.value == 'conflict' else 'delete to drop'}: {f.review}"
             )
+    for text in r.notes:
+        note(f"note: {text}")
     total, carried, _left = r.hunks
     click.echo(
         f"{carried} of {total} hunks carried; {len(r.conflicts)} file{'s' if len(r.conflicts) != 1 else ''} "

@@ -157,6 +157,11 @@ def write_set(
     assert staging is not None
     files: list[str] = []
     try:
+        for rel, data in (keep or {}).items():  # first: a diff of the same name wins
+            path = os.path.join(staging, *rel.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
         for i, d in enumerate(diffs, start=1):
             fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}.patch"
             with open(
@@ -167,11 +172,6 @@ def write_set(
             write_point()
         with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
             f.write(header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n" + footer)
-        for rel, data in (keep or {}).items():
-            path = os.path.join(staging, *rel.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
         load_set(staging, name)  # validate before anything existing is touched
         write_point()
         replace_dir(staging, final)  # complete sets only: the old one or the new one, never none

@@ -4,14 +4,17 @@ The merge is git's own ``git merge-file`` run through gitpython (a chosen depend
 is the one users know and can reproduce by hand: a carried file is byte for byte what ``git merge-file``
 makes of the same three inputs). It runs outside any repository, with no user or system configuration, so
 nothing but the three inputs decides the result. Conflicts are written in the ``diff3`` style: the base is
-shown between the two sides.
+shown between the two sides; the markers are longer than any run of marker characters the inputs' lines
+start with (``--marker-size``), so content is never taken for a marker.
 
 git's merge also conflicts where the two sides' changes only *touch* (a line the set inserts right below a
 ``def`` line upstream re-annotated): neither side's own lines were changed by the other. Such a region is
-merged line by line here — each side's edits of the base, applied together when no two of them overlap (an
-insertion at the edge of the other side's range goes at that edge; two different insertions at one place, or
-edits sharing a line, stay a conflict) — and counted in ``Merged.adjacent``, so it is said, never silent.
-Everywhere else the result is git's output, byte for byte.
+merged line by line here — each side's edits of the base, applied together when none clash — and counted in
+``Merged.adjacent``, so it is said, never silent. Edits clash when they share a base line, when both insert
+at one place, and when one inserts at the edge of the other's range unless that range is a like-for-like
+modification (as many lines, each a modified version of its own): next to a deleted or rewritten block, what
+an inserted line (a decorator, a guard) belongs to is unknown. Everywhere else the result is git's output,
+byte for byte.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import collections
 import difflib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 
@@ -32,7 +36,9 @@ _CLEAN_GIT = {
     "GIT_CONFIG_COUNT": "0",
     "GIT_CEILING_DIRECTORIES": "/",
 }
-_MARKERS = (b"<<<<<<< ", b"||||||| ", b">>>>>>> ")
+_MARKER_RUN = re.compile(rb"^(<{7,}|\|{7,}|={7,}|>{7,})", re.MULTILINE)
+
+Edit = tuple[int, int, list[bytes]]  # replace base lines [i1, i2) with these lines (i1 == i2: insert)
 
 
 class MergeFailed(PatchguardError):
@@ -49,10 +55,16 @@ class Merged:
     adjacent: int = 0
 
 
+def marker_size(*inputs: bytes) -> int:
+    """7 (git's), or longer than any run of marker characters a line of the inputs starts with."""
+    return max([7, *(len(m) + 1 for data in inputs for m in _MARKER_RUN.findall(data))])
+
+
 def merge(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
     """``git merge-file -p --diff3``: carry base→theirs onto ours. ``labels``: (ours, base, theirs)."""
     import git
 
+    size = marker_size(ours, base, theirs)
     with tempfile.TemporaryDirectory(prefix="pg-merge-") as tmp:
         names = []
         for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
@@ -60,7 +72,7 @@ def merge(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str])
             with open(path, "wb") as f:
                 f.write(data)
             names.append(path)
-        cmd = ["git", "merge-file", "-p", "--diff3"]
+        cmd = ["git", "merge-file", "-p", "--diff3", f"--marker-size={size}"]
         for label in labels:
             cmd += ["-L", label]
         try:
@@ -78,27 +90,32 @@ def merge(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str])
             ) from None
     if not isinstance(out, bytes) or status < 0 or status > 127:
         raise MergeFailed(f"git merge-file failed (exit {status}): {err!s:.200}")
-    if status == 0 or any(has_markers(x) for x in (ours, base, theirs)):
-        return Merged(out, int(status))  # nothing to resolve, or markers in the inputs: git's word stands
-    return _resolve_touching(out, labels)
+    if status == 0:
+        return Merged(out, 0)
+    heads = (
+        b"<" * size + b" " + labels[0].encode(),
+        b"|" * size + b" " + labels[1].encode(),
+        b"=" * size,
+        b">" * size + b" " + labels[2].encode(),
+    )
+    return _resolve_touching(out, heads, ours, theirs)
 
 
-Edit = tuple[int, int, list[bytes]]  # replace base lines [i1, i2) with these lines (i1 == i2: insert)
+def has_markers(data: bytes, labels: tuple[str, str, str]) -> bool:
+    """Whether a file still holds the conflict markers of a merge with these labels (any length)."""
+    first, last = re.escape(labels[0].encode()), re.escape(labels[2].encode())
+    pattern = rb"^(?:<{7,} " + first + rb"|>{7,} " + last + rb")\r?$"
+    return re.search(pattern, data, re.MULTILINE) is not None
 
 
-def _resolve_touching(merged: bytes, labels: tuple[str, str, str]) -> Merged:
-    """git's output with every conflict region whose two sides' edits do not overlap merged."""
-    heads = [
-        b"<<<<<<< " + labels[0].encode(),
-        b"||||||| " + labels[1].encode(),
-        b"=======",
-        b">>>>>>> " + labels[2].encode(),
-    ]
+def _resolve_touching(merged: bytes, heads: tuple[bytes, ...], ours: bytes, theirs: bytes) -> Merged:
+    """git's output with every conflict region whose two sides' edits do not clash merged."""
+    lines = merged.splitlines(keepends=True)
     out: list[bytes] = []
     region: list[list[bytes]] | None = None  # ours, base, theirs lines while inside a conflict
     raw: list[bytes] = []
     conflicts = adjacent = 0
-    for line in merged.splitlines(keepends=True):
+    for n, line in enumerate(lines):
         bare = line.rstrip(b"\r\n")
         if region is None:
             if bare == heads[0]:
@@ -107,10 +124,12 @@ def _resolve_touching(merged: bytes, labels: tuple[str, str, str]) -> Merged:
                 out.append(line)
             continue
         raw.append(line)
-        if bare in (heads[1], heads[2]):
+        if bare in (heads[1], heads[2]) and len(region) < 3:
             region.append([])
         elif bare == heads[3] and len(region) == 3:
             together = _combine(region[1], region[0], region[2])
+            if together is not None and n == len(lines) - 1:
+                together = _at_the_end(together, ours, theirs)
             if together is None:
                 conflicts += 1
                 out += raw
@@ -126,28 +145,50 @@ def _resolve_touching(merged: bytes, labels: tuple[str, str, str]) -> Merged:
     return Merged(b"".join(out), conflicts, adjacent)
 
 
+def _at_the_end(together: list[bytes], ours: bytes, theirs: bytes) -> list[bytes] | None:
+    """A region merged at the end of the file: git ends each side's last line with a newline; give the file
+    back the end both sides have (``None``: the sides differ there, git's conflict stands)."""
+    ours_nl, theirs_nl = ours.endswith(b"\n") or not ours, theirs.endswith(b"\n") or not theirs
+    if ours_nl != theirs_nl:
+        return None
+    if not ours_nl and together and together[-1].endswith(b"\n"):
+        last = together[-1][:-2] if together[-1].endswith(b"\r\n") else together[-1][:-1]
+        return [*together[:-1], last]
+    return together
+
+
 def _edits(base: list[bytes], side: list[bytes]) -> list[Edit]:
     ops = difflib.SequenceMatcher(None, base, side, autojunk=False).get_opcodes()
     return [(i1, i2, side[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
 
 
-def _clash(a: Edit, b: Edit) -> bool:
-    """Whether two edits of the base (one per side) cannot both be applied unambiguously."""
-    (a1, a2, _), (b1, b2, _) = a, b
-    if a1 == a2 and b1 == b2:
-        return a1 == b1  # two insertions at one place: which first?
-    if a1 == a2:
-        return b1 < a1 < b2
-    if b1 == b2:
-        return a1 < b1 < a2
+def _alike(old: list[bytes], new: list[bytes]) -> bool:
+    """A like-for-like edit: as many lines, each a modified version of the one it replaces."""
+    return len(old) == len(new) and all(
+        difflib.SequenceMatcher(None, o, n, autojunk=False).ratio() >= 0.5
+        for o, n in zip(old, new, strict=True)
+    )
+
+
+def _clash(a: Edit, b: Edit, base: list[bytes]) -> bool:
+    """Whether two edits of the base, one per side, cannot both be applied with certainty."""
+    if a[0] == a[1] and b[0] == b[1]:
+        return a[0] == b[0]  # two insertions at one place: which first?
+    if b[0] == b[1]:
+        a, b = b, a
+    (a1, a2, _), (b1, b2, new) = a, b
+    if a1 == a2:  # an insertion against a range
+        if b1 < a1 < b2:
+            return True
+        return a1 in (b1, b2) and not _alike(base[b1:b2], new)
     return a1 < b2 and b1 < a2
 
 
 def _combine(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[bytes] | None:
-    """Both sides' edits of ``base`` applied together, or ``None`` when two of them overlap."""
+    """Both sides' edits of ``base`` applied together, or ``None`` when two of them clash."""
     mine, other = _edits(base, ours), _edits(base, theirs)
     edits = mine + [e for e in other if e not in mine]  # the same edit on both sides counts once
-    if any(_clash(a, b) for a in mine for b in other if a != b):
+    if any(_clash(a, b, base) for a in mine for b in other if a != b):
         return None
     out: list[bytes] = []
     at = 0
@@ -155,11 +196,6 @@ def _combine(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[
         out += base[at:i1] + lines
         at = max(at, i2)
     return out + base[at:]
-
-
-def has_markers(data: bytes) -> bool:
-    """Whether a file still holds conflict markers (at the start of a line)."""
-    return any(line.startswith(_MARKERS) for line in data.splitlines())
 
 
 def line_counts(data: bytes) -> collections.Counter[bytes]:
@@ -170,8 +206,10 @@ def line_counts(data: bytes) -> collections.Counter[bytes]:
 
 def similarity(a: bytes | collections.Counter[bytes], b: bytes | collections.Counter[bytes]) -> float:
     """How alike two files are, 0..1: shared non-blank lines (as a multiset, whitespace at the ends
-    ignored) over the mean of their counts. A moved and lightly edited module scores well above 0.6."""
+    ignored) over the mean of their counts; 0 when either has none (an empty ``__init__.py`` is like every
+    other, which says nothing about where it went)."""
     ca = a if isinstance(a, collections.Counter) else line_counts(a)
     cb = b if isinstance(b, collections.Counter) else line_counts(b)
-    total = ca.total() + cb.total()
-    return 2 * (ca & cb).total() / total if total else 1.0
+    if not ca or not cb:
+        return 0.0
+    return 2 * (ca & cb).total() / (ca.total() + cb.total())

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from .._fs import read_regular, replace_dir, sha256_bytes
 from .._version import __version__
-from ..diffs import FileDiff
+from ..diffs import FileDiff, is_binary
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, canonicalize
 from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
@@ -104,6 +104,7 @@ class RebaseResult:
     written: bool = False  # the set was rewritten for the target release
     dry_run: bool = False
     history_dir: str | None = None
+    notes: tuple[str, ...] = ()  # what the user should know (a previous review directory kept aside, ...)
 
     def _with(self, *outcomes: FileOutcome) -> tuple[RebasedFile, ...]:
         return tuple(f for f in self.files if f.outcome in outcomes)
@@ -178,6 +179,7 @@ class RebaseResult:
             "written": self.written,
             "history_dir": self.history_dir,
             "dry_run": self.dry_run,
+            "notes": list(self.notes),
         }
 
     @property
@@ -239,10 +241,12 @@ def rebase_set(
     to = _version(to_version or (dist.version if dist else None), dist_name, "--to-version")
     sources = Sources.default(wheelhouse, offline)
     record = read_state(dist.site_dir)["applied"].get(ps.name) if dist else None
+    if record is not None and record.get("digest") != ps.digest:
+        record = None  # a record of another form of the set (before an earlier rebase, say): not this one
     inputs = _open_inputs(ps, dist, to, from_version, record, sources)
     review = os.path.join(os.path.dirname(ps.directory), ps.name + REVIEW_SUFFIX)
     if inputs is None:  # already written for that release (a review directory left behind is stale)
-        if not dry_run and os.path.isdir(review) and not os.path.islink(review):
+        if not dry_run and _is_review(review):
             shutil.rmtree(review, ignore_errors=True)
         return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
     inputs.moves = _find_moves(inputs)
@@ -252,7 +256,7 @@ def rebase_set(
         dist_name,
         inputs.base.version,
         to,
-        tuple(_pointed(r.file, review) for r in rebased),
+        tuple(r.file if dry_run else _pointed(r.file, review) for r in rebased),
         inputs.base.description,
         inputs.target.description,
         dry_run=dry_run,
@@ -262,13 +266,30 @@ def rebase_set(
 
 def _finish(inputs: _Inputs, review: str, rebased: Sequence[_Rebased], result: RebaseResult) -> RebaseResult:
     """Write the review directory (something is left to resolve) or the set (everything is carried)."""
+    if os.path.lexists(review) and not _is_review(review):
+        raise UsageError(
+            "exists and is not a rebase review directory (no rebase.json, or a patch set)",
+            path=review,
+            hint="move it away: rebase writes what it cannot merge there",
+        )
     if not result.complete:
-        _write_review(inputs, review, rebased)
-        return dataclasses.replace(result, review_dir=review)
+        notes = _write_review(inputs, review, rebased)
+        return dataclasses.replace(result, review_dir=review, notes=notes)
     written, history = _rewrite(inputs, rebased)
     write_point()
-    shutil.rmtree(review, ignore_errors=True)
+    if _is_review(review):
+        shutil.rmtree(review, ignore_errors=True)
     return dataclasses.replace(result, written=written, history_dir=history)
+
+
+def _is_review(path: str) -> bool:
+    """A review directory rebase wrote (not a set, not a symlink, not something else of that name)."""
+    return (
+        os.path.isdir(path)
+        and not os.path.islink(path)
+        and os.path.isfile(os.path.join(path, "rebase.json"))
+        and not os.path.lexists(os.path.join(path, "patchset.toml"))
+    )
 
 
 def _version(raw: str | None, dist_name: str, what: str) -> str:
@@ -297,7 +318,7 @@ def _open_inputs(
     """Both releases, proven, and the set applied to the base; ``None`` when the set already is for ``to``."""
     target = ps.targets[0]
     choices = _base_versions(ps, dist, from_version, record, sources, to)
-    if choices == [to]:
+    if to in choices[:1]:
         return None
     failures: list[str] = []
     for version in choices:
@@ -333,6 +354,8 @@ def _base_versions(
     recorded = record.get("distributions") if record else None
     if isinstance(recorded, dict) and dist is not None and isinstance(recorded.get(dist.name), str):
         return [recorded[dist.name]]
+    if target.admits(to):
+        return [to]  # written for a range that holds the target already: nothing to carry
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
@@ -340,8 +363,6 @@ def _base_versions(
     if len(pins) == 1 and "*" not in pins[0]:
         return [pins[0]]
     local = sorted((v for v in local_versions(target.distribution, sources) if target.admits(v)), key=Version)
-    if dist is not None and target.admits(dist.version):
-        local.append(dist.version)
     found = list(dict.fromkeys(reversed(local)))
     if not found:
         raise PatchSetError(
@@ -416,17 +437,17 @@ class _Rebased:
 def _rebase_file(inputs: _Inputs, path: str) -> _Rebased:
     mine = [fp for fp in inputs.ps.patches if fp.path == path]
     hunks = sum(max(len(fp.patched), 1) for fp in mine)
-    mode = next((fp.mode for fp in mine if fp.creates), None)
+    mode = next((fp.mode for fp in mine if fp.creates or fp.deletes), None)
     base, theirs = inputs.base.get(path), inputs.theirs[path]
     found = _locate(inputs, path, base, theirs, hunks)
     if isinstance(found, _Rebased):
         return found
     new_path, ours, score = found
+    _text_only(inputs, path, new_path, base, ours)
     kind = FileOutcome.MOVED if new_path != path else FileOutcome.CARRIED
+    upstream = RebasedFile(path, FileOutcome.UPSTREAM, new_path, hunks, similarity=score)
     if ours == theirs:
-        return _Rebased(
-            RebasedFile(path, FileOutcome.UPSTREAM, new_path, hunks, similarity=score), ours, ours
-        )
+        return _Rebased(upstream, ours, ours)
     if ours == base:
         return _Rebased(RebasedFile(path, kind, new_path, hunks, similarity=score), theirs, ours, mode)
     if theirs is None or ours is None:  # deleting a file upstream changed; creating one upstream created
@@ -436,6 +457,8 @@ def _rebase_file(inputs: _Inputs, path: str) -> _Rebased:
         return _Rebased(conflict, got.data, ours, mode)
     got = merge(ours, base or b"", theirs, inputs.labels)
     if got.conflicts == 0:
+        if got.data == ours:  # the release has the set's change, among others
+            return _Rebased(upstream, ours, ours)
         carried = RebasedFile(path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent)
         return _Rebased(carried, got.data, ours, mode)
     bad = _conflicting_hunks(inputs, mine, base or b"", ours)
@@ -445,6 +468,19 @@ def _rebase_file(inputs: _Inputs, path: str) -> _Rebased:
     return _Rebased(conflict, got.data, ours, mode)
 
 
+def _text_only(inputs: _Inputs, path: str, new_path: str, base: bytes | None, ours: bytes | None) -> None:
+    """A set carries text diffs: refuse, before anything is written, a file either release has as bytes
+    that are not UTF-8 text."""
+    for release, data in ((inputs.base, base), (inputs.target, ours)):
+        if data is not None and is_binary(data):
+            raise PatchSetError(
+                f"{new_path if release is inputs.target else path} is not UTF-8 text in "
+                f"{release.name} {release.version}: a patch set carries text diffs only",
+                path=inputs.ps.directory,
+                hint="carry this file's change by hand, or leave it out of the set",
+            )
+
+
 def _locate(
     inputs: _Inputs, path: str, base: bytes | None, theirs: bytes | None, hunks: int
 ) -> tuple[str, bytes | None, float | None] | _Rebased:
@@ -452,44 +488,40 @@ def _locate(
     outcome already known: gone upstream along with what the set deletes, or lost."""
     if path in inputs.target.entries or base is None:
         return path, inputs.target.get(path), None
-    if theirs is None:  # the set deletes a file upstream took away too
-        return _Rebased(RebasedFile(path, FileOutcome.UPSTREAM, None, hunks), None, None)
     new_path, score = inputs.moves.get(path, (None, None))
+    if new_path is None and theirs is None:  # the set deletes a file upstream took away too
+        return _Rebased(RebasedFile(path, FileOutcome.UPSTREAM, None, hunks), None, None)
     if new_path is None:
         return _Rebased(RebasedFile(path, FileOutcome.LOST, None, hunks, hunks, similarity=score), None, None)
     return new_path, inputs.target.get(new_path), score
 
 
 def _find_moves(inputs: _Inputs) -> dict[str, tuple[str | None, float | None]]:
-    """For each file of the set gone from the target release (and not deleted by the set): where it went —
-    the most similar file new in the release (or of the same name), one vanished file per new file, best
-    pairs first — or ``(None, best score)``."""
-    gone = [
-        p
-        for p in inputs.ps.paths
-        if p not in inputs.target.entries and p in inputs.base.entries and inputs.theirs.get(p) is not None
-    ]
-    scores: list[tuple[float, bool, str, str]] = []
+    """For each file of the set gone from the target release: where it went — the most similar file new
+    in the release (with the same extension), one vanished file per new file, best pairs first — or
+    ``(None, the best score seen)``."""
+    gone = [p for p in inputs.ps.paths if p not in inputs.target.entries and p in inputs.base.entries]
+    new = sorted(p for p in inputs.target.entries if p not in inputs.base.entries)
+    scores: list[tuple[float, str, str]] = []
     best: dict[str, float] = {}
     counts: dict[str, collections.Counter[bytes]] = {}  # each candidate read and counted once
     for path in gone:
         old = line_counts(inputs.base.get(path) or b"")
-        ext, name = os.path.splitext(path)[1], os.path.basename(path)
-        for p in sorted(inputs.target.entries):
-            same_name = os.path.basename(p) == name
-            if not same_name and (p in inputs.base.entries or os.path.splitext(p)[1] != ext):
+        ext = os.path.splitext(path)[1]
+        for p in new:
+            if os.path.splitext(p)[1] != ext:
                 continue
             if p not in counts:
                 counts[p] = line_counts(inputs.target.get(p) or b"")
             n, m = old.total(), counts[p].total()
-            if n + m and 2 * min(n, m) / (n + m) < best.get(path, 0.0):
-                continue  # cannot beat the best match found: the sizes alone say so
+            if not n + m or 2 * min(n, m) / (n + m) < MOVED_THRESHOLD:
+                continue  # the sizes alone say it cannot be similar enough
             score = round(similarity(old, counts[p]), 3)
             best[path] = max(best.get(path, 0.0), score)
-            scores.append((score, same_name, path, p))
+            scores.append((score, path, p))
     moves: dict[str, tuple[str | None, float | None]] = {p: (None, best.get(p)) for p in gone}
     taken: set[str] = set()
-    for score, _same, path, p in sorted(scores, reverse=True):
+    for score, path, p in sorted(scores, reverse=True):
         if score >= MOVED_THRESHOLD and moves[path][0] is None and p not in taken:
             moves[path] = (p, score)
             taken.add(p)
@@ -530,20 +562,17 @@ def _review_key(inputs: _Inputs) -> dict[str, str]:
 def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> list[_Rebased]:
     """Conflicts resolved in the review directory (no markers left) and lost files whose ``.lost.patch``
     was deleted — while it was made from this same set and these releases."""
-    try:
-        doc = json.loads(read_regular(os.path.join(review, "rebase.json"), 1 << 20))
-    except (OSError, ValueError):
-        return rebased
-    if not isinstance(doc, dict) or {k: doc.get(k) for k in _review_key(inputs)} != _review_key(inputs):
+    if _key_of(review) != _review_key(inputs):
         return rebased
     out: list[_Rebased] = []
     for r in rebased:
         f = r.file
         if f.outcome is FileOutcome.CONFLICT and f.new_path is not None:
             mine = _resolution(review, f.new_path)
-            if mine and not has_markers(mine):
+            deletes = inputs.theirs.get(f.path) is None  # the set deletes it: no file is the resolution
+            if (mine is not None and not has_markers(mine, inputs.labels)) or (mine is None and deletes):
                 r = _Rebased(
-                    dataclasses.replace(f, outcome=FileOutcome.RESOLVED, conflicting=0), mine, r.ours
+                    dataclasses.replace(f, outcome=FileOutcome.RESOLVED, conflicting=0), mine, r.ours, r.mode
                 )
         elif f.outcome is FileOutcome.LOST and not os.path.lexists(_lost_file(review, f.path)):
             r = _Rebased(dataclasses.replace(f, outcome=FileOutcome.DROPPED), None, None)
@@ -551,16 +580,16 @@ def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> 
     return out
 
 
-def _resolution(review: str, path: str) -> bytes:
-    """The review directory's file for ``path``: a regular file really inside it, else nothing (a symlink
-    out of it, a FIFO, a directory are not resolutions)."""
+def _resolution(review: str, path: str) -> bytes | None:
+    """The review directory's file for ``path``: a regular file really inside it (empty is a resolution
+    too), else ``None`` (absent; a symlink out of it, a FIFO, a directory are not resolutions)."""
     full = os.path.join(review, "files", *path.split("/"))
     if not os.path.realpath(full).startswith(os.path.join(os.path.realpath(review), "")):
-        return b""
+        return None
     try:
         return read_regular(full, 256 << 20)
     except OSError:
-        return b""
+        return None
 
 
 def _pointed(f: RebasedFile, review: str) -> RebasedFile:
@@ -576,15 +605,26 @@ def _lost_file(review: str, path: str) -> str:
     return os.path.join(review, "lost", *path.split("/")) + ".lost.patch"
 
 
-def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> None:
-    """``patches/NAME.rebase/``: conflicted (and resolved) files, lost files' diffs, a summary, the key."""
+def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> tuple[str, ...]:
+    """``patches/NAME.rebase/``: conflicted (and resolved) files, lost files' diffs, a summary, the key.
+    A review directory made from other inputs (another target, an edited set) is kept aside, not lost:
+    the notes say where."""
     parent = os.path.dirname(review)
-    staging = tempfile.mkdtemp(prefix=f".{inputs.ps.name}.rebase.tmp-", dir=parent)
+    try:
+        staging = tempfile.mkdtemp(prefix=f".{inputs.ps.name}.rebase.tmp-", dir=parent)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the review directory here ({exc.strerror or exc})",
+            path=parent,
+            hint="make the patches directory writable, or see what would happen with --dry-run",
+        ) from None
+    notes: tuple[str, ...] = ()
     try:
         for r in rebased:
             f = r.file
             if f.outcome in (FileOutcome.CONFLICT, FileOutcome.RESOLVED) and f.new_path is not None:
-                _put(os.path.join(staging, "files", *f.new_path.split("/")), r.result or b"")
+                if r.result is not None or f.outcome is FileOutcome.CONFLICT:
+                    _put(os.path.join(staging, "files", *f.new_path.split("/")), r.result or b"")
             elif f.outcome is FileOutcome.LOST:
                 text = "".join(str(fp.patched) for fp in inputs.ps.patches if fp.path == f.path)
                 _put(_lost_file(staging, f.path), text.encode("utf-8", "surrogateescape"))
@@ -592,10 +632,28 @@ def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> 
         _put(os.path.join(staging, "rebase.json"), json.dumps(doc, indent=1).encode())
         _put(os.path.join(staging, "SUMMARY.txt"), _summary(inputs, review, rebased).encode())
         write_point()
+        if _is_review(review) and _key_of(review) != _review_key(inputs):
+            previous = review + ".previous"
+            if _is_review(previous):
+                shutil.rmtree(previous)
+            if not os.path.lexists(previous):
+                os.rename(review, previous)
+                notes = (
+                    f"the review directory made for other inputs (resolutions included) is now {previous}",
+                )
         replace_dir(staging, review)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    return notes
+
+
+def _key_of(review: str) -> dict[str, object] | None:
+    try:
+        doc = json.loads(read_regular(os.path.join(review, "rebase.json"), 1 << 20))
+    except (OSError, ValueError):
+        return None
+    return {k: doc.get(k) for k in ("set", "digest", "from", "to")} if isinstance(doc, dict) else None
 
 
 def _put(path: str, data: bytes) -> None:
@@ -622,7 +680,8 @@ def _summary(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> str:
     if FileOutcome.CONFLICT in outcomes:
         lines += [
             "  conflicts: edit files/<path> here and resolve every <<<<<<< ... >>>>>>> region (the upper",
-            f"    side is {target.version}, the lower the set's change); a file without markers is resolved.",
+            f"    side is {target.version}, the lower the set's change); a file without markers is resolved",
+            "    (an empty file too). For a file the set deletes, deleting files/<path> keeps the deletion.",
         ]
     if FileOutcome.LOST in outcomes:
         lines += [
@@ -653,6 +712,10 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         return False, None
     ps, base, target = inputs.ps, inputs.base, inputs.target
     kept = f"history/{base.version}"
+    for n in range(2, 1000):  # a release the set was already carried from once (there and back again)
+        if not os.path.lexists(os.path.join(ps.directory, *kept.split("/"))):
+            break
+        kept = f"history/{base.version}-{n}"
     entry = {
         "distribution": ps.targets[0].distribution,
         "version": ps.targets[0].version,
@@ -673,7 +736,7 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
         for h in (*ps.history, entry)
     )
-    write_set(patches_dir_of(ps), ps.name, header, diffs, footer=tables, keep=_history_files(ps, kept))
+    write_set(patches_dir_of(ps), ps.name, header, diffs, footer=tables, keep=_kept_files(ps, kept))
     return True, os.path.join(ps.directory, kept)
 
 
@@ -681,16 +744,18 @@ def patches_dir_of(ps: PatchSet) -> str:
     return os.path.dirname(ps.directory)
 
 
-def _history_files(ps: PatchSet, kept: str) -> dict[str, bytes]:
-    """The old set's toml and diffs under ``kept``, and every file of its own history directory."""
+def _kept_files(ps: PatchSet, kept: str) -> dict[str, bytes]:
+    """What the rewritten set directory keeps: the old set's toml and diffs under ``kept``, and every other
+    file of the directory as it is (its history, a README, notes; symlinks are not followed)."""
     out: dict[str, bytes] = {}
     for fname in ("patchset.toml", *ps.files):
         out[f"{kept}/{fname}"] = read_regular(os.path.join(ps.directory, fname), 64 << 20)
-    root = os.path.join(ps.directory, "history")
-    for dirpath, _dirs, names in os.walk(root):
+    replaced = {"patchset.toml", *ps.files}
+    for dirpath, dirs, names in os.walk(ps.directory):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
         for n in names:
             full = os.path.join(dirpath, n)
             rel = os.path.relpath(full, ps.directory).replace(os.sep, "/")
-            if rel not in out and not os.path.islink(full):
+            if rel not in replaced and rel not in out and not os.path.islink(full):
                 out[rel] = read_regular(full, 64 << 20)
     return out
