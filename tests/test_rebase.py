@@ -11,7 +11,7 @@ import csv
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -511,7 +511,9 @@ def test_a_range_that_admits_the_release_needs_no_rebase(
     assert tree(patches) == before
 
 
-def _two_releases(tmp_path: Path, old: dict[str, bytes], new: dict[str, bytes]) -> tuple[Env, Path]:
+def _two_releases(
+    tmp_path: Path, old: Mapping[str, bytes | str], new: Mapping[str, bytes | str]
+) -> tuple[Env, Path]:
     house = tmp_path / "house"
     build_wheel(house, "pkg", "1.0", old)
     env = installed(tmp_path, build_wheel(tmp_path / "w11", "pkg", "1.1", new), "venv11")
@@ -591,3 +593,22 @@ def test_markers_in_content_and_empty_resolutions(tmp_path: Path) -> None:
     code, out, err = _rebase_pkg(env, patches, house, "x")
     assert code == 0 and "resolved" in out, out + err
     assert "+X = 13" in "".join(p.read_text() for p in (patches / "x").glob("0*.patch"))
+
+
+def test_revert_after_a_rebase_reverts_the_form_that_is_applied(
+    tmp_path: Path, env: Env, minillm_wheel: Path, patches: Path
+) -> None:
+    """Rebased ahead of the upgrade (--to-version) while applied on 0.4.0: `revert` still takes the applied
+    form back out, from the set's history, and the file is verified pristine."""
+    site = ("--patches", str(patches), "--site-packages", str(env.site))
+    assert cli("apply", "--set", SET, *site)[0] == 0
+    house = tmp_path / "house"
+    shutil.copytree(minillm_wheel.parent, house)
+    release(house, "0.5.0", around_the_hunks)
+    code, out, err = rebase(env, patches, house, "--to-version", "0.5.0")
+    assert code == 0, out + err
+    assert load_set(str(patches / SET)).targets[0].version == "==0.5.0"
+    code, out, err = cli("revert", "--set", SET, *site)
+    assert code == 0, out + err
+    assert "verified pristine" in out
+    assert (env.site / CUDA).read_bytes() == minillm_files()[CUDA]

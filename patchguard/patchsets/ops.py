@@ -18,7 +18,7 @@ from ..integrity.records import InstalledDistribution, matches
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, environment_lock
 from .installed import SetEnvironment, check_paths, owned_paths, reader
-from .model import FilePatch, PatchSet, PatchSetError, find_set
+from .model import FilePatch, PatchSet, PatchSetError, find_set, load_set, safe_relpath
 from .planner import FilePlan, HunkFailure, PlanFailed, Reader, plan_patches
 
 __all__ = ["FileVerdict", "SetAction", "SetOutcome", "Verdict", "apply_set", "revert_set"]
@@ -151,6 +151,8 @@ def _move(
 ) -> SetOutcome:
     ps = find_set(name, patches)
     env = SetEnvironment.open(site_packages, python)
+    if reverse:
+        ps = _applied_form(ps, env)
     dists = env.installed(ps, force_version)
     site = dists[0].site_dir
     check_paths(ps, site)
@@ -160,6 +162,20 @@ def _move(
     with environment_lock(site, allowed=env.target.roots) as recovered:
         env.recovered += recovered
         return _plan_move(ps, reverse, env, dists, site, dry_run=False)
+
+
+def _applied_form(ps: PatchSet, env: SetEnvironment) -> PatchSet:
+    """The form of the set that is applied here: after a ``rebase`` carried it to another release, the
+    state record names the previous form by digest, and the set keeps it in its history: revert that."""
+    for site in env.target.site_packages:
+        record = read_state(site)["applied"].get(ps.name)
+        if record is None or record.get("digest") == ps.digest:
+            continue
+        for h in ps.history:
+            kept = h.get("kept", "")
+            if h.get("digest") == record.get("digest") and kept and not safe_relpath(kept):
+                return load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
+    return ps
 
 
 def _plan_move(
