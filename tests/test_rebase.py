@@ -438,15 +438,48 @@ def test_changes_that_only_touch_are_merged_line_by_line_and_said(
     assert (new.site / CUDA).read_text() == expected
 
 
+B = b"alpha = 1\nbeta = 2\ngamma = 3\ndelta = 4\n"
+
+
 @pytest.mark.parametrize(
     ("ours", "theirs", "merged"),
     [
-        (b"a\nB\nc\nd\n", b"a\nb\nX\nc\nd\n", b"a\nB\nX\nc\nd\n"),  # upstream edits b, set inserts after it
-        (b"a\nb\nC\nd\n", b"a\nb\nX\nc\nd\n", b"a\nb\nX\nC\nd\n"),  # upstream edits c, set inserts before
-        (b"a\nB\nc\nd\n", b"a\nb\nc\nD\n", b"a\nB\nc\nD\n"),  # apart: git merges it itself
-        (b"a\nb\nY\nc\nd\n", b"a\nb\nX\nc\nd\n", None),  # both insert at one place
-        (b"a\nB\nc\nd\n", b"a\nb2\nc\nd\n", None),  # both edit b
-        (b"a\nBC\nd\n", b"a\nb\nX\nc\nd\n", None),  # upstream rewrites b-c, the set inserts inside
+        # upstream edits beta, the set inserts a statement after it (it belongs to beta: still there)
+        (
+            B.replace(b"2", b"20"),
+            B.replace(b"2\n", b"2\nx = 0\n"),
+            b"alpha = 1\nbeta = 20\nx = 0\ngamma = 3\ndelta = 4\n",
+        ),
+        # upstream edits gamma, the set inserts a statement before it (it belongs to beta, unchanged)
+        (
+            B.replace(b"3", b"30"),
+            B.replace(b"2\n", b"2\nx = 0\n"),
+            b"alpha = 1\nbeta = 2\nx = 0\ngamma = 30\ndelta = 4\n",
+        ),
+        # a decorator before gamma, which upstream edited: it goes with gamma's new version
+        (
+            B.replace(b"3", b"30"),
+            B.replace(b"gamma", b"@cache\ngamma"),
+            b"alpha = 1\nbeta = 2\n@cache\ngamma = 30\ndelta = 4\n",
+        ),
+        (
+            B.replace(b"2", b"20"),
+            B.replace(b"4", b"40"),
+            b"alpha = 1\nbeta = 20\ngamma = 3\ndelta = 40\n",
+        ),  # apart
+        (
+            B.replace(b"2\n", b"2\ny = 1\n"),
+            B.replace(b"2\n", b"2\nx = 0\n"),
+            None,
+        ),  # both insert at one place
+        (B.replace(b"2", b"20"), B.replace(b"2", b"22"), None),  # both edit beta
+        (B.replace(b"beta = 2\ngamma = 3\n", b"bc = 5\n"), B.replace(b"2\n", b"2\nx = 0\n"), None),  # inside
+        (
+            B.replace(b"gamma = 3\n", b""),
+            B.replace(b"gamma", b"@cache\ngamma"),
+            None,
+        ),  # decorating deleted code
+        (B.replace(b"beta = 2\n", b""), B.replace(b"2\n", b"2\nx = 0\n"), None),  # after deleted code
     ],
 )
 def test_touching_versus_overlapping(
@@ -454,7 +487,7 @@ def test_touching_versus_overlapping(
 ) -> None:
     from patchguard.patchsets.merge import merge
 
-    base = b"a\nb\nc\nd\n"
+    base = B
     got = merge(ours, base, theirs, ("new", "old", "set"))
     if merged is None:
         assert got.conflicts == 1 and got.adjacent == 0 and b"<<<<<<< new" in got.data

@@ -162,26 +162,43 @@ def _edits(base: list[bytes], side: list[bytes]) -> list[Edit]:
     return [(i1, i2, side[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
 
 
-def _alike(old: list[bytes], new: list[bytes]) -> bool:
-    """A like-for-like edit: as many lines, each a modified version of the one it replaces."""
-    return len(old) == len(new) and all(
-        difflib.SequenceMatcher(None, o, n, autojunk=False).ratio() >= 0.5
-        for o, n in zip(old, new, strict=True)
-    )
+def _like(old: bytes, new: bytes) -> bool:
+    """``new`` is a modified version of ``old``: half alike, or both still open a block (``def …:``
+    reformatted over several lines ends in ``):``)."""
+    o, n = old.strip(), new.strip()
+    if o.endswith(b":") and n.endswith(b":"):
+        return True
+    return difflib.SequenceMatcher(None, o, n, autojunk=False).ratio() >= 0.5
+
+
+def _forward(lines: list[bytes]) -> bool:
+    """Inserted lines that belong to what follows them (a decorator, a comment), not to what precedes."""
+    last = next((line.strip() for line in reversed(lines) if line.strip()), b"")
+    return last.startswith((b"@", b"#"))
 
 
 def _clash(a: Edit, b: Edit, base: list[bytes]) -> bool:
-    """Whether two edits of the base, one per side, cannot both be applied with certainty."""
+    """Whether two edits of the base, one per side, cannot both be applied with certainty.
+
+    An insertion at the edge of the other side's range is safe when the line it belongs to is still there:
+    the unchanged line on its other side, or — when it belongs to the edited edge (a statement after a
+    re-annotated ``def``, a decorator before one) — that line's modified version at the same edge. Next to
+    a deleted or rewritten block, what it belongs to is gone: a conflict."""
     if a[0] == a[1] and b[0] == b[1]:
         return a[0] == b[0]  # two insertions at one place: which first?
     if b[0] == b[1]:
         a, b = b, a
-    (a1, a2, _), (b1, b2, new) = a, b
-    if a1 == a2:  # an insertion against a range
-        if b1 < a1 < b2:
-            return True
-        return a1 in (b1, b2) and not _alike(base[b1:b2], new)
-    return a1 < b2 and b1 < a2
+    (a1, a2, inserted), (b1, b2, new) = a, b
+    if a1 != a2:
+        return a1 < b2 and b1 < a2
+    if b1 < a1 < b2:
+        return True
+    forward = _forward(inserted)
+    if a1 == b1 and forward:  # before the range, belonging to its first line
+        return not (new and _like(base[b1], new[0]))
+    if a1 == b2 and not forward:  # after the range, belonging to its last line
+        return not (new and _like(base[b2 - 1], new[-1]))
+    return False
 
 
 def _combine(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[bytes] | None:

@@ -736,12 +736,10 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
         for h in (*ps.history, entry)
     )
-    write_set(patches_dir_of(ps), ps.name, header, diffs, footer=tables, keep=_kept_files(ps, kept))
+    write_set(
+        os.path.dirname(ps.directory), ps.name, header, diffs, footer=tables, keep=_kept_files(ps, kept)
+    )
     return True, os.path.join(ps.directory, kept)
-
-
-def patches_dir_of(ps: PatchSet) -> str:
-    return os.path.dirname(ps.directory)
 
 
 def _kept_files(ps: PatchSet, kept: str) -> dict[str, bytes]:
