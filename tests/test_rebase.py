@@ -480,6 +480,14 @@ B = b"alpha = 1\nbeta = 2\ngamma = 3\ndelta = 4\n"
             None,
         ),  # decorating deleted code
         (B.replace(b"beta = 2\n", b""), B.replace(b"2\n", b"2\nx = 0\n"), None),  # after deleted code
+        # upstream puts another statement in beta's place: what follows beta no longer follows it
+        (B.replace(b"beta = 2", b"omega = 9"), B.replace(b"2\n", b"2\nx = 0\n"), None),
+        # upstream inserts next to the set's insertion point's neighbour
+        (
+            B.replace(b"2\n", b"2\nsys = 1\n").replace(b"3", b"30"),
+            B.replace(b"gamma", b"@cache\ngamma"),
+            None,
+        ),
     ],
 )
 def test_touching_versus_overlapping(
@@ -645,3 +653,41 @@ def test_revert_after_a_rebase_reverts_the_form_that_is_applied(
     assert code == 0, out + err
     assert "verified pristine" in out
     assert (env.site / CUDA).read_bytes() == minillm_files()[CUDA]
+
+
+def test_repeated_lines_are_never_merged_line_by_line() -> None:
+    """Two identical lines: which one an edit is about cannot be told; git's conflict stands."""
+    from patchguard.patchsets.merge import merge
+
+    base = b"x = 1\nx = 1\ny = 2\n"
+    got = merge(b"x = 1\nx = 10\ny = 2\n", base, b"x = 1\ny = 2\n", ("new", "old", "set"))
+    assert got.adjacent == 0 and (
+        got.conflicts == 1 or got.data.count(b"x = 1") + got.data.count(b"x = 10") == 1
+    )
+
+
+def test_what_the_set_directory_holds_is_kept_or_refused(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    """A README and an executable script are kept (with their mode); a symlink cannot be carried
+    faithfully: refused before anything is written."""
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", around_the_hunks))
+    (patches / SET / "regen.sh").write_text("#!/bin/sh\n")
+    (patches / SET / "regen.sh").chmod(0o755)
+    (patches / SET / "link").symlink_to("/etc/hostname")
+    before = tree(patches)
+    code, _out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 2 and "link: not a regular file" in err
+    assert tree(patches) == before
+    (patches / SET / "link").unlink()
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 0
+    assert (patches / SET / "regen.sh").stat().st_mode & 0o777 == 0o755
+
+
+def test_resolving_under_way_survives_a_rerun(tmp_path: Path, minillm_wheel: Path, patches: Path) -> None:
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", on_the_hunk))
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
+    review = patches / f"{SET}.rebase" / "files" / CUDA
+    review.write_text(review.read_text() + "# half done\n")
+    assert rebase(new, patches, minillm_wheel.parent)[0] == 1
+    assert review.read_text().endswith("# half done\n")

@@ -141,11 +141,11 @@ def write_set(
     diffs: Sequence[FileDiff],
     *,
     footer: str = "",
-    keep: Mapping[str, bytes] | None = None,
+    keep: Mapping[str, tuple[bytes, int]] | None = None,
 ) -> None:
     """Write ``root/name`` — ``header`` + ``files = [...]`` + ``footer`` as its toml, one diff file per
-    file, and ``keep`` (relative path → bytes) — into a staging directory, validate it, then rename it into
-    place: complete or absent."""
+    file, and ``keep`` (relative path → (bytes, mode)) — into a staging directory, validate it, then rename
+    it into place: complete or absent."""
     final = os.path.join(root, name)
     try:
         os.makedirs(root, exist_ok=True)
@@ -157,13 +157,16 @@ def write_set(
     assert staging is not None
     files: list[str] = []
     try:
-        for rel, data in (keep or {}).items():  # first: a diff of the same name wins
+        for rel, (data, mode) in (keep or {}).items():
             path = os.path.join(staging, *rel.split("/"))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
                 f.write(data)
+            os.chmod(path, mode)
         for i, d in enumerate(diffs, start=1):
             fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}.patch"
+            if keep and fname in keep:  # a file of that name is kept: the diff takes another
+                fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}-{len(diffs)}.patch"
             with open(
                 os.path.join(staging, fname), "w", encoding="utf-8", errors="surrogateescape", newline=""
             ) as f:

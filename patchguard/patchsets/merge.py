@@ -9,12 +9,12 @@ start with (``--marker-size``), so content is never taken for a marker.
 
 git's merge also conflicts where the two sides' changes only *touch* (a line the set inserts right below a
 ``def`` line upstream re-annotated): neither side's own lines were changed by the other. Such a region is
-merged line by line here — each side's edits of the base, applied together when none clash — and counted in
-``Merged.adjacent``, so it is said, never silent. Edits clash when they share a base line, when both insert
-at one place, and when one inserts at the edge of the other's range unless that range is a like-for-like
-modification (as many lines, each a modified version of its own): next to a deleted or rewritten block, what
-an inserted line (a decorator, a guard) belongs to is unknown. Everywhere else the result is git's output,
-byte for byte.
+merged line by line here only when that is certain — upstream modified lines in place (the same statement:
+same indentation and first two tokens, half alike), the set inserted lines or modified other lines in place,
+and no line of the region's base repeats — so every base line is still there and every inserted line sits
+between the same two lines as before. Anything else (a deletion, a reorder, a rewrite, an upstream insertion)
+stays git's conflict. Merged regions are counted in ``Merged.adjacent``: said, never silent. Everywhere else
+the result is git's output, byte for byte.
 """
 
 from __future__ import annotations
@@ -162,54 +162,52 @@ def _edits(base: list[bytes], side: list[bytes]) -> list[Edit]:
     return [(i1, i2, side[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
 
 
-def _like(old: bytes, new: bytes) -> bool:
-    """``new`` is a modified version of ``old``: half alike, or both still open a block (``def …:``
-    reformatted over several lines ends in ``):``)."""
-    o, n = old.strip(), new.strip()
-    if o.endswith(b":") and n.endswith(b":"):
-        return True
-    return difflib.SequenceMatcher(None, o, n, autojunk=False).ratio() >= 0.5
+_KEY = re.compile(rb"\s*(\w+|\S)\s*(\w+|\S)?")
 
 
-def _forward(lines: list[bytes]) -> bool:
-    """Inserted lines that belong to what follows them (a decorator, a comment), not to what precedes."""
-    last = next((line.strip() for line in reversed(lines) if line.strip()), b"")
-    return last.startswith((b"@", b"#"))
+def _same_line(old: bytes, new: bytes) -> bool:
+    """``new`` is ``old`` modified in place: the same indentation and first two tokens (``def f``,
+    ``x =``, ``return x``), and at least half alike — a ``def`` re-annotated, a value changed; not another
+    statement put in its place."""
+    ko, kn = _KEY.match(old), _KEY.match(new)
+    if ko is None or kn is None or old[: len(old) - len(old.lstrip())] != new[: len(new) - len(new.lstrip())]:
+        return False
+    if ko.groups() != kn.groups():
+        return False
+    return difflib.SequenceMatcher(None, old.strip(), new.strip(), autojunk=False).ratio() >= 0.5
 
 
-def _clash(a: Edit, b: Edit, base: list[bytes]) -> bool:
-    """Whether two edits of the base, one per side, cannot both be applied with certainty.
-
-    An insertion at the edge of the other side's range is safe when the line it belongs to is still there:
-    the unchanged line on its other side, or — when it belongs to the edited edge (a statement after a
-    re-annotated ``def``, a decorator before one) — that line's modified version at the same edge. Next to
-    a deleted or rewritten block, what it belongs to is gone: a conflict."""
-    if a[0] == a[1] and b[0] == b[1]:
-        return a[0] == b[0]  # two insertions at one place: which first?
-    if b[0] == b[1]:
-        a, b = b, a
-    (a1, a2, inserted), (b1, b2, new) = a, b
-    if a1 != a2:
-        return a1 < b2 and b1 < a2
-    if b1 < a1 < b2:
-        return True
-    forward = _forward(inserted)
-    if a1 == b1 and forward:  # before the range, belonging to its first line
-        return not (new and _like(base[b1], new[0]))
-    if a1 == b2 and not forward:  # after the range, belonging to its last line
-        return not (new and _like(base[b2 - 1], new[-1]))
-    return False
+def _in_place(edits: list[Edit], base: list[bytes], inserts: bool) -> bool:
+    """Every edit keeps every base line where it is: line-for-line modifications of the same statements
+    (and, when ``inserts``, pure insertions) — nothing deleted, reordered or put in another's place."""
+    for i1, i2, lines in edits:
+        if i1 == i2:
+            if not inserts:
+                return False
+        elif i2 - i1 != len(lines) or not all(
+            _same_line(o, n) for o, n in zip(base[i1:i2], lines, strict=True)
+        ):
+            return False
+    return True
 
 
 def _combine(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[bytes] | None:
-    """Both sides' edits of ``base`` applied together, or ``None`` when two of them clash."""
-    mine, other = _edits(base, ours), _edits(base, theirs)
-    edits = mine + [e for e in other if e not in mine]  # the same edit on both sides counts once
-    if any(_clash(a, b, base) for a in mine for b in other if a != b):
+    """Both sides' edits of ``base`` applied together, or ``None`` (git's conflict stands) unless this is
+    certain: upstream only modified lines in place, the set only inserted lines or modified other lines in
+    place, and no base line of the region repeats (so which line an edit is about cannot be mistaken). Then
+    every base line is still there, and every inserted line sits between the same two lines as before."""
+    keys = [line.strip() for line in base]
+    if len(set(keys)) != len(keys):
         return None
+    upstream, mine = _edits(base, ours), _edits(base, theirs)
+    if not (_in_place(upstream, base, inserts=False) and _in_place(mine, base, inserts=True)):
+        return None
+    touched = {i for i1, i2, _ in upstream for i in range(i1, i2)}
+    if any(i in touched for i1, i2, _ in mine for i in range(i1, i2)):
+        return None  # both modified one line
     out: list[bytes] = []
     at = 0
-    for i1, i2, lines in sorted(edits, key=lambda e: (e[0], e[1] != e[0])):  # an insertion before a range
+    for i1, i2, lines in sorted(upstream + mine, key=lambda e: (e[0], e[1] != e[0])):
         out += base[at:i1] + lines
         at = max(at, i2)
     return out + base[at:]

@@ -174,7 +174,9 @@ def _applied_form(ps: PatchSet, env: SetEnvironment) -> PatchSet:
         for h in ps.history:
             kept = h.get("kept", "")
             if h.get("digest") == record.get("digest") and kept and not safe_relpath(kept):
-                return load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
+                form = load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
+                if form.digest == record.get("digest"):  # the very form that was applied, unedited
+                    return form
     return ps
 
 

@@ -26,6 +26,7 @@ import enum
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -245,10 +246,9 @@ def rebase_set(
         record = None  # a record of another form of the set (before an earlier rebase, say): not this one
     inputs = _open_inputs(ps, dist, to, from_version, record, sources)
     review = os.path.join(os.path.dirname(ps.directory), ps.name + REVIEW_SUFFIX)
-    if inputs is None:  # already written for that release (a review directory left behind is stale)
-        if not dry_run and _is_review(review):
-            shutil.rmtree(review, ignore_errors=True)
-        return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run)
+    if inputs is None:  # already written for that release: a review directory left behind is kept aside
+        notes = () if dry_run else _set_aside(review)
+        return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run, notes=notes)
     inputs.moves = _find_moves(inputs)
     rebased = _take_resolutions(inputs, review, [_rebase_file(inputs, path) for path in ps.paths])
     result = RebaseResult(
@@ -273,13 +273,33 @@ def _finish(inputs: _Inputs, review: str, rebased: Sequence[_Rebased], result: R
             hint="move it away: rebase writes what it cannot merge there",
         )
     if not result.complete:
-        notes = _write_review(inputs, review, rebased)
-        return dataclasses.replace(result, review_dir=review, notes=notes)
+        return dataclasses.replace(result, review_dir=review, notes=_write_review(inputs, review, rebased))
     written, history = _rewrite(inputs, rebased)
     write_point()
-    if _is_review(review):
-        shutil.rmtree(review, ignore_errors=True)
-    return dataclasses.replace(result, written=written, history_dir=history)
+    notes: tuple[str, ...] = ()
+    if _key_of(review) == _review_key(inputs):
+        shutil.rmtree(review, ignore_errors=True)  # its resolutions are in the set now
+    else:
+        notes = _set_aside(review)
+    return dataclasses.replace(result, written=written, history_dir=history, notes=notes)
+
+
+def _set_aside(review: str) -> tuple[str, ...]:
+    """Keep a review directory made for other inputs as ``NAME.rebase.previous`` (one is kept): the
+    resolutions in it are never deleted unseen."""
+    if not _is_review(review):
+        return ()
+    previous = review + ".previous"
+    if os.path.lexists(previous) and not _is_review(previous):
+        raise UsageError(
+            "exists and is not a rebase review directory",
+            path=previous,
+            hint=f"move it away: rebase keeps {os.path.basename(review)} there",
+        )
+    if os.path.lexists(previous):
+        shutil.rmtree(previous)
+    os.rename(review, previous)
+    return (f"the review directory made for other inputs (resolutions included) is now {previous}",)
 
 
 def _is_review(path: str) -> bool:
@@ -563,7 +583,9 @@ def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> 
     """Conflicts resolved in the review directory (no markers left) and lost files whose ``.lost.patch``
     was deleted — while it was made from this same set and these releases."""
     if _key_of(review) != _review_key(inputs):
-        return rebased
+        review += ".previous"  # back to the inputs of the review directory set aside before
+        if _key_of(review) != _review_key(inputs):
+            return rebased
     out: list[_Rebased] = []
     for r in rebased:
         f = r.file
@@ -574,6 +596,8 @@ def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> 
                 r = _Rebased(
                     dataclasses.replace(f, outcome=FileOutcome.RESOLVED, conflicting=0), mine, r.ours, r.mode
                 )
+            elif mine is not None:  # resolving under way: the next review directory keeps the edits
+                r = _Rebased(f, mine, r.ours, r.mode)
         elif f.outcome is FileOutcome.LOST and not os.path.lexists(_lost_file(review, f.path)):
             r = _Rebased(dataclasses.replace(f, outcome=FileOutcome.DROPPED), None, None)
         out.append(r)
@@ -632,15 +656,8 @@ def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> 
         _put(os.path.join(staging, "rebase.json"), json.dumps(doc, indent=1).encode())
         _put(os.path.join(staging, "SUMMARY.txt"), _summary(inputs, review, rebased).encode())
         write_point()
-        if _is_review(review) and _key_of(review) != _review_key(inputs):
-            previous = review + ".previous"
-            if _is_review(previous):
-                shutil.rmtree(previous)
-            if not os.path.lexists(previous):
-                os.rename(review, previous)
-                notes = (
-                    f"the review directory made for other inputs (resolutions included) is now {previous}",
-                )
+        if _key_of(review) != _review_key(inputs):
+            notes = _set_aside(review)
         replace_dir(staging, review)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -742,18 +759,51 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
     return True, os.path.join(ps.directory, kept)
 
 
-def _kept_files(ps: PatchSet, kept: str) -> dict[str, bytes]:
-    """What the rewritten set directory keeps: the old set's toml and diffs under ``kept``, and every other
-    file of the directory as it is (its history, a README, notes; symlinks are not followed)."""
-    out: dict[str, bytes] = {}
+KEPT_LIMIT = 64 << 20
+
+
+def _kept_files(ps: PatchSet, kept: str) -> dict[str, tuple[bytes, int]]:
+    """What the rewritten set directory keeps, with each file's mode: the old set's toml and diffs under
+    ``kept``, and every other file of the directory as it is (its history, a README, notes). What cannot be
+    carried faithfully — a symlink, a FIFO, a file over 64 MiB, a directory that cannot be read — is refused
+    before anything is written."""
+    out: dict[str, tuple[bytes, int]] = {}
     for fname in ("patchset.toml", *ps.files):
-        out[f"{kept}/{fname}"] = read_regular(os.path.join(ps.directory, fname), 64 << 20)
+        out[f"{kept}/{fname}"] = _kept(os.path.join(ps.directory, fname))
     replaced = {"patchset.toml", *ps.files}
-    for dirpath, dirs, names in os.walk(ps.directory):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
-        for n in names:
+    problems: list[str] = []
+    history = os.path.join(ps.directory, "history")
+    if os.path.lexists(history) and (os.path.islink(history) or not os.path.isdir(history)):
+        problems.append("history: not a directory (rebase keeps earlier forms of the set there)")
+
+    def unreadable(exc: OSError) -> None:
+        problems.append(f"{exc.filename}: cannot be read ({exc.strerror})")
+
+    for dirpath, dirs, names in os.walk(ps.directory, onerror=unreadable):
+        for n in [*dirs, *names]:
             full = os.path.join(dirpath, n)
             rel = os.path.relpath(full, ps.directory).replace(os.sep, "/")
-            if rel not in replaced and rel not in out and not os.path.islink(full):
-                out[rel] = read_regular(full, 64 << 20)
+            st = os.lstat(full)
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                problems.append(f"{rel}: not a regular file")
+            elif st.st_size > KEPT_LIMIT:
+                problems.append(f"{rel}: larger than {KEPT_LIMIT >> 20} MiB")
+            elif rel not in replaced and rel not in out:
+                out[rel] = _kept(full)
+    if problems:
+        raise PatchSetError(
+            "cannot rewrite the set: its directory holds what rebase cannot carry over\n  "
+            + "\n  ".join(problems),
+            path=ps.directory,
+            hint="move those out of the set directory, then run rebase again (nothing was written)",
+        )
     return out
+
+
+def _kept(path: str) -> tuple[bytes, int]:
+    data = read_regular(path, KEPT_LIMIT + 1)
+    if len(data) > KEPT_LIMIT:
+        raise PatchSetError(f"larger than {KEPT_LIMIT >> 20} MiB", path=path)
+    return data, stat.S_IMODE(os.stat(path).st_mode)
