@@ -480,6 +480,12 @@ B = b"alpha = 1\nbeta = 2\ngamma = 3\ndelta = 4\n"
             None,
         ),  # decorating deleted code
         (B.replace(b"beta = 2\n", b""), B.replace(b"2\n", b"2\nx = 0\n"), None),  # after deleted code
+        # a header reformatted over several lines: the set's first statement still follows it
+        (
+            b"def f(\n    a,\n    b,\n):\n    return a\n",
+            b"def f(a, b):\n    check(a)\n    return a\n",
+            b"def f(\n    a,\n    b,\n):\n    check(a)\n    return a\n",
+        ),
         # upstream puts another statement in beta's place: what follows beta no longer follows it
         (B.replace(b"beta = 2", b"omega = 9"), B.replace(b"2\n", b"2\nx = 0\n"), None),
         # upstream inserts next to the set's insertion point's neighbour
@@ -495,7 +501,7 @@ def test_touching_versus_overlapping(
 ) -> None:
     from patchguard.patchsets.merge import merge
 
-    base = B
+    base = B if ours.startswith(b"alpha") else b"def f(a, b):\n    return a\n"
     got = merge(ours, base, theirs, ("new", "old", "set"))
     if merged is None:
         assert got.conflicts == 1 and got.adjacent == 0 and b"<<<<<<< new" in got.data

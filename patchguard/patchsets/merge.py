@@ -10,11 +10,11 @@ start with (``--marker-size``), so content is never taken for a marker.
 git's merge also conflicts where the two sides' changes only *touch* (a line the set inserts right below a
 ``def`` line upstream re-annotated): neither side's own lines were changed by the other. Such a region is
 merged line by line here only when that is certain — upstream modified lines in place (the same statement:
-same indentation and first two tokens, half alike), the set inserted lines or modified other lines in place,
-and no line of the region's base repeats — so every base line is still there and every inserted line sits
-between the same two lines as before. Anything else (a deletion, a reorder, a rewrite, an upstream insertion)
-stays git's conflict. Merged regions are counted in ``Merged.adjacent``: said, never silent. Everywhere else
-the result is git's output, byte for byte.
+same indentation and first two tokens, half alike; a block header may be reformatted over several lines),
+the set inserted lines or modified other lines in place, and no line of the region's base repeats — so every
+base line is still there and every inserted line sits between the same two lines as before. Anything else (a
+deletion, a reorder, a rewrite, an upstream insertion) stays git's conflict. Merged regions are counted in
+``Merged.adjacent``: said, never silent. Everywhere else the result is git's output, byte for byte.
 """
 
 from __future__ import annotations
@@ -177,13 +177,25 @@ def _same_line(old: bytes, new: bytes) -> bool:
     return difflib.SequenceMatcher(None, old.strip(), new.strip(), autojunk=False).ratio() >= 0.5
 
 
+def _reformatted_header(old: bytes, new: list[bytes]) -> bool:
+    """One block header (``def f(a, b):``) written over several lines (``def f(`` … ``):``), still the same
+    statement: what follows it is still its body, what precedes it still before it."""
+    if len(new) < 2 or not old.rstrip().endswith(b":") or not new[-1].rstrip().endswith(b":"):
+        return False
+    indent = new[0][: len(new[0]) - len(new[0].lstrip())]
+    return _same_line(old, indent + b" ".join(line.strip() for line in new) + b"\n")
+
+
 def _in_place(edits: list[Edit], base: list[bytes], inserts: bool) -> bool:
-    """Every edit keeps every base line where it is: line-for-line modifications of the same statements
-    (and, when ``inserts``, pure insertions) — nothing deleted, reordered or put in another's place."""
+    """Every edit keeps every base line where it is: line-for-line modifications of the same statements, a
+    block header reformatted over several lines (and, when ``inserts``, pure insertions) — nothing deleted,
+    reordered or put in another's place."""
     for i1, i2, lines in edits:
         if i1 == i2:
             if not inserts:
                 return False
+        elif i2 - i1 == 1 and _reformatted_header(base[i1], lines):
+            continue
         elif i2 - i1 != len(lines) or not all(
             _same_line(o, n) for o, n in zip(base[i1:i2], lines, strict=True)
         ):
