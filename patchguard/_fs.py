@@ -18,6 +18,7 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -235,6 +236,42 @@ def is_racy(mtime: int, ctime: int, observed_at_ns: int) -> bool:
 def settled_before(observed_at_ns: int) -> int:
     """A time before which no mtime or ctime is racy (a quick first test before :func:`is_racy`)."""
     return observed_at_ns - _COARSE_WINDOW_NS
+
+
+@contextlib.contextmanager
+def staged_dir(final: str, what: str, hint: str) -> Iterator[str]:
+    """A new hidden directory beside ``final`` to build its next version in. When the block ends it takes
+    ``final``'s place in one step (:func:`replace_dir`); when the block raises it is removed and ``final``
+    is untouched. One that cannot be made is a usage error: ``cannot write {what} here``, with ``hint``."""
+    import shutil
+    import tempfile  # here, not at the top: a cold scan never needs it
+
+    from .errors import UsageError
+
+    parent = os.path.dirname(final)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.tmp-", dir=parent)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {what} here ({exc.strerror or exc})", path=parent, hint=hint
+        ) from None
+    try:
+        yield staging
+        replace_dir(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def put_file(path: str, data: bytes, mode: int | None = None) -> None:
+    """Write a new file (its directories made) inside a directory being staged; ``mode``: its permission
+    bits (default: the umask's)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    if mode is not None:
+        os.chmod(path, mode)
 
 
 def replace_dir(staging: str, final: str) -> None:

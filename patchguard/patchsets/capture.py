@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 
-from .._fs import replace_dir
+from .._fs import put_file, staged_dir
 from ..diffs import FileDiff
 from ..env import resolve_target
 from ..errors import PatchguardError, UsageError
@@ -17,7 +15,7 @@ from ..pristine.explain import diff
 from ..txn import write_point
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 
-__all__ = ["capture_set", "write_set"]
+__all__ = ["capture_set", "set_header", "write_set"]
 
 
 def capture_set(
@@ -49,11 +47,7 @@ def capture_set(
     spec = version or f"=={dist.version}"
     if not force:
         _refuse_a_copy(root, name, diffs)
-    header = (
-        f"name = {json.dumps(name)}\n"
-        f"description = {json.dumps(description or f'captured from {dist.name} {dist.version}')}\n"
-        f"targets = [{{distribution = {json.dumps(dist.name)}, version = {json.dumps(spec)}}}]\n"
-    )
+    header = set_header(name, description or f"captured from {dist.name} {dist.version}", dist.name, spec)
     write_set(root, name, header, diffs)
     return load_set(final)
 
@@ -134,6 +128,15 @@ def _refuse_a_copy(root: str, name: str, diffs: Sequence[FileDiff]) -> None:
             )
 
 
+def set_header(name: str, description: str, distribution: str, version: str) -> str:
+    """The head of a ``patchset.toml``: name, description and its one target (``files`` follows)."""
+    return (
+        f"name = {json.dumps(name)}\n"
+        f"description = {json.dumps(description)}\n"
+        f"targets = [{{distribution = {json.dumps(distribution)}, version = {json.dumps(version)}}}]\n"
+    )
+
+
 def write_set(
     root: str,
     name: str,
@@ -144,41 +147,20 @@ def write_set(
     keep: Mapping[str, tuple[bytes, int]] | None = None,
 ) -> None:
     """Write ``root/name`` — ``header`` + ``files = [...]`` + ``footer`` as its toml, one diff file per
-    file, and ``keep`` (relative path → (bytes, mode)) — into a staging directory, validate it, then rename
-    it into place: complete or absent."""
-    final = os.path.join(root, name)
-    try:
-        os.makedirs(root, exist_ok=True)
-        staging: str | None = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write patch sets here ({exc.strerror or exc})", path=root, hint="pass --patches DIR"
-        ) from None
-    assert staging is not None
+    file, and ``keep`` (relative path → (bytes, mode)) — into a staging directory, validate it, then put it
+    in place in one step: complete or absent, the old set or the new one, never none."""
     files: list[str] = []
-    try:
+    with staged_dir(os.path.join(root, name), "patch sets", "pass --patches DIR") as staging:
         for rel, (data, mode) in (keep or {}).items():
-            path = os.path.join(staging, *rel.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-            os.chmod(path, mode)
+            put_file(os.path.join(staging, *rel.split("/")), data, mode)
         for i, d in enumerate(diffs, start=1):
             fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}.patch"
             if keep and fname in keep:  # a file of that name is kept: the diff takes another
                 fname = f"{i:04d}-{os.path.basename(d.path).replace('.', '-')}-{len(diffs)}.patch"
-            with open(
-                os.path.join(staging, fname), "w", encoding="utf-8", errors="surrogateescape", newline=""
-            ) as f:
-                f.write(d.text())
+            put_file(os.path.join(staging, fname), d.text().encode("utf-8", "surrogateescape"))
             files.append(fname)
             write_point()
-        with open(os.path.join(staging, "patchset.toml"), "w", encoding="utf-8") as f:
-            f.write(header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n" + footer)
+        toml = header + f"files = [{', '.join(json.dumps(x) for x in files)}]\n" + footer
+        put_file(os.path.join(staging, "patchset.toml"), toml.encode("utf-8"))
         load_set(staging, name)  # validate before anything existing is touched
         write_point()
-        replace_dir(staging, final)  # complete sets only: the old one or the new one, never none
-        staging = None
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)

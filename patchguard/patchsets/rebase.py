@@ -6,7 +6,7 @@ finds both, proven: the installed one against its RECORD, the other against its 
 the set was applied here — the pre-image hashes ``state.json`` kept). :func:`.merge.merge` merges them.
 
 * carried: merged cleanly (or upstream did not touch the file); the new set's diff is against the target;
-* moved: the file is gone from the target release, and a file new in it (or of the same name) is at least
+* moved: the file is gone from the target release, and a file new in it (same extension) is at least
   :data:`MOVED_THRESHOLD` similar: the merge goes there (below the threshold the file is *lost*);
 * upstream: the target release already has the set's change; nothing left to carry for that file;
 * conflict: written with ``diff3`` markers into the review directory ``patches/NAME.rebase/``, never into
@@ -27,12 +27,11 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .._fs import read_regular, replace_dir, sha256_bytes
+from .._fs import put_file, read_regular, sha256_bytes, staged_dir
 from .._version import __version__
 from ..diffs import FileDiff, is_binary
 from ..errors import PatchguardError, UsageError
@@ -41,7 +40,7 @@ from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
 from ..pristine.sources import ReleaseId, Sources, local_versions, tag_options
 from ..state import read_state
 from ..txn import write_point
-from .capture import write_set
+from .capture import set_header, write_set
 from .installed import SetEnvironment
 from .merge import has_markers, line_counts, merge, similarity
 from .model import FilePatch, PatchSet, PatchSetError, find_set
@@ -153,20 +152,7 @@ class RebaseResult:
                 "conflicting": sum(f.conflicting for f in self.conflicts),
                 "lost": lost,
             },
-            "files": [
-                {
-                    "path": f.path,
-                    "outcome": f.outcome.value,
-                    "new_path": f.new_path,
-                    "hunks": f.hunks,
-                    "conflicting": f.conflicting,
-                    "regions": f.regions,
-                    "similarity": f.similarity,
-                    "review": f.review,
-                    "adjacent": f.adjacent,
-                }
-                for f in self.files
-            ],
+            "files": [{**dataclasses.asdict(f), "outcome": f.outcome.value} for f in self.files],
             "carried": [f.path for f in self.carried],
             "moved": [{"from": f.path, "to": f.new_path, "similarity": f.similarity} for f in self.moved],
             "conflicts": [
@@ -633,35 +619,23 @@ def _write_review(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> 
     """``patches/NAME.rebase/``: conflicted (and resolved) files, lost files' diffs, a summary, the key.
     A review directory made from other inputs (another target, an edited set) is kept aside, not lost:
     the notes say where."""
-    parent = os.path.dirname(review)
-    try:
-        staging = tempfile.mkdtemp(prefix=f".{inputs.ps.name}.rebase.tmp-", dir=parent)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write the review directory here ({exc.strerror or exc})",
-            path=parent,
-            hint="make the patches directory writable, or see what would happen with --dry-run",
-        ) from None
     notes: tuple[str, ...] = ()
-    try:
+    hint = "make the patches directory writable, or see what would happen with --dry-run"
+    with staged_dir(review, "the review directory", hint) as staging:
         for r in rebased:
             f = r.file
             if f.outcome in (FileOutcome.CONFLICT, FileOutcome.RESOLVED) and f.new_path is not None:
                 if r.result is not None or f.outcome is FileOutcome.CONFLICT:
-                    _put(os.path.join(staging, "files", *f.new_path.split("/")), r.result or b"")
+                    put_file(os.path.join(staging, "files", *f.new_path.split("/")), r.result or b"")
             elif f.outcome is FileOutcome.LOST:
                 text = "".join(str(fp.patched) for fp in inputs.ps.patches if fp.path == f.path)
-                _put(_lost_file(staging, f.path), text.encode("utf-8", "surrogateescape"))
+                put_file(_lost_file(staging, f.path), text.encode("utf-8", "surrogateescape"))
         doc = {**_review_key(inputs), "files": {r.file.path: r.file.outcome.value for r in rebased}}
-        _put(os.path.join(staging, "rebase.json"), json.dumps(doc, indent=1).encode())
-        _put(os.path.join(staging, "SUMMARY.txt"), _summary(inputs, review, rebased).encode())
+        put_file(os.path.join(staging, "rebase.json"), json.dumps(doc, indent=1).encode())
+        put_file(os.path.join(staging, "SUMMARY.txt"), _summary(inputs, review, rebased).encode())
         write_point()
         if _key_of(review) != _review_key(inputs):
             notes = _set_aside(review)
-        replace_dir(staging, review)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return notes
 
 
@@ -671,12 +645,6 @@ def _key_of(review: str) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return {k: doc.get(k) for k in ("set", "digest", "from", "to")} if isinstance(doc, dict) else None
-
-
-def _put(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def _summary(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> str:
@@ -743,12 +711,7 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         "tool": f"patchguard {__version__}",
         "kept": kept,
     }
-    header = (
-        f"name = {json.dumps(ps.name)}\n"
-        f"description = {json.dumps(ps.description)}\n"
-        f"targets = [{{distribution = {json.dumps(ps.targets[0].distribution)}, "
-        f"version = {json.dumps('==' + target.version)}}}]\n"
-    )
+    header = set_header(ps.name, ps.description, ps.targets[0].distribution, "==" + target.version)
     tables = "".join(
         "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
         for h in (*ps.history, entry)

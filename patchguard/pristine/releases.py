@@ -11,10 +11,10 @@ knows more about the build it wants (the hashes a set was applied on) rejects th
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .._fs import read_regular
 from ..integrity.records import InstalledDistribution, RecordEntry, matches
 from .sources import (
     INSTALLED_LIMIT,
@@ -27,6 +27,7 @@ from .sources import (
     candidates,
     download,
     find_pristine,
+    in_site,
     wheel_record,
 )
 
@@ -60,9 +61,8 @@ def installed_release(dist: InstalledDistribution, sources: Sources) -> ReleaseF
     wheel: list[Pristine] = []
 
     def read(_rel: str, entry: RecordEntry) -> bytes:
-        try:
-            with open(os.path.join(dist.site_dir, *entry.path.split("/")), "rb") as f:
-                data = f.read(INSTALLED_LIMIT + 1)
+        try:  # a regular file only: a FIFO where an installed file should be never blocks
+            data = read_regular(dist.resolve(entry.path), INSTALLED_LIMIT + 1)
             if matches(entry, data):
                 return data
         except OSError:
@@ -75,22 +75,6 @@ def installed_release(dist: InstalledDistribution, sources: Sources) -> ReleaseF
         return wheel[0].bytes_for(entry)
 
     return ReleaseFiles(dist.name, dist.version, f"installed {dist.name} {dist.version}", entries, read)
-
-
-def _site_entries(wheel_entries: Sequence[RecordEntry]) -> dict[str, tuple[str, RecordEntry]]:
-    """Path relative to site-packages → (member, RECORD row) for what a wheel installs there."""
-    out: dict[str, tuple[str, RecordEntry]] = {}
-    for e in wheel_entries:
-        if e.digest is None:
-            continue
-        first, _, rest = e.path.partition("/")
-        if first.endswith(".data"):
-            scheme, _, sub = rest.partition("/")
-            if scheme in ("purelib", "platlib") and sub:
-                out[sub] = (e.path, e)
-            continue
-        out[e.path] = (e.path, e)
-    return out
 
 
 def wheel_release(
@@ -121,7 +105,8 @@ def _release_of(release: ReleaseId, cand: Candidate, sources: Sources) -> Releas
     wheel_entries = wheel_record(cand)
     if isinstance(wheel_entries, str):
         return wheel_entries
-    members = _site_entries(wheel_entries)
+    # path relative to site-packages -> (member, RECORD row), for the hashed members installed there
+    members = {rel: (e.path, e) for e in wheel_entries if e.digest is not None and (rel := in_site(e.path))}
 
     def read(rel: str, entry: RecordEntry) -> bytes:
         stored = sources.store.for_entry(entry)

@@ -443,6 +443,17 @@ def _dist_info_matches(dirname: str, dist: Release) -> bool:
 # -- proving a candidate ----------------------------------------------------------------------------------
 
 
+def in_site(member: str) -> str | None:
+    """Where a wheel member installs inside site-packages, relative to it: a root member at its own path,
+    ``<name>.data/purelib|platlib/X`` at ``X``; ``None`` for the other ``.data`` schemes (scripts, headers,
+    data), which install elsewhere."""
+    first, _, rest = member.partition("/")
+    if first.endswith(".data") and rest:
+        scheme, _, sub = rest.partition("/")
+        return sub if scheme in ("purelib", "platlib") else None
+    return member
+
+
 def member_map(wheel_entries: Sequence[RecordEntry], dist: InstalledDistribution) -> dict[str, str]:
     """Installed RECORD path → wheel member, for every member the installer copied verbatim.
 
@@ -454,18 +465,15 @@ def member_map(wheel_entries: Sequence[RecordEntry], dist: InstalledDistribution
     out: dict[str, str] = {}
     for e in wheel_entries:
         member = e.path
-        first, _, rest = member.partition("/")
-        if first.endswith(".data") and rest:
-            scheme, _, sub = rest.partition("/")
-            if scheme in ("purelib", "platlib"):
-                out[sub] = member
-                continue
-            suffix = {"scripts": "bin/" + sub, "headers": sub, "data": sub}.get(scheme, sub)
-            hits = [p for p in outside if p.endswith("/" + suffix)]
-            if len(hits) == 1:
-                out[hits[0]] = member
+        rel = in_site(member)
+        if rel is not None:
+            out[rel] = member
             continue
-        out[member] = member
+        scheme, _, sub = member.partition("/")[2].partition("/")
+        suffix = {"scripts": "bin/" + sub, "headers": sub, "data": sub}.get(scheme, sub)
+        hits = [p for p in outside if p.endswith("/" + suffix)]
+        if len(hits) == 1:
+            out[hits[0]] = member
     return out
 
 
