@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .env import Target
 from .errors import PatchguardError
 from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
-from .model import Finding, GateKind, Kind, Reach, Report
+from .model import Finding, GateKind, Kind, NoBaseline, Reach, Report
 
 if TYPE_CHECKING:
     from .analysis import CodeChange
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .deploy.gate import CheckResult
     from .deploy.policy import Policy
     from .pristine.explain import Explainer
+    from .pristine.sources import SourceOptions
 
 __all__ = ["Served", "check", "judge", "run", "scan"]
 
@@ -54,6 +55,7 @@ def scan(
     analyse: bool = True,
     entries: Sequence[str] = (),
     architectures: Sequence[str] = (),
+    fetch: SourceOptions | None = None,
 ) -> Report:
     """Fingerprint every installed file of an environment against its wheel's RECORD.
 
@@ -61,20 +63,20 @@ def scan(
     scan to those names (then the top of site-packages is not searched for startup hooks).
     ``site_packages`` / ``python`` choose another environment, as ``--site-packages`` / ``--python`` do.
 
-    >>> patchguard.scan(["pip"]).worst >= patchguard.Severity.HIGH  # doctest: +SKIP
-    False
-
     Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
     and for distributions that are not installed; everything about individual files is a finding.
     Editable installs are compared with their git checkout at ``against``. ``verify_record`` also
     compares each installed RECORD with the pristine wheel's (found in ``wheelhouse``, pip's and uv's
     caches, or downloaded unless ``offline``), catching a file edited together with its RECORD row.
 
-    With ``analyse`` (the default), every modified or unexpected ``.py`` file is judged by code analysis
-    (:mod:`patchguard.analysis`): its pristine source comes from the pristine store, ``wheelhouse`` or the
-    pip/uv caches (a scan never downloads), and the live path is told from bytecode caches, ``entries``
-    (modules) and ``architectures`` (model architectures, through the framework's registry).
+    With ``analyse`` (the default), changed code is judged (:mod:`patchguard.analysis`) against its
+    pristine source: the store, ``wheelhouse``, the pip/uv caches, or — unless ``offline`` — the wheel
+    fetched once from this box's indexes (``fetch``: index options, progress); a file holding its wheel's
+    very bytes is a wrong upstream RECORD (``record-wrong``, info). The live path is told from bytecode,
+    ``entries`` (modules) and ``architectures`` (through the framework's registry).
     """
+    from .pristine.sources import SourceOptions
+
     if patches or os.environ.get("PATCHGUARD_PATCHES"):  # named on purpose: must exist, changes or not
         from .patchsets.model import patches_dir
 
@@ -93,8 +95,7 @@ def scan(
         entries=entries,
         architectures=architectures,
         verify_record=verify_record,
-        wheelhouse=wheelhouse,
-        offline=offline,
+        fetch=SourceOptions.of(fetch, wheelhouse, offline),
     ).report
 
 
@@ -114,14 +115,14 @@ def run(
     entries: Sequence[str] = (),
     architectures: Sequence[str] = (),
     verify_record: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
+    fetch: SourceOptions | None = None,
 ) -> Scanned:
     """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
 
     Code analysis is off by default here (``lock`` works on the integrity findings, one per file).
     """
     from .pristine.explain import survey
+    from .pristine.sources import SourceOptions
 
     started = time.perf_counter()
     scanned = survey(
@@ -144,8 +145,7 @@ def run(
             analyse=analyse,
             served=served,
             verify_record=verify_record,
-            wheelhouse=wheelhouse,
-            offline=offline,
+            fetch=fetch or SourceOptions(),
             against=against,
         )
     # The whole run's wall time, analysis included (not only the integrity pass).
@@ -191,8 +191,7 @@ def judge(
     analyse: bool,
     served: Served,
     verify_record: bool,
-    wheelhouse: Sequence[str],
-    offline: bool,
+    fetch: SourceOptions,
     against: str,
 ) -> Report:
     """The scan's report with changed code judged (``analyse``) and RECORDs verified (``verify_record``).
@@ -212,22 +211,49 @@ def judge(
     )
     if analyse:
         reach.resolve()
+    changed = any(f.kind is Kind.MODIFIED or f.rule == "record-row" for f in findings)
     code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
-    if not verify_record and not code_files:
+    if not verify_record and not code_files and not (analyse and changed):
         return scanned.report  # nothing to judge: libcst is not even imported
-    from .pristine.explain import Explainer, record_findings
-    from .pristine.sources import Sources
+    from .pristine.explain import Explainer, record_findings, record_truths
 
-    # Analysis never downloads (a scan stays offline and fast); --verify-record may, unless --offline.
+    # The pristine wheel of a changed distribution is fetched once (unless offline) and kept in the store.
+    explainer = Explainer(fetch.open(scanned.target), against)
+    if analyse and changed:
+        scanned.report = replace(scanned.report, findings=tuple(record_truths(scanned, explainer)))
+        findings = list(scanned.report.findings)
     if analyse and code_files:
         from .analysis.kept import KeptAnalyses
 
-        explainer = Explainer(Sources.default(wheelhouse, offline=True), against)
         kept = KeptAnalyses(served.cache_dir, served.use_cache)
         findings = judge_findings(scanned, explainer, reach, kept)
     if verify_record:
-        findings += record_findings(scanned, Explainer(Sources.default(wheelhouse, offline), against))
-    return replace(scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)))
+        findings += record_findings(scanned, explainer)
+    missing = _no_baseline(scanned, explainer, findings)
+    return replace(
+        scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), no_baseline=missing
+    )
+
+
+def _no_baseline(
+    scanned: Scanned, explainer: Explainer, findings: Sequence[Finding]
+) -> tuple[NoBaseline, ...]:
+    """The distributions with changed files that no pristine source was found for, each with what to do."""
+    from .pristine.sources import unlisted_hint
+
+    out: list[NoBaseline] = []
+    changed = {(f.distribution, f.version) for f in findings if f.kind in _NEEDS_BASELINE}
+    for dist, exc in explainer.missing():
+        if (dist.name, dist.version) in changed:
+            reason = exc.message.split("; looked in:")[0]
+            out.append(NoBaseline(dist.name, dist.version, reason, unlisted_hint(dist, explainer.sources)))
+    return tuple(out)
+
+
+# Kinds whose files a pristine source explains: without one, they are judged (or shown) without a baseline.
+_NEEDS_BASELINE = frozenset(
+    {Kind.MODIFIED, Kind.INJECTED_CODE, Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE, Kind.RECORD_INVALID}
+)
 
 
 def judge_findings(

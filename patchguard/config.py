@@ -27,7 +27,9 @@ __all__ = [
 
 # Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.policy.
 POLICY_KEYS = frozenset({"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore", "running"})
-SETTING_KEYS = frozenset({"wheelhouse", "patches", "keep_backups"})
+SETTING_KEYS = frozenset(
+    {"wheelhouse", "patches", "keep_backups", "offline", "index_url", "extra_index_url", "find_links"}
+)
 KNOWN_KEYS = POLICY_KEYS | SETTING_KEYS
 
 
@@ -43,6 +45,10 @@ class Config:
     wheelhouse: list[str] = field(default_factory=list)
     patches: str | None = None
     keep_backups: int | None = None  # how many committed transactions keep their backups
+    offline: bool = False  # never fetch a pristine wheel from an index
+    index_url: str | None = None
+    extra_index_url: list[str] = field(default_factory=list)
+    find_links: list[str] = field(default_factory=list)
 
 
 def read_toml(path: str) -> dict[str, Any]:
@@ -110,9 +116,33 @@ def load_config(start: str | None = None) -> Config:
     keep = table.get("keep_backups")
     if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 0):
         raise ConfigError("keep_backups must be a whole number, 0 or more", path=path)
+    offline = table.get("offline", False)
+    if not isinstance(offline, bool):
+        raise ConfigError("offline must be true or false", path=path)
+    index_url = table.get("index_url")
+    if index_url is not None and not isinstance(index_url, str):
+        raise ConfigError("index_url must be a URL", path=path)
     return Config(
         path=path,
         wheelhouse=[os.path.join(base, w) for w in wheelhouse],
         patches=os.path.join(base, patches) if patches else None,
         keep_backups=keep,
+        offline=offline,
+        index_url=index_url,
+        extra_index_url=_strings(table, "extra_index_url", path),
+        find_links=[_local(base, w) for w in _strings(table, "find_links", path)],
     )
+
+
+def _strings(table: dict[str, Any], key: str, path: str) -> list[str]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a string or a list of strings", path=path)
+    return value
+
+
+def _local(base: str, location: str) -> str:
+    """A find-links entry: a URL as it is, a path relative to the configuration file."""
+    return location if "://" in location else os.path.join(base, location)

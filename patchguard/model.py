@@ -21,6 +21,7 @@ __all__ = [
     "GateKind",
     "Kind",
     "Loaded",
+    "NoBaseline",
     "Reach",
     "Report",
     "SetState",
@@ -146,9 +147,14 @@ class Finding:
     # Whether the file's modification is exactly the patch set's (False: the set plus other changes).
     patch_set_exact: bool = True
 
+    @property
+    def baseline_none(self) -> bool:
+        """A code finding of a file judged whole, with no pristine source: it may be upstream code."""
+        return "baseline: none" in self.evidence
+
     def to_json(self) -> dict[str, Any]:
         """The finding as the stable JSON object of DESIGN.md."""
-        return {
+        doc: dict[str, Any] = {
             "kind": self.kind.value,
             "severity": self.severity.label,
             "rule": self.rule,
@@ -166,10 +172,32 @@ class Finding:
             "message": printable(self.message),
             "source": printable(self.source) if self.source is not None else None,
         }
+        if self.baseline_none:
+            doc["baseline"] = "none"
+        return doc
 
     @property
     def sort_key(self) -> tuple[str, str, int]:
         return (self.distribution or "~", self.path, self.line or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class NoBaseline:
+    """A distribution with changed files and no pristine source: named once in the summary, with the one
+    thing to do (``summary.no_baseline`` in the report JSON)."""
+
+    distribution: str
+    version: str
+    reason: str
+    hint: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "distribution": self.distribution,
+            "version": self.version,
+            "reason": printable(self.reason),
+            "hint": printable(self.hint),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +227,7 @@ class Report:
     seconds: float = 0.0
     files_hashed: int = 0
     recovered: tuple[str, ...] = ()  # files an interrupted transaction's rollback put back first
+    no_baseline: tuple[NoBaseline, ...] = ()  # changed distributions no pristine source was found for
 
     @property
     def worst(self) -> Severity:
@@ -227,6 +256,7 @@ class Report:
                 "distributions": len(self.distributions),
                 "files_checked": self.files_checked,
                 "findings": self.counts(),
+                **({"no_baseline": [n.to_json() for n in self.no_baseline]} if self.no_baseline else {}),
             },
             "findings": [f.to_json() for f in self.findings],
         }

@@ -63,6 +63,8 @@ FILE_RULES: dict[str, str] = {
     "pth-path": "an unowned .pth file that adds paths",
     "sitecustomize": "sitecustomize.py / usercustomize.py: imported at every interpreter start",
     "record-row": "a malformed RECORD row",
+    "record-hex": "RECORD hashes written in hex (uv_build before 0.8.13): files checked as hex, info",
+    "record-wrong": "the wheel's own RECORD is wrong about a file: it is as shipped, info",
     "record-absent": "a distribution without RECORD",
     "files-elsewhere": "RECORD lists files outside the environment",
     "duplicate-metadata": "two metadata directories for one distribution",

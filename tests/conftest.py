@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -21,6 +22,21 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "PATCHGUARD_PATCHES",
         "PATCHGUARD_LOCK_TIMEOUT",
         "PATCHGUARD_TEST_CRASH_AT",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    # No package index or find-links of this machine's pip or uv configuration: a test that wants an index
+    # serves one itself (tests/test_index.py) and names it.
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    for var in (
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "PIP_FIND_LINKS",
+        "UV_INDEX_URL",
+        "UV_DEFAULT_INDEX",
+        "UV_EXTRA_INDEX_URL",
+        "UV_INDEX",
+        "UV_FIND_LINKS",
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)

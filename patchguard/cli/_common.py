@@ -110,18 +110,93 @@ def emit(text: str, output: str | None, what: str = "the output") -> None:
 
 
 def source_options(func: F) -> F:
-    """``--wheelhouse`` / ``--offline``: where pristine wheels come from."""
-    func = click.option(
-        "--offline", is_flag=True, help="Never download: use wheelhouses and the pip/uv caches only."
-    )(func)
-    func = click.option(
-        "--wheelhouse",
-        "wheelhouse",
-        multiple=True,
-        metavar="DIR",
-        help="A directory of wheels to take pristine files from (repeatable; also $PATCHGUARD_WHEELHOUSE).",
-    )(func)
+    """``--wheelhouse`` / ``--offline`` / the index options: where pristine wheels come from, handed to the
+    command as one ``fetch`` argument (a :class:`~patchguard.pristine.sources.SourceOptions` that shows a
+    download's bytes on a terminal)."""
+    command = func
+
+    @functools.wraps(command)
+    def with_fetch(*args: Any, **kwargs: Any) -> Any:
+        from ..pristine.sources import SourceOptions
+
+        kwargs["fetch"] = SourceOptions(
+            wheelhouse=kwargs.pop("wheelhouse"),
+            offline=kwargs.pop("offline"),
+            index_url=kwargs.pop("index_url"),
+            extra_index_urls=kwargs.pop("extra_index_urls"),
+            find_links=kwargs.pop("find_links"),
+            progress=DownloadBar(),
+        )
+        return command(*args, **kwargs)
+
+    func = with_fetch  # type: ignore[assignment]
+    for decorator in (
+        click.option(
+            "--find-links",
+            "find_links",
+            multiple=True,
+            metavar="DIR|URL",
+            help="A directory or page of wheels to fetch pristine wheels from (repeatable; added to pip's).",
+        ),
+        click.option(
+            "--extra-index-url",
+            "extra_index_urls",
+            multiple=True,
+            metavar="URL",
+            help="Another package index to fetch pristine wheels from (repeatable; added to pip's own).",
+        ),
+        click.option(
+            "--index-url",
+            "index_url",
+            metavar="URL",
+            help="The package index to fetch pristine wheels from instead of pip's index-url.",
+        ),
+        click.option(
+            "--offline",
+            is_flag=True,
+            help="Never fetch: no package index, find-links page or direct_url.json URL is asked; only the "
+            "store, wheelhouses, the pip/uv caches and earlier downloads are used (also: offline = true).",
+        ),
+        click.option(
+            "--wheelhouse",
+            "wheelhouse",
+            multiple=True,
+            metavar="DIR",
+            help="A directory of wheels to take pristine files from (repeatable; "
+            "also $PATCHGUARD_WHEELHOUSE).",
+        ),
+    ):
+        func = decorator(func)
     return func
+
+
+class DownloadBar:
+    """A download's bytes as a bar on a terminal; elsewhere one line when it starts (unless ``-q``)."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.label: str | None = None
+        self.shown = 0
+
+    def __call__(self, label: str, done: int, total: int | None, finished: bool) -> None:
+        if finished:
+            if self.bar is not None:
+                self.bar.render_finish()
+                self.bar = None
+            self.label = None
+            return
+        if self.label != label:
+            self.label, self.shown = label, 0
+            size = f" ({total / 1e6:.0f} MB)" if total else ""
+            if sys.stderr.isatty() and not QUIET:
+                self.bar = click.progressbar(
+                    length=total or 0, label=f"fetching {label}{size}", file=sys.stderr
+                )
+            else:
+                note(f"fetching {label}{size}")
+        if self.bar is not None:
+            self.bar.update(done - self.shown)
+        self.shown = done
 
 
 def patches_option(func: F) -> F:

@@ -23,6 +23,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from ..patchsets.ops import SetOutcome
+    from ..pristine.sources import SourceOptions
 
 
 @click.command()
@@ -41,8 +42,7 @@ def restore(
     distributions: tuple[str, ...],
     python: str | None,
     site_packages: tuple[str, ...],
-    wheelhouse: tuple[str, ...],
-    offline: bool,
+    fetch: SourceOptions,
     paths: tuple[str, ...],
     dry_run: bool,
     remove_unexpected: bool,
@@ -59,8 +59,7 @@ def restore(
         paths=paths,
         dry_run=dry_run,
         remove_unexpected=remove_unexpected,
-        wheelhouse=wheelhouse,
-        offline=offline,
+        fetch=fetch,
     )
     say_recovered(result.recovered)
     if not result.actions:
@@ -262,8 +261,7 @@ def capture(
     patches: str | None,
     python: str | None,
     site_packages: tuple[str, ...],
-    wheelhouse: tuple[str, ...],
-    offline: bool,
+    fetch: SourceOptions,
 ) -> None:
     """Write patches/NAME from the current modifications of DISTRIBUTION's files."""
     from ..patchsets.capture import capture_set
@@ -278,8 +276,7 @@ def capture(
         patches=patches,
         site_packages=site_packages or None,
         python=python,
-        wheelhouse=wheelhouse,
-        offline=offline,
+        fetch=fetch,
     )
     targets = ", ".join(f"{t.distribution} {t.version}" for t in ps.targets)
     click.echo(f"wrote {ps.directory} ({targets}): {', '.join(ps.paths)}")

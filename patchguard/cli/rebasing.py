@@ -12,6 +12,7 @@ from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, note, p
 
 if TYPE_CHECKING:
     from ..patchsets.rebase import RebaseResult
+    from ..pristine.sources import SourceOptions
 
 __all__ = ["rebase"]
 
@@ -41,8 +42,7 @@ def rebase(
     patches: str | None,
     python: str | None,
     site_packages: tuple[str, ...],
-    wheelhouse: tuple[str, ...],
-    offline: bool,
+    fetch: SourceOptions,
 ) -> None:
     """Carry a patch set to another release with a three-way merge against both pristine releases.
 
@@ -59,8 +59,7 @@ def rebase(
         patches=patches,
         site_packages=site_packages or None,
         python=python,
-        wheelhouse=wheelhouse,
-        offline=offline,
+        fetch=fetch,
         dry_run=dry_run,
     )
     if fmt == "json":

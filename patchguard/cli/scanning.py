@@ -9,6 +9,7 @@ import click
 
 if TYPE_CHECKING:
     from ..model import Report
+    from ..pristine.sources import SourceOptions
 
 from ._common import (
     EXIT_ERROR,
@@ -73,8 +74,7 @@ def scan(
     distributions: tuple[str, ...],
     python: str | None,
     site_packages: tuple[str, ...],
-    wheelhouse: tuple[str, ...],
-    offline: bool,
+    fetch: SourceOptions,
     verify_record: bool,
     against: str,
     fmt: str,
@@ -111,8 +111,7 @@ def scan(
             progress=progress,
             against=against,
             verify_record=verify_record,
-            wheelhouse=wheelhouse,
-            offline=offline,
+            fetch=fetch,
             patches=patches,
             analyse=not no_analysis,
             entries=entries,
@@ -162,8 +161,7 @@ def diff(
     distributions: tuple[str, ...],
     python: str | None,
     site_packages: tuple[str, ...],
-    wheelhouse: tuple[str, ...],
-    offline: bool,
+    fetch: SourceOptions,
     paths: tuple[str, ...],
     against: str,
     fmt: str,
@@ -183,8 +181,7 @@ def diff(
         site_packages=site_packages or None,
         python=python,
         paths=paths,
-        wheelhouse=wheelhouse,
-        offline=offline,
+        fetch=fetch,
         against=against,
     )
     # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.

@@ -47,7 +47,7 @@ __all__ = [
     "user_cache_dir",
 ]
 
-_MAGIC = b"patchguard-statcache/6\n"
+_MAGIC = b"patchguard-statcache/7\n"  # 7: hex RECORD hashes read as hex
 
 # A stat key packed into 40 bytes. A distribution's keys are kept as one bytes object (40 bytes per verified
 # file): a warm scan compares them all at once, and loading 30k files' keys is loading one object.

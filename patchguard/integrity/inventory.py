@@ -553,7 +553,22 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
             s.display(dist.metadata_dir),
             f"no RECORD ({kind}): its files cannot be verified",
         )
+    hexed = [p for p in dist.problems if p.hex]
+    if hexed:
+        s.add(
+            dist,
+            Kind.RECORD_INVALID,
+            Severity.INFO,
+            "record-hex",
+            record,
+            f"the wheel's own RECORD is wrong: {len(hexed)} hash{'es' if len(hexed) != 1 else ''} written in "
+            "hex, not urlsafe base64 (as uv_build before 0.8.13 wrote them); each file was checked against "
+            "its hex digest",
+            line=hexed[0].line,
+        )
     for p in dist.problems:
+        if p.hex:
+            continue
         what = f"{p.path}: {p.message}" if p.path else p.message
         s.add(dist, Kind.RECORD_INVALID, Severity.MODERATE, "record-row", record, what, line=p.line or None)
     if misplaced:

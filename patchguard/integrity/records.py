@@ -77,11 +77,19 @@ _as_entry = functools.partial(tuple.__new__, RecordEntry)  # RecordEntry._make w
 
 
 class RecordProblem(NamedTuple):
-    """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file)."""
+    """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file).
+
+    ``hex`` marks a hash written as hex digits instead of urlsafe base64 (uv_build before 0.8.13 wrote
+    them so, and installers copy them): the row still verifies its file, read as hex.
+    """
 
     line: int
     message: str
     path: str | None = None
+    hex: bool = False
+
+
+HEX_NOTE = "hash written in hex, not urlsafe base64"
 
 
 _B64_TEXT = re.compile(r"[A-Za-z0-9_-]+")
@@ -108,6 +116,16 @@ def _parse_hash(text: str) -> tuple[str, str] | str:
     if expected is not None and len(b64) != expected:
         return f"{algo} digest {b64!r} has {len(b64)} base64 characters, expected {expected}"
     return algo, b64
+
+
+def _from_hex(text: str) -> tuple[str, str] | None:
+    """``sha256=<64 hex digits>`` → (algorithm, the digest as unpadded urlsafe base64), else ``None``."""
+    algo, _, digits = text.partition("=")
+    algo = algo.strip().lower()
+    size = _DIGEST_SIZES.get(algo)
+    if size is None or len(digits) != 2 * size or not re.fullmatch(r"[0-9a-fA-F]+", digits):
+        return None
+    return algo, b64(bytes.fromhex(digits))
 
 
 def parse_record(text: str) -> tuple[list[RecordEntry], list[RecordProblem]]:
@@ -204,7 +222,11 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
         digest: str | None = None
         if hash_text:
             parsed = _parse_hash(hash_text)
-            if isinstance(parsed, str):
+            hexed = _from_hex(hash_text) if isinstance(parsed, str) else None
+            if hexed is not None:
+                algo, digest = hexed
+                problems.append(RecordProblem(lineno, HEX_NOTE, path, hex=True))
+            elif isinstance(parsed, str):
                 problems.append(RecordProblem(lineno, parsed, path))
             else:
                 algo, digest = parsed

@@ -12,6 +12,7 @@ from ..env import resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import canonicalize, discover
 from ..pristine.explain import diff
+from ..pristine.sources import SourceOptions
 from ..txn import write_point
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 
@@ -31,6 +32,7 @@ def capture_set(
     python: str | None = None,
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
+    fetch: SourceOptions | None = None,
 ) -> PatchSet:
     """Write ``patches/<name>/`` from the current modifications of ``distribution``'s files.
 
@@ -41,7 +43,9 @@ def capture_set(
     root = patches_dir(patches, must_exist=False)
     final = os.path.join(root, name)
     _check_request(name, final, version, force)
-    diffs = _captured_diffs(distribution, paths, site_packages, python, wheelhouse, offline)
+    diffs = _captured_diffs(
+        distribution, paths, site_packages, python, SourceOptions.of(fetch, wheelhouse, offline)
+    )
     env = resolve_target(python, site_packages)
     dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
     spec = version or f"=={dist.version}"
@@ -76,8 +80,7 @@ def _captured_diffs(
     paths: Sequence[str],
     site_packages: Sequence[str] | None,
     python: str | None,
-    wheelhouse: Sequence[str],
-    offline: bool,
+    fetch: SourceOptions,
 ) -> list[FileDiff]:
     """The diffs of ``distribution``'s changed files inside site-packages; refuses none and binary ones."""
     diffs = diff(
@@ -85,8 +88,7 @@ def _captured_diffs(
         site_packages=site_packages,
         python=python,
         paths=paths,
-        wheelhouse=wheelhouse,
-        offline=offline,
+        fetch=fetch,
     )
     diffs = [d for d in diffs if not d.path.startswith("../")]
     if not diffs:

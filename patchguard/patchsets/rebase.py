@@ -37,7 +37,7 @@ from ..diffs import FileDiff, is_binary
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, canonicalize
 from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
-from ..pristine.sources import ReleaseId, Sources, local_versions, tag_options
+from ..pristine.sources import ReleaseId, SourceOptions, Sources, local_versions, wheel_tags
 from ..state import read_state
 from ..txn import write_point
 from .capture import set_header, write_set
@@ -204,6 +204,7 @@ def rebase_set(
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
     dry_run: bool = False,
+    fetch: SourceOptions | None = None,
 ) -> RebaseResult:
     """Carry set ``name`` to ``to_version`` (default: the installed version of its distribution).
 
@@ -226,7 +227,7 @@ def rebase_set(
     env = SetEnvironment.open(site_packages, python)
     dist = next((d for d in env.dists if d.canonical_name == canonicalize(dist_name)), None)
     to = _version(to_version or (dist.version if dist else None), dist_name, "--to-version")
-    sources = Sources.default(wheelhouse, offline)
+    sources = SourceOptions.of(fetch, wheelhouse, offline).open(env.target)
     record = read_state(dist.site_dir)["applied"].get(ps.name) if dist else None
     if record is not None and record.get("digest") != ps.digest:
         record = None  # a record of another form of the set (before an earlier rebase, say): not this one
@@ -392,7 +393,7 @@ def _release(
         why = accept(release) if accept else None
         if why is None:
             return release
-    tags = tag_options(dist) if dist is not None else []
+    tags = wheel_tags(dist) if dist is not None else frozenset()
     return wheel_release(ReleaseId(name, version), sources, tags=tags, accept=accept)
 
 

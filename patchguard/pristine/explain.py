@@ -31,6 +31,7 @@ from .sources import (
     READ_ERRORS,
     NoPristineSource,
     Pristine,
+    SourceOptions,
     Sources,
     candidates,
     find_pristine,
@@ -38,7 +39,18 @@ from .sources import (
 )
 from .vcs import EditableSource, direct_url, editable_source, vcs_findings
 
-__all__ = ["INSTALLED_LIMIT", "Explainer", "diff", "read_installed", "record_findings", "survey", "uv_note"]
+__all__ = [
+    "INSTALLED_LIMIT",
+    "WRONG_RECORD",
+    "Explainer",
+    "as_shipped",
+    "diff",
+    "read_installed",
+    "record_findings",
+    "record_truths",
+    "survey",
+    "uv_note",
+]
 
 
 def survey(
@@ -121,6 +133,7 @@ class Explainer:
     against: str = "HEAD"
     _pristine: dict[str, Pristine | NoPristineSource] = field(default_factory=dict)
     _editable: dict[str, EditableSource | None] = field(default_factory=dict)
+    _dists: dict[str, InstalledDistribution] = field(default_factory=dict)
 
     def editable(self, dist: InstalledDistribution) -> EditableSource | None:
         if dist.metadata_dir not in self._editable:
@@ -132,6 +145,7 @@ class Explainer:
     def pristine(self, dist: InstalledDistribution) -> Pristine:
         """The proven pristine source of ``dist``; raises :class:`NoPristineSource` (once per dist)."""
         got = self._pristine.get(dist.metadata_dir)
+        self._dists[dist.metadata_dir] = dist
         if got is None:
             try:
                 got = find_pristine(dist, self.sources)
@@ -143,6 +157,11 @@ class Explainer:
         if isinstance(got, NoPristineSource):
             raise got
         return got
+
+    def missing(self) -> list[tuple[InstalledDistribution, NoPristineSource]]:
+        """The distributions a pristine source was looked for and not found, with why."""
+        by_dir = {d: e for d, e in self._pristine.items() if isinstance(e, NoPristineSource)}
+        return [(self._dists[d], e) for d, e in by_dir.items()]
 
     def pristine_bytes(self, change: ChangedFile) -> bytes | None:
         """What the file was before it changed (``None``: it did not exist)."""
@@ -184,6 +203,7 @@ def diff(
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
     against: str = "HEAD",
+    fetch: SourceOptions | None = None,
 ) -> list[FileDiff]:
     """The diff of every changed file against its pristine source.
 
@@ -195,8 +215,69 @@ def diff(
     file's distribution has no pristine source.
     """
     scanned = survey(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
-    explainer = Explainer(Sources.default(wheelhouse, offline), against)
-    return [explainer.file_diff(c) for c in changed_files(scanned, paths)]
+    explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target), against)
+    diffs = [explainer.file_diff(c) for c in changed_files(scanned, paths)]
+    # A file whose wheel shipped it as it is (a wrong upstream RECORD row) has nothing to show.
+    return [d for d in diffs if d.problem is not None or d.old != d.new]
+
+
+def as_shipped(change: ChangedFile, explainer: Explainer) -> bool | None:
+    """Whether a file that does not match its RECORD row holds exactly what its wheel shipped (the wheel's
+    own RECORD is wrong about it); ``None`` when no pristine source tells."""
+    if change.dist is None or change.entry is None or explainer.editable(change.dist) is not None:
+        return None
+    try:
+        before = explainer.pristine_bytes(change)
+        now = read_installed(change.path)
+    except PatchguardError:
+        return None
+    return None if before is None or now is None else before == now
+
+
+WRONG_RECORD = "the wheel's own RECORD is wrong: the file is as shipped"
+
+
+def record_truths(scanned: Scanned, explainer: Explainer) -> list[Finding]:
+    """The scan's findings, each file that reads as modified but holds its wheel's very bytes (a wrong
+    upstream RECORD row, copied by the installer) told as ``record-wrong`` at info, and each malformed
+    RECORD hash told as shipped, or as changed, or as undecided — by the pristine wheel."""
+    out: list[Finding] = []
+    for f in scanned.report.findings:
+        if f.kind is Kind.MODIFIED and f.patch_set is None:
+            dist, entry, path = scanned.locate(f)
+            if as_shipped(ChangedFile(f, dist, entry, path), explainer):
+                f = replace(
+                    f,
+                    kind=Kind.RECORD_INVALID,
+                    severity=Severity.INFO,
+                    rule="record-wrong",
+                    message=f"{WRONG_RECORD} ({f.message}: the wheel's RECORD row says so too)",
+                )
+        elif f.rule == "record-row":
+            f = _malformed_row(scanned, explainer, f)
+        out.append(f)
+    return out
+
+
+def _malformed_row(scanned: Scanned, explainer: Explainer, f: Finding) -> Finding:
+    """A RECORD row with a hash that cannot be read: the file against the pristine wheel's member."""
+    dist = next((d for d in scanned.selected if (d.name, d.version) == (f.distribution, f.version)), None)
+    problem = next((p for p in dist.problems if p.line == f.line and p.path), None) if dist else None
+    entry = next((e for e in dist.entries if problem and e.path == problem.path), None) if dist else None
+    if dist is None or problem is None or entry is None or entry.digest is not None:
+        return f  # not a hash problem (columns, size, a duplicate row): nothing a wheel settles
+    verdict = as_shipped(ChangedFile(f, dist, entry, dist.resolve(entry.path)), explainer)
+    if verdict is None:
+        return replace(
+            f,
+            message=f"{f.message}: could be either a RECORD shipped so or an edit (no pristine wheel to "
+            "tell; pass --wheelhouse DIR or allow fetching)",
+        )
+    if verdict:
+        return replace(
+            f, severity=Severity.INFO, rule="record-wrong", message=f"{WRONG_RECORD} ({f.message})"
+        )
+    return replace(f, message=f"{f.message}, and the file differs from its wheel's")
 
 
 def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:

@@ -3,16 +3,20 @@
 An installed release reads its files from disk when they still hash to their RECORD row, else from the
 pristine store or its proven wheel (:func:`~.sources.find_pristine`). A release that is not installed is a
 wheel found where :mod:`.sources` looks (wheelhouses, pip's and uv's caches, earlier downloads, finally
-``pip download`` unless offline), each member checked against the wheel's own RECORD hash; a caller that
-knows more about the build it wants (the hashes a set was applied on) rejects the other builds with
-``accept``, and the next candidate is tried.
+the indexes this box uses unless offline), each member checked against the wheel's own RECORD hash; a
+caller that knows more about the build it wants (the hashes a set was applied on) rejects the other builds
+with ``accept``, and the next candidate is tried.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
 
 from .._fs import read_regular
 from ..integrity.records import InstalledDistribution, RecordEntry, matches
@@ -25,9 +29,10 @@ from .sources import (
     ReleaseId,
     Sources,
     candidates,
-    download,
     find_pristine,
     in_site,
+    remote,
+    unlisted_hint,
     wheel_record,
 )
 
@@ -81,13 +86,13 @@ def wheel_release(
     release: ReleaseId,
     sources: Sources,
     *,
-    tags: Sequence[str] = (),
+    tags: frozenset[Tag] = frozenset(),
     accept: Callable[[ReleaseFiles], str | None] | None = None,
 ) -> ReleaseFiles:
     """The first wheel of ``release`` whose RECORD reads and that ``accept`` does not reject (it returns
     the reason); :class:`NoPristineSource` lists every place tried and every candidate rejected."""
     tried: list[str] = []
-    for cand in itertools.chain(candidates(release, sources, tried), download(release, sources, tried, tags)):
+    for cand in itertools.chain(candidates(release, sources, tried), remote(release, sources, tried, tags)):
         got = _release_of(release, cand, sources)
         why = got if isinstance(got, str) else (accept(got) if accept else None)
         if why is None and not isinstance(got, str):
@@ -96,7 +101,7 @@ def wheel_release(
         cand.close()
     raise NoPristineSource(
         f"no usable wheel of {release.name} {release.version}; looked in: " + "; ".join(tried),
-        hint="pass --wheelhouse DIR holding that release's wheel (or allow downloading: no --offline)",
+        hint=unlisted_hint(release, sources),
     )
 
 

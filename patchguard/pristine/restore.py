@@ -19,8 +19,8 @@ from ..integrity.inventory import ChangedFile, Scanned, changed_files
 from ..model import Kind, Report
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit
-from .explain import Explainer, survey, uv_note
-from .sources import Sources, uv_cache_link
+from .explain import WRONG_RECORD, Explainer, survey, uv_note
+from .sources import SourceOptions, uv_cache_link
 
 __all__ = ["Action", "FileAction", "RestoreResult", "restore"]
 
@@ -64,6 +64,7 @@ def restore(
     remove_unexpected: bool = False,
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
+    fetch: SourceOptions | None = None,
 ) -> RestoreResult:
     """Restore every modified and missing file of ``distributions`` to its wheel's bytes.
 
@@ -80,7 +81,7 @@ def restore(
     if not names:
         raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
     scanned = survey(names, site_packages=site_packages, python=python, paths=paths)
-    explainer = Explainer(Sources.default(wheelhouse, offline))
+    explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target))
     changes, actions, notes, root = _planned(scanned, explainer, paths, remove_unexpected)
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered, tuple(notes))
@@ -116,6 +117,9 @@ def _planned(
                 actions.append(Action(FileAction.REMOVE, c.path, c.finding.path))
             continue
         change = _restoring(c, explainer)
+        if change.before is not None and change.before == sha256_bytes(change.new):
+            notes.append(f"{c.finding.path}: {WRONG_RECORD}; left alone")
+            continue
         changes.append(change)
         twin = uv_cache_link(c.path, c.entry.path, c.dist) if c.entry is not None else None
         if twin is not None:

@@ -26,14 +26,18 @@ import contextlib
 import itertools
 import logging
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
+import urllib.parse
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
+
+    from ..env import Target
+    from .index import DownloadProgress, IndexFile, IndexSettings
 
 from .._fs import not_a_directory, read_regular, sha256_bytes, write_atomically
 from ..errors import PatchguardError, UsageError
@@ -55,9 +59,12 @@ __all__ = [
     "PristineStore",
     "Release",
     "ReleaseId",
+    "SourceOptions",
     "Sources",
     "find_pristine",
+    "remote",
     "uv_cache_link",
+    "wheel_tags",
 ]
 
 
@@ -275,7 +282,7 @@ def _uv_archives(uv: str) -> dict[tuple[str, str], list[str]]:
 
 @dataclass
 class Sources:
-    """Where pristine wheels may be found, and whether downloading is allowed."""
+    """Where pristine wheels may be found, and whether fetching them from an index is allowed."""
 
     wheelhouses: Sequence[str] = ()
     offline: bool = False
@@ -283,16 +290,52 @@ class Sources:
     uv_cache: str | None = None
     download_dir: str | None = None
     store: PristineStore = field(default_factory=PristineStore)
+    index: IndexSettings | None = None  # None: read from pip's configuration when first needed
+    progress: DownloadProgress | None = None
+    python_version: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
+    implementation: str = "cpython"
+    prefix: str | None = None  # the environment's prefix: its own pip.conf counts
+    index_url: str | None = None
+    extra_index_urls: Sequence[str] = ()
+    find_links: Sequence[str] = ()
+    unlisted: set[tuple[str, str]] = field(default_factory=set)  # releases no index listed at all
+
+    def index_settings(self) -> IndexSettings:
+        if self.index is None:
+            from .index import index_settings
+
+            self.index = index_settings(
+                self.prefix,
+                index_url=self.index_url,
+                extra_index_urls=self.extra_index_urls,
+                find_links=self.find_links,
+            )
+        return self.index
 
     @classmethod
-    def default(cls, wheelhouses: Sequence[str] = (), offline: bool = False) -> Sources:
+    def default(
+        cls,
+        wheelhouses: Sequence[str] = (),
+        offline: bool = False,
+        *,
+        target: Target | None = None,
+        index_url: str | None = None,
+        extra_index_urls: Sequence[str] = (),
+        find_links: Sequence[str] = (),
+        progress: DownloadProgress | None = None,
+    ) -> Sources:
+        """The sources the command line and the configuration name: ``offline``, the index options and
+        the wheelhouses add to ``offline``/``index_url``/``extra_index_url``/``find_links``/``wheelhouse``
+        of ``[tool.patchguard]``, and ``$PATCHGUARD_WHEELHOUSE``."""
         from ..config import load_config
+        from .index import python_version_of
 
+        config = load_config()
         houses = list(wheelhouses)
         env = os.environ.get("PATCHGUARD_WHEELHOUSE")
         if env:
             houses += [p for p in env.split(os.pathsep) if p]
-        houses += load_config().wheelhouse
+        houses += config.wheelhouse
         for house in houses:  # a wheelhouse named on purpose that is not there is a mistake, not "no wheel"
             why = not_a_directory(house)
             if why:
@@ -303,10 +346,57 @@ class Sources:
                 )
         return cls(
             wheelhouses=houses,
-            offline=offline,
+            offline=offline or config.offline,
             pip_cache=pip_cache_dir(),
             uv_cache=uv_cache_dir(),
             download_dir=os.path.join(cache_root(), "downloads"),
+            progress=progress,
+            python_version=python_version_of(target.python if target is not None else None),
+            implementation=target.implementation if target is not None else sys.implementation.name,
+            prefix=target.prefix if target is not None else sys.prefix,
+            index_url=index_url or config.index_url,
+            extra_index_urls=[*extra_index_urls, *config.extra_index_url],
+            find_links=[*find_links, *config.find_links],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """What the command line says of pristine sources (``--wheelhouse``, ``--offline``, ``--index-url``,
+    ``--extra-index-url``, ``--find-links``) and how to show a download; :meth:`open` adds the
+    configuration and the environment's own pip configuration."""
+
+    wheelhouse: Sequence[str] = ()
+    offline: bool = False
+    index_url: str | None = None
+    extra_index_urls: Sequence[str] = ()
+    find_links: Sequence[str] = ()
+    progress: DownloadProgress | None = None
+
+    @classmethod
+    def of(
+        cls, fetch: SourceOptions | None, wheelhouse: Sequence[str] = (), offline: bool = False
+    ) -> SourceOptions:
+        """``fetch`` with the plain ``wheelhouse``/``offline`` keywords of the library functions added."""
+        base = fetch or cls()
+        return cls(
+            (*wheelhouse, *base.wheelhouse),
+            offline or base.offline,
+            base.index_url,
+            base.extra_index_urls,
+            base.find_links,
+            base.progress,
+        )
+
+    def open(self, target: Target | None = None) -> Sources:
+        return Sources.default(
+            self.wheelhouse,
+            self.offline,
+            target=target,
+            index_url=self.index_url,
+            extra_index_urls=self.extra_index_urls,
+            find_links=self.find_links,
+            progress=self.progress,
         )
 
 
@@ -495,6 +585,9 @@ class Pristine:
     wheel_record: dict[str, RecordEntry] = field(default_factory=dict)
     more: Iterator[Candidate] = field(default_factory=lambda: iter(()))
     notes: list[str] = field(default_factory=list)  # candidates skipped for a file, and why
+    # Installed RECORD paths whose row the wheel's own RECORD got wrong: the wheel file (proven the same
+    # build by every other row) holds other bytes than its RECORD says, and the installer copied the row.
+    record_wrong: set[str] = field(default_factory=set)
     _alternates: list[tuple[Candidate, dict[str, str]]] = field(default_factory=list)
 
     @classmethod
@@ -573,6 +666,9 @@ class Pristine:
         if _scripts(member) and data.startswith(b"#!python"):
             data = self._rewrite_shebang(entry, data)
         if entry.digest is not None and not matches(entry, data):
+            if _own_record_wrong(cand, member, entry):
+                self.record_wrong.add(entry.path)
+                return data
             tried.append(f"{member} of {cand.location} does not match the installed RECORD hash ({why})")
             self.notes.append(tried[-1])
             logging.getLogger("patchguard").info("skipped: %s", tried[-1])
@@ -594,6 +690,20 @@ class Pristine:
             if matches(entry, candidate):
                 return candidate
         return data
+
+
+def _own_record_wrong(cand: Candidate, member: str, entry: RecordEntry) -> bool:
+    """Whether a wheel *file*'s own RECORD gives ``member`` the installed row's hash although the member
+    holds other bytes: the upstream RECORD is wrong (some torch releases; the member is what shipped).
+    Never for an unpacked wheel (uv's cache): its member may be the installed file itself, hard-linked and
+    edited."""
+    if not isinstance(cand, WheelFile):
+        return False
+    rows = wheel_record(cand)
+    if isinstance(rows, str):
+        return False
+    own = next((e for e in rows if e.path == member), None)
+    return own is not None and (own.algorithm, own.digest) == (entry.algorithm, entry.digest)
 
 
 def wheel_record(cand: Candidate) -> list[RecordEntry] | str:
@@ -632,89 +742,126 @@ def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | 
     return wheel_entries
 
 
-def _download(dist: InstalledDistribution, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
-    """The wheel pip downloads, as the last candidate (only asked for when every local one failed)."""
-    return download(dist, sources, tried, tag_options(dist))
-
-
-def download(
-    release: Release, sources: Sources, tried: list[str], tags: Sequence[str]
-) -> Iterator[Candidate]:
-    """``pip download`` of ``release`` for the pip options ``tags`` (``--platform`` …; empty: this
-    interpreter's), kept in patchguard's download directory; nothing when offline."""
-    if sources.offline:
-        tried.append("download: skipped (--offline)")
-        return
-    assert sources.download_dir is not None
-    dest = tempfile.mkdtemp(prefix="pg-download-")
-    try:
-        got = _download_into(dest, release, tags, sources, tried)
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
-    if got is not None:
-        yield got
-
-
-def _download_into(
-    dest: str, dist: Release, tags: Sequence[str], sources: Sources, tried: list[str]
-) -> Candidate | None:
-    assert sources.download_dir is not None
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", dest]
-    cmd += tags
-    cmd.append(f"{dist.name}=={dist.version}")
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        tried.append(f"download: pip could not run ({exc})")
-        return None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        if "No module named pip" in proc.stderr:
-            last = "pip is not installed for " + sys.executable
-        tried.append(f"download: pip download {dist.name}=={dist.version} failed ({last})")
-        return None
-    wheels = [os.path.join(dest, n) for n in os.listdir(dest) if n.endswith(".whl")]
-    if not wheels:
-        tried.append("download: pip downloaded no wheel")
-        return None
-    os.makedirs(sources.download_dir, exist_ok=True)
-    final = os.path.join(sources.download_dir, os.path.basename(wheels[0]))
-    os.replace(wheels[0], final)
-    tried.append(f"download: {os.path.basename(final)}")
-    return WheelFile("download", final)
-
-
-def tag_options(dist: InstalledDistribution) -> list[str]:
-    """``--python-version/--implementation/--abi/--platform`` from the installed ``WHEEL``'s tags."""
+def wheel_tags(dist: InstalledDistribution) -> frozenset[Tag]:
+    """The tags the installed ``WHEEL`` file names (empty: none, or a file someone edited)."""
     from packaging.tags import parse_tag
 
     try:
         with open(os.path.join(dist.metadata_dir, "WHEEL"), encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
+            lines = f.read(1 << 16).splitlines()
+        return frozenset(t for line in lines if line.startswith("Tag:") for t in parse_tag(line[4:].strip()))
+    except (OSError, UnicodeDecodeError, ValueError):  # ValueError: packaging's InvalidTag
+        return frozenset()
+
+
+def _direct(dist: Release, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
+    """The wheel ``direct_url.json`` says the distribution was installed from (a file, or a URL)."""
+    if not isinstance(dist, InstalledDistribution):
+        return
+    from .vcs import direct_url
+
+    url = direct_url(dist)
+    if url is None or not url.archive:
+        return
+    from . import index
+
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url.url).path.rsplit("/", 1)[-1])
+    if not _wheel_matches(name, dist.name, dist.version):
+        tried.append(f"direct_url.json names {index.shown(url.url)}: not a wheel of this release")
+        return
+    local = url.local_dir
+    if local is not None:
+        tried.append(f"direct_url.json: {local}" + ("" if os.path.isfile(local) else " (no longer there)"))
+        if os.path.isfile(local):
+            yield WheelFile("direct-url", local)
+        return
+    if sources.offline:
+        tried.append(f"direct_url.json: {index.shown(url.url)} (not fetched: offline)")
+        return
+    assert sources.download_dir is not None
+    if os.path.exists(os.path.join(sources.download_dir, name)):
+        return  # downloaded before: already tried as an earlier download
+    got = _fetch(index.IndexFile(name, url.url, None, url.url), sources, tried)
+    if got is not None:
+        yield got
+
+
+def _fetch(file: IndexFile, sources: Sources, tried: list[str]) -> Candidate | None:
+    from . import index
+
+    assert sources.download_dir is not None
     try:
-        tags = [t for line in lines if line.startswith("Tag:") for t in parse_tag(line[4:].strip())]
-    except ValueError:  # packaging's InvalidTag: a WHEEL file someone edited; download for any tags
-        return []
-    if not tags or all(t.platform == "any" and t.abi == "none" for t in tags):
-        return []
-    opts: list[str] = []
-    interp = tags[0].interpreter
-    impl, digits = interp[:2], interp[2:]
-    if digits.isdigit():
-        opts += ["--python-version", digits, "--implementation", impl]
-    for abi in sorted({t.abi for t in tags}):
-        opts += ["--abi", abi]
-    for plat in sorted({t.platform for t in tags}):
-        opts += ["--platform", plat]
-    return opts
+        path = index.fetch(file, sources.download_dir, sources.index_settings(), sources.progress)
+    except index.IndexError_ as exc:
+        tried.append(f"download of {file.filename} from {index.shown(file.where)} failed: {exc}")
+        return None
+    tried.append(f"downloaded {file.filename} from {index.shown(file.where)}")
+    return WheelFile("download", path)
+
+
+def remote(
+    release: Release, sources: Sources, tried: list[str], tags: frozenset[Tag] = frozenset()
+) -> Iterator[Candidate]:
+    """The wheels of ``release`` that this box's find-links and indexes list, best first (see
+    :mod:`.index`): local ones read in place, remote ones downloaded one at a time, only when the one
+    before was not the build; nothing when offline."""
+    from . import index
+
+    if sources.offline:
+        tried.append("indexes: not asked (--offline)")
+        return
+    settings = sources.index_settings()
+    supported = index.supported_tags(sources.python_version, sources.implementation)
+    assert sources.download_dir is not None
+    listed = 0
+    for place in settings.places:
+        try:
+            files = index.list_files(
+                release.name, release.version, place, settings, place in settings.indexes
+            )
+        except index.IndexError_ as exc:
+            tried.append(f"{index.shown(place)}: {exc}")
+            continue
+        usable, other = index.rank(files, tags, supported)
+        listed += len(files)
+        skipped = f", {len(other)} for other platforms" if other else ""
+        tried.append(f"{index.shown(place)}: {len(usable)} wheel{'s' if len(usable) != 1 else ''}{skipped}")
+        for f in usable:
+            local = index.local_path(f.url)
+            if local is not None:
+                if os.path.isfile(local):
+                    yield WheelFile("find-links" if place in settings.find_links else "index", local)
+            elif not os.path.exists(os.path.join(sources.download_dir, f.filename)):
+                got = _fetch(f, sources, tried)
+                if got is not None:
+                    yield got
+    if not listed:
+        sources.unlisted.add((release.canonical_name, release.version))
+
+
+def unlisted_hint(release: Release, sources: Sources) -> str:
+    """What to do when no wheel of the release was found: the option naming where it comes from."""
+    from . import index
+
+    if sources.offline:
+        return "allow fetching (drop --offline), or pass --wheelhouse DIR holding the wheel"
+    pytorch = index.local_version_hint(release.version)
+    if pytorch is not None and (release.canonical_name, release.version) in sources.unlisted:
+        label = release.version.partition("+")[2]
+        return f"pass --extra-index-url {pytorch} (the index serving +{label} builds)"
+    return (
+        "pass --extra-index-url URL of the index it was installed from, or --wheelhouse DIR holding the wheel"
+    )
 
 
 def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
     """A proven pristine source for ``dist``, or :class:`NoPristineSource` listing every place tried."""
     tried: list[str] = []
-    more = itertools.chain(candidates(dist, sources, tried), _download(dist, sources, tried))
+    more = itertools.chain(
+        candidates(dist, sources, tried),
+        _direct(dist, sources, tried),
+        remote(dist, sources, tried, wheel_tags(dist)),
+    )
     for cand in more:
         proof = _prove(dist, cand)
         if isinstance(proof, str):
@@ -726,5 +873,5 @@ def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
         f"no wheel of {dist.name} {dist.version} (this build) found; looked in: "
         + "; ".join(t.strip() for t in tried),
         path=dist.metadata_dir,
-        hint="pass --wheelhouse DIR holding the wheel it was installed from",
+        hint=unlisted_hint(dist, sources),
     )

@@ -39,6 +39,7 @@ class DirectUrl:
     editable: bool = False
     vcs: str | None = None
     commit_id: str | None = None
+    archive: bool = False  # ``archive_info``: a wheel or sdist file, at a URL or on disk
 
     @property
     def local_dir(self) -> str | None:
@@ -61,7 +62,7 @@ def direct_url(dist: InstalledDistribution) -> DirectUrl | None:
             doc["url"], vcs=str(vcs_info.get("vcs", "")), commit_id=str(vcs_info.get("commit_id", ""))
         )
     editable = isinstance(dir_info, dict) and dir_info.get("editable") is True
-    return DirectUrl(doc["url"], editable=editable)
+    return DirectUrl(doc["url"], editable=editable, archive=isinstance(doc.get("archive_info"), dict))
 
 
 @dataclass
