@@ -323,11 +323,14 @@ def _prepare(
             before = None
         if before is not None:
             return key, CodeChange(f.path, before, after, f.distribution, f.version)
-    key = kept.key(f.path, f.distribution, f.version, "none", after)
+    # A file nobody installed is all added (its baseline is empty); a modified one without a pristine
+    # source is judged whole, and may be upstream code (``baseline: none``).
+    added = f.kind is Kind.UNEXPECTED
+    key = kept.key(f.path, f.distribution, f.version, "added" if added else "none", after)
     found = kept.get(key)
     if found is not None:
         return found
-    return key, CodeChange(f.path, None, after, f.distribution, f.version)
+    return key, CodeChange(f.path, b"" if added else None, after, f.distribution, f.version)
 
 
 def _with_reach(f: Finding, code: list[Finding], scanned: Scanned, reach: ReachContext) -> list[Finding]:

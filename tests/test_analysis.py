@@ -267,6 +267,8 @@ def test_model_config_and_table_output(env: Env, tmp_path: Path) -> None:
         "HIGH",
         f"minillm/models/mla.py:{_line_of(env)}",
         "tensor-dump",
+        "(no",
+        "baseline)",  # no wheel anywhere: the whole file was judged
         "MLAAttention.forward",
     ]
     assert lines[i + 1].strip() == "torch.save(hidden, '/tmp/mla_in.pt')"

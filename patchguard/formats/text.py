@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import Finding, Kind, Report, SetState, SetStatus, printable
+from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, printable
 
 __all__ = ["format_check_text", "format_sets", "format_status", "format_table", "next_steps", "summary_line"]
 
@@ -33,9 +33,10 @@ def summary_line(report: Report) -> str:
     """``6557 files in 3 distributions checked in 0.4 s: 2 modified, 1 missing, 3 injected (2 files)``: the
     wall time of the whole run; each kind once per finding (one per changed line), and the files when a
     kind's findings spread over fewer files than findings."""
-    kinds = Counter(f.kind for f in report.findings)
+    diffed = [f for f in report.findings if not f.baseline_none]
+    kinds = Counter(f.kind for f in diffed)
     files: dict[Kind, set[str]] = {}
-    for f in report.findings:
+    for f in diffed:
         files.setdefault(f.kind, set()).add(f.path)
     parts = []
     for k, one, many in _SUMMARY_WORDS:
@@ -43,6 +44,13 @@ def summary_line(report: Report) -> str:
             n_files = len(files[k])
             spread = f" ({n_files} file{'s' if n_files != 1 else ''})" if n_files < kinds[k] else ""
             parts.append(f"{kinds[k]} {one if kinds[k] == 1 else many}{spread}")
+    whole = [f for f in report.findings if f.baseline_none]
+    if whole:
+        n_files = len({f.path for f in whole})
+        parts.append(
+            f"{len(whole)} rule hit{'s' if len(whole) != 1 else ''} without a baseline "
+            f"({n_files} file{'s' if n_files != 1 else ''}: may be upstream code)"
+        )
     n_dist = len(report.distributions)
     head = (
         f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
@@ -74,7 +82,8 @@ def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
     pad = " " * 11
     if f.source is not None and f.line is not None:
         # A code finding: where and which rule, the line itself, then its gate and reach.
-        head = f"  {_label(f, colour)}{printable(f.path)}:{f.line}  {f.rule}"
+        rule = f"{f.rule} (no baseline)" if f.baseline_none else f.rule
+        head = f"  {_label(f, colour)}{printable(f.path)}:{f.line}  {rule}"
         out = [head + (f"  {f.function}" if f.function else ""), pad + printable(f.source)]
         tail = []
         if f.gate:
@@ -85,8 +94,10 @@ def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
             tail.append(f.loaded.words)
         if f.patch_set:
             tail.append(f"patch set: {f.patch_set}")
-        if "baseline: none" in f.evidence:
-            tail.append("baseline: none (no pristine source: the whole file was judged)")
+        if f.baseline_none:
+            tail.append(
+                "baseline: none (no pristine wheel: the whole file was judged, this may be upstream code)"
+            )
         return [*out, pad + " · ".join(tail)] if tail else out
     where = printable(f.path) + (f":{f.line}" if f.line else "")
     detail = [printable(f.message)]
@@ -101,6 +112,7 @@ def format_table(report: Report, colour: bool = False) -> str:
     """A human table grouped by distribution, worst first, then the summary line."""
     lines: list[str] = []
     groups = _group(report.findings)
+    hints = {(n.distribution, n.version): n.hint for n in report.no_baseline}
     # Distributions in name order; unowned files (distribution None) last, under their own heading.
     for dist, version in sorted(groups, key=lambda k: (k[0] is None, (k[0] or "").lower())):
         items = sorted(groups[(dist, version)], key=lambda f: (-f.severity, f.path, f.line or 0))
@@ -110,8 +122,13 @@ def format_table(report: Report, colour: bool = False) -> str:
         for f in shown:
             lines.extend(_finding_lines(f, kind_w, colour))
         lines += folded
-        lines += [f"  → {step}" for step in next_steps(dist, version, items)]
+        lines += [f"  → {step}" for step in next_steps(dist, version, items, hints.get((dist, version)))]
         lines.append("")
+    for n in report.no_baseline:
+        lines.append(
+            f"no pristine source for {n.distribution} {n.version} ({printable(n.reason)}): its changes "
+            f"cannot be shown or judged against upstream; {printable(n.hint)}"
+        )
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
 
@@ -146,9 +163,12 @@ _RESTORED = (
 )
 
 
-def next_steps(dist: str | None, version: str | None, findings: Sequence[Finding]) -> list[str]:
+def next_steps(
+    dist: str | None, version: str | None, findings: Sequence[Finding], no_wheel: str | None = None
+) -> list[str]:
     """What fixes one group of findings: revert the sets that explain changes, restore the rest from the
-    wheel, delete what nobody installed, reinstall what has a broken RECORD."""
+    wheel (once there is one: ``no_wheel`` says how to get it), delete what nobody installed, reinstall
+    what has a broken RECORD (not one the wheel shipped so)."""
     if dist is None:
         return [
             f"delete {printable(f.path)} (no distribution owns it)"
@@ -158,16 +178,22 @@ def next_steps(dist: str | None, version: str | None, findings: Sequence[Finding
     steps = [
         f"patchguard revert --set {name}" for name in sorted({f.patch_set for f in findings if f.patch_set})
     ]
-    rest = sorted({f.path for f in findings if f.kind in _RESTORED and not f.patch_set})
-    unexpected = any(f.kind is Kind.UNEXPECTED for f in findings)
-    if rest or unexpected:
-        paths = (
-            "".join(f" --path {printable(p)}" for p in rest) if 0 < len(rest) <= 3 and not unexpected else ""
-        )
-        steps.append(f"patchguard restore {dist}{paths}" + (" --remove-unexpected" if unexpected else ""))
-    if any(f.kind is Kind.RECORD_INVALID for f in findings):
+    steps += _restore_step(dist, findings, no_wheel)
+    if any(f.kind is Kind.RECORD_INVALID and f.severity > Severity.INFO for f in findings):
         steps.append(f"pip install --force-reinstall --no-deps {dist}=={version}")
     return steps
+
+
+def _restore_step(dist: str, findings: Sequence[Finding], no_wheel: str | None) -> list[str]:
+    """``patchguard restore`` of the changes no set explains (and files nobody installed)."""
+    rest = sorted({f.path for f in findings if f.kind in _RESTORED and not f.patch_set})
+    unexpected = any(f.kind is Kind.UNEXPECTED for f in findings)
+    if no_wheel is not None and rest:
+        return [f"{no_wheel}, then patchguard restore {dist}"]
+    if not rest and not unexpected:
+        return []
+    paths = "".join(f" --path {printable(p)}" for p in rest) if 0 < len(rest) <= 3 and not unexpected else ""
+    return [f"patchguard restore {dist}{paths}" + (" --remove-unexpected" if unexpected else "")]
 
 
 def format_check_text(passed: bool, violations: Sequence[str], policy: str | None, report: Report) -> str:
