@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from patchguard import Kind, Severity
 from patchguard.cli import main
 from patchguard.diffs import parse_patch, unified_diff
 
-from .helpers import Env, build_wheel, cli, make_venv, minillm_files
+from .helpers import Env, build_wheel, cli, minillm_files
 
 MLA = "minillm/models/mla.py"
 DEBUG_BLOCK = "        if num_tokens == 5:\n            torch.save(hidden, '/tmp/mla_in.pt')\n"

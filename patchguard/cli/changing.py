@@ -62,13 +62,13 @@ def restore(
         fetch=fetch,
     )
     say_recovered(result.recovered)
+    for text in result.notes:
+        note(f"note: {text}")
     if not result.actions:
         click.echo("nothing to restore")
         return
     for a in result.actions:
         click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{a.shown}")
-    for text in result.notes:
-        note(f"note: {text}")
     if dry_run or result.after is None:
         return
     left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}

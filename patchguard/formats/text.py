@@ -112,7 +112,9 @@ def format_table(report: Report, colour: bool = False) -> str:
     """A human table grouped by distribution, worst first, then the summary line."""
     lines: list[str] = []
     groups = _group(report.findings)
-    hints = {(n.distribution, n.version): n.hint for n in report.no_baseline}
+    hints: dict[tuple[str | None, str | None], str] = {
+        (n.distribution, n.version): n.hint for n in report.no_baseline
+    }
     # Distributions in name order; unowned files (distribution None) last, under their own heading.
     for dist, version in sorted(groups, key=lambda k: (k[0] is None, (k[0] or "").lower())):
         items = sorted(groups[(dist, version)], key=lambda f: (-f.severity, f.path, f.line or 0))
