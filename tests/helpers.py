@@ -25,6 +25,9 @@ from installer.sources import WheelFile
 REPO = Path(__file__).resolve().parent.parent
 MINILLM_SRC = REPO / "fixtures" / "minillm"
 PYVER = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+# The environment the tests started in, before conftest isolates pip's configuration: what a pip that must
+# reach this machine's package registries (building patchguard's own wheel) runs with.
+OUTER_ENV = dict(os.environ)
 
 
 def record_hash(data: bytes) -> str:

@@ -354,3 +354,20 @@ def test_hex_record_hashes_are_read_as_hex(tmp_path: Path, primary: Index, pip_c
     (env.site / "hexrec/a.py").write_text("A = 2\n")
     code, out, _ = cli("scan", "--site-packages", str(env.site), "--format", "json", "--fail-on", "minor")
     assert "hexrec/a.py" in {f["path"] for f in json.loads(out)["findings"]}
+
+
+@pytest.mark.parametrize("where", ["url", "file"])
+def test_the_file_or_url_direct_url_json_names(tmp_path: Path, primary: Index, where: str) -> None:
+    """Installed with ``pip install URL-or-path-of-a-wheel``: no index knows it, ``direct_url.json`` does."""
+    wheel = build_wheel(tmp_path / "b", "direct", "1.0", {"direct/m.py": "X = 1\n"})
+    env = Env(tmp_path / "venv")
+    env.install(wheel)
+    primary.add(wheel)  # served, but listed on no index page patchguard is told of (PIP_NO_INDEX)
+    url = f"{primary.url.removesuffix('/simple')}/files/{wheel.name}" if where == "url" else wheel.as_uri()
+    doc = {"url": url, "archive_info": {"hash": "sha256=" + hashlib.sha256(wheel.read_bytes()).hexdigest()}}
+    (env.dist_info("direct", "1.0") / "direct_url.json").write_text(json.dumps(doc))
+    (env.site / "direct/m.py").write_text("X = 1\nimport os; os._exit(3)\n")
+    code, out, err = cli("diff", "--site-packages", str(env.site))
+    assert code == 0, err
+    assert "+import os; os._exit(3)" in out
+    assert len(_downloads(primary)) == (1 if where == "url" else 0)

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from .helpers import REPO, Env, cli
+from .helpers import OUTER_ENV, REPO, Env, cli
 from .test_deploy import dump_in_mla
 
 MLA = "minillm/models/mla.py"
@@ -91,6 +91,7 @@ def test_the_wheel_ships_the_schemas(tmp_path: Path) -> None:
         ],
         check=True,
         capture_output=True,
+        env=OUTER_ENV,
     )
     (wheel,) = tmp_path.glob("patchguard-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

@@ -226,6 +226,8 @@ def as_shipped(change: ChangedFile, explainer: Explainer) -> bool | None:
     own RECORD is wrong about it); ``None`` when no pristine source tells."""
     if change.dist is None or change.entry is None or explainer.editable(change.dist) is not None:
         return None
+    if explainer.sources.store.has_entry(change.entry):
+        return False  # its pristine bytes hash to the RECORD row, which the installed file does not
     try:
         before = explainer.pristine_bytes(change)
         now = read_installed(change.path)

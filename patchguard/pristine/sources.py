@@ -7,8 +7,12 @@ Where a wheel is looked for, in this order (every place tried is reported when n
 2. pip's cache: locally built wheels (``wheels/``) and downloaded ones (``http-v2/*.body``; ``http/`` of
    pip before 23.3);
 3. uv's cache: unpacked wheels (``archive-v*/<id>/``) and wheel files (``wheels-v*/``);
-4. unless offline: ``pip download --no-deps --only-binary=:all:`` of ``name==version`` for the tags the
-   installed ``WHEEL`` file names (pip's own index configuration applies), kept in patchguard's cache.
+4. earlier downloads (patchguard's ``downloads/``), then the wheel file ``direct_url.json`` names;
+5. unless offline: the find-links locations and indexes this box's pip (and uv) use, with patchguard's own
+   index options first (:mod:`.index`): the wheels of ``name==version`` an installer of the environment
+   accepts, best first, each downloaded only when the one before was not the build.
+
+(The store, ``<cache>/pristine``, comes before all of them: callers look there first.)
 
 A candidate is trusted only once it is **proven the same build**: every file both the installed RECORD and
 the wheel's RECORD list must have the same hash (``+cu128`` and ``+cpu`` builds of one version differ). A
@@ -138,6 +142,12 @@ class PristineStore:
             with contextlib.suppress(OSError):  # only a cache
                 write_atomically(path, data)
         return hexdigest
+
+    def has_entry(self, entry: RecordEntry) -> bool:
+        """Whether the store holds bytes for a sha256 RECORD row (a stat, nothing read)."""
+        if entry.algorithm != "sha256" or entry.digest is None:
+            return False
+        return os.path.isfile(self._path(_b64_to_hex(entry.digest)))
 
     def for_entry(self, entry: RecordEntry) -> bytes | None:
         """The bytes a sha256 RECORD row names, if the store has them."""
