@@ -221,6 +221,7 @@ def test_diff_restore_and_capture_fetch_the_wheel_once(box: Env, primary: Index,
     code, out, err = cli("diff", "--site-packages", str(box.site))
     assert code == 0, err
     assert '+            torch.save(hidden, "/tmp/attn_in.pt")' in out
+    assert f"fetching gpukit-1.0-cp38-abi3-manylinux_2_28_{ARCH}.whl from {primary.url}" in err  # not a tty
     code, _, err = cli("capture", "--set", "attn-dump", "gpukit", "--site-packages", str(box.site))
     assert code == 0, err
     code, out, err = cli("restore", "gpukit", "--site-packages", str(box.site))

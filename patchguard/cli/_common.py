@@ -188,9 +188,9 @@ class DownloadBar:
         if self.label != label:
             self.label, self.shown = label, 0
             size = f" ({total / 1e6:.0f} MB)" if total else ""
-            if sys.stderr.isatty() and not QUIET:
+            if sys.stderr.isatty() and not QUIET and total:
                 self.bar = click.progressbar(
-                    length=total or 0, label=f"fetching {label}{size}", file=sys.stderr
+                    length=total, label=f"fetching {label}{size}", file=sys.stderr
                 )
             else:
                 note(f"fetching {label}{size}")

@@ -836,9 +836,12 @@ def remote(
         listed += len(files)
         skipped = f", {len(other)} for other platforms" if other else ""
         tried.append(f"{index.shown(place)}: {len(usable)} wheel{'s' if len(usable) != 1 else ''}{skipped}")
+        remote_page = index.local_path(place) is None
         for f in usable:
             local = index.local_path(f.url)
             if local is not None:
+                if remote_page:
+                    continue  # a remote page never names a file of this machine
                 if os.path.isfile(local):
                     yield WheelFile("find-links" if place in settings.find_links else "index", local)
             elif not os.path.exists(os.path.join(sources.download_dir, f.filename)):
