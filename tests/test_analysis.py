@@ -291,3 +291,57 @@ def test_analysis_never_imports_libcst_for_a_clean_scan(env: Env) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_two_dump_sites_in_one_forward_are_two_findings(
+    env: Env, minillm_wheel: Path, tmp_path: Path
+) -> None:
+    """The founding story: the input and the output of a forward dumped by two shape-gated blocks, 23 lines
+    apart. Each is its own HIGH finding, with its line, gate and written path; table, JSON and SARIF keep
+    both. A run of prints in a row stays one finding that lists its lines."""
+    import json
+    import shutil
+
+    from .helpers import cli
+
+    house = tmp_path / "wheels"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    mla = env.site / "minillm/models/mla.py"
+    text = mla.read_text()
+    first = "        num_tokens, _ = hidden.shape\n"
+    last = "        return self.o_proj(context)\n"
+    dump_in = '        if hidden.shape[0] == 5:\n            torch.save(hidden, "/tmp/mla_in.pt")\n'
+    dump_out = (
+        "        out = self.o_proj(context)\n"
+        "        if out.shape[0] == 5:\n"
+        '            torch.save(out, "/tmp/mla_out.pt")\n'
+        '            print("dumped", out.shape)\n'
+        '            print("dumped", out.dtype)\n'
+        "        return out\n"
+    )
+    edited = text.replace(first, first + dump_in, 1).replace(last, dump_out, 1)
+    mla.write_text(edited)
+    lines = edited.splitlines()
+    report = patchguard.scan(
+        ["minillm"], site_packages=[str(env.site)], wheelhouse=[str(house)], offline=True
+    )
+    assert not any(f.baseline_none for f in report.findings)
+    dumps = [f for f in report.findings if f.rule == "tensor-dump"]
+    assert [(f.line, f.gate and f.gate["condition"]) for f in dumps] == [
+        (lines.index('            torch.save(hidden, "/tmp/mla_in.pt")') + 1, "hidden.shape[0] == 5"),
+        (lines.index('            torch.save(out, "/tmp/mla_out.pt")') + 1, "out.shape[0] == 5"),
+    ]
+    assert "/tmp/mla_in.pt" in dumps[0].message and "/tmp/mla_out.pt" in dumps[1].message
+    (prints,) = [f for f in report.findings if f.rule == "print"]
+    n = lines.index('            print("dumped", out.shape)') + 1
+    assert (prints.line, prints.end_line) == (n, n + 1) and f"lines: {n}, {n + 1}" in prints.evidence
+    site = ("--site-packages", str(env.site), "--wheelhouse", str(house), "--offline")
+    for fmt in ("json", "sarif"):
+        _code, out, _ = cli("scan", "minillm", *site, "--format", fmt)
+        doc = json.loads(out)
+        found = doc["findings"] if fmt == "json" else doc["runs"][0]["results"]
+        key = "rule" if fmt == "json" else "ruleId"
+        assert [r[key] for r in found].count("tensor-dump") == 2, fmt
+    _code, out, _ = cli("scan", "minillm", *site)
+    assert out.count("tensor-dump") == 2

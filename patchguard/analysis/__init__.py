@@ -198,7 +198,6 @@ def analyse(change: CodeChange) -> list[Finding]:
         out.append(_unparseable(edit, edit.st.syntax_error))
     if not out and before is not None and _only_cosmetic(before, edit.st):
         return _cosmetic(edit, regions)
-    out = _one_per_region_and_rule(out, regions)
     out += _removed_checks(regions, edit, after)
     for r in regions:
         _unexplained(edit, r, covered, out)
@@ -230,7 +229,7 @@ def _cosmetic(edit: _Edit, regions: Sequence[Region]) -> list[Finding]:
         finding.commented_out(st, n) for r in regions for n in r.lines if _is_commented_code(lines[n - 1])
     ]
     if dead_code:
-        return _one_per_region_and_rule(dead_code, regions)
+        return _commented_runs(dead_code, lines)
     first = next((r for r in regions if r.end >= r.start), regions[0])
     message = "only comments, layout or docstrings differ from the pristine wheel"
     return [finding.cosmetic(st, first.start, max(first.end, first.start), message)]
@@ -310,19 +309,65 @@ def _one_per_line(findings: list[Finding]) -> list[Finding]:
 _RULE_ORDER = {rule: n for n, rule in enumerate(RULES)}
 
 
-def _one_per_region_and_rule(findings: list[Finding], regions: Sequence[Region]) -> list[Finding]:
-    """One finding per changed region and rule (the first line it hits): a debug block of ten prints is
-    one print finding, not ten."""
-    seen: set[tuple[object, str]] = set()
-    out: list[Finding] = []
-    for f in sorted(findings, key=lambda f: (f.line or 0, f.rule)):
-        region = next((i for i, r in enumerate(regions) if r.start <= (f.line or 0) <= r.end), -1)
-        # In one function, an edit split by difflib into several regions is still one edit.
-        where: object = f.function if f.function else region
-        if region >= 0 and (where, f.rule) in seen:
+def _one_per_site(hits: list[Hit], finding: _Maker) -> list[Finding]:
+    """One finding per injection site: only a contiguous run of one rule in one block (ten prints in a row,
+    the same gate, the same target) folds into the finding of its first line, which lists every line.
+    Separate blocks, other targets or other gates stay separate findings, however close."""
+    runs: list[list[Hit]] = []
+    last: dict[str, list[Hit]] = {}  # rule -> its current run
+    for h in sorted(hits, key=lambda h: (h.line, h.end_line)):
+        run = last.get(h.rule)
+        if run and _continues(run[-1], h, finding.lines):
+            run.append(h)
             continue
-        seen.add((where, f.rule))
-        out.append(f)
+        last[h.rule] = [h]
+        runs.append(last[h.rule])
+    return [_folded(run, finding) for run in runs]
+
+
+def _continues(prev: Hit, h: Hit, lines: Sequence[str]) -> bool:
+    """Whether ``h`` goes on the run ``prev`` ends: the same rule, gate and function, no other target
+    (``h`` names none, or the same), in the same block (same indentation) with nothing but blank or comment
+    lines between them."""
+    same = (prev.rule, prev.gate_kind, prev.gate, prev.function, prev.dead)
+    if same != (h.rule, h.gate_kind, h.gate, h.function, h.dead) or h.detail not in ("", prev.detail):
+        return False
+    if h.line <= prev.end_line:
+        return True  # on a line of the same statement
+    if h.line > len(lines):
+        return False
+    if any(not _is_comment_or_blank(lines[n - 1]) for n in range(prev.end_line + 1, h.line)):
+        return False
+    return _indent(lines[prev.end_line - 1]) == _indent(lines[h.line - 1])
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _folded(run: list[Hit], finding: _Maker) -> Finding:
+    first = _injected(run[0], finding)
+    if len({h.line for h in run}) == 1:
+        return replace(first, end_line=max(h.end_line for h in run))
+    lines = list(dict.fromkeys(h.line for h in run))
+    numbers = ", ".join(map(str, lines))
+    return replace(
+        first,
+        end_line=max(h.end_line for h in run),
+        message=f"{first.message} ({len(lines)} lines in a row: {numbers})",
+        evidence=(*first.evidence, f"lines: {numbers}"),
+    )
+
+
+def _commented_runs(found: list[Finding], lines: Sequence[str]) -> list[Finding]:
+    """Code left in comments: one finding per run of such lines with nothing else between them."""
+    out: list[Finding] = []
+    for f in sorted(found, key=lambda f: f.line or 0):
+        prev = out[-1] if out else None
+        if prev is not None and prev.function == f.function and (prev.end_line or 0) + 1 == f.line:
+            out[-1] = replace(prev, end_line=f.line)
+        else:
+            out.append(f)
     return out
 
 
@@ -332,25 +377,25 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     from .judge import judge_statements, units_for
 
     pristine = _Pristine.of(edit.before)
-    out: list[Finding] = []
+    reported: list[Hit] = []
     if pristine is None and edit.st.grammar == "ast":  # a whole file: statement by statement
-        for hit in judge_statements(edit.st, edit.lines):
-            out.append(_injected(hit, edit.finding))
-            covered.update(range(hit.line, hit.end_line + 1))
-        return out
-    for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
-        all_hits, hits = _unit_hits(edit, unit, ulines)
-        if not hits:
-            continue
-        baseline = pristine.counts(unit, edit.st) if pristine is not None else None
-        after_counts = Counter((h.rule, h.qualname) for h in all_hits)
-        for hit in hits:
-            key = (hit.rule, hit.qualname)
-            if baseline is not None and baseline.get(key, 0) >= after_counts[key]:
+        reported = list(judge_statements(edit.st, edit.lines))
+    else:
+        for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
+            all_hits, hits = _unit_hits(edit, unit, ulines)
+            if not hits:
                 continue
-            out.append(_injected(hit, edit.finding))
-            covered.update(range(hit.line, hit.end_line + 1))
-    return out
+            baseline = pristine.counts(unit, edit.st) if pristine is not None else None
+            after_counts = Counter((h.rule, h.qualname) for h in all_hits)
+            reported += [
+                h
+                for h in hits
+                if baseline is None
+                or baseline.get((h.rule, h.qualname), 0) < after_counts[(h.rule, h.qualname)]
+            ]
+    for hit in reported:
+        covered.update(range(hit.line, hit.end_line + 1))
+    return _one_per_site(reported, edit.finding)
 
 
 def _unit_hits(edit: _Edit, unit: Unit, ulines: Sequence[int]) -> tuple[list[Hit], list[Hit]]:
