@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -355,3 +356,16 @@ def test_many_minor_changes_of_a_file_are_one_line_in_the_table(env: Env) -> Non
     assert "functional-change" not in table and "debugger" in table  # the rest is shown as it is
     few = format_table(replace(report, findings=(dump, *changes[:3])))
     assert few.count("functional-change") == 3
+
+
+@pytest.mark.slow  # two real venvs
+def test_two_venvs_of_one_base_interpreter_are_two_environments(tmp_path: Path) -> None:
+    """patchguard in its own venv, ``--python`` naming the server's venv: both link the same base binary,
+    and no note says patchguard runs from the environment it checks."""
+    server = make_venv(tmp_path / "server")
+    assert os.path.realpath(server.prefix / "bin/python") == os.path.realpath(sys.executable)
+    done = run_cli("scan", "--python", str(server.prefix / "bin/python"), "--no-analysis")
+    assert done.returncode == 0, done.stderr
+    assert "runs from the environment" not in done.stderr
+    done = run_cli("scan", "--python", sys.executable, "--no-analysis", "--fail-on", "never")
+    assert "runs from the environment" in done.stderr  # the tests' own interpreter: patchguard's environment

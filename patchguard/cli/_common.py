@@ -64,7 +64,9 @@ SELF_NOTE = (
 
 
 def _runs_from(python: str | None, site_packages: Sequence[str]) -> bool:
-    """Whether the environment named (or, naming none, the running one) is the one patchguard runs from."""
+    """Whether the environment named (or, naming none, the running one) is the one patchguard runs from —
+    compared as environments (the venv's prefix, or the site-packages), never as interpreter binaries: two
+    venvs of one base interpreter link the same binary and are still two environments."""
     import os
     import sysconfig
 
@@ -72,10 +74,26 @@ def _runs_from(python: str | None, site_packages: Sequence[str]) -> bool:
     if python and site_packages:
         return False  # a usage error, said on its own
     if python:
-        return os.path.realpath(python) == os.path.realpath(sys.executable)
+        prefix = _venv_prefix(python)
+        if prefix is not None:
+            return prefix == os.path.realpath(sys.prefix)
+        # A base interpreter: the running one only if patchguard is not in a venv of its own.
+        return sys.prefix == sys.base_prefix and os.path.realpath(python) == os.path.realpath(sys.executable)
     if site_packages:
         return any(os.path.realpath(p) in own for p in site_packages)
     return True
+
+
+def _venv_prefix(python: str) -> str | None:
+    """The venv an interpreter path belongs to (its ``pyvenv.cfg`` beside or above its ``bin``), if any:
+    found from the path as given, not its resolved binary."""
+    import os
+
+    bindir = os.path.dirname(os.path.abspath(python))
+    for cfg in (os.path.join(bindir, "pyvenv.cfg"), os.path.join(os.path.dirname(bindir), "pyvenv.cfg")):
+        if os.path.isfile(cfg):
+            return os.path.realpath(os.path.dirname(cfg))
+    return None
 
 
 output_option = click.option(
