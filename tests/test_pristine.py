@@ -475,3 +475,23 @@ def test_vcs_install_is_unverifiable_with_its_commit(env: Env) -> None:
     (f,) = patchguard.scan(["minillm"], site_packages=[str(env.site)]).findings
     assert (f.kind, f.rule, f.severity) == (Kind.UNVERIFIABLE, "vcs-install", Severity.INFO)
     assert "@0123456789abcdef0123456789abcdef01234567" in f.message
+
+
+@pytest.mark.parametrize("command", ["diff", "restore", "capture"])
+def test_a_path_glob_that_matches_nothing_is_exit_2(env: Env, command: str) -> None:
+    edit_like_a_person(env)
+    args = {
+        "diff": ["diff", "minillm"],
+        "restore": ["restore", "minillm"],
+        "capture": ["capture", "--set", "x", "minillm"],
+    }
+    code, out, err = cli(*args[command], "--site-packages", str(env.site), "--path", "*/nomatch.py")
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "--path '*/nomatch.py' matches no file" in line
+    # A glob that names an installed file that is unchanged is not a mistake: nothing to do.
+    if command != "capture":
+        code, _out, err = cli(
+            *args[command], "--site-packages", str(env.site), "--path", "minillm/__init__.py"
+        )
+        assert code == 0, err

@@ -172,6 +172,8 @@ def test_other_environments_and_vanished_processes(
 
     fake = tmp_path / "proc"
     (fake / "4242").mkdir(parents=True)
+    (fake / "1").mkdir()
+    (fake / str(os.getpid())).mkdir()
     (fake / "stat").write_text("btime 1700000000\n")
     real_read = running_mod._read
 
@@ -183,3 +185,26 @@ def test_other_environments_and_vanished_processes(
 
     monkeypatch.setattr(running_mod, "_read", exits_meanwhile)
     assert running(site_packages=[str(site)], proc=str(fake)).processes == []
+
+
+def test_a_process_table_that_cannot_be_read_is_exit_2_not_zero_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No /proc, or one that hides the other processes (hidepid): never "0 processes, 0 stale"."""
+    import patchguard.deploy.running as running_mod
+    from patchguard.errors import PatchguardError
+
+    site = tmp_path / "venv/lib/python3.11/site-packages"
+    site.mkdir(parents=True)
+    with pytest.raises(PatchguardError, match="cannot read the process table"):
+        running(site_packages=[str(site)], proc=str(tmp_path / "no-proc"))
+    hidden = tmp_path / "proc"
+    (hidden / str(os.getpid())).mkdir(parents=True)  # only our own process is shown
+    with pytest.raises(PatchguardError, match="shows only some processes"):
+        running(site_packages=[str(site)], proc=str(hidden))
+    real = running_mod.running
+    monkeypatch.setattr(running_mod, "running", lambda **kw: real(**kw, proc=str(hidden)))
+    code, out, err = cli("running", "--site-packages", str(site))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "shows only some processes" in line and "hidepid" in line

@@ -96,7 +96,11 @@ def _say_restart(python: str | None, site_packages: tuple[str, ...]) -> None:
         return  # no /proc to read: nothing to say
     for p in found.processes:
         if p.verdict is Verdict.STALE:
-            note(f"restart needed: pid {p.pid} runs the code from before this change ({p.command[:80]})")
+            # Not a note: -q never hides a restart that is needed.
+            click.echo(
+                f"restart needed: pid {p.pid} runs the code from before this change ({p.command[:80]})",
+                err=True,
+            )
 
 
 def _describe(

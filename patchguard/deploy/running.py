@@ -25,6 +25,7 @@ from typing import Any
 
 from .._fs import PYCACHE, STATE_DIR, bytecode_of
 from ..env import Target, resolve_target
+from ..errors import PatchguardError
 from ..integrity.records import discover
 
 __all__ = ["RUNNING_SCHEMA", "Process", "Running", "Verdict", "running"]
@@ -99,13 +100,33 @@ def running(
     boot, tick = _boot_time(proc), os.sysconf("SC_CLK_TCK")
     py_files = list(_python_files(target))
     out = Running(target)
-    for pid in sorted(int(n) for n in os.listdir(proc) if n.isdigit()):
+    for pid in _pids(proc):
         if pid == os.getpid():
             continue
         found = _process(proc, pid, sites, bin_dir, boot, tick, py_files, target)
         if found is not None:
             out.processes.append(found)
     return out
+
+
+def _pids(proc: str) -> list[int]:
+    """Every process id ``proc`` lists; an error when it cannot be read or hides other users' processes
+    (``hidepid``): "no process" must never be said of processes patchguard cannot see."""
+    try:
+        pids = sorted(int(n) for n in os.listdir(proc) if n.isdigit())
+    except OSError as exc:
+        raise PatchguardError(
+            f"cannot read the process table ({exc.strerror or exc})",
+            path=proc,
+            hint="run where /proc is mounted (in a container: share the host's PID namespace)",
+        ) from None
+    if 1 not in pids or not os.path.isdir(os.path.join(proc, str(os.getpid()))):
+        raise PatchguardError(
+            "the process table shows only some processes (hidepid, or not a procfs)",
+            path=proc,
+            hint="run as root, or mount /proc without hidepid",
+        )
+    return pids
 
 
 def _read(path: str) -> str | None:

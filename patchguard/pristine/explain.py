@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from .._fs import read_regular
 from ..diffs import FileDiff
 from ..env import Target, resolve_target
-from ..errors import PatchguardError
+from ..errors import PatchguardError, UsageError
 from ..integrity.inventory import (
     ChangedFile,
     ProgressCallback,
@@ -77,6 +77,7 @@ def survey(
         progress=progress,
         paths=paths,
     )
+    _globs_match(scanned, paths)
     selected = scanned.selected
     if any(os.path.join(d.metadata_dir, "direct_url.json") in d.paths for d in selected):
         found = [*scanned.report.findings, *vcs_findings(selected, against)]
@@ -84,6 +85,24 @@ def survey(
     if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
         scanned.report = replace(scanned.report, findings=tuple(_uv_linked(scanned)))
     return scanned
+
+
+def _globs_match(scanned: Scanned, globs: Sequence[str]) -> None:
+    """A ``--path`` glob that matches no file of the distributions (nor any change) is a mistake: exit 2,
+    never a silent "nothing to do"."""
+    if not globs:
+        return
+    import fnmatch
+
+    shown = {f.path for f in scanned.report.findings}
+    for d in scanned.selected:
+        shown.update(scanned.display(p) for p in d.paths)
+    for glob in globs:
+        if not any(fnmatch.fnmatchcase(p, glob) for p in shown):
+            raise UsageError(
+                f"--path {glob!r} matches no file",
+                hint="paths are relative to site-packages, e.g. --path '*/deepseek_v2.py'",
+            )
 
 
 def _uv_linked(scanned: Scanned) -> list[Finding]:
