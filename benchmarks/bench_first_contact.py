@@ -37,6 +37,8 @@ PLATFORM = "vllm/platforms/cuda.py"
 # SM120 edits tried in order on platforms/cuda.py: the first line holding the old text gets the new one
 SM120 = (("device_capability.major == 10", "device_capability.major in (10, 12)"), ("(10, 0)", "(12, 0)"))
 TARGET_RATIO = 1.10
+STEPS = {"a": "first scan, empty cache", "b": "second scan", "c": "wheelhouse scan, warm (reference)"}
+STEPS |= {"d": "diff, warm cache", "e": "restore vllm, warm cache"}
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0, 1)) -> tuple[float, str]:
@@ -69,9 +71,8 @@ def prepare(venv: Path) -> Path:
     python, saved = venv / "bin" / "python", venv / "bench-pristine"
     if not python.exists():
         run(["python3", "-m", "venv", str(venv)], ok=(0,))
-    site = Path(
-        run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])[1].strip()
-    )
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(run([str(python), "-c", purelib], ok=(0,))[1].strip())
     if not (site / "vllm-0.33.0.dist-info").is_dir():
         log(f"installing {VLLM} into {venv} ...")
         run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-cache-dir", VLLM], ok=(0,))
@@ -114,12 +115,9 @@ def edit(site: Path) -> dict[str, list[list[int]]]:
     pad = " " * first.col_offset
     edited: dict[str, list[list[int]]] = {MODEL: []}
     # after the first statement (0-based index of the next line) and before the return; the dumped variable
-    blocks = [
-        (first.end_lineno or first.lineno, param, "mla_in"),
-        (last.lineno - 1, last.value.id, "mla_out"),
-    ]
+    blocks = [(first.end_lineno or first.lineno, param, "in"), (last.lineno - 1, last.value.id, "out")]
     for n, (at, var, dump) in enumerate(blocks):  # top first: the first block moves the second down by two
-        save = f'{pad}    torch.save({var}.detach().cpu(), "/tmp/{dump}.pt")\n'
+        save = f'{pad}    torch.save({var}.detach().cpu(), "/tmp/mla_{dump}.pt")\n'
         lines[at + 2 * n : at + 2 * n] = [f"{pad}if {var}.shape[0] == 5:\n", save]
         edited[MODEL].append([at + 2 * n + 1, at + 2 * n + 2])
     write_like_an_editor(site / MODEL, "".join(lines))
@@ -193,7 +191,7 @@ def measure(venv: Path, work: Path, repeat: int) -> dict[str, Any]:
         shutil.copy2(work / "cache-a" / "downloads" / rel, work / "wheelhouse")
     house = [*scan, "--wheelhouse", str(work / "wheelhouse")]
     run(house, env_c)  # (c)'s first, cold run: untimed
-    b_runs, c_runs, b_bytes, c_bytes, same = [], [], 0, 0, True
+    b_runs, c_runs, b_bytes, same = [], [], 0, True
     for _ in range(repeat):  # interleaved: each ratio compares runs made seconds apart
         wall, out, got = step(scan, env_a)
         b_runs.append(wall)
@@ -201,15 +199,14 @@ def measure(venv: Path, work: Path, repeat: int) -> dict[str, Any]:
         c_runs.append(step(house, env_c)[0])
     c_bytes = sum(downloads(work / "cache-c").values())
     res["b"] = {"s": statistics.median(b_runs), "bytes": b_bytes, "note": f"same findings as (a): {same}"}
-    res["c"] = {"s": statistics.median(c_runs), "bytes": c_bytes, "note": "reference"}
+    res["c"] = {"s": statistics.median(c_runs), "bytes": c_bytes, "note": "--wheelhouse with (a)'s wheel"}
     res["ratio_b_c"] = statistics.median(b / c for b, c in zip(b_runs, c_runs, strict=True))
     d_s, diff, d_bytes = step([*pg, "diff", *py], env_a)
     added = {line[1:] for line in diff.splitlines() if line.startswith("+")}
     text = {rel: (site / rel).read_text(encoding="utf-8").splitlines() for rel in edited}
     missing = [text[rel][n - 1] for rel, n in sorted(lines) if text[rel][n - 1] not in added]
-    res["d"] = dict(
-        s=d_s, bytes=d_bytes, missing_lines=missing, note=f"edited lines not shown: {len(missing)}"
-    )
+    note = f"edited lines not in it: {len(missing)}"
+    res["d"] = dict(s=d_s, bytes=d_bytes, missing_lines=missing, note=note)
     e_s, _, e_bytes = step([*pg, "restore", "vllm", *py], env_a, ok=(0,))
     out = run([*scan, "--no-analysis"], env_a)[1]
     left = [f["path"] for f in json.loads(out)["findings"] if f["kind"] == "modified" and f["path"] in edited]
@@ -233,23 +230,12 @@ def measure(venv: Path, work: Path, repeat: int) -> dict[str, Any]:
 
 
 def table(res: dict[str, Any]) -> str:
-    n = res["repeat"]
-    steps = [
-        "a first scan, empty cache",
-        f"b second scan, median of {n}",
-        f"c wheelhouse, warm, median of {n}",
-    ]
-    steps += ["d diff, warm cache", "e restore vllm, warm cache"]
     out = [f"environment: {res['environment']}", f"patchguard:  {res['patchguard']}", ""]
+    out.append(f"b and c: medians of {res['repeat']} interleaved runs")
     out.append(f"{'step':<38} {'wall s':>8} {'bytes downloaded':>17}  notes")
-    out += [
-        f"{name:<38} {r['s']:>8.3f} {r['bytes']:>17,}  {r['note']}"
-        for name, r in zip(steps, [res[k] for k in "abcde"], strict=True)
-    ]
-    out += [
-        "",
-        f"ratio b / c: {res['ratio_b_c']:.3f} (target <= {TARGET_RATIO:.2f}; median of per-round ratios)",
-    ]
+    for k, what in STEPS.items():
+        out.append(f"{k + ' ' + what:<38} {res[k]['s']:>8.3f} {res[k]['bytes']:>17,}  {res[k]['note']}")
+    out += ["", f"ratio b / c: {res['ratio_b_c']:.3f} (target <= {TARGET_RATIO}; median of per-round ratios)"]
     out.append(f"ratio a / c: {res['a']['s'] / res['c']['s']:.1f} (the fetch and the cold scan)")
     out.append(f"dump sites found: {res['dump_sites_found']} of 2; baseline none: {res['baseline_none']}")
     out.append(f"findings at lines not edited: {len(res['upstream_lines_flagged'])}")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .env import Target
 from .errors import PatchguardError
 from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
-from .model import Finding, GateKind, Kind, NoBaseline, Reach, Report
+from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report
 
 if TYPE_CHECKING:
     from .analysis import CodeChange
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .analysis.reach import FileReach, ReachContext
     from .deploy.gate import CheckResult
     from .deploy.policy import Policy
+    from .deploy.running import Habit
     from .pristine.explain import Explainer
     from .pristine.sources import SourceOptions
 
@@ -283,6 +284,7 @@ def judge_findings(
         kept.put(key, found)
         prepared[i] = found
     out: list[Finding] = []
+    habits = _Habits(scanned.target)
     for f in scanned.report.findings:
         got = prepared.get(id(f))
         if got is None:
@@ -291,8 +293,42 @@ def judge_findings(
             out.append(got)  # not judged: the finding says why
         else:
             assert isinstance(got, list)
-            out += _with_reach(f, got, scanned, reach)
+            out += _with_reach(f, got, scanned, reach, habits)
     return out
+
+
+@dataclass
+class _Habits:
+    """The environment's running processes as bytecode evidence needs them, read from /proc once."""
+
+    target: Target
+    _found: list[Habit] | None = None
+
+    def __call__(self) -> list[Habit]:
+        if self._found is None:
+            from .deploy.running import bytecode_habits
+
+            self._found = bytecode_habits(self.target)
+        return self._found
+
+    def truth(self, path: str, state: Loaded, why: str) -> tuple[Loaded, tuple[str, ...]]:
+        """The bytecode verdict of ``path`` with what the processes say: none of them writes bytecode → it
+        cannot tell (``unknown``, why); each visible process started before or after the edit."""
+        habits = self()
+        try:
+            edited = os.stat(path).st_mtime
+        except OSError:
+            return state, (why,)
+        timing = tuple(
+            f"pid {h.pid} started before the edit: it runs the old code unless it imports the module only now"
+            if h.started < edited
+            else f"pid {h.pid} started after the edit: it runs this code once it imports the module"
+            for h in habits[:5]
+        )
+        blind = [h for h in habits if not h.writes_bytecode]
+        if blind:
+            return Loaded.UNKNOWN, (f"bytecode cannot tell: pid {blind[0].pid} {blind[0].why}", *timing)
+        return state, (why, *timing)
 
 
 def _prepare(
@@ -333,7 +369,9 @@ def _prepare(
     return key, CodeChange(f.path, b"" if added else None, after, f.distribution, f.version)
 
 
-def _with_reach(f: Finding, code: list[Finding], scanned: Scanned, reach: ReachContext) -> list[Finding]:
+def _with_reach(
+    f: Finding, code: list[Finding], scanned: Scanned, reach: ReachContext, habits: _Habits
+) -> list[Finding]:
     """The findings analysis made of ``f``'s file, with its reach, bytecode evidence and patch set."""
     from .analysis.reach import loaded
 
@@ -344,14 +382,14 @@ def _with_reach(f: Finding, code: list[Finding], scanned: Scanned, reach: ReachC
         return [f]
     path = scanned.locate(f)[2]
     file_reach = reach.reach(path)
-    state, why = loaded(path)
+    state, why = habits.truth(path, *loaded(path))
     partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"
     judged = [
         replace(
             c,
             reach=_code_reach(c, file_reach),
             loaded=state,
-            evidence=(*file_reach.evidence, why, *c.evidence),
+            evidence=(*file_reach.evidence, *why, *c.evidence),
             patch_set=f.patch_set,
             patch_set_exact=f.patch_set_exact,
             message=c.message + partial,

@@ -259,9 +259,18 @@ def test_loaded_since_before_and_racy(sg_env: Env, monkeypatch: pytest.MonkeyPat
 
 
 def test_never_loaded_when_its_neighbours_were(sg_env: Env) -> None:
+    """``never`` needs a module beside it compiled *after* the file was written. A pyc older than the file
+    (the installer's, the file then written by hand or by a patchguard transaction, which removes its
+    bytecode) says nothing of a server that writes none."""
     linear = sg_env.site / "sglang/srt/layers/linear.py"
     _compile(linear)
-    put(sg_env, "sglang/srt/layers/quant.py", "weights = torch.load(path)")
+    quant = put(sg_env, "sglang/srt/layers/quant.py", "weights = torch.load(path)")
+    t = 1_700_000_000
+    _at(_pyc(linear), t)
+    _at(quant, t + 10)
+    (f,) = findings(sg_env, "sglang").values()
+    assert f.loaded is Loaded.UNKNOWN and any("nothing beside it compiled since" in e for e in f.evidence)
+    _at(_pyc(linear), t + 20)  # the package was imported after the edit; quant.py was not
     (f,) = findings(sg_env, "sglang").values()
     assert f.loaded is Loaded.NEVER
 

@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 import patchguard
+from patchguard import Loaded
 from patchguard.deploy.running import Verdict, running
 
 from .helpers import REPO, cli, make_venv
@@ -208,3 +209,56 @@ def test_a_process_table_that_cannot_be_read_is_exit_2_not_zero_processes(
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert "shows only some processes" in line and "hidepid" in line
+
+
+@pytest.mark.slow  # real processes, seconds apart
+def test_a_server_that_writes_no_bytecode_makes_loaded_unknown_with_its_start(
+    tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """A container's server runs with PYTHONDONTWRITEBYTECODE=1: the installer's pyc is older than the edit
+    whether or not the server imported the edited module. ``loaded`` is then ``unknown``, saying why, and
+    each process of the environment is said to have started before or after the edit."""
+    import py_compile
+
+    venv = make_venv(tmp_path / "venv")
+    venv.install(minillm_wheel)
+    mla = venv.site / "minillm/models/mla.py"
+    py_compile.compile(str(mla), doraise=True)  # as pip compiles at install time
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    code = "import minillm.envs, time; print('ready', flush=True); time.sleep(120)"
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [str(venv.prefix / "bin/python"), "-c", code], stdout=subprocess.PIPE, env=env
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        return proc
+
+    before = start()
+    try:
+        time.sleep(2.1)  # start times are known to the second
+        text = mla.read_text()
+        mla.write_text(
+            text.replace(
+                "num_tokens, _ = hidden.shape\n",
+                "num_tokens, _ = hidden.shape\n        import pdb; pdb.set_trace()\n",
+                1,
+            )
+        )
+        time.sleep(2.1)
+        after = start()
+        try:
+            house = tmp_path / "wheels"
+            house.mkdir()
+            shutil.copy(minillm_wheel, house)
+            report = patchguard.scan(["minillm"], site_packages=[str(venv.site)], wheelhouse=[str(house)])
+            (f,) = [f for f in report.findings if f.rule == "debugger"]
+            assert f.loaded is Loaded.UNKNOWN, f.evidence
+            evidence = " | ".join(f.evidence)
+            assert f"bytecode cannot tell: pid {before.pid} runs with PYTHONDONTWRITEBYTECODE" in evidence
+            assert f"pid {before.pid} started before the edit" in evidence
+            assert f"pid {after.pid} started after the edit" in evidence
+        finally:
+            _stop(after)
+    finally:
+        _stop(before)

@@ -109,6 +109,65 @@ def running(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Habit:
+    """A process of the environment as bytecode evidence needs it: when it started, whether it writes
+    bytecode beside the sources (``why`` says why not)."""
+
+    pid: int
+    started: float
+    writes_bytecode: bool
+    why: str = ""
+
+
+def bytecode_habits(target: Target, proc: str = "/proc") -> list[Habit]:
+    """The processes of the environment this user can see, and whether each writes ``__pycache__``
+    (``PYTHONDONTWRITEBYTECODE``, ``-B``, ``PYTHONPYCACHEPREFIX`` / ``-X pycache_prefix`` say it does not).
+    Empty when the process table cannot be read: then nothing is known of them."""
+    sites = [os.path.realpath(s) for s in target.site_packages]
+    bin_dir = os.path.join(target.prefix, "bin") + os.sep
+    try:
+        pids = [int(n) for n in os.listdir(proc) if n.isdigit()]
+        boot, tick = _boot_time(proc), os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return []
+    out: list[Habit] = []
+    for pid in sorted(pids):
+        base = os.path.join(proc, str(pid))
+        argv = [a for a in (_read(os.path.join(base, "cmdline")) or "").split("\0") if a]
+        if pid == os.getpid() or not argv or not _launched_from(argv, " ".join(argv), bin_dir, sites):
+            continue
+        stat = _read(os.path.join(base, "stat"))
+        if stat is None:
+            continue
+        started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / tick
+        why = _no_bytecode(argv, _read(os.path.join(base, "environ")))
+        out.append(Habit(pid, started, not why, why))
+    return out
+
+
+def _no_bytecode(argv: Sequence[str], environ: str | None) -> str:
+    """Why a Python process writes no bytecode beside its sources ('' : it does, as far as can be seen)."""
+    options: list[str] = []
+    for arg in argv[1:]:  # the interpreter's own options, before the script, -m or -c
+        if not arg.startswith("-") or arg in ("-m", "-c") or arg.startswith(("-m", "-c")):
+            break
+        options.append(arg)
+    flags = "".join(o[1:] for o in options if not o.startswith(("--", "-X", "-W")))
+    if "B" in flags:
+        return "runs with -B (writes no bytecode)"
+    if any(o.startswith("-Xpycache_prefix") or o == "-X" for o in options) and "pycache_prefix" in " ".join(
+        argv
+    ):
+        return "runs with -X pycache_prefix (its bytecode is written elsewhere)"
+    env = dict(v.split("=", 1) for v in (environ or "").split("\0") if "=" in v)
+    if env.get("PYTHONDONTWRITEBYTECODE"):
+        return "runs with PYTHONDONTWRITEBYTECODE (writes no bytecode)"
+    if env.get("PYTHONPYCACHEPREFIX"):
+        return "runs with PYTHONPYCACHEPREFIX (its bytecode is written elsewhere)"
+    return ""
+
+
 def _pids(proc: str) -> list[int]:
     """Every process id ``proc`` lists; an error when it cannot be read or hides other users' processes
     (``hidepid``): "no process" must never be said of processes patchguard cannot see."""

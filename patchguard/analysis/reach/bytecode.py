@@ -4,7 +4,9 @@
   hash-based pyc) was compiled from it, so something imported the file after the edit;
 * ``before-edit``: every pyc is older than the edit: nothing imported the file since, so the edit takes
   effect at the next restart (it is *not* dormant);
-* ``never``: no pyc, while modules beside it have one: never imported here;
+* ``never``: no pyc, while a module beside it was compiled after this file was written: imported since,
+  and this one not (a pyc older than the file says nothing: an installer compiled it, or the file was
+  written by patchguard, which removes the bytecode of what it writes);
 * ``unknown``: no bytecode beside it to tell (bytecode writing off), or a timestamp pyc written in the same
   second as the edit — its header would match an edit that kept the size, imported or not (git's "racily
   clean"); a hash-based pyc still tells.
@@ -29,6 +31,10 @@ _WHY = {
     Loaded.NEVER: "no bytecode while modules beside it have some: never loaded here",
     Loaded.UNKNOWN: "no bytecode beside it to tell (bytecode writing off?)",
 }
+_NOT_SINCE = (
+    "no bytecode of it, and nothing beside it compiled since it was written (a process that writes no "
+    "bytecode, or one that has not imported the package since): cannot tell"
+)
 _RACY = "bytecode written in the same second as the edit: cannot tell whether it was loaded since"
 _HASHED = "hash-based bytecode matches the edited source: loaded since the edit"
 _UNCHECKED = (
@@ -80,9 +86,16 @@ def loaded(py_path: str) -> tuple[Loaded, str]:
     except OSError:
         pycs = []
     if not pycs:
-        if _neighbours_compiled(py_path):
+        try:
+            written = os.stat(py_path).st_mtime
+        except OSError:
+            return Loaded.UNKNOWN, _WHY[Loaded.UNKNOWN]
+        compiled = _neighbours_compiled(py_path)
+        if compiled is None:
+            return Loaded.UNKNOWN, _WHY[Loaded.UNKNOWN]
+        if compiled > written:
             return Loaded.NEVER, _WHY[Loaded.NEVER]
-        return Loaded.UNKNOWN, _WHY[Loaded.UNKNOWN]
+        return Loaded.UNKNOWN, _NOT_SINCE
     source: list[bytes] = []
     verdicts = [v for v in (_verdict(py_path, pyc, src, source) for pyc in sorted(pycs)) if v is not None]
     for wanted in (Loaded.SINCE_EDIT, Loaded.UNKNOWN, Loaded.BEFORE_EDIT):
@@ -92,9 +105,18 @@ def loaded(py_path: str) -> tuple[Loaded, str]:
     return Loaded.UNKNOWN, "bytecode of another Python only: cannot tell"
 
 
-def _neighbours_compiled(py_path: str) -> bool:
+def _neighbours_compiled(py_path: str) -> float | None:
+    """When a module beside ``py_path`` was last compiled (``None``: none has bytecode)."""
     cache = os.path.join(os.path.dirname(py_path), PYCACHE)
+    newest: float | None = None
     try:
-        return any(n.endswith(".pyc") for n in os.listdir(cache))
+        names = [n for n in os.listdir(cache) if n.endswith(".pyc")]
     except OSError:
-        return False
+        return None
+    for n in names:
+        try:
+            st = os.lstat(os.path.join(cache, n))
+        except OSError:
+            continue
+        newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
+    return newest
