@@ -418,3 +418,20 @@ def test_a_truncated_file_is_unparseable(env: Env, minillm_wheel: Path) -> None:
     )
     (bad,) = [f for f in report.findings if f.rule == "unparseable"]
     assert bad.severity is Severity.MODERATE and bad.path == "minillm/models/mla.py"
+
+
+def test_a_pycache_nobody_may_write_makes_loaded_unknown(sg_env: Env) -> None:
+    quant = put(sg_env, "sglang/srt/layers/quant.py", "weights = torch.load(path)")
+    t = 1_700_000_000
+    _compile(quant)
+    _at(_pyc(quant), t)
+    _at(quant, t + 60)  # edited after the installer compiled it
+    (f,) = findings(sg_env, "sglang").values()
+    assert f.loaded is Loaded.BEFORE_EDIT
+    cache = _pyc(quant).parent
+    cache.chmod(0o555)  # a read-only image layer, say: no new bytecode can be written
+    try:
+        (f,) = findings(sg_env, "sglang").values()
+        assert f.loaded is Loaded.UNKNOWN and any("nobody may write" in e for e in f.evidence)
+    finally:
+        cache.chmod(0o755)

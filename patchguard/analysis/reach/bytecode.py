@@ -79,7 +79,31 @@ def _verdict(py_path: str, pyc: str, src: os.stat_result, source: list[bytes]) -
 
 
 def loaded(py_path: str) -> tuple[Loaded, str]:
-    """(evidence, why) of the bytecode caches of ``py_path``: the strongest any of its pycs gives."""
+    """(evidence, why) of the bytecode caches of ``py_path``: the strongest any of its pycs gives. Where no
+    new bytecode can be written (a read-only file system, a ``__pycache__`` nobody may write), an old pyc or
+    none says nothing: ``unknown``."""
+    state, why = _loaded(py_path)
+    if state in (Loaded.BEFORE_EDIT, Loaded.NEVER):
+        blocked = _unwritable(os.path.join(os.path.dirname(py_path), PYCACHE))
+        if blocked:
+            return Loaded.UNKNOWN, f"bytecode cannot tell: {blocked}"
+    return state, why
+
+
+def _unwritable(cache: str) -> str:
+    """Why no bytecode can be written into ``cache`` ('' : it can, as far as modes and mounts say)."""
+    where = cache if os.path.isdir(cache) else os.path.dirname(cache)
+    try:
+        if os.statvfs(where).f_flag & os.ST_RDONLY:
+            return f"{where} is on a read-only file system"
+        if not os.stat(where).st_mode & 0o222:
+            return f"nobody may write {where}"
+    except OSError:
+        return ""
+    return ""
+
+
+def _loaded(py_path: str) -> tuple[Loaded, str]:
     try:
         pycs = bytecode_of(py_path)
         src = os.stat(py_path)
