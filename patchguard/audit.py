@@ -436,6 +436,10 @@ def check(
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     patches = patches or pol.patches
+    if pol.allowed_sets:
+        from .patchsets.model import load_sets, patches_dir
+
+        pol.check_set_names([s.name for s in load_sets(patches)], patches_dir(patches))
     scanned = run(
         site_packages=site_packages, python=python, patches=patches, use_cache=use_cache, analyse=True
     )

@@ -168,6 +168,24 @@ def test_check_policy_allowed_required_ignored_expected(env: Env, tmp_path: Path
     assert code == 0, out
 
 
+def test_wanted_sets_stay_wanted(env: Env, tmp_path: Path) -> None:
+    """A set the policy allows or requires is never offered for reverting; a typo in allowed_sets is an
+    error naming the set it probably meant."""
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    site = ["--site-packages", str(env.site)]
+    assert cli("apply", "--set", "sm120-support", *site)[0] == 0
+    _code, out, _ = cli("scan", "minillm", *site)
+    assert "→ patchguard revert --set sm120-support" in out  # no policy yet: the hint is given
+    p = policy_file(tmp_path, 'allowed_sets = ["sm120-support"]\n')
+    _code, out, _ = cli("scan", "minillm", *site)
+    assert "revert --set sm120-support" not in out
+    p.write_text('allowed_sets = ["sm120-suport"]\n')
+    code, out, err = cli("check", "--policy", str(p), *site)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "allowed_sets names 'sm120-suport', which is no patch set" in line and "'sm120-support'" in line
+
+
 def test_check_json(env: Env) -> None:
     dump_in_mla(env)
     code, out, _ = cli("check", "--site-packages", str(env.site), "--format", "json")

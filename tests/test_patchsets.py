@@ -567,7 +567,12 @@ def test_after_restore_every_command_tells_the_same_truth(
         return next(s.state.value for s in states if s.name == "glm5-debug")
 
     patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
-    assert cli("restore", "minillm", "--site-packages", str(env.site), *wheels)[0] == 0
+    before = tree(env.site)
+    code, out, err = cli("restore", "minillm", "--site-packages", str(env.site), *wheels)
+    assert code == 2 and tree(env.site) == before  # the set is wanted: restore does not undo it unasked
+    (line,) = err.strip().splitlines()
+    assert "holds patch set glm5-debug, applied here" in line and "revert --set glm5-debug" in line
+    assert cli("restore", "minillm", "--force", "--site-packages", str(env.site), *wheels)[0] == 0
     assert glm5() == "not applied"
     assert "glm5-debug" not in (env.site / ".patchguard/state.json").read_text()  # in restore's transaction
     code, out, _ = cli("status", *opts)
@@ -576,13 +581,17 @@ def test_after_restore_every_command_tells_the_same_truth(
 
     # Half put back: the set is partially applied, and either command finishes it.
     patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
-    assert cli("restore", "minillm", "--path", MLA, "--site-packages", str(env.site), *wheels)[0] == 0
+    assert (
+        cli("restore", "minillm", "--force", "--path", MLA, "--site-packages", str(env.site), *wheels)[0] == 0
+    )
     assert glm5() == "partially applied"
     code, out, _ = cli("status", *opts)
     assert f"{MLA}: not applied" in out and "drift" not in out
     done = patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
     assert [f.path for f in done.files] == [MLA] and glm5() == "applied"
-    assert cli("restore", "minillm", "--path", MLA, "--site-packages", str(env.site), *wheels)[0] == 0
+    assert (
+        cli("restore", "minillm", "--force", "--path", MLA, "--site-packages", str(env.site), *wheels)[0] == 0
+    )
     undone = patchguard.revert_set("glm5-debug", patches=str(patches), site_packages=site)
     assert [f.path for f in undone.files] == [WEIGHTS] and glm5() == "not applied"
     assert [v.text for v in undone.verdicts] == ["verified pristine"]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Also move files no RECORD lists out of the packages (into the transaction's backup).",
 )
+@click.option("--force", is_flag=True, help="Restore files that hold an applied patch set too (undoing it).")
 @errors_to_exit
 def restore(
     distributions: tuple[str, ...],
@@ -46,6 +47,7 @@ def restore(
     paths: tuple[str, ...],
     dry_run: bool,
     remove_unexpected: bool,
+    force: bool,
 ) -> None:
     """Put modified and missing files back to the wheel's bytes, all in one transaction."""
     from ..model import Kind
@@ -60,6 +62,7 @@ def restore(
         dry_run=dry_run,
         remove_unexpected=remove_unexpected,
         fetch=fetch,
+        force=force,
     )
     say_recovered(result.recovered)
     for text in result.notes:

@@ -121,19 +121,31 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    emit(_formatted(report, fmt, use_colour(output, no_color)), output, "the report")
+    emit(_formatted(report, fmt, use_colour(output, no_color), _wanted_sets()), output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
 
 
-def _formatted(report: Report, fmt: str, colour: bool) -> str:
+def _wanted_sets() -> frozenset[str]:
+    """The sets the nearest policy allows or requires (none when there is none, or it is broken: ``check``
+    is the place that says so)."""
+    from ..deploy.policy import load_policy
+    from ..errors import PatchguardError
+
+    try:
+        return load_policy().wanted_sets
+    except PatchguardError:
+        return frozenset()
+
+
+def _formatted(report: Report, fmt: str, colour: bool, wanted: frozenset[str] = frozenset()) -> str:
     """The report in the format asked for (``table`` and ``text`` are one)."""
     from ..formats.jsondoc import format_json
     from ..formats.sarif import format_sarif
     from ..formats.text import format_table
 
     if fmt in ("table", "text"):
-        return format_table(report, colour=colour)
+        return format_table(report, colour=colour, wanted=wanted)
     if fmt == "prometheus":
         from ..formats.prometheus import format_prometheus
 

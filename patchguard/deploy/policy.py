@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,26 @@ class Policy:
             patches,
             running,
         )
+
+    @property
+    def wanted_sets(self) -> frozenset[str]:
+        """The sets the policy wants in place or accepts: no hint ever suggests reverting them."""
+        return frozenset((*self.allowed_sets, *self.required_sets))
+
+    def check_set_names(self, known: Sequence[str], where: str) -> None:
+        """An ``allowed_sets`` name that is no set of ``known`` is a typo: an error with a suggestion (a
+        missing required set is a violation of the check, said there)."""
+        for name in self.allowed_sets:
+            if name not in known:
+                close = difflib.get_close_matches(name, list(known), n=1)
+                hint = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else f"sets in {where}: {', '.join(known) or 'none'}"
+                )
+                raise ConfigError(
+                    f"allowed_sets names {name!r}, which is no patch set", path=self.path, hint=hint
+                )
 
     def ignores(self, f: Finding) -> bool:
         for rule in self.ignore:

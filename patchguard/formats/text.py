@@ -108,8 +108,9 @@ def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
     return [f"  {_label(f, colour)}{f.rule:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
 
 
-def format_table(report: Report, colour: bool = False) -> str:
-    """A human table grouped by distribution, worst first, then the summary line."""
+def format_table(report: Report, colour: bool = False, wanted: frozenset[str] = frozenset()) -> str:
+    """A human table grouped by distribution, worst first, then the summary line. No hint suggests
+    reverting a ``wanted`` set (one the policy allows or requires)."""
     lines: list[str] = []
     groups = _group(report.findings)
     hints: dict[tuple[str | None, str | None], str] = {
@@ -124,7 +125,8 @@ def format_table(report: Report, colour: bool = False) -> str:
         for f in shown:
             lines.extend(_finding_lines(f, kind_w, colour))
         lines += folded
-        lines += [f"  → {step}" for step in next_steps(dist, version, items, hints.get((dist, version)))]
+        steps = next_steps(dist, version, items, hints.get((dist, version)), wanted)
+        lines += [f"  → {step}" for step in steps]
         lines.append("")
     for n in report.no_baseline:
         lines.append(
@@ -166,7 +168,11 @@ _RESTORED = (
 
 
 def next_steps(
-    dist: str | None, version: str | None, findings: Sequence[Finding], no_wheel: str | None = None
+    dist: str | None,
+    version: str | None,
+    findings: Sequence[Finding],
+    no_wheel: str | None = None,
+    wanted: frozenset[str] = frozenset(),
 ) -> list[str]:
     """What fixes one group of findings: revert the sets that explain changes, restore the rest from the
     wheel (once there is one: ``no_wheel`` says how to get it), delete what nobody installed, reinstall
@@ -177,9 +183,8 @@ def next_steps(
             for f in findings
             if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
         ]
-    steps = [
-        f"patchguard revert --set {name}" for name in sorted({f.patch_set for f in findings if f.patch_set})
-    ]
+    sets = sorted({f.patch_set for f in findings if f.patch_set and f.patch_set not in wanted})
+    steps = [f"patchguard revert --set {name}" for name in sets]
     steps += _restore_step(dist, findings, no_wheel)
     if any(f.kind is Kind.RECORD_INVALID and f.severity > Severity.INFO for f in findings):
         steps.append(f"pip install --force-reinstall --no-deps {dist}=={version}")

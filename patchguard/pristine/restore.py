@@ -65,6 +65,7 @@ def restore(
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
     fetch: SourceOptions | None = None,
+    force: bool = False,
 ) -> RestoreResult:
     """Restore every modified and missing file of ``distributions`` to its wheel's bytes.
 
@@ -75,7 +76,8 @@ def restore(
 
     Raises :class:`~patchguard.pristine.sources.NoPristineSource` when a file has no pristine source and
     :class:`~patchguard.txn.TransactionError` when the environment cannot be written; in both cases
-    nothing was changed.
+    nothing was changed. A file that holds an applied patch set's change is not restored (that would undo
+    the set: :class:`~patchguard.errors.UsageError` names it) unless ``force``.
     """
     names = list(distributions)
     if not names:
@@ -86,6 +88,8 @@ def restore(
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered, tuple(notes))
     root = root or scanned.target.site_packages[0]
+    if not force:
+        _refuse_undoing_sets(root, changes, scanned)
     changes += _sets_undone(root, changes)
     # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
     also = [r for r in scanned.target.roots if r != root]
@@ -128,6 +132,23 @@ def _planned(
         actions.append(Action(action, c.path, c.finding.path))
         root = root or c.dist.site_dir
     return changes, actions, notes, root
+
+
+def _refuse_undoing_sets(root: str, changes: Sequence[Change], scanned: Scanned) -> None:
+    """Refuse to restore a file whose bytes are an applied set's post-image: the set is wanted (applied
+    on purpose, perhaps required by the policy); ``revert`` is how it is undone."""
+    for name, record in sorted(read_state(root)["applied"].items()):
+        posts = {
+            os.path.join(root, *rel.split("/")): h.get("post") for rel, h in record.get("files", {}).items()
+        }
+        hits = [
+            c.path for c in changes if c.path in posts and c.before is not None and c.before == posts[c.path]
+        ]
+        if hits:
+            raise UsageError(
+                f"{scanned.display(hits[0])} holds patch set {name}, applied here: restoring it undoes it",
+                hint=f"patchguard revert --set {name} undoes it; pass --force to restore the file anyway",
+            )
 
 
 def _sets_undone(root: str, changes: Sequence[Change]) -> list[Change]:
