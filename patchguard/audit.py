@@ -57,6 +57,7 @@ def scan(
     entries: Sequence[str] = (),
     architectures: Sequence[str] = (),
     fetch: SourceOptions | None = None,
+    frameworks: Sequence[str] = (),
 ) -> Report:
     """Fingerprint every installed file of an environment against its wheel's RECORD.
 
@@ -66,15 +67,14 @@ def scan(
 
     Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
     and for distributions that are not installed; everything about individual files is a finding.
-    Editable installs are compared with their git checkout at ``against``. ``verify_record`` also
-    compares each installed RECORD with the pristine wheel's (found in ``wheelhouse``, pip's and uv's
-    caches, or downloaded unless ``offline``), catching a file edited together with its RECORD row.
+    Editable installs are compared with their git checkout at ``against``; ``verify_record`` compares
+    each installed RECORD with the pristine wheel's (a file edited together with its RECORD row).
 
     With ``analyse`` (the default), changed code is judged (:mod:`patchguard.analysis`) against its
     pristine source: the store, ``wheelhouse``, the pip/uv caches, or — unless ``offline`` — the wheel
     fetched once from this box's indexes (``fetch``: index options, progress); a file holding its wheel's
-    very bytes is a wrong upstream RECORD (``record-wrong``, info). The live path is told from bytecode,
-    ``entries`` (modules) and ``architectures`` (through the framework's registry).
+    very bytes is a wrong upstream RECORD (``record-wrong``, info). The live path: bytecode, ``entries``,
+    ``architectures`` (the framework's registry), ``frameworks`` (what serves, by-name modules included).
     """
     from .pristine.sources import SourceOptions
 
@@ -97,6 +97,7 @@ def scan(
         architectures=architectures,
         verify_record=verify_record,
         fetch=SourceOptions.of(fetch, wheelhouse, offline),
+        frameworks=frameworks,
     ).report
 
 
@@ -117,6 +118,7 @@ def run(
     architectures: Sequence[str] = (),
     verify_record: bool = False,
     fetch: SourceOptions | None = None,
+    frameworks: Sequence[str] = (),
 ) -> Scanned:
     """:func:`scan`, returning the report with the distributions behind it (see :class:`Scanned`).
 
@@ -140,7 +142,7 @@ def run(
     if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
         scanned.report = replace(scanned.report, findings=tuple(_attributed(scanned, patches)))
     if analyse or verify_record:
-        served = Served(entries, architectures, cache_dir, use_cache)
+        served = Served(entries, architectures, cache_dir, use_cache, frameworks)
         scanned.report = judge(
             scanned,
             analyse=analyse,
@@ -184,6 +186,7 @@ class Served:
     architectures: Sequence[str] = ()
     cache_dir: str | None = None
     use_cache: bool = True
+    frameworks: Sequence[str] = ()
 
 
 def judge(
@@ -209,6 +212,7 @@ def judge(
         served.architectures,
         cache_dir=served.cache_dir,
         use_cache=served.use_cache,
+        frameworks=served.frameworks,
     )
     if analyse:
         reach.resolve()
@@ -412,6 +416,21 @@ def _code_reach(c: Finding, file: FileReach) -> Reach:
     return reach
 
 
+def _policy_sources(pol: Policy, fetch: SourceOptions | None) -> SourceOptions:
+    """The command line's pristine sources with the policy's (``wheelhouse``, ``offline``, index keys)."""
+    from .pristine.sources import SourceOptions
+
+    given, settings = fetch or SourceOptions(), pol.settings
+    return SourceOptions(
+        (*given.wheelhouse, *settings.wheelhouse),
+        given.offline or settings.offline,
+        given.index_url or settings.index_url,
+        (*given.extra_index_urls, *settings.extra_index_url),
+        (*given.find_links, *settings.find_links),
+        given.progress,
+    )
+
+
 def check(
     *,
     policy: Policy | str | None = None,
@@ -420,6 +439,10 @@ def check(
     python: str | None = None,
     patches: str | None = None,
     use_cache: bool = True,
+    architectures: Sequence[str] = (),
+    model_config: str | None = None,
+    frameworks: Sequence[str] = (),
+    fetch: SourceOptions | None = None,
 ) -> CheckResult:
     """The pre-restart gate: scan, apply the policy (and compare with a lock), and judge.
 
@@ -429,7 +452,10 @@ def check(
     (True, ())
 
     Raises :class:`~patchguard.errors.PatchguardError` when the check itself cannot be done (bad policy,
-    unreadable lock, missing environment); violations are results, not errors.
+    unreadable lock, missing environment); violations are results, not errors. What is served
+    (``architectures``, ``model_config``, ``frameworks``) and where pristine wheels come from (``fetch``)
+    are judged as ``scan`` judges them, the policy's keys (``arch``, ``model_config``, ``framework``,
+    ``wheelhouse``, ``offline``, the index keys) added.
     """
     from .deploy.gate import evaluate
     from .deploy.policy import Policy, load_policy
@@ -440,8 +466,20 @@ def check(
         from .patchsets.model import load_sets, patches_dir
 
         pol.check_set_names([s.name for s in load_sets(patches)], patches_dir(patches))
+    from .analysis.reach import architectures_from_config
+
+    archs = [*architectures, *pol.architectures]
+    for config in (model_config, pol.model_config):
+        archs += architectures_from_config(config) if config else []
     scanned = run(
-        site_packages=site_packages, python=python, patches=patches, use_cache=use_cache, analyse=True
+        site_packages=site_packages,
+        python=python,
+        patches=patches,
+        use_cache=use_cache,
+        analyse=True,
+        architectures=archs,
+        frameworks=[*frameworks, *pol.frameworks],
+        fetch=_policy_sources(pol, fetch),
     )
     states = None
     if pol.required_sets:

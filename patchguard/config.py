@@ -19,6 +19,7 @@ __all__ = [
     "SETTING_KEYS",
     "Config",
     "ConfigError",
+    "config_of",
     "find_config",
     "load_config",
     "patchguard_table",
@@ -26,7 +27,19 @@ __all__ = [
 ]
 
 # Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.policy.
-POLICY_KEYS = frozenset({"fail_on", "allowed_sets", "required_sets", "expected_files", "ignore", "running"})
+POLICY_KEYS = frozenset(
+    {
+        "fail_on",
+        "allowed_sets",
+        "required_sets",
+        "expected_files",
+        "ignore",
+        "running",
+        "framework",
+        "arch",
+        "model_config",
+    }
+)
 SETTING_KEYS = frozenset(
     {"wheelhouse", "patches", "keep_backups", "offline", "index_url", "extra_index_url", "find_links"}
 )
@@ -96,8 +109,12 @@ def load_config(start: str | None = None) -> Config:
     found = find_config(start)
     if found is None:
         return Config()
-    path, table = found
-    base = os.path.dirname(path)
+    return config_of(*found)
+
+
+def config_of(path: str, table: dict[str, Any]) -> Config:
+    """The settings of one ``[tool.patchguard]`` table (or patchguard.toml) read from ``path``."""
+    base = os.path.dirname(os.path.abspath(path))
     extra = sorted(set(table) - KNOWN_KEYS - {"tool"})
     if extra:
         raise ConfigError(

@@ -14,6 +14,7 @@ import pytest
 
 import patchguard
 from patchguard import Severity
+from patchguard.config import config_of
 from patchguard.deploy.policy import Policy, load_policy
 
 from .helpers import REPO, Env, build_wheel, cli, patchguard_exe
@@ -75,7 +76,8 @@ def test_policy_every_key(tmp_path: Path) -> None:
         tmp_path,
         'fail_on = "minor"\nallowed_sets = ["a"]\nrequired_sets = ["b"]\n'
         'expected_files = ["x/*.json"]\nignore = [{rule = "print", distribution = "d"},'
-        ' {path = "y/*"}]\npatches = "sets"\nwheelhouse = ["w"]\n',
+        ' {path = "y/*"}]\npatches = "sets"\nwheelhouse = ["w"]\nframework = "vllm"\n'
+        'arch = ["DeepseekV3ForCausalLM"]\nmodel_config = "model/config.json"\noffline = true\n',
     )
     pol = load_policy(str(p))
     assert pol == Policy(
@@ -86,7 +88,12 @@ def test_policy_every_key(tmp_path: Path) -> None:
         ({"rule": "print", "distribution": "d"}, {"path": "y/*"}),
         str(p),
         str(tmp_path / "sets"),
+        frameworks=("vllm",),
+        architectures=("DeepseekV3ForCausalLM",),
+        model_config=str(tmp_path / "model/config.json"),
+        settings=config_of(str(p), {"wheelhouse": ["w"], "patches": "sets", "offline": True}),
     )
+    assert pol.settings.wheelhouse == [str(tmp_path / "w")] and pol.settings.offline
     never = load_policy(str(policy_file(tmp_path, 'fail_on = "never"\n')))
     assert never.fail_on is None
 

@@ -4,6 +4,7 @@ chains, bytecode evidence (fresh, stale, racy), the kept import index, and files
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import py_compile
 import textwrap
@@ -435,3 +436,54 @@ def test_a_pycache_nobody_may_write_makes_loaded_unknown(sg_env: Env) -> None:
         assert f.loaded is Loaded.UNKNOWN and any("nobody may write" in e for e in f.evidence)
     finally:
         cache.chmod(0o755)
+
+
+# --- the serving framework, named ----------------------------------------------------------------------
+
+
+def test_a_module_the_server_loads_by_name_is_live_with_the_profile_named(sg_env: Env) -> None:
+    """The fixture profile (as vLLM's does for vllm/platforms/cuda.py) lists a module its server loads by
+    name, reached by no import statement: live once the framework is named, not before."""
+    cuda = "minillm/platforms/cuda.py"
+    put(sg_env, cuda, '"""Return the compute capability of this device, or ``None`` if absent."""', DUMP)
+    assert findings(sg_env, "minillm")[cuda].reach is Reach.UNKNOWN
+    f = findings(sg_env, "minillm", frameworks=["minillm"])[cuda]
+    assert f.reach is Reach.ACTIVE
+    assert "the minillm server loads it by name (minillm profile)" in f.evidence[0]
+    f = findings(sg_env, "minillm", architectures=["MiniMLAForCausalLM"])[cuda]
+    assert f.reach is Reach.ACTIVE  # the framework that serves the architecture loads it too
+
+
+def test_the_framework_named_is_the_one_that_serves(sg_env: Env) -> None:
+    """Both frameworks installed; only the one named serves: the other's server modules are not live."""
+    put(sg_env, "sglang/srt/models/toy_v2.py", "out = RowLinear().forward(hidden)")
+    f = findings(sg_env, "sglang", frameworks=["minillm"])["sglang/srt/models/toy_v2.py"]
+    assert f.reach is Reach.UNKNOWN
+    f = findings(sg_env, "sglang", frameworks=["sglang"], architectures=["ToyV2ForCausalLM"])
+    assert f["sglang/srt/models/toy_v2.py"].reach is Reach.ACTIVE
+    code, _out, err = cli("scan", "--site-packages", str(sg_env.site), "--framework", "tgi")
+    assert code == 2 and "--framework tgi: no such framework profile" in err and "sglang" in err
+
+
+def test_arch_suggestions_rank_by_the_whole_name(sg_env: Env) -> None:
+    code, _out, err = cli("scan", "--site-packages", str(sg_env.site), "--arch", "MiniDeepseekV2")
+    assert code == 2
+    assert "did you mean MiniDeepseekV2ForCausalLM" in err  # the name it begins, before look-alikes
+
+
+def test_check_judges_what_is_served_as_scan_does(sg_env: Env, tmp_path: Path) -> None:
+    """check takes --arch / --framework (and the policy's framework / arch keys) and source options."""
+    cuda = "minillm/platforms/cuda.py"
+    put(sg_env, cuda, '"""Return the compute capability of this device, or ``None`` if absent."""', DUMP)
+    site = ("--site-packages", str(sg_env.site))
+    _code, out, _ = cli("check", *site, "--format", "json")
+    (dump,) = [d["finding"] for d in json.loads(out)["details"] if d["type"] == "finding"]
+    assert dump["reach"] == "unknown"
+    _code, out, _ = cli("check", *site, "--framework", "minillm", "--offline", "--format", "json")
+    (dump,) = [d["finding"] for d in json.loads(out)["details"] if d["type"] == "finding"]
+    assert dump["reach"] == "active"
+    policy = tmp_path / "patchguard.toml"
+    policy.write_text('framework = "minillm"\narch = ["MiniMLAForCausalLM"]\noffline = true\n')
+    _code, out, _ = cli("check", *site, "--policy", str(policy), "--format", "json")
+    (dump,) = [d["finding"] for d in json.loads(out)["details"] if d["type"] == "finding"]
+    assert dump["reach"] == "active"

@@ -217,6 +217,17 @@ class DownloadBar:
         self.shown = done
 
 
+# ``--framework NAME`` (scan, check): what serves; its server's modules (loaded by name too) are live.
+framework_option = click.option(
+    "--framework",
+    "frameworks",
+    multiple=True,
+    metavar="NAME",
+    help="The framework that serves (vllm, sglang): its server's modules are live, those it loads by name "
+    "too; other installed frameworks are not taken to serve (also: framework = in the policy).",
+)
+
+
 def patches_option(func: F) -> F:
     return click.option(
         "--patches",

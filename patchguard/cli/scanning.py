@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from ..deploy.gate import CheckResult
     from ..model import Report
     from ..pristine.sources import SourceOptions
 
@@ -20,6 +21,7 @@ from ._common import (
     emit,
     environment_options,
     errors_to_exit,
+    framework_option,
     note,
     output_option,
     patches_option,
@@ -67,6 +69,7 @@ from ._common import (
 @click.option(
     "--model-config", metavar="FILE", help="A model config.json: its architectures are being served."
 )
+@framework_option
 @output_option
 @click.option("--no-color", "no_color", is_flag=True, help="No colour, even on a terminal (also: NO_COLOR).")
 @errors_to_exit
@@ -85,6 +88,7 @@ def scan(
     entries: tuple[str, ...],
     architectures: tuple[str, ...],
     model_config: str | None,
+    frameworks: tuple[str, ...],
     output: str | None,
     no_color: bool,
 ) -> None:
@@ -116,6 +120,7 @@ def scan(
             analyse=not no_analysis,
             entries=entries,
             architectures=archs,
+            frameworks=frameworks,
         )
     finally:
         if progress is not None:
@@ -224,6 +229,14 @@ def diff(
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
 @patches_option
 @environment_options
+@source_options
+@click.option(
+    "--arch", "architectures", multiple=True, metavar="NAME", help="Model architecture being served."
+)
+@click.option(
+    "--model-config", metavar="FILE", help="A model config.json: its architectures are being served."
+)
+@framework_option
 @output_option
 @errors_to_exit
 def check(
@@ -234,15 +247,15 @@ def check(
     patches: str | None,
     python: str | None,
     site_packages: tuple[str, ...],
+    fetch: SourceOptions,
+    architectures: tuple[str, ...],
+    model_config: str | None,
+    frameworks: tuple[str, ...],
     output: str | None,
 ) -> None:
     """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check."""
-    from dataclasses import replace
 
     from ..audit import check as run_check
-    from ..formats.jsondoc import format_check
-    from ..formats.sarif import format_sarif
-    from ..formats.text import format_check_text
 
     result = run_check(
         policy=policy,
@@ -251,21 +264,39 @@ def check(
         python=python,
         patches=patches,
         use_cache=not no_cache,
+        architectures=architectures,
+        model_config=model_config,
+        frameworks=frameworks,
+        fetch=fetch,
     )
     report = result.report
     say_recovered(report.recovered)
     for line in result.warnings:
         note(f"warning: {line}")
+    emit(_verdict(result, fmt, lock_file), output, "the verdict")
+    if not result.passed:
+        sys.exit(EXIT_FINDINGS)
+
+
+def _verdict(result: CheckResult, fmt: str, lock_file: str | None) -> str:
+    """``check``'s verdict in the format asked for."""
+    from dataclasses import replace
+
+    from ..formats.jsondoc import format_check
+    from ..formats.sarif import format_sarif
+    from ..formats.text import format_check_text
+
+    report = result.report
     if fmt == "json":
-        text = format_check(result.passed, result.violations, result.policy.path, report, result.details)
-    elif fmt == "prometheus":
+        return format_check(result.passed, result.violations, result.policy.path, report, result.details)
+    if fmt == "prometheus":
         from ..formats.prometheus import format_prometheus
 
         lock_ok = None if lock_file is None else not any(d.get("type") == "lock" for d in result.details)
-        text = format_prometheus(
+        return format_prometheus(
             report, applied_sets=_applied(report), check_passed=result.passed, lock_match=lock_ok
         )
-    elif fmt == "sarif":
+    if fmt == "sarif":
         pol = result.policy
         violating = tuple(f for f in report.findings if pol.violates(f))
         # Findings the policy expects (allowed sets, expected files, ignore): reported, marked suppressed.
@@ -275,12 +306,8 @@ def check(
             if pol.fail_on is not None and f.severity >= pol.fail_on and pol.ignores(f)
         ]
         why = f"expected by the policy {pol.path}" if pol.path else "expected by the policy"
-        text = format_sarif(replace(report, findings=violating), expected, why)
-    else:
-        text = format_check_text(result.passed, result.violations, result.policy.path, report)
-    emit(text, output, "the verdict")
-    if not result.passed:
-        sys.exit(EXIT_FINDINGS)
+        return format_sarif(replace(report, findings=violating), expected, why)
+    return format_check_text(result.passed, result.violations, result.policy.path, report)
 
 
 @click.command("lock")

@@ -19,10 +19,10 @@ import difflib
 import fnmatch
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import KNOWN_KEYS, ConfigError, find_config, patchguard_table, read_toml
+from ..config import KNOWN_KEYS, Config, ConfigError, config_of, find_config, patchguard_table, read_toml
 from ..model import Finding, Severity
 from ..rulebook import FILE_RULES, RULES, known_rule
 
@@ -43,6 +43,10 @@ class Policy:
     path: str | None = None
     patches: str | None = None  # where the sets live, relative to the policy file
     running: str = "ignore"  # a stale server process: "fail" the check, "warn" on stderr, or "ignore"
+    frameworks: tuple[str, ...] = ()  # framework = "vllm": what serves
+    architectures: tuple[str, ...] = ()  # arch = ["DeepseekV3ForCausalLM"]
+    model_config: str | None = None  # a config.json whose architectures are served
+    settings: Config = field(default_factory=Config)  # where pristine wheels come from (wheelhouse, …)
 
     @classmethod
     def from_table(cls, table: dict[str, Any], path: str | None) -> Policy:
@@ -64,6 +68,11 @@ class Policy:
         running = table.get("running", "ignore")
         if running not in ("fail", "warn", "ignore"):
             raise ConfigError(f"running = {running!r}: expected fail, warn or ignore", path=path)
+        model_config = table.get("model_config")
+        if model_config is not None and not isinstance(model_config, str):
+            raise ConfigError("model_config must be the path of a config.json", path=path)
+        if model_config and path:
+            model_config = os.path.join(os.path.dirname(os.path.abspath(path)), model_config)
         return cls(
             _fail_on(table.get("fail_on", "high"), path),
             _names(table, "allowed_sets", path),
@@ -73,6 +82,10 @@ class Policy:
             path,
             patches,
             running,
+            _one_or_many(table, "framework", path),
+            _one_or_many(table, "arch", path),
+            model_config,
+            config_of(path, table) if path else Config(),
         )
 
     @property
@@ -123,6 +136,15 @@ def _fail_on(text: object, path: str | None) -> Severity | None:
     if fail_on is None or fail_on is Severity.NONE:
         raise ConfigError(f"fail_on = {text!r}: expected high, moderate, minor, info or never", path=path)
     return fail_on
+
+
+def _one_or_many(table: dict[str, Any], key: str, path: str | None) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a name or a list of names", path=path)
+    return tuple(value)
 
 
 def _names(table: dict[str, Any], key: str, path: str | None) -> tuple[str, ...]:

@@ -90,9 +90,11 @@ class ReachContext:
     architectures: Sequence[str] = ()
     cache_dir: str | None = None
     use_cache: bool = True
+    frameworks: Sequence[str] = ()  # --framework: what serves (default: every installed one)
     _roots: list[Root] | None = None
     _closure: Closure | None = None
     _dormant: dict[str, FileReach] = field(default_factory=dict)
+    _selected: dict[str, FileReach] = field(default_factory=dict)
     _index: FactIndex | None = None
 
     @property
@@ -103,14 +105,59 @@ class ReachContext:
 
     @property
     def served(self) -> bool:
-        return bool(self.entries or self.architectures)
+        return bool(self.entries or self.architectures or self.frameworks)
+
+    def profiles(self) -> tuple[Profile, ...]:
+        """The frameworks that may serve: those ``--framework`` names, else every one patchguard knows."""
+        if not self.frameworks:
+            return PROFILES
+        by_name = {p.name: p for p in PROFILES}
+        unknown = [f for f in self.frameworks if f not in by_name]
+        if unknown:
+            raise UsageError(
+                f"--framework {unknown[0]}: no such framework profile",
+                hint=f"known: {', '.join(sorted(by_name))}",
+            )
+        return tuple(by_name[f] for f in dict.fromkeys(self.frameworks))
 
     def resolve(self) -> list[Root]:
-        """The served modules; a usage error for an ``--entry`` that is not there or an architecture no
-        installed framework serves."""
+        """The served modules; a usage error for an ``--entry`` that is not there, an architecture no
+        installed framework serves, or a ``--framework`` that is not installed."""
         if self._roots is None:
-            self._roots = [*self._entry_roots(), *self._arch_roots()]
+            self._roots = [*self._entry_roots(), *self._arch_roots(), *self._framework_roots()]
         return self._roots
+
+    def _framework_roots(self) -> list[Root]:
+        """``--framework``: its server's modules are served whatever the model (once only)."""
+        roots: list[Root] = []
+        for profile in self.profiles() if self.frameworks else ():
+            if self.index.module_file(profile.package) is None:
+                raise UsageError(f"--framework {profile.name}: {profile.package} is not installed here")
+            if not any(
+                a in profile.read_registry(s, self.index) for s in self.site_dirs for a in self.architectures
+            ):
+                roots += self._server_roots(profile)
+        return roots
+
+    def _server_roots(self, profile: Profile) -> list[Root]:
+        """The modules the framework's server runs whatever the model: imported, or loaded by name (and
+        the ones it loads by name as its configuration selects, conditional)."""
+        server = f"the {profile.name} server"
+        roots: list[Root] = []
+        for module in profile.server_modules:
+            path = self.index.module_file(module)
+            if path is not None:
+                roots.append(Root(module, path, f"{server} imports it whatever the model", server))
+        for module in profile.by_name:
+            path = self.index.module_file(module)
+            if path is not None:
+                why = f"{server} loads it by name ({profile.name} profile)"
+                roots.append(Root(module, path, why, server))
+        for pattern in profile.selected_by_name:
+            for _module, path in self.index.modules_matching(pattern):
+                why = f"{server} loads it by name when its configuration selects it ({profile.name} profile)"
+                self._selected.setdefault(path, FileReach(Reach.CONDITIONAL, (why,)))
+        return roots
 
     def prepare(self, wanted: Collection[str] | None = None) -> None:
         """Resolve what is served and walk its imports (once); with ``wanted``, only as far as it takes to
@@ -135,7 +182,7 @@ class ReachContext:
         roots: list[Root] = []
         known: set[str] = set()
         unserved = set(self.architectures)
-        for profile in PROFILES:
+        for profile in self.profiles():
             for site in self.site_dirs:
                 registry = profile.read_registry(site, self.index)
                 if not registry:
@@ -164,11 +211,7 @@ class ReachContext:
                     roots.append(Root(module, path, why, f"the {profile.name} model serving {arch}"))
         if not served:
             return roots
-        for module in profile.server_modules:
-            path = self.index.module_file(module)
-            if path is not None:
-                server = f"the {profile.name} server"
-                roots.append(Root(module, path, f"{server} imports it whatever the model", server))
+        roots += self._server_roots(profile)
         for mods in registry.values():
             for mod in mods:
                 path = self.index.module_file(f"{profile.models_package}.{mod}")
@@ -195,6 +238,8 @@ class ReachContext:
             )
         if other is not None:
             return other
+        if path in self._selected:
+            return self._selected[path]
         if not self.served:
             return FileReach(
                 Reach.UNKNOWN, ("what is served is not known: pass --arch, --model-config or --entry",)
@@ -219,11 +264,26 @@ def _unserved_message(archs: Sequence[str], known: set[str]) -> str:
     if not known:
         frameworks = ", ".join(p.name for p in PROFILES)
         return f"no installed framework serves {names} (no model registry found: {frameworks})"
-    folded = {k.lower(): k for k in known}
-    hints: set[str] = set()
+    hints: list[str] = []
     for a in archs:
-        close = difflib.get_close_matches(a, known, n=3, cutoff=0.6)
-        hints.update([folded[a.lower()]] if a.lower() in folded else close)
+        hints += [h for h in _closest(a, known) if h not in hints]
     return f"no installed framework serves {names}" + (
-        f" (did you mean {', '.join(sorted(hints))}?)" if hints else ""
+        f" (did you mean {', '.join(hints)}?)" if hints else ""
     )
+
+
+def _closest(name: str, known: Collection[str]) -> list[str]:
+    """The architectures most like ``name``, best first, compared whole and without case: one it begins
+    (``DeepSeekV3`` → ``DeepseekV3ForCausalLM``) before one it merely resembles (an MTP variant)."""
+    want = name.lower()
+    exact = [k for k in known if k.lower() == want]
+    if exact:
+        return exact
+
+    def score(k: str) -> tuple[int, float, int]:
+        low = k.lower()
+        starts = low.startswith(want) or want.startswith(low)
+        return (0 if starts else 1, -difflib.SequenceMatcher(None, want, low).ratio(), len(k))
+
+    ranked = sorted(known, key=score)
+    return [k for k in ranked[:3] if score(k)[0] == 0 or -score(k)[1] >= 0.6]

@@ -120,6 +120,23 @@ class FactIndex:
                 self._listings[directory] = None
         return self._listings[directory]
 
+    def modules_matching(self, pattern: str) -> list[tuple[str, str]]:
+        """(module, path) of the modules of one package whose last name matches ``pattern``'s
+        (``pkg.sub.*_backend``), from the package directory's listing."""
+        import fnmatch
+
+        package, _, last = pattern.rpartition(".")
+        out: list[tuple[str, str]] = []
+        for site in self.site_dirs:
+            names = self._listing(os.path.join(site, *package.split(".")))
+            for name in sorted(names or ()):
+                if name.endswith(".py") and name != "__init__.py" and fnmatch.fnmatchcase(name[:-3], last):
+                    module = f"{package}.{name[:-3]}"
+                    path = self.module_file(module)
+                    if path is not None:
+                        out.append((module, path))
+        return out
+
     def module_file(self, module: str) -> str | None:
         """The source file of ``module`` in the environment (``a/b.py`` or ``a/b/__init__.py``), told from
         directory listings (one per directory, not one stat per candidate)."""

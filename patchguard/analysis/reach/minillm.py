@@ -19,5 +19,10 @@ def read_registry(site_dir: str, index: FactIndex) -> dict[str, tuple[str, ...]]
 
 
 PROFILE = Profile(
-    "minillm", "minillm", "minillm.models", read_registry, server_modules=("minillm.entrypoints.serve",)
+    "minillm",
+    "minillm",
+    "minillm.models",
+    read_registry,
+    server_modules=("minillm.entrypoints.serve",),
+    by_name=("minillm.platforms.cuda",),
 )

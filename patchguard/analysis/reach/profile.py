@@ -33,6 +33,10 @@ class Profile:
     # Whether the server imports every model module at start-up (SGLang does, to read each EntryClass):
     # then the module-level code of another architecture's module runs, its model does not.
     imports_every_model: bool = False
+    # Modules the server loads by name, not through an import statement: always (vLLM's platform module
+    # for the device), or one of them as its configuration selects (attention backends; ``*`` patterns).
+    by_name: tuple[str, ...] = ()
+    selected_by_name: tuple[str, ...] = ()
 
 
 def read_dict_literals(path: str) -> dict[str, tuple[str, ...]]:

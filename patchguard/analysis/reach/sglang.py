@@ -42,4 +42,6 @@ PROFILE = Profile(
         "sglang.srt.model_executor.model_runner",
     ),
     imports_every_model=True,
+    # The attention backend is chosen by --attention-backend and imported by name.
+    selected_by_name=("sglang.srt.layers.attention.*_backend",),
 )

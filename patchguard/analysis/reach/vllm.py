@@ -30,4 +30,8 @@ PROFILE = Profile(
         "vllm.v1.worker.gpu_worker",
         "vllm.v1.worker.gpu_model_runner",
     ),
+    # current_platform resolves the device's platform class from a string: on a CUDA box, this module.
+    by_name=("vllm.platforms.cuda",),
+    # The attention backend registry names its classes by dotted path; the configuration picks one.
+    selected_by_name=("vllm.v1.attention.backends.*", "vllm.v1.attention.backends.mla.*"),
 )
