@@ -459,8 +459,8 @@ def test_the_framework_named_is_the_one_that_serves(sg_env: Env) -> None:
     put(sg_env, "sglang/srt/models/toy_v2.py", "out = RowLinear().forward(hidden)")
     f = findings(sg_env, "sglang", frameworks=["minillm"])["sglang/srt/models/toy_v2.py"]
     assert f.reach is Reach.UNKNOWN
-    f = findings(sg_env, "sglang", frameworks=["sglang"], architectures=["ToyV2ForCausalLM"])
-    assert f["sglang/srt/models/toy_v2.py"].reach is Reach.ACTIVE
+    found = findings(sg_env, "sglang", frameworks=["sglang"], architectures=["ToyV2ForCausalLM"])
+    assert found["sglang/srt/models/toy_v2.py"].reach is Reach.ACTIVE
     code, _out, err = cli("scan", "--site-packages", str(sg_env.site), "--framework", "tgi")
     assert code == 2 and "--framework tgi: no such framework profile" in err and "sglang" in err
 
