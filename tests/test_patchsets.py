@@ -18,7 +18,7 @@ from patchguard import txn
 from patchguard.patchsets.model import PatchSetError, load_set, parse_diff
 from patchguard.patchsets.planner import PlanFailed, plan_patches
 
-from .helpers import REPO, Env, cli, patchguard_exe, tree
+from .helpers import REPO, Env, build_wheel, cli, patchguard_exe, tree
 
 MLA = "minillm/models/mla.py"
 WEIGHTS = "minillm/model_loader/weights.py"
@@ -655,3 +655,33 @@ def test_capture_refuses_a_copy_of_an_existing_set(env: Env, patches: Path, mini
         "glm5-again", "minillm", patches=str(patches), site_packages=site, wheelhouse=house, force=True
     )
     assert set(copy.paths) == {MLA, WEIGHTS}
+
+
+def test_one_set_across_two_distributions(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    """The GLM-5 debug code spans two distributions: ``capture --set NAME DIST DIST`` writes one set with a
+    target each, and revert, status and apply treat it as one set."""
+    toolkit = {"toolkit/comm.py": "def all_reduce(x):\n    return x\n"}
+    env.install(build_wheel(tmp_path / "tk", "toolkit", "1.0", toolkit))
+    hand_edit_glm5(env)
+    comm = env.site / "toolkit/comm.py"
+    comm.write_text("def all_reduce(x):\n    print('all_reduce', x)\n    return x\n")
+    wanted = {MLA: sha(env.site / MLA), "toolkit/comm.py": sha(comm)}
+    site = ("--site-packages", str(env.site), "--patches", str(tmp_path / "sets"))
+    wheels = ("--wheelhouse", str(minillm_wheel.parent), "--wheelhouse", str(tmp_path / "tk"), "--offline")
+    code, out, err = cli("capture", "--set", "glm5-both", "minillm", "toolkit", *site, *wheels)
+    assert code == 0, err
+    assert "minillm ==0.4.0" in out and "toolkit ==1.0" in out
+    from patchguard.patchsets.model import load_set
+
+    ps = load_set(str(tmp_path / "sets/glm5-both"))
+    assert [t.distribution for t in ps.targets] == ["minillm", "toolkit"]
+    assert set(ps.paths) >= {MLA, "toolkit/comm.py"}
+    code, out, err = cli("revert", "--set", "glm5-both", *site)
+    assert code == 0, err
+    assert "print" not in comm.read_text() and "torch.save" not in (env.site / MLA).read_text()
+    assert cli("apply", "--set", "glm5-both", *site)[0] == 0
+    assert {MLA: sha(env.site / MLA), "toolkit/comm.py": sha(comm)} == wanted
+    code, out, _ = cli("sets", *site)
+    assert "glm5-both" in out and "applied" in out
+    code, _out, err = cli("capture", "--set", "x", "minillm", "toolkit", "--version", ">=0.4", *site, *wheels)
+    assert code == 2 and "--version pins one distribution" in err

@@ -244,7 +244,7 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
 
 
 @click.command()
-@click.argument("distribution")
+@click.argument("distributions", nargs=-1, required=True)
 @click.option(
     "--set", "set_name", required=True, metavar="NAME", help="Name of the set to write (patches/NAME/)."
 )
@@ -259,7 +259,7 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
 @source_options
 @errors_to_exit
 def capture(
-    distribution: str,
+    distributions: tuple[str, ...],
     set_name: str,
     paths: tuple[str, ...],
     version: str | None,
@@ -270,12 +270,12 @@ def capture(
     site_packages: tuple[str, ...],
     fetch: SourceOptions,
 ) -> None:
-    """Write patches/NAME from the current modifications of DISTRIBUTION's files."""
+    """Write patches/NAME from the current modifications of DISTRIBUTIONS' files (one target each)."""
     from ..patchsets.capture import capture_set
 
     ps = capture_set(
         set_name,
-        distribution,
+        distributions,
         paths=paths,
         version=version,
         description=description,

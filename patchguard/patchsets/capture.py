@@ -10,7 +10,7 @@ from .._fs import put_file, staged_dir
 from ..diffs import FileDiff
 from ..env import resolve_target
 from ..errors import PatchguardError, UsageError
-from ..integrity.records import canonicalize, discover
+from ..integrity.records import InstalledDistribution, canonicalize, discover
 from ..pristine.explain import diff
 from ..pristine.sources import SourceOptions
 from ..txn import write_point
@@ -21,7 +21,7 @@ __all__ = ["capture_set", "set_header", "write_set"]
 
 def capture_set(
     name: str,
-    distribution: str,
+    distribution: str | Sequence[str],
     *,
     paths: Sequence[str] = (),
     version: str | None = None,
@@ -34,24 +34,34 @@ def capture_set(
     offline: bool = False,
     fetch: SourceOptions | None = None,
 ) -> PatchSet:
-    """Write ``patches/<name>/`` from the current modifications of ``distribution``'s files.
+    """Write ``patches/<name>/`` from the current modifications of ``distribution``'s files — of several
+    distributions' (one target each) when it names more than one.
 
-    Targets are pinned to ``version`` (a specifier; default ``==`` the installed version). Refuses to
-    overwrite an existing set unless ``force``. The set is written to a temporary directory and renamed into
-    place, so a failure leaves no half-written set.
+    Targets are pinned to ``version`` (a specifier, one distribution only; default ``==`` the installed
+    version). Refuses to overwrite an existing set unless ``force``. The set is written to a temporary
+    directory and renamed into place, so a failure leaves no half-written set.
     """
+    names = [distribution] if isinstance(distribution, str) else list(dict.fromkeys(distribution))
     root = patches_dir(patches, must_exist=False)
     final = os.path.join(root, name)
     _check_request(name, final, version, force)
-    diffs = _captured_diffs(
-        distribution, paths, site_packages, python, SourceOptions.of(fetch, wheelhouse, offline)
-    )
+    if version is not None and len(names) > 1:
+        raise UsageError(
+            "--version pins one distribution", hint="capture without it, then edit patchset.toml"
+        )
     env = resolve_target(python, site_packages)
-    dist = next(d for d in discover(env.site_packages) if d.canonical_name == canonicalize(distribution))
-    spec = version or f"=={dist.version}"
+    installed = {d.canonical_name: d for d in discover(env.site_packages)}
+    missing = [n for n in names if canonicalize(n) not in installed]
+    if missing:
+        raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")
+    dists = [installed[canonicalize(n)] for n in names]
+    fetch = SourceOptions.of(fetch, wheelhouse, offline)
+    diffs = _captured_diffs(dists, paths, site_packages, python, fetch)
+    targets = [(d.name, version or f"=={d.version}") for d in dists]
     if not force:
         _refuse_a_copy(root, name, diffs)
-    header = set_header(name, description or f"captured from {dist.name} {dist.version}", dist.name, spec)
+    what = ", ".join(f"{d.name} {d.version}" for d in dists)
+    header = set_header(name, description or f"captured from {what}", targets)
     write_set(root, name, header, diffs)
     return load_set(final)
 
@@ -76,25 +86,23 @@ def _check_request(name: str, final: str, version: str | None, force: bool) -> N
 
 
 def _captured_diffs(
-    distribution: str,
+    dists: Sequence[InstalledDistribution],
     paths: Sequence[str],
     site_packages: Sequence[str] | None,
     python: str | None,
     fetch: SourceOptions,
 ) -> list[FileDiff]:
-    """The diffs of ``distribution``'s changed files inside site-packages; refuses none and binary ones."""
-    diffs = diff(
-        [distribution],
-        site_packages=site_packages,
-        python=python,
-        paths=paths,
-        fetch=fetch,
-    )
+    """The diffs of the distributions' changed files inside site-packages; refuses a distribution with
+    none, and binary ones."""
+    names = [d.name for d in dists]
+    diffs = diff(names, site_packages=site_packages, python=python, paths=paths, fetch=fetch)
     diffs = [d for d in diffs if not d.path.startswith("../")]
-    if not diffs:
-        raise UsageError(
-            f"no modified files of {distribution} match", hint="check --path, or run patchguard diff"
-        )
+    for dist in dists:
+        own = {e.path for e in dist.entries}
+        if not any(d.path in own for d in diffs):
+            raise UsageError(
+                f"no modified files of {dist.name} match", hint="check --path, or run patchguard diff"
+            )
     binary = [d.path for d in diffs if d.binary]
     if binary:
         raise UsageError(f"binary files cannot go into a patch set: {', '.join(binary)}")
@@ -130,13 +138,13 @@ def _refuse_a_copy(root: str, name: str, diffs: Sequence[FileDiff]) -> None:
             )
 
 
-def set_header(name: str, description: str, distribution: str, version: str) -> str:
-    """The head of a ``patchset.toml``: name, description and its one target (``files`` follows)."""
-    return (
-        f"name = {json.dumps(name)}\n"
-        f"description = {json.dumps(description)}\n"
-        f"targets = [{{distribution = {json.dumps(distribution)}, version = {json.dumps(version)}}}]\n"
+def set_header(name: str, description: str, targets: Sequence[tuple[str, str]]) -> str:
+    """The head of a ``patchset.toml``: name, description and its targets, (distribution, version
+    specifier) each (``files`` follows)."""
+    listed = ", ".join(
+        f"{{distribution = {json.dumps(dist)}, version = {json.dumps(spec)}}}" for dist, spec in targets
     )
+    return f"name = {json.dumps(name)}\ndescription = {json.dumps(description)}\ntargets = [{listed}]\n"
 
 
 def write_set(

@@ -712,7 +712,7 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         "tool": f"patchguard {__version__}",
         "kept": kept,
     }
-    header = set_header(ps.name, ps.description, ps.targets[0].distribution, "==" + target.version)
+    header = set_header(ps.name, ps.description, [(ps.targets[0].distribution, "==" + target.version)])
     tables = "".join(
         "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
         for h in (*ps.history, entry)
