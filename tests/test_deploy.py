@@ -424,3 +424,22 @@ def test_readme_deploy_snippets(env: Env, tmp_path: Path) -> None:
     assert run(command).returncode == 0
     dump_in_mla(env)
     assert run(command).returncode == 1  # the tampered host is stopped before it serves
+
+
+def test_locks_and_metrics_list_sets_applied_by_hand(env: Env, tmp_path: Path) -> None:
+    """A set whose every edit is in the files counts as applied, however it got there."""
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    site = ("--site-packages", str(env.site))
+    before = json.loads(cli("lock", *site)[1])
+    assert before["applied_sets"] == {}
+    # Applied by hand: the files patched as the set patches them, patchguard's state knowing nothing of it.
+    import patchguard
+    from patchguard.patchsets.model import load_set
+
+    ps = load_set(str(tmp_path / "patches/sm120-support"))
+    patchguard.apply_set("sm120-support", patches=str(tmp_path / "patches"), site_packages=[str(env.site)])
+    shutil.rmtree(env.site / ".patchguard")
+    lock = json.loads(cli("lock", *site)[1])
+    assert lock["applied_sets"] == {"sm120-support": ps.digest}
+    _code, metrics, _ = cli("scan", *site, "--format", "prometheus")
+    assert 'patchguard_set_applied{set="sm120-support"} 1' in metrics

@@ -207,9 +207,7 @@ class DownloadBar:
             self.label, self.shown = label, 0
             size = f" ({total / 1e6:.0f} MB)" if total else ""
             if sys.stderr.isatty() and not QUIET and total:
-                self.bar = click.progressbar(
-                    length=total, label=f"fetching {label}{size}", file=sys.stderr
-                )
+                self.bar = click.progressbar(length=total, label=f"fetching {label}{size}", file=sys.stderr)
             else:
                 note(f"fetching {label}{size}")
         if self.bar is not None:

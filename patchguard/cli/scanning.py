@@ -126,7 +126,8 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    emit(_formatted(report, fmt, use_colour(output, no_color), _wanted_sets()), output, "the report")
+    text = _formatted(report, fmt, use_colour(output, no_color), _wanted_sets(), patches)
+    emit(text, output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
 
@@ -143,7 +144,9 @@ def _wanted_sets() -> frozenset[str]:
         return frozenset()
 
 
-def _formatted(report: Report, fmt: str, colour: bool, wanted: frozenset[str] = frozenset()) -> str:
+def _formatted(
+    report: Report, fmt: str, colour: bool, wanted: frozenset[str] = frozenset(), patches: str | None = None
+) -> str:
     """The report in the format asked for (``table`` and ``text`` are one)."""
     from ..formats.jsondoc import format_json
     from ..formats.sarif import format_sarif
@@ -154,15 +157,18 @@ def _formatted(report: Report, fmt: str, colour: bool, wanted: frozenset[str] = 
     if fmt == "prometheus":
         from ..formats.prometheus import format_prometheus
 
-        return format_prometheus(report, applied_sets=_applied(report))
+        return format_prometheus(report, applied_sets=_applied(report, patches))
     return format_json(report) if fmt == "json" else format_sarif(report)
 
 
-def _applied(report: Report) -> list[str]:
-    """The sets patchguard applied in the scanned environment (its state file)."""
-    from ..state import read_state
+def _applied(report: Report, patches: str | None = None) -> list[str]:
+    """The sets in place in the scanned environment: patchguard's state, and sets applied by hand."""
+    from ..deploy.lockfile import applied_sets
+    from ..env import resolve_target
+    from ..integrity.records import discover
 
-    return sorted({n for site in report.environment.site_packages for n in read_state(site)["applied"]})
+    target = resolve_target(site_packages=report.environment.site_packages)
+    return sorted(applied_sets(target, discover(target.site_packages), patches))
 
 
 @click.command()
@@ -294,7 +300,10 @@ def _verdict(result: CheckResult, fmt: str, lock_file: str | None) -> str:
 
         lock_ok = None if lock_file is None else not any(d.get("type") == "lock" for d in result.details)
         return format_prometheus(
-            report, applied_sets=_applied(report), check_passed=result.passed, lock_match=lock_ok
+            report,
+            applied_sets=_applied(report, result.policy.patches),
+            check_passed=result.passed,
+            lock_match=lock_ok,
         )
     if fmt == "sarif":
         pol = result.policy
@@ -312,9 +321,10 @@ def _verdict(result: CheckResult, fmt: str, lock_file: str | None) -> str:
 
 @click.command("lock")
 @output_option
+@patches_option
 @environment_options
 @errors_to_exit
-def lock(output: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+def lock(output: str | None, patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from ..audit import run
     from ..deploy.lockfile import make_lock
@@ -322,7 +332,7 @@ def lock(output: str | None, python: str | None, site_packages: tuple[str, ...])
 
     scanned = run(site_packages=site_packages or None, python=python)
     say_recovered(scanned.recovered)
-    emit(format_lock(make_lock(scanned)), output, "the lock")
+    emit(format_lock(make_lock(scanned, patches)), output, "the lock")
 
 
 @click.command("running")

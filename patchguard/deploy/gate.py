@@ -48,7 +48,7 @@ def evaluate(
     ]
     details += _required_sets(policy, states)
     if lock is not None:
-        details += [{"type": "lock", "text": line} for line in _lock_lines(scanned, lock)]
+        details += [{"type": "lock", "text": line} for line in _lock_lines(scanned, lock, policy.patches)]
     warnings: list[str] = []
     if policy.running != "ignore":
         stale = stale_processes(scanned.target)
@@ -78,7 +78,7 @@ def _required_sets(policy: Policy, states: Sequence[SetState] | None) -> list[di
     return out
 
 
-def _lock_lines(scanned: Scanned, lock: str) -> list[str]:
+def _lock_lines(scanned: Scanned, lock: str, patches: str | None = None) -> list[str]:
     """What differs between the lock file and this environment, one ``LOCK …`` line each."""
     expected = read_lock(lock)
     local = [
@@ -86,7 +86,7 @@ def _lock_lines(scanned: Scanned, lock: str) -> list[str]:
         for f in scanned.report.findings
         if f.distribution
     ]
-    return [f"LOCK {d}" for d in compare_locks(expected, make_lock(scanned), local)]
+    return [f"LOCK {d}" for d in compare_locks(expected, make_lock(scanned, patches), local)]
 
 
 def stale_processes(target: Target) -> list[str]:

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._fs import parse_json, read_input, sha256_file
+from ..env import Target
 from ..errors import PatchguardError
 from ..integrity.inventory import Scanned
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution
 from ..model import Finding, Kind
 from ..state import read_state
 
-__all__ = ["LOCK_SCHEMA", "compare_locks", "make_lock", "read_lock"]
+__all__ = ["LOCK_SCHEMA", "applied_sets", "compare_locks", "make_lock", "read_lock"]
 
 LOCK_SCHEMA = "patchguard.lock/1"
 
@@ -37,11 +38,32 @@ def _sha256(path: str) -> str:
 _EDITED = (Kind.MODIFIED, Kind.MISSING, Kind.INJECTED_CODE, Kind.FUNCTIONAL_CHANGE, Kind.COSMETIC_CHANGE)
 
 
-def make_lock(scanned: Scanned) -> dict[str, Any]:
-    """The lock of a scanned environment."""
-    applied_sets: dict[str, str] = {}
-    for site in scanned.target.site_packages:
-        applied_sets.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
+def applied_sets(
+    target: Target, dists: list[InstalledDistribution], patches: str | None = None
+) -> dict[str, str]:
+    """Every set in place in the environment → its digest: those patchguard applied (its state), and those
+    of the patches directory whose every edit is in the files, however they got there (by hand). A patches
+    directory that cannot be read adds none: the state still says what patchguard did."""
+    found: dict[str, str] = {}
+    for site in target.site_packages:
+        found.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
+    from ..patchsets.model import load_sets
+    from ..patchsets.status import states_of
+
+    try:
+        sets = {ps.name: ps for ps in load_sets(patches)}
+        states = states_of(target, dists, patches) if sets else []
+    except PatchguardError:
+        return found
+    for s in states:
+        if s.state.in_place and s.name not in found:
+            found[s.name] = sets[s.name].digest
+    return found
+
+
+def make_lock(scanned: Scanned, patches: str | None = None) -> dict[str, Any]:
+    """The lock of a scanned environment (the sets in place: see :func:`applied_sets`)."""
+    applied = applied_sets(scanned.target, scanned.dists, patches)
     report = scanned.report
     changed = {(f.distribution, f.path): f for f in report.findings if f.kind in _EDITED}
     unexpected: dict[str | None, list[str]] = {}
@@ -72,7 +94,7 @@ def make_lock(scanned: Scanned) -> dict[str, Any]:
         "schema": LOCK_SCHEMA,
         "python": python.rsplit(".", 1)[0] if python.count(".") > 1 else python,
         "distributions": dict(sorted(dists.items())),
-        "applied_sets": dict(sorted(applied_sets.items())),
+        "applied_sets": dict(sorted(applied.items())),
         "unowned": hooks,
     }
 
