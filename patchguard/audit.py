@@ -217,7 +217,7 @@ def judge(
     if analyse:
         reach.resolve()
     changed = any(f.kind is Kind.MODIFIED or f.rule == "record-row" for f in findings)
-    code_files = any(f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") for f in findings)
+    code_files = any(_judged(f) for f in findings)
     if not verify_record and not code_files and not (analyse and changed):
         return scanned.report  # nothing to judge: libcst is not even imported
     from .pristine.explain import Explainer, record_findings, record_truths
@@ -276,10 +276,7 @@ def judge_findings(
 
     kept = kept if kept is not None else KeptAnalyses(enabled=False)
 
-    def judged(f: Finding) -> bool:
-        return f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py") and f.line is None
-
-    targets = [f for f in scanned.report.findings if judged(f)]
+    targets = [f for f in scanned.report.findings if _judged(f)]
     reach.prepare([scanned.locate(f)[2] for f in targets])
     prepared = {id(f): _prepare(f, scanned, explainer, kept) for f in targets}
     pending = {i: p for i, p in prepared.items() if isinstance(p, tuple)}
@@ -335,6 +332,27 @@ class _Habits:
         return state, (why, *timing)
 
 
+def _judged(f: Finding) -> bool:
+    """Whether code analysis judges the file of ``f``: a modified or unexpected ``.py`` file, or a startup
+    hook (``sitecustomize.py``, ``usercustomize.py``, the import lines of a ``.pth`` file)."""
+    if f.line is not None:
+        return False
+    if f.kind is Kind.STARTUP_HOOK:
+        return f.path.endswith((".py", ".pth"))
+    return f.kind in (Kind.MODIFIED, Kind.UNEXPECTED) and f.path.endswith(".py")
+
+
+def _hook_source(path: str, data: bytes) -> bytes:
+    """What of a startup hook runs, as Python: a ``.pth`` file's import lines (the others blank, so line
+    numbers hold); a ``.py`` hook whole."""
+    if not path.endswith(".pth"):
+        return data
+    return b"".join(
+        line if line.startswith((b"import ", b"import\t")) else b"\n"
+        for line in data.splitlines(keepends=True)
+    )
+
+
 def _prepare(
     f: Finding, scanned: Scanned, explainer: Explainer, kept: KeptAnalyses
 ) -> list[Finding] | Finding | tuple[str, CodeChange]:
@@ -365,7 +383,9 @@ def _prepare(
             return key, CodeChange(f.path, before, after, f.distribution, f.version)
     # A file nobody installed is all added (its baseline is empty); a modified one without a pristine
     # source is judged whole, and may be upstream code (``baseline: none``).
-    added = f.kind is Kind.UNEXPECTED
+    added = f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK)
+    if f.kind is Kind.STARTUP_HOOK:
+        after = _hook_source(path, after)
     key = kept.key(f.path, f.distribution, f.version, "added" if added else "none", after)
     found = kept.get(key)
     if found is not None:
@@ -377,16 +397,26 @@ def _with_reach(
     f: Finding, code: list[Finding], scanned: Scanned, reach: ReachContext, habits: _Habits
 ) -> list[Finding]:
     """The findings analysis made of ``f``'s file, with its reach, bytecode evidence and patch set."""
-    from .analysis.reach import loaded
+    from .analysis.reach import FileReach, loaded
 
-    if f.kind is Kind.UNEXPECTED:
-        # The file itself stays an `unexpected` finding; analysis adds what its code does.
+    kept_file = f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK)
+    if kept_file:
+        # The file itself stays an `unexpected` / `startup-hook` finding; analysis adds what its code does.
         code = [c for c in code if c.kind is Kind.INJECTED_CODE]
     if not code:
         return [f]
     path = scanned.locate(f)[2]
-    file_reach = reach.reach(path)
-    state, why = habits.truth(path, *loaded(path))
+    file_reach = (
+        reach.reach(path)
+        if f.kind is not Kind.STARTUP_HOOK
+        else FileReach(Reach.ACTIVE, ("a startup hook: it runs at every interpreter start",))
+    )
+    state: Loaded | None
+    why: tuple[str, ...] = ()
+    if path.endswith(".pth"):
+        state = None  # not a module: no bytecode to tell
+    else:
+        state, why = habits.truth(path, *loaded(path))
     partial = "" if f.patch_set_exact else f" ({f.patch_set} plus other edits)"
     judged = [
         replace(
@@ -400,7 +430,7 @@ def _with_reach(
         )
         for c in code
     ]
-    return [f, *judged] if f.kind is Kind.UNEXPECTED else judged
+    return [f, *judged] if kept_file else judged
 
 
 def _code_reach(c: Finding, file: FileReach) -> Reach:

@@ -375,14 +375,19 @@ def _readme_block(after: str, lang: str) -> str:
 
 
 @pytest.mark.slow  # the README's deploy snippets, each run as a CLI subprocess
-def test_readme_deploy_snippets(env: Env, tmp_path: Path) -> None:
+def test_readme_deploy_snippets(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
     policy = _readme_block("policies and fleet locks", "toml")
-    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv/wheels").mkdir(parents=True)
+    shutil.copy(minillm_wheel, tmp_path / "srv/wheels")  # the policy's wheelhouse holds the pristine wheel
     (tmp_path / "srv/patchguard.toml").write_text(policy)
     # The policy names a set the fixture environment does not have: make it exist and be applied.
     shutil.copytree(REPO / "patches", tmp_path / "srv/patches")
     (tmp_path / "srv/patchguard.toml").write_text(
         policy.replace('"/srv/patches"', f'"{tmp_path / "srv/patches"}"')
+        # The README's box serves DeepSeek with vLLM; the fixture environment serves minillm.
+        .replace('framework = "vllm"', 'framework = "minillm"')
+        .replace('"DeepseekV3ForCausalLM"', '"MiniDeepseekV2ForCausalLM"')
+        .replace('"/srv/wheels"', f'"{tmp_path / "srv/wheels"}"')
     )
     assert (
         cli(

@@ -291,7 +291,8 @@ class _Walker(cst.CSTVisitor):
                 rule = None  # setattr on a local object is ordinary code
         if rule is None:
             return
-        self._hit(rule, qualname, lines, _literal_paths(node))
+        detail = _env_call(node) if rule == "env-mutation" else _literal_paths(node)
+        self._hit(rule, qualname, lines, detail)
 
     def _callee(self, func: cst.BaseExpression) -> tuple[str, str | None, str | None]:
         """(qualified name, method, receiver) of what is called; ``getattr(mod, "name")`` reads as
@@ -327,7 +328,7 @@ class _Walker(cst.CSTVisitor):
     def visit_Del(self, node: cst.Del) -> None:
         lines = self._touched(node)
         if lines is not None and self._environ_item(node.target):
-            self._hit("env-mutation", "os.environ", lines)
+            self._hit("env-mutation", "os.environ", lines, f"del {_env_key(node.target)}")
 
     def _environ_item(self, target: cst.BaseExpression) -> bool:
         """Whether ``target`` is ``os.environ[...]`` (through any alias)."""
@@ -336,13 +337,19 @@ class _Walker(cst.CSTVisitor):
         dotted = get_full_name_for_node(target.value)
         return dotted is not None and resolve(self.aliases, dotted) == "os.environ"
 
-    def _assign_targets(self, targets: Sequence[cst.BaseExpression], node: cst.CSTNode) -> None:
+    def _assign_targets(
+        self,
+        targets: Sequence[cst.BaseExpression],
+        node: cst.CSTNode,
+        value: cst.BaseExpression | None = None,
+    ) -> None:
         lines = self._touched(node)
         if lines is None:
             return
         for target in targets:
             if self._environ_item(target):
-                self._hit("env-mutation", "os.environ", lines)
+                shown = f"{_env_key(target)}={_literal(value)}" if value is not None else _env_key(target)
+                self._hit("env-mutation", "os.environ", lines, shown)
                 continue
             if not isinstance(target, cst.Attribute):
                 continue
@@ -357,7 +364,7 @@ class _Walker(cst.CSTVisitor):
             self._hit(rule, qualname, lines)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._assign_targets([t.target for t in node.targets], node)
+        self._assign_targets([t.target for t in node.targets], node, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._assign_targets([node.target], node)
@@ -479,6 +486,42 @@ def _writes(call: cst.Call) -> bool:
         text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
         return any(c in text for c in "wax+")
     return False
+
+
+def _literal(node: cst.BaseExpression | None) -> str:
+    """A literal's value as text (a string without its quotes), else the expression's code, cut short."""
+    if node is None:
+        return ""
+    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        return node.evaluated_value[:80]
+    return _code(node)[:80]
+
+
+def _env_key(target: cst.BaseExpression) -> str:
+    """The variable of ``os.environ[KEY]``."""
+    if isinstance(target, cst.Subscript) and target.slice:
+        index = target.slice[0].slice
+        if isinstance(index, cst.Index):
+            return _literal(index.value)
+    return _code(target)[:80]
+
+
+def _env_call(call: cst.Call) -> str:
+    """What a call that changes the environment sets: ``KEY=VALUE`` (``putenv``, ``setdefault``), the
+    keywords of ``update(KEY=...)``, the keys of a literal dict, or the variable it removes."""
+    args = [a for a in call.args if a.keyword is None]
+    if len(args) >= 2:
+        return f"{_literal(args[0].value)}={_literal(args[1].value)}"
+    keywords = [f"{a.keyword.value}={_literal(a.value)}" for a in call.args if a.keyword is not None]
+    if args and isinstance(args[0].value, cst.Dict):
+        keywords += [
+            f"{_literal(e.key)}={_literal(e.value)}"
+            for e in args[0].value.elements
+            if isinstance(e, cst.DictElement)
+        ]
+    elif args:
+        keywords.append(_literal(args[0].value))
+    return ", ".join(keywords)[:200]
 
 
 def _literal_paths(call: cst.Call) -> str:
