@@ -139,7 +139,7 @@ def run(
         workers=workers,
         progress=progress,
     )
-    if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
+    if any(f.kind in _ATTRIBUTED for f in scanned.report.findings):
         scanned.report = replace(scanned.report, findings=tuple(_attributed(scanned, patches)))
     if analyse or verify_record:
         served = Served(entries, architectures, cache_dir, use_cache, frameworks)
@@ -156,9 +156,13 @@ def run(
     return scanned
 
 
+# What a patch set may explain: modified files, and files no distribution owns (startup hooks included).
+_ATTRIBUTED = (Kind.MODIFIED, Kind.STARTUP_HOOK, Kind.UNEXPECTED)
+
+
 def _attributed(scanned: Scanned, patches: str | None) -> list[Finding]:
-    """The scan's findings with modifications attributed to the known sets. Sets that cannot be loaded
-    attribute nothing: the scan is not the place to fail."""
+    """The scan's findings with modifications (and files no distribution owns) attributed to the known
+    sets. Sets that cannot be loaded attribute nothing: the scan is not the place to fail."""
     from .integrity.records import RecordEntry
     from .patchsets.attribution import attribute
     from .patchsets.installed import reader
@@ -171,9 +175,12 @@ def _attributed(scanned: Scanned, patches: str | None) -> list[Finding]:
     except PatchguardError:
         return list(findings)
 
-    def locate(f: Finding) -> tuple[RecordEntry, Reader] | None:
-        dist, entry, _path = scanned.locate(f)
-        return None if dist is None or entry is None else (entry, reader(dist.site_dir))
+    def locate(f: Finding) -> tuple[RecordEntry | None, Reader] | None:
+        dist, entry, path = scanned.locate(f)
+        if dist is not None:
+            return None if entry is None else (entry, reader(dist.site_dir))
+        site = next((s for s in scanned.target.site_packages if path.startswith(os.path.join(s, ""))), None)
+        return None if site is None else (None, reader(site))
 
     return attribute(findings, sets, locate) if sets else list(findings)
 

@@ -685,3 +685,130 @@ def test_one_set_across_two_distributions(env: Env, tmp_path: Path, minillm_whee
     assert "glm5-both" in out and "applied" in out
     code, _out, err = cli("capture", "--set", "x", "minillm", "toolkit", "--version", ">=0.4", *site, *wheels)
     assert code == 2 and "--version pins one distribution" in err
+
+
+NCCL_HOOK = (
+    "import os\nos.environ['NCCL_P2P_DISABLE'] = '1'\nos.environ.setdefault('NCCL_IB_TIMEOUT', '22')\n"
+)
+
+
+def test_a_startup_hook_the_team_wants_lives_in_a_set(env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    """NCCL tuning in sitecustomize.py, captured as a set of the environment itself: scan names the set and
+    its settings, a policy allows it, revert deletes it, apply puts it back, rebase has nothing to carry."""
+    hook = env.site / "sitecustomize.py"
+    hook.write_text(NCCL_HOOK)
+    (env.site / "nccl_tuning.pth").write_text("import os; os.environ.setdefault('NCCL_ALGO', 'Ring')\n")
+    site = ("--site-packages", str(env.site))
+    sets = ("--patches", str(tmp_path / "sets"))
+    code, _, err = cli("capture", "--set", "nccl", *site, *sets)
+    assert code == 2 and "--unowned" in err  # nothing named: say how to capture unowned files
+    code, out, err = cli("capture", "--set", "nccl", "--unowned", "--path", "sitecustomize.py", *site, *sets)
+    assert code == 0, err
+    assert "(environment)" in out
+    ps = load_set(str(tmp_path / "sets/nccl"))
+    assert [str(t) for t in ps.targets] == ["environment"] and ps.paths == ("sitecustomize.py",)
+    assert "targets = [{environment = true}]" in (tmp_path / "sets/nccl/patchset.toml").read_text()
+    # Scan: the hook is the set's; its settings are shown, and the hint is to revert the set, not to delete.
+    report = patchguard.scan(site_packages=[str(env.site)], patches=str(tmp_path / "sets"))
+    by_path = {(f.path, f.kind): f for f in report.findings}
+    assert by_path["sitecustomize.py", patchguard.Kind.STARTUP_HOOK].patch_set == "nccl"
+    assert by_path["nccl_tuning.pth", patchguard.Kind.STARTUP_HOOK].patch_set is None
+    settings_shown = [
+        f.message for f in report.findings if f.path == "sitecustomize.py" and f.rule == "env-mutation"
+    ]
+    assert any("NCCL_P2P_DISABLE=1" in m for m in settings_shown)
+    assert any("NCCL_IB_TIMEOUT=22" in m for m in settings_shown)
+    _, table, _ = cli("scan", *site, *sets)
+    assert "patchguard revert --set nccl" in table and "delete sitecustomize.py" not in table
+    assert "delete nccl_tuning.pth" in table
+    # A policy that wants the set: no revert hint, and check passes on the hook (the .pth stays a finding).
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'allowed_sets = ["nccl"]\npatches = "{tmp_path / "sets"}"\nfail_on = "high"\n')
+    (env.site / "nccl_tuning.pth").unlink()
+    code, out, err = cli("check", "--policy", str(policy), *site)
+    assert code == 0, out + err
+    # status, revert (verified: the file is gone), apply again.
+    code, out, _ = cli("sets", *site, *sets)
+    assert "nccl" in out and "environment" in out
+    reverted = patchguard.revert_set("nccl", patches=str(tmp_path / "sets"), site_packages=[str(env.site)])
+    assert [(v.path, v.verdict) for v in reverted.verdicts] == [
+        ("sitecustomize.py", patchguard.Verdict.REMOVED)
+    ]
+    assert not hook.exists()
+    assert patchguard.scan(site_packages=[str(env.site)]).findings == ()
+    applied = patchguard.apply_set("nccl", patches=str(tmp_path / "sets"), site_packages=[str(env.site)])
+    assert applied.action is patchguard.SetAction.APPLIED and hook.read_text() == NCCL_HOOK
+    states = {
+        s.name: s
+        for s in patchguard.set_states(patches=str(tmp_path / "sets"), site_packages=[str(env.site)])[0]
+    }
+    assert states["nccl"].state is patchguard.SetStatus.APPLIED
+    code, out, err = cli("rebase", "--set", "nccl", *site, *sets, "--offline")
+    assert code == 0 and "nothing to rebase" in out, out + err
+
+
+def test_a_set_of_the_environment_never_touches_a_distributions_file(env: Env, tmp_path: Path) -> None:
+    """The environment target has no version check: it may not be used to patch an installed package."""
+    ps_dir = tmp_path / "sets/sneaky"
+    ps_dir.mkdir(parents=True)
+    (ps_dir / "patchset.toml").write_text(
+        'name = "sneaky"\ntargets = [{environment = true}]\nfiles = ["0001.patch"]\n'
+    )
+    text = (env.site / CUDA).read_text()
+    first = text.splitlines()[0]
+    (ps_dir / "0001.patch").write_text(
+        f"--- a/{CUDA}\n+++ b/{CUDA}\n@@ -1,1 +1,2 @@\n {first}\n+import os; os.system('id')\n"
+    )
+    before = tree(env.site)
+    code, _, err = cli(
+        "apply", "--set", "sneaky", "--site-packages", str(env.site), "--patches", str(tmp_path / "sets")
+    )
+    assert code == 2 and "installed by minillm" in err and "add that distribution" in err
+    assert tree(env.site) == before
+    for bad in (
+        "{environment = 1}",
+        "{environment = true, version = '1'}",
+        '{distribution = "", version = ""}',
+    ):
+        (ps_dir / "patchset.toml").write_text(f'name = "sneaky"\ntargets = [{bad}]\nfiles = ["0001.patch"]\n')
+        with pytest.raises(PatchSetError, match="bad target"):
+            load_set(str(ps_dir))
+
+
+def test_one_set_for_a_distribution_and_the_environment(
+    env: Env, tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """The GLM-5 debug session: dumps in minillm and a sitecustomize, one set, all or nothing."""
+    hand_edit_glm5(env)
+    (env.site / "sitecustomize.py").write_text(NCCL_HOOK)
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    sets = str(tmp_path / "sets")
+    site = ("--site-packages", str(env.site))
+    code, _, err = cli(
+        "capture",
+        "minillm",
+        "--unowned",
+        "--set",
+        "glm5",
+        *site,
+        "--patches",
+        sets,
+        "--wheelhouse",
+        str(house),
+    )
+    assert code == 0, err
+    ps = load_set(str(tmp_path / "sets/glm5"))
+    assert [str(t) for t in ps.targets] == ["minillm ==0.4.0", "environment"]
+    assert set(ps.paths) == {MLA, WEIGHTS, "sitecustomize.py"}
+    out = patchguard.revert_set("glm5", patches=sets, site_packages=[str(env.site)])
+    assert {v.path: v.verdict for v in out.verdicts} == {
+        MLA: patchguard.Verdict.PRISTINE,
+        WEIGHTS: patchguard.Verdict.PRISTINE,
+        "sitecustomize.py": patchguard.Verdict.REMOVED,
+    }
+    assert patchguard.scan(site_packages=[str(env.site)]).findings == ()
+    patchguard.apply_set("glm5", patches=sets, site_packages=[str(env.site)])
+    report = patchguard.scan(site_packages=[str(env.site)], patches=sets)
+    assert {f.patch_set for f in report.findings} == {"glm5"}

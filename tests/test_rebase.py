@@ -697,3 +697,79 @@ def test_resolving_under_way_survives_a_rerun(tmp_path: Path, minillm_wheel: Pat
     review.write_text(review.read_text() + "# half done\n")
     assert rebase(new, patches, minillm_wheel.parent)[0] == 1
     assert review.read_text().endswith("# half done\n")
+
+
+SIDE = "--- a/sidecar/__init__.py\n+++ b/sidecar/__init__.py\n@@ -1 +1 @@\n-LIMIT = 1\n+LIMIT = 8\n"
+HOOK = "--- /dev/null\n+++ b/sitecustomize.py\n@@ -0,0 +1 @@\n+import os\n"
+
+
+def three_targets(tmp_path: Path, patches: Path, edit: Callable[[str], str]) -> Env:
+    """sm120-support made a set of minillm, sidecar 1.0 and the environment (a sitecustomize.py), and an
+    environment with minillm 0.5.0 (``edit`` applied upstream) and sidecar 1.0."""
+    sidecar = build_wheel(tmp_path / "ws", "sidecar", "1.0", {"sidecar/__init__.py": b"LIMIT = 1\n"})
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", edit))
+    new.install(sidecar)
+    ps_dir = patches / SET
+    toml = (ps_dir / "patchset.toml").read_text()
+    toml = toml.replace(
+        'targets = [{distribution = "minillm", version = ">=0.4,<0.5"}]',
+        'targets = [{distribution = "minillm", version = ">=0.4,<0.5"}, '
+        '{distribution = "sidecar", version = "==1.0"}, {environment = true}]',
+    )
+    assert "sidecar" in toml
+    files_line = next(ln for ln in toml.splitlines() if ln.startswith("files = "))
+    toml = toml.replace(files_line, files_line[:-1] + ', "0009-sidecar.patch", "0010-hook.patch"]')
+    (ps_dir / "patchset.toml").write_text(toml)
+    (ps_dir / "0009-sidecar.patch").write_text(SIDE)
+    (ps_dir / "0010-hook.patch").write_text(HOOK)
+    return new
+
+
+def test_a_set_of_several_targets_is_carried_one_target_at_a_time(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    """minillm moved to 0.5.0; the set also patches sidecar 1.0 and adds a sitecustomize.py: only
+    minillm's part is merged and re-pinned (with its history entry), the rest is kept as written."""
+    new = three_targets(tmp_path, patches, around_the_hunks)
+    ps_dir = patches / SET
+    code, out, err = rebase(new, patches, minillm_wheel.parent, "--to-version", "0.5.0")
+    assert code == 2 and "--target" in err and "minillm, sidecar" in err  # versions named: which target?
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0, out + err
+    assert "rebase sm120-support: minillm 0.4.0 -> 0.5.0" in out and "sidecar" not in out
+    ps = load_set(str(ps_dir))
+    assert [str(t) for t in ps.targets] == ["minillm ==0.5.0", "sidecar ==1.0", "environment"]
+    assert ps.history[-1]["distribution"] == "minillm" and ps.history[-1]["release"] == "0.4.0"
+    by_path = {fp.path: Path(fp.origin).read_text() for fp in ps.patches}  # the diff files, as written
+    assert by_path["sidecar/__init__.py"] == SIDE and by_path["sitecustomize.py"] == HOOK
+    kept = ps_dir / "history" / "0.4.0"
+    assert (kept / "0009-sidecar.patch").read_text() == SIDE  # the old form whole, every target's diffs
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0, out + err
+    assert (new.site / "sidecar/__init__.py").read_text() == "LIMIT = 8\n"
+    assert (new.site / "sitecustomize.py").read_text() == "import os\n"
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0 and "every target admits its installed release" in out, out + err
+    code, out, err = rebase(new, patches, minillm_wheel.parent, "--target", "nope")
+    assert code == 2 and "no target nope" in err
+
+
+def test_one_target_of_several_in_conflict_is_resolved_in_review(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    new = three_targets(tmp_path, patches, on_the_hunk)
+    set_before = tree(patches / SET)
+    code, out, err = rebase(new, patches, minillm_wheel.parent, "--target", "minillm")
+    assert code == 1, out + err
+    assert tree(patches / SET) == set_before
+    review = patches / f"{SET}.rebase"
+    assert [p.relative_to(review / "files").as_posix() for p in (review / "files").rglob("*.py")] == [CUDA]
+    conflicted = (review / "files" / CUDA).read_text()
+    start, end = conflicted.index("<<<<<<<"), conflicted.index(">>>>>>> set sm120-support\n")
+    resolved = conflicted[:start] + 'SUPPORTED_ARCHS = ["sm80", "sm90", "sm100", "sm120"]\n'
+    (review / "files" / CUDA).write_text(resolved + conflicted[end + len(">>>>>>> set sm120-support\n") :])
+    code, out, err = rebase(new, patches, minillm_wheel.parent)
+    assert code == 0 and "resolved  minillm/platforms/cuda.py" in out, out + err
+    ps = load_set(str(patches / SET))
+    assert [str(t) for t in ps.targets] == ["minillm ==0.5.0", "sidecar ==1.0", "environment"]
+    assert {fp.path for fp in ps.patches} == {CUDA, "sidecar/__init__.py", "sitecustomize.py"}

@@ -244,9 +244,15 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
 
 
 @click.command()
-@click.argument("distributions", nargs=-1, required=True)
+@click.argument("distributions", nargs=-1)
 @click.option(
     "--set", "set_name", required=True, metavar="NAME", help="Name of the set to write (patches/NAME/)."
+)
+@click.option(
+    "--unowned",
+    is_flag=True,
+    help="Also capture files no distribution owns (sitecustomize.py, .pth files, ...: "
+    "the target {environment = true}); --path narrows them.",
 )
 @path_option
 @click.option(
@@ -269,13 +275,17 @@ def capture(
     python: str | None,
     site_packages: tuple[str, ...],
     fetch: SourceOptions,
+    unowned: bool,
 ) -> None:
-    """Write patches/NAME from the current modifications of DISTRIBUTIONS' files (one target each)."""
+    """Write patches/NAME from the current modifications of DISTRIBUTIONS' files (one target each), and
+    with --unowned of the files no distribution owns."""
+    from ..model import printable
     from ..patchsets.capture import capture_set
 
     ps = capture_set(
         set_name,
         distributions,
+        unowned=unowned,
         paths=paths,
         version=version,
         description=description,
@@ -285,5 +295,5 @@ def capture(
         python=python,
         fetch=fetch,
     )
-    targets = ", ".join(f"{t.distribution} {t.version}" for t in ps.targets)
-    click.echo(f"wrote {ps.directory} ({targets}): {', '.join(ps.paths)}")
+    targets = ", ".join(str(t) for t in ps.targets)
+    click.echo(f"wrote {printable(ps.directory)} ({printable(targets)}): {printable(', '.join(ps.paths))}")

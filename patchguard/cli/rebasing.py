@@ -27,6 +27,13 @@ __all__ = ["rebase"]
     metavar="V",
     help="The release it was written for (default: the one it was applied on here, or its target).",
 )
+@click.option(
+    "--target",
+    "target",
+    metavar="DIST",
+    help="Of a set of several distributions, the one to carry (default: the one its version no longer "
+    "admits).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would happen; write nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @patches_option
@@ -43,6 +50,7 @@ def rebase(
     python: str | None,
     site_packages: tuple[str, ...],
     fetch: SourceOptions,
+    target: str | None,
 ) -> None:
     """Carry a patch set to another release with a three-way merge against both pristine releases.
 
@@ -61,6 +69,7 @@ def rebase(
         python=python,
         fetch=fetch,
         dry_run=dry_run,
+        target=target,
     )
     if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
@@ -70,9 +79,14 @@ def rebase(
         sys.exit(EXIT_FINDINGS)
 
 
+def _nothing_to_rebase(r: RebaseResult) -> str:
+    what = f"is written for {r.distribution} {r.to_version}" if r.distribution else r.notes[0]
+    return f"{r.name} {what}: nothing to rebase"
+
+
 def _print(r: RebaseResult) -> None:
     if not r.files:
-        click.echo(f"{r.name} is written for {r.distribution} {r.to_version}: nothing to rebase")
+        click.echo(_nothing_to_rebase(r))
         return
     click.echo(f"rebase {r.name}: {r.distribution} {r.from_version} -> {r.to_version}")
     note(f"  base:   {r.base_source}")

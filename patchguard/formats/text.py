@@ -177,14 +177,14 @@ def next_steps(
     """What fixes one group of findings: revert the sets that explain changes, restore the rest from the
     wheel (once there is one: ``no_wheel`` says how to get it), delete what nobody installed, reinstall
     what has a broken RECORD (not one the wheel shipped so)."""
-    if dist is None:
-        return [
-            f"delete {printable(f.path)} (no distribution owns it)"
-            for f in findings
-            if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
-        ]
     sets = sorted({f.patch_set for f in findings if f.patch_set and f.patch_set not in wanted})
     steps = [f"patchguard revert --set {name}" for name in sets]
+    if dist is None:  # files no distribution owns: a set's (wanted, or reverted), else deleted
+        return steps + [
+            f"delete {printable(f.path)} (no distribution owns it)"
+            for f in findings
+            if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED) and not f.patch_set
+        ]
     steps += _restore_step(dist, findings, no_wheel)
     if any(f.kind is Kind.RECORD_INVALID and f.severity > Severity.INFO for f in findings):
         steps.append(f"pip install --force-reinstall --no-deps {dist}=={version}")

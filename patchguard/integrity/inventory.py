@@ -75,8 +75,12 @@ def select_distributions(
 def display_path(target: Target, path: str) -> str:
     """POSIX path relative to the site dir holding ``path``, or absolute when outside all of them."""
     for site in target.site_packages:
-        if path.startswith(os.path.join(site, "")):
-            return os.path.relpath(path, site).replace(os.sep, "/")
+        prefix = os.path.join(site, "")
+        if path.startswith(prefix):
+            rest = path[len(prefix) :]
+            if "/." in rest or "//" in rest or rest.startswith("."):  # not plainly normalised: the slow way
+                return os.path.relpath(path, site).replace(os.sep, "/")
+            return rest.replace(os.sep, "/")
     return path
 
 

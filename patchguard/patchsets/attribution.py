@@ -15,8 +15,9 @@ from .planner import Reader, plan_patches
 
 __all__ = ["Located", "attribute"]
 
-# For a finding: the RECORD row of its file and a reader of its site dir, or None when it has neither.
-Located = Callable[[Finding], "tuple[RecordEntry, Reader] | None"]
+# For a finding: the RECORD row of its file (None: no distribution owns it) and a reader of its site dir,
+# or None when it cannot be read.
+Located = Callable[[Finding], "tuple[RecordEntry | None, Reader] | None"]
 
 
 def attribute(findings: Sequence[Finding], sets: Sequence[PatchSet], locate: Located) -> list[Finding]:
@@ -28,7 +29,11 @@ def attribute(findings: Sequence[Finding], sets: Sequence[PatchSet], locate: Loc
     """
     out = list(findings)
     for i, f in enumerate(out):
-        if f.kind is not Kind.MODIFIED or f.distribution is None or os.path.isabs(f.path):
+        if os.path.isabs(f.path) or f.path.endswith("/"):
+            continue
+        modified = f.kind is Kind.MODIFIED and f.distribution is not None
+        unowned = f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED) and f.distribution is None
+        if not (modified or unowned):
             continue
         where = locate(f)
         if where is not None:
@@ -36,18 +41,23 @@ def attribute(findings: Sequence[Finding], sets: Sequence[PatchSet], locate: Loc
     return out
 
 
-def _attributed(f: Finding, sets: Sequence[PatchSet], entry: RecordEntry, read: Reader) -> Finding:
-    assert f.distribution is not None
+def _targeted(ps: PatchSet, distribution: str | None) -> bool:
+    """Whether ``ps`` targets ``distribution`` (``None``: the environment, files no one owns)."""
+    if distribution is None:
+        return any(t.is_environment for t in ps.targets)
+    return canonicalize(distribution) in {canonicalize(t.distribution) for t in ps.distributions}
+
+
+def _attributed(f: Finding, sets: Sequence[PatchSet], entry: RecordEntry | None, read: Reader) -> Finding:
     for ps in sets:
-        if f.path not in ps.paths or canonicalize(f.distribution) not in {
-            canonicalize(t.distribution) for t in ps.targets
-        }:
+        if f.path not in ps.paths or not _targeted(ps, f.distribution):
             continue
         try:
             (fp,) = plan_patches(ps.name, [x for x in ps.patches if x.path == f.path], read, reverse=True)
         except (PatchguardError, ValueError):  # hunks that do not apply, a file that cannot be read
             continue
-        exact = fp.after is not None and matches(entry, fp.after)
+        # No RECORD row: the file is the set's own when reverting the set removes it.
+        exact = fp.after is None if entry is None else fp.after is not None and matches(entry, fp.after)
         message = f.message if exact else f"{f.message} (patch set {ps.name} plus other changes)"
         return replace(f, patch_set=ps.name, message=message, patch_set_exact=exact)
     return f

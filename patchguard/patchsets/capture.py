@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from .._fs import put_file, staged_dir
 from ..diffs import FileDiff
 from ..env import resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, canonicalize, discover
+from ..model import Finding
 from ..pristine.explain import diff
 from ..pristine.sources import SourceOptions
 from ..txn import write_point
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 
-__all__ = ["capture_set", "set_header", "write_set"]
+__all__ = ["DiffText", "capture_set", "set_header", "write_set"]
 
 
 def capture_set(
@@ -33,15 +35,19 @@ def capture_set(
     wheelhouse: Sequence[str] = (),
     offline: bool = False,
     fetch: SourceOptions | None = None,
+    unowned: bool = False,
 ) -> PatchSet:
     """Write ``patches/<name>/`` from the current modifications of ``distribution``'s files — of several
-    distributions' (one target each) when it names more than one.
+    distributions' (one target each) when it names more than one — and with ``unowned``, of the files no
+    distribution owns (``sitecustomize.py``, ``.pth`` files, ...: the target ``{environment = true}``).
 
     Targets are pinned to ``version`` (a specifier, one distribution only; default ``==`` the installed
     version). Refuses to overwrite an existing set unless ``force``. The set is written to a temporary
     directory and renamed into place, so a failure leaves no half-written set.
     """
     names = [distribution] if isinstance(distribution, str) else list(dict.fromkeys(distribution))
+    if not names and not unowned:
+        raise UsageError("name a distribution to capture", hint="or pass --unowned for files no one owns")
     root = patches_dir(patches, must_exist=False)
     final = os.path.join(root, name)
     _check_request(name, final, version, force)
@@ -56,11 +62,13 @@ def capture_set(
         raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")
     dists = [installed[canonicalize(n)] for n in names]
     fetch = SourceOptions.of(fetch, wheelhouse, offline)
-    diffs = _captured_diffs(dists, paths, site_packages, python, fetch)
-    targets = [(d.name, version or f"=={d.version}") for d in dists]
+    diffs = _captured_diffs(dists, paths, site_packages, python, fetch, unowned)
+    targets: list[tuple[str, str] | None] = [(d.name, version or f"=={d.version}") for d in dists]
+    if unowned:
+        targets.append(None)
     if not force:
         _refuse_a_copy(root, name, diffs)
-    what = ", ".join(f"{d.name} {d.version}" for d in dists)
+    what = ", ".join([f"{d.name} {d.version}" for d in dists] + ["files no distribution owns"] * unowned)
     header = set_header(name, description or f"captured from {what}", targets)
     write_set(root, name, header, diffs)
     return load_set(final)
@@ -91,18 +99,36 @@ def _captured_diffs(
     site_packages: Sequence[str] | None,
     python: str | None,
     fetch: SourceOptions,
+    unowned: bool,
 ) -> list[FileDiff]:
-    """The diffs of the distributions' changed files inside site-packages; refuses a distribution with
-    none, and binary ones."""
-    names = [d.name for d in dists]
-    diffs = diff(names, site_packages=site_packages, python=python, paths=paths, fetch=fetch)
+    """The diffs of the distributions' changed files inside site-packages (and of the files no
+    distribution owns, with ``unowned``); refuses a distribution with none, and binary ones."""
+    names = {canonicalize(d.name) for d in dists}
+
+    def wanted(f: Finding) -> bool:
+        return canonicalize(f.distribution) in names if f.distribution else unowned
+
+    diffs = diff(
+        None if unowned else sorted(names),
+        site_packages=site_packages,
+        python=python,
+        paths=paths,
+        fetch=fetch,
+        select=wanted,
+    )
     diffs = [d for d in diffs if not d.path.startswith("../")]
+    owned: set[str] = set()
     for dist in dists:
         own = {e.path for e in dist.entries}
+        owned |= own
         if not any(d.path in own for d in diffs):
             raise UsageError(
                 f"no modified files of {dist.name} match", hint="check --path, or run patchguard diff"
             )
+    if unowned and all(d.path in owned for d in diffs):
+        raise UsageError(
+            "no file that no distribution owns matches", hint="check --path, or run patchguard diff"
+        )
     binary = [d.path for d in diffs if d.binary]
     if binary:
         raise UsageError(f"binary files cannot go into a patch set: {', '.join(binary)}")
@@ -138,20 +164,32 @@ def _refuse_a_copy(root: str, name: str, diffs: Sequence[FileDiff]) -> None:
             )
 
 
-def set_header(name: str, description: str, targets: Sequence[tuple[str, str]]) -> str:
+def set_header(name: str, description: str, targets: Sequence[tuple[str, str] | None]) -> str:
     """The head of a ``patchset.toml``: name, description and its targets, (distribution, version
-    specifier) each (``files`` follows)."""
+    specifier) each, ``None`` for the environment (``files`` follows)."""
     listed = ", ".join(
-        f"{{distribution = {json.dumps(dist)}, version = {json.dumps(spec)}}}" for dist, spec in targets
+        "{environment = true}"
+        if t is None
+        else f"{{distribution = {json.dumps(t[0])}, version = {json.dumps(t[1])}}}"
+        for t in targets
     )
     return f"name = {json.dumps(name)}\ndescription = {json.dumps(description)}\ntargets = [{listed}]\n"
+
+
+class DiffText(Protocol):
+    """A file's diff as ``write_set`` takes it: where, and its unified diff text."""
+
+    @property
+    def path(self) -> str: ...
+
+    def text(self) -> str: ...
 
 
 def write_set(
     root: str,
     name: str,
     header: str,
-    diffs: Sequence[FileDiff],
+    diffs: Sequence[DiffText],
     *,
     footer: str = "",
     keep: Mapping[str, tuple[bytes, int]] | None = None,

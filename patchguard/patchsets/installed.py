@@ -36,6 +36,8 @@ class SetEnvironment:
         out: list[InstalledDistribution] = []
         problems: list[str] = []
         for t in ps.targets:
+            if t.is_environment:
+                continue  # the environment itself: always here, any version
             dist = next((d for d in self.dists if d.canonical_name == canonicalize(t.distribution)), None)
             if dist is None:
                 problems.append(f"{t.distribution} is not installed")
@@ -52,6 +54,32 @@ class SetEnvironment:
             )
             raise UsageError("; ".join(problems), path=ps.directory, hint=hint)
         return out
+
+    def site(self, dists: Sequence[InstalledDistribution]) -> str:
+        """The site dir a set is applied in: its distributions' (the first one's), or for a set of the
+        environment alone the environment's first site dir (purelib: where ``sitecustomize.py`` goes)."""
+        return dists[0].site_dir if dists else self.target.site_packages[0]
+
+    def refuse_foreign(self, ps: PatchSet, dists: Sequence[InstalledDistribution], site: str) -> None:
+        """A set with the environment target changes files no distribution owns and those of its own
+        targets, never a file another distribution installed (that would escape its version check)."""
+        if not any(t.is_environment for t in ps.targets):
+            return
+        mine = {id(d) for d in dists}
+        owner = {
+            rel: d.name
+            for d in self.dists
+            if id(d) not in mine
+            for rel in owned_paths([d], site)
+        }
+        foreign = [f"{rel} (installed by {owner[rel]})" for rel in ps.paths if rel in owner]
+        if foreign:
+            raise PatchSetError(
+                "refused, nothing written: the set changes files of a distribution it does not target: "
+                + ", ".join(foreign),
+                path=ps.directory,
+                hint="add that distribution to its targets (patchset.toml)",
+            )
 
 
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a file a set patches: source, never this big

@@ -13,6 +13,11 @@ A set is a directory::
     targets = [{distribution = "vllm", version = ">=0.33,<0.34"}]
     files = ["0001-deepseek-v2-dump.patch"]
 
+A set may have several targets, one per distribution. The target ``{environment = true}`` is the environment
+itself: the files of site-packages no distribution owns (``sitecustomize.py``, ``usercustomize.py``, ``.pth``
+files, stray modules). It has no version; a set whose only target it is may not touch a file a distribution
+installed.
+
 ``rebase`` appends a ``[[history]]`` table per release the set was carried from (string values: the
 distribution, the ``version`` specifier it had, the ``release`` it was merged from, ``to``, ``rebased``
 time, the old ``digest``, and ``kept``: the directory under the set holding its old toml and diffs).
@@ -62,10 +67,23 @@ class PatchSetError(PatchguardError):
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A distribution a set applies to, and the versions it was written for (a packaging specifier)."""
+    """A distribution a set applies to, and the versions it was written for (a packaging specifier); or,
+    with an empty ``distribution``, the environment itself (files no distribution owns, any version)."""
 
     distribution: str
     version: str
+
+    @classmethod
+    def environment(cls) -> Target:
+        return cls("", "")
+
+    @property
+    def is_environment(self) -> bool:
+        return not self.distribution
+
+    def __str__(self) -> str:
+        """``vllm >=0.33,<0.34``, or ``environment`` (files no distribution owns)."""
+        return "environment" if self.is_environment else f"{self.distribution} {self.version}".strip()
 
     def admits(self, version: str) -> bool:
         from packaging.specifiers import SpecifierSet
@@ -114,6 +132,11 @@ class PatchSet:
     digest: str
     patches: tuple[FilePatch, ...] = field(repr=False)
     history: tuple[dict[str, str], ...] = ()  # one entry per rebase, oldest first
+
+    @property
+    def distributions(self) -> tuple[Target, ...]:
+        """Its targets that are distributions (not the environment itself)."""
+        return tuple(t for t in self.targets if not t.is_environment)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -327,10 +350,21 @@ def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:
         raise PatchSetError("targets must be a non-empty list of {distribution, version}", path=toml_path)
     out: list[Target] = []
     for t in raw:
+        if isinstance(t, dict) and "environment" in t:
+            if len(t) != 1 or t["environment"] is not True:
+                raise PatchSetError(
+                    f"bad target {t!r}: the environment target is {{environment = true}}, alone in its table",
+                    path=toml_path,
+                )
+            if Target.environment() in out:
+                raise PatchSetError("the environment target is listed twice", path=toml_path)
+            out.append(Target.environment())
+            continue
         if (
             not isinstance(t, dict)
             or set(t) - {"distribution", "version"}
             or not isinstance(t.get("distribution"), str)
+            or not t["distribution"].strip()
         ):
             raise PatchSetError(
                 f'bad target {t!r}: needs distribution = "...", version = "..."', path=toml_path

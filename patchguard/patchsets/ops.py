@@ -154,8 +154,9 @@ def _move(
     if reverse:
         ps = _applied_form(ps, env)
     dists = env.installed(ps, force_version)
-    site = dists[0].site_dir
+    site = env.site(dists)
     check_paths(ps, site)
+    env.refuse_foreign(ps, dists, site)
     if dry_run:
         return _plan_move(ps, reverse, env, dists, site, dry_run=True)
     # Plan under the lock: a second writer waits, then plans against what the first one wrote.
@@ -196,14 +197,8 @@ def _plan_move(
         return SetOutcome(ps.name, noop, (), dry_run, recovered=env.recovered)
     plan, done = planned
     owned = owned_paths(env.dists, site)
-    unowned_deletes = [f.path for f in plan if f.after is None and f.path not in owned]
-    if unowned_deletes and not reverse:
-        # Reverting may delete what the set created: the plan matched the file to the set's own content.
-        raise PatchSetError(
-            "refused, nothing written: deletes files no RECORD owns: " + ", ".join(unowned_deletes),
-            path=ps.directory,
-            hint="a set may delete only files a distribution installed",
-        )
+    if not reverse:
+        _refuse_unowned_deletes(ps, plan, owned)
     changes = [
         Change(os.path.join(site, *f.path.split("/")), f.after, sha256_bytes(f.before), f.mode or 0o644)
         for f in plan
@@ -230,6 +225,19 @@ def _plan_move(
     committed = commit(Plan(site, tuple(changes), label=label, rmdirs=emptied), locked=True)
     verdicts = _verdicts(ps, plan, env.dists, site) if reverse else ()
     return SetOutcome(ps.name, action, tuple(plan), False, committed, verdicts, env.recovered)
+
+
+def _refuse_unowned_deletes(ps: PatchSet, plan: Sequence[FilePlan], owned: Collection[str]) -> None:
+    """Applying a set deletes only files a distribution installed, or with the environment target files no
+    one owns. (Reverting may delete what the set created: the plan matched the file to the set's content.)"""
+    unowned_deletes = [f.path for f in plan if f.after is None and f.path not in owned]
+    if unowned_deletes and not any(t.is_environment for t in ps.targets):
+        raise PatchSetError(
+            "refused, nothing written: deletes files no RECORD owns: " + ", ".join(unowned_deletes),
+            path=ps.directory,
+            hint="a set may delete only files a distribution installed, or with the target "
+            "{environment = true} files no distribution owns",
+        )
 
 
 def _emptied_dirs(site: str, deleted: Sequence[str], owned: Collection[str]) -> tuple[str, ...]:

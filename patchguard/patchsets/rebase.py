@@ -36,14 +36,15 @@ from .._version import __version__
 from ..diffs import FileDiff, is_binary
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, canonicalize
+from ..model import printable
 from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
 from ..pristine.sources import ReleaseId, SourceOptions, Sources, local_versions, wheel_tags
 from ..state import read_state
 from ..txn import write_point
-from .capture import set_header, write_set
+from .capture import DiffText, set_header, write_set
 from .installed import SetEnvironment
 from .merge import has_markers, line_counts, merge, similarity
-from .model import FilePatch, PatchSet, PatchSetError, find_set
+from .model import MAX_PATCH_BYTES, FilePatch, PatchSet, PatchSetError, Target, find_set
 from .planner import PlanFailed, plan_patches
 
 __all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
@@ -181,11 +182,12 @@ class RebaseResult:
 class _Inputs:
     """Everything one rebase reads: the set, both releases, and the set applied to the base."""
 
-    ps: PatchSet
+    ps: PatchSet  # the part of the set being carried: one distribution target and its files
     base: ReleaseFiles
     target: ReleaseFiles
     theirs: dict[str, bytes | None]
     moves: dict[str, tuple[str | None, float | None]] = dataclasses.field(default_factory=dict)
+    whole: PatchSet | None = None  # the whole set, when it has other targets (kept as they are)
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -205,8 +207,14 @@ def rebase_set(
     offline: bool = False,
     dry_run: bool = False,
     fetch: SourceOptions | None = None,
+    target: str | None = None,
 ) -> RebaseResult:
     """Carry set ``name`` to ``to_version`` (default: the installed version of its distribution).
+
+    A set of several distributions is carried one target at a time (``target``; by default the one
+    whose installed release its version no longer admits): that target's files are merged, its version
+    pinned and a history entry written for it; the other targets' files and versions stay as they are.
+    Files no distribution owns (the environment target) are never rebased.
 
     Never writes into the environment. Writes the set (when every file is carried) or the review directory
     ``patches/NAME.rebase/`` (when conflicts or lost files remain); nothing with ``dry_run``.
@@ -216,18 +224,35 @@ def rebase_set(
     >>> r.complete, [f.path for f in r.conflicts]  # doctest: +SKIP
     (True, [])
     """
-    ps = find_set(name, patches)
-    if len(ps.targets) != 1:
-        raise UsageError(
-            f"{ps.name} targets {len(ps.targets)} distributions; rebase carries a set of one",
-            path=ps.directory,
-            hint="split it into one set per distribution",
-        )
-    dist_name = ps.targets[0].distribution
-    env = SetEnvironment.open(site_packages, python)
-    dist = next((d for d in env.dists if d.canonical_name == canonicalize(dist_name)), None)
-    to = _version(to_version or (dist.version if dist else None), dist_name, "--to-version")
+    whole = find_set(name, patches)
+    env = SetEnvironment.open(site_packages, python) if whole.distributions else None
+    chosen = _chosen_target(whole, target, env, bool(to_version or from_version)) if env else None
+    if env is None or chosen is None:
+        return RebaseResult(whole.name, "", "", "", (), dry_run=dry_run, notes=(_nothing_to_carry(whole),))
     sources = SourceOptions.of(fetch, wheelhouse, offline).open(env.target)
+    return _carry(whole, chosen, env, sources, to_version, from_version, dry_run)
+
+
+def _nothing_to_carry(ps: PatchSet) -> str:
+    if not ps.distributions:  # files no distribution owns: no release replaces them
+        return "it changes only files no distribution owns, which no release replaces"
+    return f"every target admits its installed release ({', '.join(str(t) for t in ps.distributions)})"
+
+
+def _carry(
+    whole: PatchSet,
+    chosen: Target,
+    env: SetEnvironment,
+    sources: Sources,
+    to_version: str | None,
+    from_version: str | None,
+    dry_run: bool,
+) -> RebaseResult:
+    """Rebase the part of ``whole`` that belongs to ``chosen`` (all of it for a set of one distribution)."""
+    dist_name = chosen.distribution
+    dist = next((d for d in env.dists if d.canonical_name == canonicalize(dist_name)), None)
+    ps = _part(whole, chosen, dist)
+    to = _version(to_version or (dist.version if dist else None), dist_name, "--to-version")
     record = read_state(dist.site_dir)["applied"].get(ps.name) if dist else None
     if record is not None and record.get("digest") != ps.digest:
         record = None  # a record of another form of the set (before an earlier rebase, say): not this one
@@ -236,6 +261,8 @@ def rebase_set(
     if inputs is None:  # already written for that release: a review directory left behind is kept aside
         notes = () if dry_run else _set_aside(review)
         return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run, notes=notes)
+    if ps is not whole:
+        inputs.whole = whole
     inputs.moves = _find_moves(inputs)
     rebased = _take_resolutions(inputs, review, [_rebase_file(inputs, path) for path in ps.paths])
     result = RebaseResult(
@@ -249,6 +276,66 @@ def rebase_set(
         dry_run=dry_run,
     )
     return result if dry_run else _finish(inputs, review, rebased, result)
+
+
+def _chosen_target(
+    ps: PatchSet, named: str | None, env: SetEnvironment, versions_named: bool
+) -> Target | None:
+    """The distribution target to carry: the one named, the only one, or the one whose installed release
+    its version no longer admits (``None``: every target admits its own)."""
+    targets = ps.distributions
+    if named is not None:
+        found = [t for t in targets if canonicalize(t.distribution) == canonicalize(named)]
+        if not found:
+            raise UsageError(
+                f"{ps.name} has no target {printable(named)}",
+                path=ps.directory,
+                hint=f"its targets: {', '.join(t.distribution for t in targets)}",
+            )
+        return found[0]
+    if len(targets) == 1:
+        return targets[0]
+    installed = {d.canonical_name: d.version for d in env.dists}
+    behind = [
+        t
+        for t in targets
+        if canonicalize(t.distribution) in installed and not t.admits(installed[canonicalize(t.distribution)])
+    ]
+    if len(behind) == 1 and not versions_named:
+        return behind[0]
+    if not behind and not versions_named:
+        return None
+    names = ", ".join(t.distribution for t in targets)
+    raise UsageError(
+        f"{ps.name} targets several distributions; rebase carries one at a time",
+        path=ps.directory,
+        hint=f"name it with --target DIST ({names})",
+    )
+
+
+def _part(ps: PatchSet, chosen: Target, dist: InstalledDistribution | None) -> PatchSet:
+    """The part of ``ps`` that belongs to ``chosen``: all of it for a set of that one distribution, else the
+    files the installed distribution owns or holds in its packages (same name and digest: what state.json
+    and the review directory know the set by)."""
+    if ps.targets == (chosen,):
+        return ps
+    if dist is None:
+        raise UsageError(
+            f"{chosen.distribution} is not installed here; a set of several targets is carried by what the "
+            "installed distribution owns",
+            path=ps.directory,
+            hint="run rebase in the environment that has it (--python)",
+        )
+    prefix = os.path.join(dist.site_dir, "")
+    owned = {p[len(prefix) :].replace(os.sep, "/") for p in dist.paths if p.startswith(prefix)}
+    tops = {p.split("/", 1)[0] for p in owned if "/" in p and not p.startswith("..")}
+    mine = [fp for fp in ps.patches if fp.path in owned or fp.path.split("/", 1)[0] in tops]
+    if not mine:
+        raise UsageError(
+            f"{ps.name} changes no file of {chosen.distribution}: nothing to carry for it",
+            path=ps.directory,
+        )
+    return dataclasses.replace(ps, targets=(chosen,), patches=tuple(mine))
 
 
 def _finish(inputs: _Inputs, review: str, rebased: Sequence[_Rebased], result: RebaseResult) -> RebaseResult:
@@ -323,7 +410,7 @@ def _open_inputs(
     sources: Sources,
 ) -> _Inputs | None:
     """Both releases, proven, and the set applied to the base; ``None`` when the set already is for ``to``."""
-    target = ps.targets[0]
+    target = ps.distributions[0]
     choices = _base_versions(ps, dist, from_version, record, sources, to)
     if to in choices[:1]:
         return None
@@ -355,7 +442,7 @@ def _base_versions(
     to: str,
 ) -> list[str]:
     """The releases the set may have been written for, most likely first."""
-    target = ps.targets[0]
+    target = ps.distributions[0]
     if from_version:
         return [_version(from_version, target.distribution, "--from-version")]
     recorded = record.get("distributions") if record else None
@@ -403,7 +490,10 @@ def _proof(
     """The base must be the build the set was applied on here (``state.json``'s pre-images), if it was."""
     files = record.get("files") if record else None
     recorded = record.get("distributions") if record else None
-    same = isinstance(recorded, dict) and version in recorded.values()
+    dist = canonicalize(ps.distributions[0].distribution)
+    same = isinstance(recorded, dict) and any(
+        canonicalize(str(k)) == dist and v == version for k, v in recorded.items()
+    )
 
     def accept(release: ReleaseFiles) -> str | None:
         if not same or not isinstance(files, dict):
@@ -558,12 +648,15 @@ def _conflicting_hunks(inputs: _Inputs, mine: Sequence[FilePatch], base: bytes, 
 
 
 def _review_key(inputs: _Inputs) -> dict[str, str]:
-    return {
+    key = {
         "set": inputs.ps.name,
         "digest": inputs.ps.digest,
         "from": inputs.base.version,
         "to": inputs.target.version,
     }
+    if inputs.whole is not None:  # one target of several: which one
+        key["distribution"] = inputs.ps.distributions[0].distribution
+    return key
 
 
 def _take_resolutions(inputs: _Inputs, review: str, rebased: list[_Rebased]) -> list[_Rebased]:
@@ -645,7 +738,9 @@ def _key_of(review: str) -> dict[str, object] | None:
         doc = json.loads(read_regular(os.path.join(review, "rebase.json"), 1 << 20))
     except (OSError, ValueError):
         return None
-    return {k: doc.get(k) for k in ("set", "digest", "from", "to")} if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    return {k: doc[k] for k in ("set", "digest", "from", "to", "distribution") if k in doc}
 
 
 def _summary(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> str:
@@ -687,7 +782,7 @@ def _summary(inputs: _Inputs, review: str, rebased: Sequence[_Rebased]) -> str:
 def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | None]:
     """Write the set for the target release, the old one kept in its history; ``(False, None)`` when
     nothing is left to carry (the release has every change: the set is left as it is)."""
-    diffs = []
+    diffs: list[DiffText] = []
     for r in rebased:
         path = r.file.new_path
         if path is None or r.result == r.ours:
@@ -696,15 +791,17 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         diffs.append(FileDiff(path, r.ours, r.result, mode))
     if not diffs:
         return False, None
-    ps, base, target = inputs.ps, inputs.base, inputs.target
+    part, base, target = inputs.ps, inputs.base, inputs.target
+    ps = inputs.whole or part
+    diffs += _other_targets_diffs(ps, part)
     kept = f"history/{base.version}"
     for n in range(2, 1000):  # a release the set was already carried from once (there and back again)
         if not os.path.lexists(os.path.join(ps.directory, *kept.split("/"))):
             break
         kept = f"history/{base.version}-{n}"
     entry = {
-        "distribution": ps.targets[0].distribution,
-        "version": ps.targets[0].version,
+        "distribution": part.distributions[0].distribution,
+        "version": part.distributions[0].version,
         "release": base.version,
         "to": target.version,
         "rebased": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -712,7 +809,14 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         "tool": f"patchguard {__version__}",
         "kept": kept,
     }
-    header = set_header(ps.name, ps.description, [(ps.targets[0].distribution, "==" + target.version)])
+    carried = part.distributions[0]
+    targets = [
+        None
+        if t.is_environment
+        else (t.distribution, "==" + target.version if t == carried else t.version)
+        for t in ps.targets
+    ]
+    header = set_header(ps.name, ps.description, targets)
     tables = "".join(
         "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
         for h in (*ps.history, entry)
@@ -721,6 +825,37 @@ def _rewrite(inputs: _Inputs, rebased: Sequence[_Rebased]) -> tuple[bool, str | 
         os.path.dirname(ps.directory), ps.name, header, diffs, footer=tables, keep=_kept_files(ps, kept)
     )
     return True, os.path.join(ps.directory, kept)
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptDiff:
+    """A file's diff carried over as written (another target's, or the environment's)."""
+
+    path: str
+    body: str
+
+    def text(self) -> str:
+        return self.body
+
+
+def _other_targets_diffs(ps: PatchSet, part: PatchSet) -> list[_KeptDiff]:
+    """The diffs of the files of ``ps`` outside ``part``: a diff file of the set that holds none of
+    ``part``'s files byte for byte, the others' file diffs as unidiff writes them."""
+    if part is ps:
+        return []
+    mine = set(part.paths)
+    out: list[_KeptDiff] = []
+    for origin in dict.fromkeys(fp.origin for fp in ps.patches):
+        fps = [fp for fp in ps.patches if fp.origin == origin]
+        others = [fp for fp in fps if fp.path not in mine]
+        if not others:
+            continue
+        if len(others) == len(fps):
+            text = read_regular(origin, MAX_PATCH_BYTES + 1).decode("utf-8", "surrogateescape")
+        else:
+            text = "".join(str(fp.patched) for fp in others)
+        out.append(_KeptDiff(others[0].path, text))
+    return out
 
 
 KEPT_LIMIT = 64 << 20

@@ -51,13 +51,13 @@ def states_of(
     env = SetEnvironment(target, dists)
     out: list[SetState] = []
     for ps in load_sets(patches):
-        targets = ", ".join(f"{t.distribution} {t.version}".strip() for t in ps.targets)
+        targets = ", ".join(str(t) for t in ps.targets)
         try:
             dists = env.installed(ps, force_version=False)
         except UsageError as exc:
             out.append(SetState(ps.name, targets, SetStatus.NOT_APPLICABLE, len(ps.paths), (exc.message,)))
             continue
-        site = dists[0].site_dir
+        site = env.site(dists)
         read = reader(site)
         states = {rel: _file_state(ps, rel, read) for rel in ps.paths}
         record = read_state(site)["applied"].get(ps.name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from .._fs import read_regular
@@ -223,8 +223,10 @@ def diff(
     offline: bool = False,
     against: str = "HEAD",
     fetch: SourceOptions | None = None,
+    select: Callable[[Finding], bool] | None = None,
 ) -> list[FileDiff]:
-    """The diff of every changed file against its pristine source.
+    """The diff of every changed file against its pristine source (of those whose finding ``select``
+    keeps, when given).
 
     >>> import patchguard
     >>> for d in patchguard.diff(["vllm"], paths=["*/deepseek_v2.py"]):  # doctest: +SKIP
@@ -235,7 +237,8 @@ def diff(
     """
     scanned = survey(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
     explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target), against)
-    diffs = [explainer.file_diff(c) for c in changed_files(scanned, paths)]
+    changes = [c for c in changed_files(scanned, paths) if select is None or select(c.finding)]
+    diffs = [explainer.file_diff(c) for c in changes]
     # A file whose wheel shipped it as it is (a wrong upstream RECORD row) has nothing to show.
     return [d for d in diffs if d.problem is not None or d.old != d.new]
 
