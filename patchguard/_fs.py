@@ -35,6 +35,7 @@ __all__ = [
     "not_a_directory",
     "parse_json",
     "parse_toml",
+    "plain_relpath",
     "read_input",
     "read_regular",
     "settled_before",
@@ -51,6 +52,20 @@ STATE_DIR = ".patchguard"
 STATE_FILE = "state.json"  # the applied patch sets: written only as one more file of a transaction
 JOURNAL = "journal.json"
 PYCACHE = "__pycache__"
+
+
+def plain_relpath(path: str) -> bool:
+    """Whether ``path`` (a wheel member, a RECORD row inside site-packages) is a plain relative POSIX path:
+    not absolute, no ``..``, ``.`` or empty part, no backslash, no control character.
+
+    >>> plain_relpath("vllm/platforms/cuda.py"), plain_relpath("pkg/../../etc/x"), plain_relpath("a\nb")
+    (True, False, False)
+    """
+    if not path or path.startswith("/") or "\\" in path:
+        return False
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
 
 
 def journal_path(site_dir: str) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Iterator, Sequence
@@ -60,6 +61,7 @@ __all__ = [
     "backups",
     "commit",
     "environment_lock",
+    "file_lock",
     "keep_backups",
     "prune_backups",
     "recover",
@@ -178,21 +180,62 @@ def _check_state_dir(root: str) -> None:
             )
 
 
-@contextlib.contextmanager
-def _locked(root: str, timeout: float) -> Iterator[str]:
-    import fcntl
-
-    state = os.path.join(root, STATE_DIR)
-    _check_state_dir(root)
+def _open_lock_file(root: str, lock: str, where: str = "the environment") -> int:
+    """The lock file, opened (created if need be) as a regular file of the state directory: never through a
+    symlink (a dangling link would make root create the file it points to, anywhere), never a FIFO."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    if os.path.islink(lock):
+        raise JournalError(
+            "is a symlink: patchguard's lock file must be a regular file",
+            path=lock,
+            hint="remove the link (and look at who made it)",
+        )
     try:
-        os.makedirs(state, exist_ok=True)
-        fd = os.open(os.path.join(state, _LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+        fd = os.open(lock, flags | os.O_NONBLOCK, 0o644)
     except OSError as exc:
         raise TransactionError(
-            f"cannot write into the environment ({exc.strerror or exc})",
+            f"cannot write into {where} ({exc.strerror or exc})",
             path=root,
-            hint="run as a user who can write to site-packages",
+            hint="run as a user who can write there",
         ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JournalError(
+            "is not a regular file: patchguard's lock file must be one",
+            path=lock,
+            hint="remove it (and look at who made it)",
+        )
+    return fd
+
+
+def _open_lock_dir(path: str, where: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise TransactionError(f"cannot lock {where} ({exc.strerror or exc})", path=path) from None
+
+
+@contextlib.contextmanager
+def _locked(root: str, timeout: float) -> Iterator[str]:
+    state = os.path.join(root, STATE_DIR)
+    _check_state_dir(root)
+    with file_lock(os.path.join(state, _LOCK), timeout, root=root, what="the environment lock"):
+        yield state
+
+
+@contextlib.contextmanager
+def file_lock(
+    lock: str, timeout: float | None = None, *, root: str, what: str, where: str = "the environment"
+) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock`` (a file made if need be, never through a symlink; or the
+    directory ``root`` itself when ``lock == root``: nothing is left in it), waiting up to ``timeout``
+    seconds (default ``$PATCHGUARD_LOCK_TIMEOUT``) for another patchguard process. ``what`` names the lock
+    and ``where`` the directory in messages."""
+    import fcntl
+
+    timeout = _lock_timeout() if timeout is None else timeout
+    fd = _open_lock_dir(lock, where) if lock == root else _open_lock_file(root, lock, where)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -202,12 +245,12 @@ def _locked(root: str, timeout: float) -> Iterator[str]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(
-                        f"another patchguard process has held the environment lock for {timeout:.0f} s",
-                        path=os.path.join(state, _LOCK),
+                        f"another patchguard process has held {what} for {timeout:.0f} s",
+                        path=lock,
                         hint="wait for it to finish, then run the command again",
                     ) from None
                 time.sleep(0.05)
-        yield state
+        yield
     finally:
         os.close(fd)  # closing releases the flock
 
@@ -250,11 +293,17 @@ def check_path(root: str, path: str, also: Sequence[str] = ()) -> str | None:
 
 
 def _lock_timeout() -> float:
-    """Seconds to wait for another writer: ``$PATCHGUARD_LOCK_TIMEOUT``, default 30."""
-    try:
-        return max(0.0, float(os.environ.get("PATCHGUARD_LOCK_TIMEOUT", "30")))
-    except ValueError:
+    """Seconds to wait for another writer: ``$PATCHGUARD_LOCK_TIMEOUT`` (a number of seconds, 0 or more),
+    default 30. Anything else is an error, not a silent 30."""
+    raw = os.environ.get("PATCHGUARD_LOCK_TIMEOUT", "").strip()
+    if not raw:
         return 30.0
+    if re.fullmatch(r"[0-9]+(\.[0-9]*)?", raw) is None:
+        raise TransactionError(
+            f"$PATCHGUARD_LOCK_TIMEOUT={raw!r}: expected a number of seconds, 0 or more",
+            hint="fix or unset it",
+        )
+    return float(raw)
 
 
 @contextlib.contextmanager
@@ -339,12 +388,12 @@ def keep_backups() -> int:
     ``keep_backups`` in ``[tool.patchguard]``, else :data:`DEFAULT_KEEP_BACKUPS`."""
     raw = os.environ.get("PATCHGUARD_KEEP_BACKUPS")
     if raw is not None and raw.strip():
-        if not raw.strip().isdigit():
+        if re.fullmatch(r"[0-9]+", raw.strip()) is None:
             raise TransactionError(
                 f"$PATCHGUARD_KEEP_BACKUPS={raw!r}: expected a whole number, 0 or more",
                 hint="fix or unset it",
             )
-        return int(raw)
+        return int(raw.strip())
     from .config import load_config
 
     configured = load_config().keep_backups

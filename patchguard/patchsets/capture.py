@@ -17,6 +17,7 @@ from ..pristine.explain import diff
 from ..pristine.sources import SourceOptions
 from ..txn import write_point
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
+from .setdir import set_lock
 
 __all__ = ["DiffText", "capture_set", "set_header", "write_set"]
 
@@ -70,7 +71,9 @@ def capture_set(
         _refuse_a_copy(root, name, diffs)
     what = ", ".join([f"{d.name} {d.version}" for d in dists] + ["files no distribution owns"] * unowned)
     header = set_header(name, description or f"captured from {what}", targets)
-    write_set(root, name, header, diffs)
+    with set_lock(root, name):  # a rebase of the set under way finishes first
+        _check_request(name, final, version, force)
+        write_set(root, name, header, diffs)
     return load_set(final)
 
 
@@ -87,6 +90,8 @@ def _check_request(name: str, final: str, version: str | None, force: bool) -> N
 
         try:
             SpecifierSet(version)
+            if version != version.strip() or not version.isprintable():
+                raise InvalidSpecifier(version)
         except InvalidSpecifier:
             raise UsageError(
                 f"--version {version!r} is not a version specifier", hint="e.g. '>=0.4,<0.5'"

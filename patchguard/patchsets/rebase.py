@@ -21,11 +21,11 @@ kept in ``history/<old release>/`` under the set with a ``[[history]]`` entry in
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import enum
 import json
 import os
-import shutil
 import stat
 import time
 from collections.abc import Callable, Sequence
@@ -44,8 +44,9 @@ from ..txn import write_point
 from .capture import DiffText, set_header, write_set
 from .installed import SetEnvironment
 from .merge import has_markers, line_counts, merge, similarity
-from .model import MAX_PATCH_BYTES, FilePatch, PatchSet, PatchSetError, Target, find_set
+from .model import MAX_PATCH_BYTES, FilePatch, PatchSet, PatchSetError, Target, find_set, patches_dir
 from .planner import PlanFailed, plan_patches
+from .setdir import discard, set_lock
 
 __all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
 
@@ -224,12 +225,29 @@ def rebase_set(
     >>> r.complete, [f.path for f in r.conflicts]  # doctest: +SKIP
     (True, [])
     """
+    fetch = SourceOptions.of(fetch, wheelhouse, offline)
+    lock = contextlib.nullcontext() if dry_run else set_lock(patches_dir(patches), name)
+    with lock:  # a second rebase (or capture) of the set waits, then reads what the first one wrote
+        return _rebase(name, to_version, from_version, patches, site_packages, python, dry_run, target, fetch)
+
+
+def _rebase(
+    name: str,
+    to_version: str | None,
+    from_version: str | None,
+    patches: str | None,
+    site_packages: Sequence[str] | None,
+    python: str | None,
+    dry_run: bool,
+    target: str | None,
+    fetch: SourceOptions,
+) -> RebaseResult:
     whole = find_set(name, patches)
     env = SetEnvironment.open(site_packages, python) if whole.distributions else None
     chosen = _chosen_target(whole, target, env, bool(to_version or from_version)) if env else None
     if env is None or chosen is None:
         return RebaseResult(whole.name, "", "", "", (), dry_run=dry_run, notes=(_nothing_to_carry(whole),))
-    sources = SourceOptions.of(fetch, wheelhouse, offline).open(env.target)
+    sources = fetch.open(env.target)
     return _carry(whole, chosen, env, sources, to_version, from_version, dry_run)
 
 
@@ -259,7 +277,7 @@ def _carry(
     inputs = _open_inputs(ps, dist, to, from_version, record, sources)
     review = os.path.join(os.path.dirname(ps.directory), ps.name + REVIEW_SUFFIX)
     if inputs is None:  # already written for that release: a review directory left behind is kept aside
-        notes = () if dry_run else _set_aside(review)
+        notes = () if dry_run else _done_with(review, whole)
         return RebaseResult(ps.name, dist_name, to, to, (), dry_run=dry_run, notes=notes)
     if ps is not whole:
         inputs.whole = whole
@@ -352,10 +370,22 @@ def _finish(inputs: _Inputs, review: str, rebased: Sequence[_Rebased], result: R
     write_point()
     notes: tuple[str, ...] = ()
     if _key_of(review) == _review_key(inputs):
-        shutil.rmtree(review, ignore_errors=True)  # its resolutions are in the set now
+        discard(review)  # its resolutions are in the set now
     else:
         notes = _set_aside(review)
     return dataclasses.replace(result, written=written, history_dir=history, notes=notes)
+
+
+def _done_with(review: str, ps: PatchSet) -> tuple[str, ...]:
+    """A review directory left beside a set already written for the release: removed when the set's history
+    says it was rewritten from exactly that review's inputs (a rebase killed after rewriting the set, before
+    removing it: its resolutions are in the set), else kept aside."""
+    key = _key_of(review) if _is_review(review) else None
+    made_from = {(h.get("digest"), h.get("release"), h.get("to")) for h in ps.history}
+    if key is not None and (key.get("digest"), key.get("from"), key.get("to")) in made_from:
+        discard(review)
+        return ()
+    return _set_aside(review)
 
 
 def _set_aside(review: str) -> tuple[str, ...]:
@@ -370,8 +400,7 @@ def _set_aside(review: str) -> tuple[str, ...]:
             path=previous,
             hint=f"move it away: rebase keeps {os.path.basename(review)} there",
         )
-    if os.path.lexists(previous):
-        shutil.rmtree(previous)
+    discard(previous)
     os.rename(review, previous)
     return (f"the review directory made for other inputs (resolutions included) is now {previous}",)
 
@@ -393,6 +422,8 @@ def _version(raw: str | None, dist_name: str, what: str) -> str:
         raise UsageError(f"{dist_name} is not installed here", hint=f"name the release to carry to: {what} V")
     try:
         Version(raw)
+        if raw != raw.strip() or not raw.isprintable():  # packaging strips what would go into names
+            raise InvalidVersion(raw)
     except InvalidVersion:
         raise UsageError(f"{what} {raw!r} is not a version", hint="e.g. 0.34.0") from None
     return raw

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..env import Target
     from .index import DownloadProgress, IndexFile, IndexSettings
 
-from .._fs import not_a_directory, read_regular, sha256_bytes, write_atomically
+from .._fs import not_a_directory, plain_relpath, read_regular, sha256_bytes, write_atomically
 from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
@@ -54,6 +54,7 @@ from ..integrity.records import (
     name_version_from_dirname,
     parse_record,
 )
+from ..model import printable
 
 __all__ = [
     "INSTALLED_LIMIT",
@@ -724,6 +725,9 @@ def wheel_record(cand: Candidate) -> list[RecordEntry] | str:
         return f"unreadable ({exc.__class__.__name__}: {exc})"
     if problems:
         return f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})"
+    unsafe = [e.path for e in wheel_entries if not plain_relpath(e.path)]
+    if unsafe:  # a wheel member must stay inside the wheel's root: nothing of it is used
+        return f"its RECORD names a member outside the wheel's root: {printable(unsafe[0])!r}"
     return wheel_entries
 
 

@@ -1,0 +1,180 @@
+"""Trust under attack, round two (issue 24): the surfaces added since the transaction — its lock file, rebase,
+environment settings, state — held to the same bar. Each case ends in the safe outcome with one clear line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .helpers import Env, build_wheel, cli, minillm_files, tree
+
+
+def _apply(env: Env, patches: Path) -> tuple[int, str, str]:
+    return cli("apply", "--set", "sm120-support", "--site-packages", str(env.site), "--patches", str(patches))
+
+
+def test_a_dangling_lock_symlink_creates_nothing_anywhere(env: Env, tmp_path: Path, patches: Path) -> None:
+    """``.patchguard/lock`` pointing at a file that does not exist: root must not create that file."""
+    state = env.site / ".patchguard"
+    state.mkdir()
+    victim = tmp_path / "etc-nologin"
+    (state / "lock").symlink_to(victim)
+    before = tree(env.site)
+    code, _out, err = _apply(env, patches)
+    assert code == 2 and "lock" in err and "symlink" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not victim.exists() and not os.path.lexists(victim)
+    assert tree(env.site) == before
+
+
+def test_a_lock_file_that_is_a_fifo_is_refused(env: Env, patches: Path) -> None:
+    state = env.site / ".patchguard"
+    state.mkdir()
+    os.mkfifo(state / "lock")
+    code, _out, err = _apply(env, patches)
+    assert code == 2 and "not a regular file" in err
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("PATCHGUARD_LOCK_TIMEOUT", "abc"),
+        ("PATCHGUARD_LOCK_TIMEOUT", "-1"),
+        ("PATCHGUARD_LOCK_TIMEOUT", "nan"),
+        ("PATCHGUARD_KEEP_BACKUPS", "²"),
+        ("PATCHGUARD_KEEP_BACKUPS", "1.5"),
+    ],
+)
+def test_numeric_settings_are_parsed_strictly(
+    env: Env, patches: Path, monkeypatch: pytest.MonkeyPatch, var: str, value: str
+) -> None:
+    monkeypatch.setenv(var, value)
+    before = tree(env.site)
+    code, _out, err = _apply(env, patches)
+    assert code == 2 and f"${var}=" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert tree(env.site) == before
+
+
+CUDA = "minillm/platforms/cuda.py"
+
+
+@pytest.mark.parametrize(
+    "member", ["minillm/../../escaped/cuda.py", "minillm-0.5.0.data/purelib/../../escaped/cuda.py"]
+)
+def test_rebase_never_follows_a_wheel_member_out_of_its_root(
+    env: Env, tmp_path: Path, minillm_wheel: Path, patches: Path, member: str
+) -> None:
+    """The target release's wheel moved cuda.py to a member that climbs out of the wheel: that wheel is
+    not used at all, nothing is written outside the patches directory, and the error names the wheel."""
+    files = minillm_files("0.5.0")
+    files[member] = files.pop(CUDA)
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    build_wheel(house, "minillm", "0.5.0", files)
+    sets_before = tree(patches)
+    code, out, err = cli(
+        "rebase", "--set", "sm120-support", "--to-version", "0.5.0", "--patches", str(patches),
+        "--site-packages", str(env.site), "--wheelhouse", str(house), "--offline",
+    )  # fmt: skip
+    assert code == 2, out + err
+    assert "outside the wheel's root" in err and "minillm-0.5.0" in err
+    assert not (tmp_path / "escaped").exists() and not any(tmp_path.rglob("escaped"))
+    assert tree(patches) == sets_before
+
+
+@pytest.mark.parametrize(
+    "option", [("--from-version", "0.4.0\n"), ("--to-version", "v0.5.0\t"), ("--to-version", "0.5.0\x1b[2J")]
+)
+def test_versions_with_control_characters_are_refused(
+    env: Env, tmp_path: Path, minillm_wheel: Path, patches: Path, option: tuple[str, str]
+) -> None:
+    sets_before = tree(patches)
+    code, _out, err = cli(
+        "rebase", "--set", "sm120-support", *option, "--patches", str(patches),
+        "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent), "--offline",
+    )  # fmt: skip
+    assert code == 2 and "is not a version" in err and "\x1b" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert tree(patches) == sets_before
+    code, _out, err = cli(
+        "capture", "minillm", "--set", "x", "--version", ">=0.4\n", "--patches", str(tmp_path / "sets"),
+        "--site-packages", str(env.site),
+    )  # fmt: skip
+    assert code == 2 and "not a version specifier" in err and not (tmp_path / "sets").exists()
+
+
+def _resolved_review(tmp_path: Path, minillm_wheel: Path, patches: Path) -> tuple[Env, list[str]]:
+    """A rebase of sm120-support to a 0.5.0 that changed the set's own line, with the conflict resolved in
+    the review directory: the next rebase rewrites the set and removes the review directory."""
+    from .test_rebase import installed, on_the_hunk, release
+
+    new = installed(tmp_path, release(tmp_path / "w5", "0.5.0", on_the_hunk))
+    args = ["rebase", "--set", "sm120-support", "--patches", str(patches), "--site-packages", str(new.site),
+            "--wheelhouse", str(minillm_wheel.parent), "--offline"]  # fmt: skip
+    assert cli(*args)[0] == 1
+    review = patches / "sm120-support.rebase/files" / CUDA
+    text = review.read_text()
+    start, end = text.index("<<<<<<<"), text.index(">>>>>>> set sm120-support\n")
+    review.write_text(
+        text[:start] + 'SUPPORTED_ARCHS = ["sm80", "sm90", "sm100", "sm120"]\n' + text[end + 26 :]
+    )
+    return new, args
+
+
+@pytest.mark.slow  # one CLI process per write point
+def test_killed_at_every_write_point_rebase_leaves_whole_directories(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    """kill -9 at each write point of the rebase that takes up a resolution: the set is old or new, the
+    review directory whole or gone (never half-deleted), and the next rebase finishes and sweeps."""
+    from .helpers import run_cli
+
+    _env, args = _resolved_review(tmp_path, minillm_wheel, patches)
+    start = tmp_path / "start"
+    shutil.copytree(patches, start)
+    point, ends = 0, set()
+    while True:
+        point += 1
+        shutil.rmtree(patches)
+        shutil.copytree(start, patches)
+        proc = run_cli(*args, env={"PATCHGUARD_TEST_CRASH_AT": str(point)})
+        if proc.returncode == 0:
+            break  # past the last write point
+        assert proc.returncode == 137, proc.stderr
+        review = patches / "sm120-support.rebase"
+        assert not review.exists() or (review / "rebase.json").is_file()  # whole or gone
+        toml = (patches / "sm120-support/patchset.toml").read_text()
+        ends.add("==0.5.0" in toml)
+        code, out, err = cli(*args)
+        assert code == 0, out + err
+        assert "==0.5.0" in (patches / "sm120-support/patchset.toml").read_text()
+        assert not review.exists()
+        assert sorted(p.name for p in patches.iterdir()) == ["glm5-debug", "sm120-support"]  # swept
+    assert point > 3 and ends == {False, True}
+
+
+def test_two_rebases_of_one_set_at_once_write_one_outcome(
+    tmp_path: Path, minillm_wheel: Path, patches: Path
+) -> None:
+    """With a resolution in place, two rebases start together: one rewrites the set, the other waits for
+    it and then finds nothing left to carry — never a fresh review directory for the set's old form."""
+    import subprocess
+
+    from .helpers import patchguard_exe
+
+    _env, args = _resolved_review(tmp_path, minillm_wheel, patches)
+    env = {**os.environ, "PATCHGUARD_TEST_WRITE_DELAY": "0.05"}
+    procs = [
+        subprocess.Popen([*patchguard_exe(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert any("nothing to rebase" in out for out in outs), outs
+    assert "==0.5.0" in (patches / "sm120-support/patchset.toml").read_text()
+    assert sorted(p.name for p in patches.iterdir()) == ["glm5-debug", "sm120-support"]
