@@ -58,7 +58,7 @@ def plain_relpath(path: str) -> bool:
     """Whether ``path`` (a wheel member, a RECORD row inside site-packages) is a plain relative POSIX path:
     not absolute, no ``..``, ``.`` or empty part, no backslash, no control character.
 
-    >>> plain_relpath("vllm/platforms/cuda.py"), plain_relpath("pkg/../../etc/x"), plain_relpath("a\nb")
+    >>> plain_relpath("vllm/platforms/cuda.py"), plain_relpath("pkg/../../etc/x"), plain_relpath("a\\nb")
     (True, False, False)
     """
     if not path or path.startswith("/") or "\\" in path:

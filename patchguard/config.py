@@ -1,7 +1,10 @@
 """``[tool.patchguard]`` in the nearest ``pyproject.toml``, or a ``patchguard.toml``.
 
-Read from the current directory upwards; the first file that has a patchguard table wins. Unknown keys
-and values of the wrong type are errors naming the file and the key.
+Configuration comes from the operator, never from the environment under inspection: ``$PATCHGUARD_CONFIG``
+(a file), else the current directory upwards — unless the current directory is inside a Python environment
+(a venv or conda prefix, a ``site-packages``), where anyone who can write the environment could plant
+``fail_on = "never"`` — else ``/etc/patchguard.toml``. The first file that has a patchguard table wins.
+Unknown keys and values of the wrong type are errors naming the file and the key.
 """
 
 from __future__ import annotations
@@ -85,9 +88,54 @@ def patchguard_table(doc: dict[str, Any], path: str, default: dict[str, Any] | N
     return table
 
 
+SYSTEM_CONFIG = "/etc/patchguard.toml"
+
+
 def find_config(start: str | None = None) -> tuple[str, dict[str, Any]] | None:
-    """The nearest file, from ``start`` upwards, holding patchguard settings, with its table."""
+    """The operator's file holding patchguard settings, with its table (see the module docstring)."""
+    explicit = os.environ.get("PATCHGUARD_CONFIG", "").strip()
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise ConfigError(
+                "$PATCHGUARD_CONFIG names no file", path=explicit, hint="fix or unset $PATCHGUARD_CONFIG"
+            )
+        return _settings_of(explicit)
     here = os.path.abspath(start or os.getcwd())
+    found = None if inside_an_environment(here) else _nearest(here)
+    if found is None and os.path.isfile(SYSTEM_CONFIG):
+        found = _settings_of(SYSTEM_CONFIG)
+    return found
+
+
+def inside_an_environment(path: str) -> bool:
+    """Whether ``path`` lies in a Python environment: below a ``site-packages``/``dist-packages``
+    directory, or below a directory holding ``pyvenv.cfg`` or ``conda-meta``."""
+    real = os.path.realpath(path)
+    if {"site-packages", "dist-packages"} & set(real.split(os.sep)):
+        return True
+    here = real
+    while True:
+        if os.path.isfile(os.path.join(here, "pyvenv.cfg")) or os.path.isdir(
+            os.path.join(here, "conda-meta")
+        ):
+            return True
+        parent = os.path.dirname(here)
+        if parent == here:
+            return False
+        here = parent
+
+
+def _settings_of(path: str) -> tuple[str, dict[str, Any]]:
+    """A file named on purpose: a ``pyproject.toml``'s patchguard table (empty if none), else the file."""
+    doc = read_toml(path)
+    if os.path.basename(path) == "pyproject.toml":
+        return path, patchguard_table(doc, path, default=None) or {}
+    table = patchguard_table(doc, path, default=doc)
+    return path, table if table is not None else doc
+
+
+def _nearest(here: str) -> tuple[str, dict[str, Any]] | None:
+    """The nearest file, from ``here`` upwards, holding patchguard settings."""
     while True:
         own = os.path.join(here, "patchguard.toml")
         if os.path.isfile(own):

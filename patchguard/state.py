@@ -14,6 +14,7 @@ from typing import Any
 
 from ._fs import STATE_DIR, STATE_FILE, parse_json, read_input, sha256_bytes
 from .errors import PatchguardError
+from .model import printable
 from .txn import Change
 
 __all__ = ["STATE_FILE", "STATE_SCHEMA", "read_state", "state_change"]
@@ -31,6 +32,12 @@ def read_state(site: str) -> dict[str, Any]:
 def _load_state(site: str) -> tuple[bytes | None, dict[str, Any]]:
     """The state file's bytes (``None``: absent) and its validated content."""
     path = os.path.join(site, STATE_DIR, STATE_FILE)
+    if os.path.islink(os.path.join(site, STATE_DIR)):  # another environment's state, or anything at all
+        raise PatchguardError(
+            "is a symlink: patchguard keeps this environment's state only in a real directory",
+            path=os.path.join(site, STATE_DIR),
+            hint="remove the link (and look at who made it)",
+        )
     try:
         raw = read_input(path)
         doc = parse_json(raw)
@@ -40,6 +47,13 @@ def _load_state(site: str) -> tuple[bytes | None, dict[str, Any]]:
         raise PatchguardError(
             f"unreadable state file ({exc})", path=path, hint="inspect or delete it"
         ) from None
+    schema = doc.get("schema", STATE_SCHEMA) if isinstance(doc, dict) else STATE_SCHEMA
+    if schema != STATE_SCHEMA:  # a newer patchguard's: rewriting it would lose what it knows
+        raise PatchguardError(
+            f"a state file of another format ({printable(str(schema))[:40]!r})",
+            path=path,
+            hint="use the patchguard that wrote it",
+        )
     applied = doc.get("applied") if isinstance(doc, dict) else None
     if not isinstance(applied, dict) or not all(
         isinstance(rec, dict) and isinstance(rec.get("files", {}), dict) for rec in applied.values()

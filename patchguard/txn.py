@@ -50,6 +50,7 @@ from ._fs import (
     transaction_left,
 )
 from .errors import PatchguardError
+from .model import printable
 
 __all__ = [
     "STATE_DIR",
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 _LOCK = "lock"
+JOURNAL_SCHEMA = "patchguard.journal/1"
 _BACKUPS = "backups"
 _TMP_MARK = ".pg-tmp-"
 
@@ -345,7 +347,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
         entries = _journal_entries(plan, txid, backup_dir)
         rmdirs = _dirs_to_remove(root, plan)
         journal: dict[str, object] = {
-            "schema": "patchguard.journal/1",
+            "schema": JOURNAL_SCHEMA,
             "txid": txid,
             "label": plan.label,
             "also": list(plan.also),
@@ -765,6 +767,13 @@ def _put_back(backup: str, path: str) -> None:
 
 def _validated(journal: dict[str, object], journal_file: str) -> tuple[str, list[dict[str, object]], object]:
     """The journal's txid (a plain name), entries (all dicts) and ``also``, or :class:`JournalError`."""
+    schema = journal.get("schema", JOURNAL_SCHEMA)
+    if schema != JOURNAL_SCHEMA:  # a newer patchguard's: its rollback rules may not be these
+        raise JournalError(
+            f"a transaction journal of another format ({printable(str(schema))[:40]!r}) is pending",
+            path=journal_file,
+            hint="finish it with the patchguard that wrote it",
+        )
     txid, entries, also = journal.get("txid"), journal.get("entries"), journal.get("also", [])
     valid_txid = isinstance(txid, str) and txid and os.sep not in txid and txid not in (".", "..")
     if not valid_txid or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

@@ -22,6 +22,7 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "PATCHGUARD_PATCHES",
         "PATCHGUARD_LOCK_TIMEOUT",
         "PATCHGUARD_TEST_CRASH_AT",
+        "PATCHGUARD_CONFIG",
     ):
         monkeypatch.delenv(var, raising=False)
     # No package index or find-links of this machine's pip or uv configuration: a test that wants an index

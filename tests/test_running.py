@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -17,7 +17,7 @@ import pytest
 
 import patchguard
 from patchguard import Loaded
-from patchguard.deploy.running import Verdict, running
+from patchguard.deploy.running import Process, Verdict, running
 
 from .helpers import REPO, cli, make_venv
 
@@ -262,3 +262,160 @@ def test_a_server_that_writes_no_bytecode_makes_loaded_unknown_with_its_start(
             _stop(after)
     finally:
         _stop(before)
+
+
+# A process that maps files: each of ``files`` once with the mmap module, ``many`` (path, count) that many
+# times with libc's mmap (the mmap module keeps a descriptor per map: thousands would pass the fd limit), and
+# ``libs`` loaded as shared objects. Its paths come on stdin: only its maps tie it to the environment.
+_HOLDER = """
+import ctypes, json, mmap, os, sys, time
+spec = json.loads(sys.stdin.readline())
+keep = []
+for path in spec["files"]:
+    with open(path, "rb") as f:
+        keep.append(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+int_ = ctypes.c_int
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, int_, int_, int_, ctypes.c_long]
+for path, count in spec["many"]:
+    fd = os.open(path, os.O_RDONLY)
+    for _ in range(count):
+        addr = libc.mmap(None, mmap.PAGESIZE, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    os.close(fd)
+for path in spec["libs"]:
+    keep.append(ctypes.CDLL(path))
+    assert keep[-1].answer() == 42
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _hold(
+    files: Sequence[Path], many: Sequence[tuple[Path, int]] = (), libs: Sequence[Path] = ()
+) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    spec = {
+        "files": [str(p) for p in files],
+        "many": [(str(p), n) for p, n in many],
+        "libs": [str(p) for p in libs],
+    }
+    proc.stdin.write(json.dumps(spec).encode() + b"\n")
+    proc.stdin.close()
+    if proc.stdout.readline().strip() != b"ready":
+        _stop(proc)
+        pytest.fail("the process that maps the files did not start")
+    return proc
+
+
+def _replace(path: Path, content: bytes) -> None:
+    """As an installer replaces a file: a new inode renamed over the name."""
+    new = path.with_name(".new")
+    new.write_bytes(content)
+    os.replace(new, path)
+
+
+def _find(site: Path, pid: int) -> Process:
+    (found,) = [p for p in running(site_packages=[str(site)]).processes if p.pid == pid]
+    return found
+
+
+@pytest.mark.slow  # real processes
+def test_mapped_names_are_read_as_the_kernel_writes_them(tmp_path: Path) -> None:
+    """A newline in a mapped name is written ``\\012``; `` (deleted)`` follows an unlinked file's name, and
+    a file may be named so; a backslash is written as itself. Only what was really replaced is named."""
+    site = Path(os.path.realpath(make_venv(tmp_path / "venv").site))
+    names = {
+        "kept": "ext\nnewline.so",
+        "replaced": "ext\nreplaced.so",
+        "literal": "lit.so (deleted)",
+        "literal replaced": "lit_replaced.so (deleted)",
+        "backslash": "back\\012slash.so",
+        "plain": "plain.so",
+    }
+    paths = {key: site / name for key, name in names.items()}
+    for path in paths.values():
+        path.write_bytes(b"\x7fELF old code" * 400)
+    proc = _hold(list(paths.values()))
+    try:
+        maps = Path(f"/proc/{proc.pid}/maps").read_bytes()
+        assert b"ext\\012newline.so" in maps and b"lit.so (deleted)\n" in maps  # what the test is about
+        found = _find(site, proc.pid)
+        assert found.verdict is Verdict.CURRENT and found.replaced_extensions == (), found
+
+        for key in ("replaced", "literal replaced", "plain"):
+            _replace(paths[key], b"\x7fELF new code")
+        maps = Path(f"/proc/{proc.pid}/maps").read_bytes()
+        assert b"lit_replaced.so (deleted) (deleted)\n" in maps and b"ext\\012replaced.so (deleted)\n" in maps
+        found = _find(site, proc.pid)
+        expected = sorted(str(paths[k]) for k in ("replaced", "literal replaced", "plain"))
+        assert found.verdict is Verdict.STALE and list(found.replaced_extensions) == expected
+
+        code, out, _ = cli("running", "--site-packages", str(site), "--format", "json")
+        (doc,) = [p for p in json.loads(out)["processes"] if p["pid"] == proc.pid]
+        assert code == 1 and doc["verdict"] == "stale" and doc["replaced_extensions"] == expected
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.slow  # real processes
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_a_loaded_shared_object_with_a_newline_in_its_name_replaced_is_named_once(tmp_path: Path) -> None:
+    site = Path(os.path.realpath(make_venv(tmp_path / "venv").site))
+    source = tmp_path / "answer.c"
+    source.write_text("int answer(void) { return 42; }\n")
+    ext = site / "native\nmod.cpython.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(ext), str(source)], check=True)
+    proc = _hold([], libs=[ext])
+    try:
+        assert Path(f"/proc/{proc.pid}/maps").read_bytes().count(b"native\\012mod.cpython.so\n") > 1
+        found = _find(site, proc.pid)
+        assert found.verdict is Verdict.CURRENT and found.replaced_extensions == (), found
+        source.write_text("int answer(void) { return 43; }\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "new.so"), str(source)], check=True)
+        os.replace(tmp_path / "new.so", ext)
+        found = _find(site, proc.pid)
+        assert found.verdict is Verdict.STALE and found.replaced_extensions == (str(ext),)
+    finally:
+        _stop(proc)
+
+
+def _deep_file(top: Path, length: int) -> Path:
+    """A file below ``top`` whose path is about ``length`` characters: directories of 250-character names."""
+    path = top / "deep"
+    while len(str(path)) + 251 + 20 < length:
+        path /= "d" * 250
+    path.mkdir(parents=True)
+    (path / "long_ext.so").write_bytes(b"\x7fELF" * 1024)
+    return path / "long_ext.so"
+
+
+@pytest.mark.slow  # real processes, and a maps file of 12 MB
+def test_maps_is_read_whole_past_8_mib(tmp_path: Path) -> None:
+    """3,000 mappings of a file whose path is 3,900 characters: 12 MB of maps. No cut line is taken for a
+    replaced file, and the file really replaced, listed after 8 MiB, is named."""
+    site = Path(os.path.realpath(make_venv(tmp_path / "venv").site))
+    deep = _deep_file(site, 3900)
+    target = site / "target.so"
+    target.write_bytes(b"\x7fELF old code" * 400)
+    proc = _hold([target], many=[(deep, 3000)])  # target first: the many go below it, listed before it
+    try:
+        maps = Path(f"/proc/{proc.pid}/maps").read_bytes()
+        assert len(maps) > 10 << 20 and maps.count(str(deep).encode() + b"\n") == 3000
+        assert maps.index(str(target).encode() + b"\n") > 8 << 20  # what the test is about
+        found = _find(site, proc.pid)
+        assert found.verdict is Verdict.CURRENT and found.replaced_extensions == (), found
+
+        _replace(target, b"\x7fELF new code")
+        assert (
+            Path(f"/proc/{proc.pid}/maps").read_bytes().index(str(target).encode() + b" (deleted)") > 8 << 20
+        )
+        found = _find(site, proc.pid)
+        assert found.verdict is Verdict.STALE and found.replaced_extensions == (str(target),)
+        code, out, _ = cli("running", "--site-packages", str(site), "--format", "json")
+        (doc,) = [p for p in json.loads(out)["processes"] if p["pid"] == proc.pid]
+        assert code == 1 and doc["replaced_extensions"] == [str(target)]
+    finally:
+        _stop(proc)

@@ -3,6 +3,7 @@ environment settings, state — held to the same bar. Each case ends in the safe
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -178,3 +179,57 @@ def test_two_rebases_of_one_set_at_once_write_one_outcome(
     assert any("nothing to rebase" in out for out in outs), outs
     assert "==0.5.0" in (patches / "sm120-support/patchset.toml").read_text()
     assert sorted(p.name for p in patches.iterdir()) == ["glm5-debug", "sm120-support"]
+
+
+def test_the_state_of_another_environment_is_refused(env: Env, tmp_path: Path, patches: Path) -> None:
+    """``.patchguard`` symlinked to environment A's: B's status must not report A's applied set."""
+    elsewhere = tmp_path / "a-state"
+    elsewhere.mkdir()
+    (elsewhere / "state.json").write_text(
+        '{"schema": "patchguard.state/1", "applied": {"sm120-support": {"digest": "x", "files": {}}}}'
+    )
+    (env.site / ".patchguard").symlink_to(elsewhere)
+    for cmd in (["status"], ["sets", "--patches", str(patches)]):
+        code, out, err = cli(*cmd, "--site-packages", str(env.site))
+        assert code == 2 and "is a symlink" in err and "sm120-support" not in out, (cmd, out, err)
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_state_and_journals_of_another_format_are_refused(env: Env, patches: Path) -> None:
+    state = env.site / ".patchguard"
+    state.mkdir()
+    newer = '{"schema": "patchguard.state/2", "applied": {}, "sets": ["kept by a newer patchguard"]}\n'
+    (state / "state.json").write_text(newer)
+    before = tree(env.site)
+    code, _out, err = _apply(env, patches)
+    assert code == 2 and "state file of another format" in err
+    assert tree(env.site) == before  # not rewritten
+    (state / "state.json").unlink()
+    journal = {"schema": "patchguard.journal/2", "txid": "t1", "entries": [{"path": str(env.site / CUDA)}]}
+    (state / "journal.json").write_text(json.dumps(journal))
+    before = tree(env.site)
+    code, _out, err = cli("scan", "--site-packages", str(env.site))
+    assert code == 2 and "journal of another format" in err
+    assert tree(env.site) == before  # not rolled back by rules that may not be its own
+
+
+def test_configuration_is_never_read_from_inside_an_environment(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``patchguard.toml`` planted in site-packages says ``fail_on = "never"``: with the current
+    directory there, ``check`` still fails on the dump; ``$PATCHGUARD_CONFIG`` is read wherever it is."""
+    from .test_deploy import dump_in_mla
+
+    dump_in_mla(env)
+    (env.site / "patchguard.toml").write_text('fail_on = "never"\n')
+    monkeypatch.chdir(env.site / "minillm")
+    code, out, err = cli("check", "--site-packages", str(env.site))
+    assert code == 1, out + err
+    operator = tmp_path / "ops.toml"
+    operator.write_text('fail_on = "never"\n')
+    monkeypatch.setenv("PATCHGUARD_CONFIG", str(operator))
+    code, out, err = cli("check", "--site-packages", str(env.site))
+    assert code == 0, out + err
+    monkeypatch.setenv("PATCHGUARD_CONFIG", str(tmp_path / "missing.toml"))
+    code, _out, err = cli("check", "--site-packages", str(env.site))
+    assert code == 2 and "PATCHGUARD_CONFIG" in err

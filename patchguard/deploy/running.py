@@ -3,8 +3,9 @@
 Read from ``/proc`` only — never a signal, never an attach. A process belongs to the environment when its
 command line starts with the environment's ``bin/`` or it maps a file of its site-packages. For each:
 
-* compiled extensions it maps that were replaced since (a ``(deleted)`` mapping, or an inode the path no
-  longer has): it runs the old machine code;
+* compiled extensions it maps that were replaced since (the inode it maps is no longer at that path, which
+  the kernel's `` (deleted)`` after a name says too — but a file may be named so): it runs the old machine
+  code. Its ``maps`` is read whole, by the kernel's format (a name's newline is written ``\\012``);
 * ``.py`` files of the environment changed after it started (their ctime), split into those it has evidently
   imported — bytecode written after it started and before the change, or a mapped extension of the same
   top-level package — and those it may have;
@@ -18,6 +19,7 @@ cannot be read (another user's process) — said, not guessed.
 from __future__ import annotations
 
 import enum
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +36,10 @@ RUNNING_SCHEMA = "patchguard.running/1"
 # A start time is the boot time (whole seconds) plus clock ticks: it may be up to a second early. A change
 # within that second of the start is not counted against the process.
 _START_SLACK = 1.0
+# What the kernel writes after the name of a mapped file that was unlinked (a file may also be named so).
+_DELETED = " (deleted)"
+# A name with more ``\012`` than this is read two ways only (all newlines, or none), not 2**n.
+_MAX_ESCAPES = 6
 
 
 class Verdict(str, enum.Enum):
@@ -219,19 +225,18 @@ def _process(
         return None  # a kernel thread, or gone
     argv = [a for a in cmdline.split("\0") if a]
     command = " ".join(argv)[:300]
-    maps = _read(os.path.join(base, "maps"))
-    mapped = _mapped(maps or "", sites)
+    mapped = _mapped(os.path.join(base, "maps"), sites)
     if not (mapped or _launched_from(argv, command, bin_dir, sites)):
         return None
     stat = _read(os.path.join(base, "stat"))
-    if maps is None or stat is None:
+    if mapped is None or stat is None:
         if not os.path.exists(base):
             return None  # it exited between the listing and the reading
         why = f"cannot read /proc/{pid}: another user's process"
         return Process(pid, command, 0.0, Verdict.UNKNOWN, reason=why)
     started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / tick
-    replaced = tuple(sorted(p for p, ino, deleted in mapped if deleted or _replaced(p, ino)))
-    imported, maybe = _changed_since(py_files, started, {_package(p, sites) for p, _i, _d in mapped})
+    replaced = tuple(sorted({p for p, gone in mapped if gone}))
+    imported, maybe = _changed_since(py_files, started, {_package(p, sites) for p, _gone in mapped})
     txs = tuple(_transactions_after(target, started))
     # Any code of the environment newer than the process: what it runs (or will import next) is not what the
     # disk holds. The split says how sure that is for each file.
@@ -244,26 +249,76 @@ def _launched_from(argv: Sequence[str], command: str, bin_dir: str, sites: Seque
     return (bool(argv) and argv[0].startswith(bin_dir)) or any(s in command for s in sites)
 
 
-def _mapped(maps: str, sites: Sequence[str]) -> list[tuple[str, int, bool]]:
-    """(path, inode, deleted) of every file of the environment's site dirs the process maps."""
-    out: dict[str, tuple[str, int, bool]] = {}
-    for line in maps.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 6 or not parts[5].startswith("/"):
-            continue
-        path = parts[5]
-        deleted = path.endswith(" (deleted)")
-        path = path.removesuffix(" (deleted)")
-        if any(path.startswith(s + os.sep) for s in sites):
-            out[path] = (path, int(parts[4]), deleted)
-    return list(out.values())
-
-
-def _replaced(path: str, inode: int) -> bool:
+def _mapped(maps: str, sites: Sequence[str]) -> list[tuple[str, bool]] | None:
+    """(name, replaced) of every file of the environment's site dirs the process maps; None when its maps
+    file cannot be read. The file is read whole, a line at a time — a server maps thousands of regions, and a
+    long name makes a line of 4 KiB — and only the distinct files of the site dirs are kept."""
+    found: set[tuple[str, int]] = set()
     try:
-        return os.stat(path).st_ino != inode
+        with open(maps, "rb") as f:
+            for line in f:
+                entry = _map_entry(line)
+                if entry is not None and any(_inside(n, sites) for n in _readings(entry[0])):
+                    found.add(entry)
     except OSError:
-        return True
+        return None
+    return [_resolve(pathname, inode) for pathname, inode in sorted(found)]
+
+
+def _map_entry(line: bytes) -> tuple[str, int] | None:
+    """(pathname as the kernel wrote it, inode) of one line of a maps file, None for a region of no file.
+
+    The kernel's format: ``address perms offset dev inode``, spaces to a column, then the pathname — which
+    may hold spaces, and ends where the line ends (its newlines are written ``\\012``)."""
+    fields = line.rstrip(b"\n").split(b" ", 5)
+    if len(fields) < 6 or not fields[4].isdigit():
+        return None
+    pathname = fields[5].lstrip(b" ")
+    if not pathname.startswith(b"/"):
+        return None  # [heap], [stack], [anon:...], or no name at all
+    return os.fsdecode(pathname), int(fields[4])
+
+
+def _readings(pathname: str) -> list[str]:
+    """The names a maps pathname may stand for, the likeliest first: the kernel writes a newline of a name as
+    ``\\012`` but a backslash as itself, so each ``\\012`` is a newline or those four characters."""
+    pieces = pathname.split("\\012")
+    if len(pieces) == 1:
+        return [pathname]
+    if len(pieces) > _MAX_ESCAPES + 1:
+        return ["\n".join(pieces), pathname]
+    return [
+        pieces[0] + "".join(sep + piece for sep, piece in zip(seps, pieces[1:], strict=True))
+        for seps in itertools.product(("\n", "\\012"), repeat=len(pieces) - 1)
+    ]
+
+
+def _resolve(pathname: str, inode: int) -> tuple[str, bool]:
+    """(the file's name, whether the disk no longer holds what the process maps) for one mapped file.
+
+    The mapping is current when a reading of its name holds its inode: the name as written first — a file
+    may be named ``x (deleted)`` — then, when it ends in `` (deleted)``, the name before that suffix (a file
+    unlinked, maybe linked again). Otherwise the file was replaced or removed: it is named by the first
+    reading that exists, else the likeliest (without the suffix when the kernel wrote one)."""
+    literal = _readings(pathname)
+    unlinked = _readings(pathname.removesuffix(_DELETED)) if pathname.endswith(_DELETED) else []
+    inodes = {name: _inode(name) for name in (*literal, *unlinked)}
+    for name, found in inodes.items():
+        if found == inode:
+            return name, False
+    likely = unlinked or literal
+    return next((name for name in likely if inodes[name] is not None), likely[0]), True
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except (OSError, ValueError):
+        return None
+
+
+def _inside(path: str, sites: Sequence[str]) -> bool:
+    return any(path.startswith(s + os.sep) for s in sites)
 
 
 def _package(path: str, sites: Sequence[str]) -> str:
