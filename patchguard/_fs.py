@@ -38,6 +38,7 @@ __all__ = [
     "plain_relpath",
     "read_input",
     "read_regular",
+    "read_regular_stat",
     "settled_before",
     "sha256_bytes",
     "sha256_file",
@@ -128,10 +129,15 @@ def read_regular(path: str, limit: int = -1) -> bytes:
     ``open()`` forever, and opening a device can have effects. What is read is checked again through the
     descriptor, so a file swapped in meanwhile is refused too.
     """
+    return read_regular_stat(path, limit)[0]
+
+
+def read_regular_stat(path: str, limit: int = -1) -> tuple[bytes, os.stat_result]:
+    """:func:`read_regular`, with the file's stat taken through the same descriptor."""
     fd = _open_regular(path)
     try:
         with open(fd, "rb", closefd=False) as f:
-            return f.read(limit)
+            return f.read(limit), os.fstat(fd)
     finally:
         os.close(fd)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,76 @@ def test_configuration_is_never_read_from_inside_an_environment(
     monkeypatch.setenv("PATCHGUARD_CONFIG", str(tmp_path / "missing.toml"))
     code, _out, err = cli("check", "--site-packages", str(env.site))
     assert code == 2 and "PATCHGUARD_CONFIG" in err
+
+
+def test_a_member_larger_than_the_cap_is_never_read_whole(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A huge member with an honest RECORD (here 3 MiB against a cap lowered to 1 MiB, as 2 GiB against
+    256 MiB on a real box): restore refuses it in one line instead of reading it into memory."""
+    from patchguard.pristine import sources
+
+    big = b"# weights\n" + b"0" * (3 << 20)
+    files = {**minillm_files(), "minillm/big_table.py": big}
+    wheel = build_wheel(tmp_path / "house", "minillm", "0.4.0", files)
+    fresh = Env(tmp_path / "venv-big")
+    fresh.install(wheel)
+    (fresh.site / "minillm/big_table.py").write_bytes(b"# edited\n")
+    monkeypatch.setattr(sources, "INSTALLED_LIMIT", 1 << 20)
+    before = tree(fresh.site)
+    code, _out, err = cli(
+        "restore", "minillm", "--site-packages", str(fresh.site), "--wheelhouse", str(tmp_path / "house"),
+        "--offline",
+    )  # fmt: skip
+    assert code == 2 and "MiB patchguard reads of one file" in err, err
+    assert tree(fresh.site) == before
+
+
+MLA = "minillm/models/mla.py"
+
+
+@pytest.mark.slow  # a CLI subprocess each: a crash must not take the test process with it
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ("x = " + "(" * 100_000 + "1" + ")" * 100_000 + "\n", "nested brackets"),
+        ("x = (" + '")", (' * 20_000 + "1" + ")" * 20_001 + "\n", "nested brackets"),
+        ("table = '" + "a" * (5 << 20) + "'\n", "a line of"),
+    ],
+    ids=["parentheses", "parentheses-behind-strings", "5-MB-line"],
+)
+def test_wild_code_is_a_finding_never_a_crash(env: Env, minillm_wheel: Path, payload: str, why: str) -> None:
+    from .helpers import run_cli
+
+    with open(env.site / MLA, "a") as f:
+        f.write(payload)
+    proc = run_cli(
+        "scan", "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent), "--offline",
+        "--format", "json",
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    found = json.loads(proc.stdout)["findings"]
+    wild = [f for f in found if f["path"] == MLA and f["rule"] == "unparseable"]
+    assert wild and why in wild[0]["message"], found
+    assert len(proc.stdout) < 100_000  # findings quote lines, not megabytes
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_bytecode_that_is_not_a_file_never_hangs_a_scan(env: Env, minillm_wheel: Path, kind: str) -> None:
+    with open(env.site / MLA, "a") as f:
+        f.write("\nimport os\n")
+    cache = env.site / "minillm/models/__pycache__"
+    cache.mkdir(exist_ok=True)
+    tag = sys.implementation.cache_tag
+    for pyc in (cache / f"mla.{tag}.pyc", cache / f"attention.{tag}.pyc"):
+        pyc.unlink(missing_ok=True)
+        if kind == "fifo":
+            os.mkfifo(pyc)
+        else:
+            pyc.symlink_to("/dev/zero")
+    from .helpers import run_cli
+
+    proc = run_cli(
+        "scan", "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent), "--offline",
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr

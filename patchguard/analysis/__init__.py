@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, Kind, Severity
+from .bounds import too_wild
 from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
 
@@ -45,6 +46,9 @@ class CodeChange:
 def locate(source: str) -> Structure:
     """The structure of ``source``: read with ``ast``, else with libcst (a newer Python's syntax), else what
     a file no grammar parses still tells."""
+    wild = too_wild(source)
+    if wild is not None:  # no parser sees it: a crash or gigabytes, not a verdict
+        return Structure([], {}, set(), grammar=None, syntax_error=wild)
     st = structure(source)
     if st is None:
         from .newer import structure_of_newer
@@ -101,6 +105,9 @@ def _looks_like_code(comment: str) -> bool:
     )
 
 
+_SOURCE_SHOWN = 500  # characters of a line a finding quotes
+
+
 @dataclass(frozen=True, slots=True)
 class _Maker:
     """Builds the findings of one file (its path, distribution, lines and baseline are shared)."""
@@ -121,6 +128,8 @@ class _Maker:
         gate: dict[str, str] | None = None,
     ) -> Finding:
         src = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        if len(src) > _SOURCE_SHOWN:  # a finding quotes its line, not a 5 MB data table
+            src = src[:_SOURCE_SHOWN] + f"… ({len(src)} characters)"
         c = self.change
         return Finding(
             kind=kind,
@@ -207,8 +216,14 @@ def analyse(change: CodeChange) -> list[Finding]:
 def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
     """The finding of a file no Python grammar parses; its changed lines were judged one by one."""
     line = min(max(error[0], 1), max(len(edit.lines), 1))
+    what = (
+        "patchguard does not parse a file this large"
+        if error[1].startswith("a line of")
+        else "no Python grammar parses this file"
+    )
+    failing = "" if error[1].startswith("a line of") else " importing it fails;"
     message = (
-        f"no Python grammar parses this file ({error[1]} at line {error[0]}): importing it fails; "
+        f"{what} ({error[1]} at line {error[0]}):{failing} "
         "its changed lines were matched against the rules one statement at a time"
     )
     return edit.finding(Kind.FUNCTIONAL_CHANGE, "unparseable", Severity.MODERATE, line, line, None, message)

@@ -21,6 +21,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
+from .bounds import too_wild
 from .rules import REDUCTIONS, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
 
@@ -94,6 +95,8 @@ def _statement_unit(line: int, source_lines: Sequence[str]) -> Unit:
     end = line
     for end in range(line, min(line + 8, len(source_lines) + 1)):
         text = textwrap.dedent("".join(source_lines[line - 1 : end]))
+        if too_wild(text) is not None:
+            break  # never handed to libcst: judged by its text alone
         try:
             cst.parse_module(text)
             break
@@ -124,6 +127,8 @@ def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
     text = "".join(source_lines[unit.start - 1 : unit.end])
     if unit.indent:
         text = textwrap.dedent(text)
+    if too_wild(text) is not None:
+        return None
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError:

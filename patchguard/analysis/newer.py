@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .aliases import bind_ast_imports, bind_from_import, bind_import
+from .bounds import too_wild
 from .structure import IfSpan, Scope, Structure
 
 __all__ = ["CONFLICT_MARKERS", "structure_of_newer"]
@@ -150,6 +151,8 @@ def _textual_aliases(source: str) -> dict[str, str]:
         if not line.startswith(("import ", "from ")):
             continue
         for j in range(i + 1, min(i + 40, len(lines)) + 1):
+            if too_wild("\n".join(lines[i:j])) is not None:
+                break
             try:
                 tree = ast.parse("\n".join(lines[i:j]))
             except (SyntaxError, ValueError):

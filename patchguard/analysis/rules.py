@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..rulebook import RULES, Rule
+from .bounds import too_wild
 
 __all__ = [
     "CALLS",
@@ -286,7 +287,7 @@ def _unit_imports(unit: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in unit.splitlines():
         text = line.strip()
-        if not text.startswith(("import ", "from ")):
+        if not text.startswith(("import ", "from ")) or too_wild(text) is not None:
             continue
         try:
             bind_ast_imports(out, ast.parse(text).body)

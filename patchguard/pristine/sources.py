@@ -77,6 +77,13 @@ INSTALLED_LIMIT = 256 * 1024 * 1024
 """The most of one file read for a diff or for analysis, installed or from a wheel (whose member is capped
 at its RECORD size when RECORD gives one)."""
 
+def _within_cap(limit: int) -> None:
+    """Refuse to read a member larger than :data:`INSTALLED_LIMIT`, whatever size its RECORD row gives:
+    an honest 2 GiB member is not source to diff, and reading it would take the memory of the box."""
+    if limit > INSTALLED_LIMIT:
+        raise ValueError(f"{limit} bytes, over the {INSTALLED_LIMIT >> 20} MiB patchguard reads of one file")
+
+
 # What reading a candidate wheel can raise when it is truncated, corrupt or not what it claims.
 READ_ERRORS = (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, EOFError, ValueError)
 
@@ -198,6 +205,7 @@ class WheelFile(Candidate):
         return zf.read(f"{self._dist_info}/RECORD").decode("utf-8")
 
     def read(self, member: str, limit: int) -> bytes:
+        _within_cap(limit)
         zf = self._open()
         if zf.getinfo(member).file_size > limit:
             raise SizeMismatch(f"larger than the {limit} bytes RECORD gives")
@@ -224,6 +232,7 @@ class UnpackedWheel(Candidate):
             return f.read()
 
     def read(self, member: str, limit: int) -> bytes:
+        _within_cap(limit)
         norm = os.path.normpath(member)
         if norm.startswith("..") or os.path.isabs(norm):
             raise OSError(f"member {member!r} leaves the archive")

@@ -20,7 +20,7 @@ import importlib.util
 import os
 import struct
 
-from ..._fs import PYCACHE, bytecode_of
+from ..._fs import PYCACHE, bytecode_of, read_regular, read_regular_stat
 from ...model import Loaded
 
 __all__ = ["loaded"]
@@ -43,10 +43,8 @@ _UNCHECKED = (
 
 
 def _header(pyc: str) -> tuple[bytes, os.stat_result] | None:
-    try:
-        with open(pyc, "rb") as f:
-            head = f.read(16)
-            st = os.fstat(f.fileno())
+    try:  # a regular file only: a FIFO or a link to a device in __pycache__ never blocks a scan
+        head, st = read_regular_stat(pyc, 16)
     except OSError:
         return None
     return (head, st) if len(head) == 16 else None
@@ -63,8 +61,10 @@ def _verdict(py_path: str, pyc: str, src: os.stat_result, source: list[bytes]) -
         if magic != importlib.util.MAGIC_NUMBER:
             return None  # another Python version's hash function: cannot tell
         if not source:
-            with open(py_path, "rb") as f:
-                source.append(f.read())
+            try:
+                source.append(read_regular(py_path))
+            except OSError:
+                return None
         if head[8:16] == importlib.util.source_hash(source[0]):
             return Loaded.SINCE_EDIT, _HASHED
         if not flags & 2:  # unchecked: the interpreter uses this pyc without looking at the source

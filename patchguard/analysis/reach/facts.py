@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..bounds import too_wild
+
 __all__ = ["Facts", "ImportStmt", "read_facts"]
 
 
@@ -121,6 +123,8 @@ def _imports_of(stmt: str, line: int, deferred: bool) -> list[ImportStmt]:
     quick = _quick(stmt, line, deferred)
     if quick is not None:
         return quick
+    if too_wild(stmt) is not None:
+        return []
     try:
         tree = ast.parse(stmt.strip())
     except (SyntaxError, ValueError):
@@ -136,6 +140,8 @@ def _imports_of(stmt: str, line: int, deferred: bool) -> list[ImportStmt]:
 
 
 def _entry_classes(stmt: str) -> tuple[str, ...]:
+    if too_wild(stmt) is not None:
+        return ()
     try:
         tree = ast.parse(stmt.strip())
     except (SyntaxError, ValueError):

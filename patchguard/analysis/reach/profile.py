@@ -12,6 +12,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..._fs import read_regular
+from ..bounds import too_wild
 from .index import FactIndex
 
 __all__ = ["Profile", "RegistryReader", "read_dict_literals"]
@@ -41,10 +43,10 @@ class Profile:
 
 def read_dict_literals(path: str) -> dict[str, tuple[str, ...]]:
     """Architecture → model module name, from dict literals of ``"Arch": ("module", "Class")`` entries."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
+    try:  # a regular file only (a FIFO never blocks), bounded before the parser sees it
+        text = read_regular(path, 16 << 20).decode("utf-8")
+        tree = ast.parse(text) if too_wild(text) is None else ast.Module(body=[], type_ignores=[])
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     out: dict[str, tuple[str, ...]] = {}
     for node in ast.walk(tree):
