@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .model import json_name, printable
+
 if TYPE_CHECKING:
     from unidiff.patch import PatchSet as UnidiffPatchSet
 
@@ -45,9 +47,13 @@ def _lines(data: bytes) -> list[str]:
 
 
 def _body(old: Sequence[str], new: Sequence[str], context: int) -> Iterator[str]:
-    """Hunks of difflib's unified diff, with the no-newline marker git expects."""
-    for line in difflib.unified_diff(old, new, lineterm="", n=context):
-        if line.startswith(("---", "+++")):
+    """Hunks of difflib's unified diff, with the no-newline marker git expects.
+
+    Only difflib's own two header lines are left out (the caller writes git's): a removed line ``-- x`` is
+    ``--- x`` in the body and an added ``++ y`` is ``+++ y``, and both are kept.
+    """
+    for n, line in enumerate(difflib.unified_diff(old, new, lineterm="", n=context)):
+        if n < 2:
             continue
         if line.startswith("@@"):
             yield line + "\n"
@@ -116,23 +122,50 @@ def parse_patch(text: str) -> UnidiffPatchSet:
 
 
 def hunks_json(d: FileDiff, context: int = 3) -> dict[str, Any]:
-    """One file's diff as JSON: path, status, and hunks (header and lines) as unidiff parses them."""
-    out: dict[str, Any] = {"path": d.path, "status": d.status, "binary": d.binary, "hunks": []}
+    """One file's diff as JSON: path, status, and hunks (header and lines).
+
+    Built from the line comparison itself, never by parsing the diff text back: a file name can break a
+    diff header (a newline in it), the lines and ranges cannot. ``path`` is the file name in the JSON name
+    encoding (:func:`patchguard.model.json_name`).
+    """
+    out: dict[str, Any] = {"path": json_name(d.path), "status": d.status, "binary": d.binary, "hunks": []}
     if d.problem is not None:
-        out["error"] = d.problem
-    text = d.text(context)
-    if not text or d.binary:
+        out["error"] = printable(d.problem)
+    if d.old == d.new or d.problem is not None or d.binary:
         return out
-    (patched,) = parse_patch(text)
-    for h in patched:
+    old = _lines(d.old) if d.old is not None else []
+    new = _lines(d.new) if d.new is not None else []
+    for group in difflib.SequenceMatcher(None, old, new).get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        source = (i1 + 1 if i2 > i1 else i1, i2 - i1)
+        target = (j1 + 1 if j2 > j1 else j1, j2 - j1)
         out["hunks"].append(
             {
-                "header": f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@",
-                "source_start": h.source_start,
-                "source_length": h.source_length,
-                "target_start": h.target_start,
-                "target_length": h.target_length,
-                "lines": [str(line).rstrip("\n") for line in h],
+                "header": f"@@ -{source[0]},{source[1]} +{target[0]},{target[1]} @@",
+                "source_start": source[0],
+                "source_length": source[1],
+                "target_start": target[0],
+                "target_length": target[1],
+                "lines": list(_hunk_lines(group, old, new)),
             }
         )
     return out
+
+
+def _hunk_lines(
+    group: Sequence[tuple[str, int, int, int, int]], old: Sequence[str], new: Sequence[str]
+) -> Iterator[str]:
+    """The lines of one hunk as ``difflib.unified_diff`` orders them, each without its line end's ``\\n``,
+    git's ``\\ No newline at end of file`` after a last line without one."""
+    for tag, i1, i2, j1, j2 in group:
+        marked: list[tuple[str, str]] = []
+        if tag == "equal":
+            marked += [(" ", line) for line in old[i1:i2]]
+        if tag in ("replace", "delete"):
+            marked += [("-", line) for line in old[i1:i2]]
+        if tag in ("replace", "insert"):
+            marked += [("+", line) for line in new[j1:j2]]
+        for mark, line in marked:
+            yield mark + line.rstrip("\n")
+            if not line.endswith("\n"):
+                yield "\\ No newline at end of file"

@@ -9,6 +9,7 @@ DESIGN.md and :meth:`Report.to_json` is its one definition.
 from __future__ import annotations
 
 import enum
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ __all__ = [
     "SetState",
     "SetStatus",
     "Severity",
+    "for_terminal",
+    "from_json_name",
+    "json_name",
     "printable",
 ]
 
@@ -158,17 +162,17 @@ class Finding:
             "kind": self.kind.value,
             "severity": self.severity.label,
             "rule": self.rule,
-            "distribution": self.distribution,
-            "version": self.version,
-            "path": printable(self.path),
+            "distribution": _name(self.distribution),
+            "version": _name(self.version),
+            "path": json_name(self.path),
             "line": self.line,
             "end_line": self.end_line,
-            "function": self.function,
-            "gate": dict(self.gate) if self.gate is not None else None,
+            "function": _text(self.function),
+            "gate": {k: printable(v) for k, v in self.gate.items()} if self.gate is not None else None,
             "reach": self.reach.value if self.reach is not None else None,
             "loaded": self.loaded.value if self.loaded is not None else None,
-            "evidence": list(self.evidence),
-            "patch_set": self.patch_set,
+            "evidence": [printable(e) for e in self.evidence],
+            "patch_set": _name(self.patch_set),
             "message": printable(self.message),
             "source": printable(self.source) if self.source is not None else None,
         }
@@ -193,8 +197,8 @@ class NoBaseline:
 
     def to_json(self) -> dict[str, str]:
         return {
-            "distribution": self.distribution,
-            "version": self.version,
+            "distribution": json_name(self.distribution),
+            "version": json_name(self.version),
             "reason": printable(self.reason),
             "hint": printable(self.hint),
         }
@@ -249,8 +253,8 @@ class Report:
             "tool": {"name": "patchguard", "version": self.tool_version},
             "environment": {
                 "python": self.environment.python,
-                "prefix": printable(self.environment.prefix),
-                "site_packages": [printable(p) for p in self.environment.site_packages],
+                "prefix": json_name(self.environment.prefix),
+                "site_packages": [json_name(p) for p in self.environment.site_packages],
             },
             "summary": {
                 "distributions": len(self.distributions),
@@ -262,6 +266,14 @@ class Report:
         }
 
 
+def _name(name: str | None) -> str | None:
+    return json_name(name) if name is not None else None
+
+
+def _text(text: str | None) -> str | None:
+    return printable(text) if text is not None else None
+
+
 def printable(text: str) -> str:
     """Make a string safe to print or encode as UTF-8.
 
@@ -271,8 +283,86 @@ def printable(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate no undecodable byte gives
+            return _SURROGATES.sub(_json_escape, text)
     return text
+
+
+# What must never reach a terminal as it is: C0 controls (newline, carriage return, tab, ESC …), DEL and the
+# C1 controls; the bidirectional overrides, isolates and marks and the line and paragraph separators (a name
+# that reorders or breaks the line it is shown in); lone surrogates (undecodable bytes of a file name).
+_TERMINAL_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    if code < 0x80 or 0xDC80 <= code <= 0xDCFF:  # a C0 control or DEL; an undecodable byte
+        return f"\\x{code & 0xFF:02x}"
+    return f"\\u{code:04x}"
+
+
+def for_terminal(text: str) -> str:
+    """Text of outside origin (a file name, a ``.pth`` line, a command line) as it may be shown on a terminal.
+
+    Every control character becomes a visible escape, so no name can start a line, move the cursor or
+    speak to the terminal (``\\x1b``); nor can it reorder the line it is in (``\\u202e``). Undecodable
+    bytes of a file name show as ``\\xNN``. Everything else, backslashes included, is left as it is: this is
+    for reading, the JSON name encoding (:func:`json_name`) is the unambiguous form.
+
+    >>> for_terminal("a\\n  HIGH  b\\x1b[2J\\u202e.py\\udcff")
+    'a\\\\n  HIGH  b\\\\x1b[2J\\\\u202e.py\\\\xff'
+    """
+    return _TERMINAL_UNSAFE.sub(_visible, text)
+
+
+_JSON_UNSAFE = re.compile(r"[\\\ud800-\udfff]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+_JSON_ESCAPE = re.compile(r"\\(?:(\\)|x([0-9a-f]{2})|u([0-9a-f]{4}))")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code == 0x5C:
+        return "\\\\"
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"  # a lone surrogate no undecodable byte gives
+
+
+def json_name(name: str) -> str:
+    """A file name (a path, a command line, a set name) as machine formats carry it: injective, valid UTF-8.
+
+    A name that is valid UTF-8 and holds no backslash is itself. Otherwise each backslash is doubled and each
+    undecodable byte (a lone surrogate of ``surrogateescape``) is ``\\xNN``; so a value with a backslash
+    is escaped text, one without is the name. :func:`from_json_name` gives the name back.
+
+    >>> json_name("minillm/models/mla.py")
+    'minillm/models/mla.py'
+    >>> json_name("raw\\udcff.py"), json_name("lit\\\\xff.py")
+    ('raw\\\\xff.py', 'lit\\\\\\\\xff.py')
+    """
+    return _JSON_UNSAFE.sub(_json_escape, name)
+
+
+def _json_unescape(match: re.Match[str]) -> str:
+    backslash, byte, code = match.groups()
+    if backslash:
+        return "\\"
+    return chr(0xDC00 + int(byte, 16)) if byte else chr(int(code, 16))
+
+
+def from_json_name(text: str) -> str:
+    """The name :func:`json_name` encoded (undecodable bytes as ``surrogateescape`` surrogates, as
+    :func:`os.fsdecode` gives them)."""
+    return _JSON_ESCAPE.sub(_json_unescape, text)
 
 
 class SetStatus(str, enum.Enum):

@@ -8,6 +8,7 @@ it, and where patch sets stand); they call the library and switch on its typed r
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -29,17 +30,24 @@ def main(quiet: bool, verbose: bool) -> None:
     from . import _common
 
     _common.QUIET = quiet and not verbose
-    import logging
-
     log = logging.getLogger("patchguard")
     for old in [h for h in log.handlers if getattr(h, "patchguard_cli", False)]:
         log.removeHandler(old)  # one invocation's settings (the CLI may run many times in one process)
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("patchguard: %(message)s"))
+        handler.setFormatter(_TerminalFormatter("patchguard: %(message)s"))
         handler.patchguard_cli = True  # type: ignore[attr-defined]
         log.addHandler(handler)
         log.setLevel(logging.INFO)
+
+
+class _TerminalFormatter(logging.Formatter):
+    """``-v``'s lines on stderr: the names a message holds shown with control characters escaped."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        from ..model import for_terminal
+
+        return for_terminal(super().formatMessage(record))
 
 
 # An `Examples:` section at the end of every command's --help ("\b": click keeps the lines as they are).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ..errors import PatchguardError
+from ..model import for_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -19,9 +21,10 @@ QUIET = False  # -q: notes on stderr are left out (errors never are)
 
 
 def note(text: str) -> None:
-    """An informational line on stderr (not an error), unless ``-q``."""
+    """An informational line on stderr (not an error), unless ``-q``: one line, whatever names it holds
+    (control characters shown escaped)."""
     if not QUIET:
-        click.echo(text, err=True)
+        click.echo(for_terminal(text), err=True)
 
 
 FAIL_ON = ("high", "moderate", "minor", "info", "never")
@@ -207,7 +210,9 @@ class DownloadBar:
             self.label, self.shown = label, 0
             size = f" ({total / 1e6:.0f} MB)" if total else ""
             if sys.stderr.isatty() and not QUIET and total:
-                self.bar = click.progressbar(length=total, label=f"fetching {label}{size}", file=sys.stderr)
+                self.bar = click.progressbar(
+                    length=total, label=f"fetching {for_terminal(label)}{size}", file=sys.stderr
+                )
             else:
                 note(f"fetching {label}{size}")
         if self.bar is not None:
@@ -261,12 +266,17 @@ def errors_to_exit(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except PatchguardError as exc:
-            click.echo(f"patchguard: error: {exc}", err=True)
+            click.echo(f"patchguard: error: {error_text(exc)}", err=True)
             sys.exit(EXIT_ERROR)
         except OSError as exc:
-            where = f"{exc.filename}: " if exc.filename else ""
+            name = exc.filename
+            where = (
+                f"{for_terminal(os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name))}: "
+                if name
+                else ""
+            )
             click.echo(
-                f"patchguard: error: {where}{exc.strerror or exc} "
+                f"patchguard: error: {where}{for_terminal(str(exc.strerror or exc))} "
                 "(check the permissions, or run as the environment's owner)",
                 err=True,
             )
@@ -276,6 +286,14 @@ def errors_to_exit(func: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def error_text(exc: PatchguardError) -> str:
+    """An expected error as the terminal shows it: its first line and each line of its details stay lines,
+    and nothing of the names it holds can add one (control characters shown escaped)."""
+    message = "\n".join(for_terminal(line) for line in exc.message.split("\n"))
+    path = for_terminal(exc.path) if exc.path is not None else None
+    return str(PatchguardError(message, path=path, hint=for_terminal(exc.hint) if exc.hint else None))
 
 
 class Progress:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..model import for_terminal
 from ._common import (
     EXIT_FINDINGS,
     environment_options,
@@ -71,19 +72,21 @@ def restore(
         click.echo("nothing to restore")
         return
     for a in result.actions:
-        click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{a.shown}")
+        click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{for_terminal(a.shown)}")
     if dry_run or result.after is None:
         return
     left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}
     still = [a.shown for a in result.actions if a.action is not FileAction.REMOVE and a.shown in left]
     if still:
         # The transaction did commit: this is a finding about the result, not "nothing changed".
-        click.echo(f"patchguard: restored, but still not pristine: {', '.join(still)}", err=True)
+        click.echo(
+            f"patchguard: restored, but still not pristine: {for_terminal(', '.join(still))}", err=True
+        )
         sys.exit(EXIT_FINDINGS)
     assert result.committed is not None
     click.echo(
         f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
-        f"verified pristine against RECORD (originals kept in {result.committed.backup_dir})"
+        f"verified pristine against RECORD (originals kept in {for_terminal(result.committed.backup_dir)})"
     )
     _say_restart(python, site_packages)
 
@@ -100,9 +103,9 @@ def _say_restart(python: str | None, site_packages: tuple[str, ...]) -> None:
     for p in found.processes:
         if p.verdict is Verdict.STALE:
             # Not a note: -q never hides a restart that is needed.
+            command = for_terminal(p.command[:80])
             click.echo(
-                f"restart needed: pid {p.pid} runs the code from before this change ({p.command[:80]})",
-                err=True,
+                f"restart needed: pid {p.pid} runs the code from before this change ({command})", err=True
             )
 
 
@@ -115,23 +118,25 @@ def _describe(
         what = "create" if before is None else "delete" if after is None else "patch"
     moved = [o for o in offsets if o]
     note = f" (hunks moved by {', '.join(f'{o:+d}' for o in moved)} lines)" if moved else ""
-    return f"{what:<9}{plan_path}{note}"
+    return f"{what:<9}{for_terminal(plan_path)}{note}"
 
 
 def _report_outcome(out: SetOutcome, reverse: bool, dry_run: bool) -> None:
     """Print what apply/revert did; exit 1 when a reverted file is still not its wheel's."""
     if not out.action.changed:
-        click.echo(f"{out.name} is {out.action.value}; nothing to do")
+        click.echo(f"{for_terminal(out.name)} is {out.action.value}; nothing to do")
         return
     verdicts = {v.path: v for v in out.verdicts}
     for f in out.files:
         line = ("would " if dry_run else "") + _describe(f.path, f.before, f.after, f.offsets, reverse)
         if f.path in verdicts:
-            line += f": {verdicts[f.path].text}"
+            line += f": {for_terminal(verdicts[f.path].text)}"
         click.echo(line)
     if not dry_run:
         n = len(out.files)
-        click.echo(f"{out.action.value} {out.name}: {n} file{'s' if n != 1 else ''} in one transaction")
+        click.echo(
+            f"{out.action.value} {for_terminal(out.name)}: {n} file{'s' if n != 1 else ''} in one transaction"
+        )
         if any(not v.verdict.clean for v in out.verdicts):
             sys.exit(EXIT_FINDINGS)
 
@@ -222,7 +227,8 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
     for site in target.site_packages:  # said before set_states() rolls them back
         journal = pending(site)
         if journal is not None:
-            click.echo(f"unfinished transaction {journal.get('txid')} ({journal.get('label')}) in {site}")
+            txid, label = for_terminal(str(journal.get("txid"))), for_terminal(str(journal.get("label")))
+            click.echo(f"unfinished transaction {txid} ({label}) in {for_terminal(site)}")
     states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
     applied = [
         (name, record)
@@ -235,9 +241,10 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
         kept = backups(site)
         if kept:
             size = sum(n for _txid, n in kept)
+            where = for_terminal(os.path.join(site, ".patchguard", "backups"))
             click.echo(
                 f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
-                f"{os.path.join(site, '.patchguard', 'backups')} (the last {keep} are kept: keep_backups)"
+                f"{where} (the last {keep} are kept: keep_backups)"
             )
     if any(s.state.troubled for s in states):
         sys.exit(EXIT_FINDINGS)
@@ -279,7 +286,6 @@ def capture(
 ) -> None:
     """Write patches/NAME from the current modifications of DISTRIBUTIONS' files (one target each), and
     with --unowned of the files no distribution owns."""
-    from ..model import printable
     from ..patchsets.capture import capture_set
 
     ps = capture_set(
@@ -296,4 +302,6 @@ def capture(
         fetch=fetch,
     )
     targets = ", ".join(str(t) for t in ps.targets)
-    click.echo(f"wrote {printable(ps.directory)} ({printable(targets)}): {printable(', '.join(ps.paths))}")
+    click.echo(
+        f"wrote {for_terminal(ps.directory)} ({for_terminal(targets)}): {for_terminal(', '.join(ps.paths))}"
+    )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..model import for_terminal
 from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, note, patches_option, source_options
 
 if TYPE_CHECKING:
@@ -72,7 +73,9 @@ def rebase(
         target=target,
     )
     if fmt == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
+        from ..formats.jsondoc import valid_text
+
+        click.echo(json.dumps(valid_text(result.to_json()), indent=2))
     else:
         _print(result)
     if not result.complete:
@@ -81,18 +84,18 @@ def rebase(
 
 def _nothing_to_rebase(r: RebaseResult) -> str:
     what = f"is written for {r.distribution} {r.to_version}" if r.distribution else r.notes[0]
-    return f"{r.name} {what}: nothing to rebase"
+    return for_terminal(f"{r.name} {what}: nothing to rebase")
 
 
 def _print(r: RebaseResult) -> None:
     if not r.files:
         click.echo(_nothing_to_rebase(r))
         return
-    click.echo(f"rebase {r.name}: {r.distribution} {r.from_version} -> {r.to_version}")
+    click.echo(for_terminal(f"rebase {r.name}: {r.distribution} {r.from_version} -> {r.to_version}"))
     note(f"  base:   {r.base_source}")
     note(f"  target: {r.target_source}")
     for f in r.files:
-        where = f" -> {f.new_path}" if f.new_path and f.new_path != f.path else ""
+        where = f" -> {for_terminal(f.new_path)}" if f.new_path and f.new_path != f.path else ""
         plural = "s" if f.hunks != 1 else ""
         extra = {
             "moved": f" ({(f.similarity or 0):.0%} similar)",
@@ -106,11 +109,10 @@ def _print(r: RebaseResult) -> None:
         }.get(f.outcome.value, f" ({f.hunks} hunk{plural})")
         if f.adjacent:
             extra += f" ({f.adjacent} next to an upstream change, merged line by line: review it)"
-        click.echo(f"  {f.outcome.value:<9} {f.path}{where}{extra}")
+        click.echo(f"  {f.outcome.value:<9} {for_terminal(f.path)}{where}{for_terminal(extra)}")
         if f.review and f.outcome.open and not r.dry_run:
-            click.echo(
-                f"            {'edit' if f.outcome.value == 'conflict' else 'delete to drop'}: {f.review}"
-            )
+            what = "edit" if f.outcome.value == "conflict" else "delete to drop"
+            click.echo(f"            {what}: {for_terminal(f.review)}")
     for text in r.notes:
         note(f"note: {text}")
     total, carried, _left = r.hunks
@@ -118,25 +120,31 @@ def _print(r: RebaseResult) -> None:
         f"{carried} of {total} hunks carried; {len(r.conflicts)} file{'s' if len(r.conflicts) != 1 else ''} "
         f"in conflict, {len(r.lost)} lost"
     )
+    _print_outcome(r)
+
+
+def _print_outcome(r: RebaseResult) -> None:
+    """What became of the set, and the one thing to do next (names shown escaped)."""
+    name, dist, to = for_terminal(r.name), for_terminal(r.distribution), for_terminal(r.to_version)
     if not r.complete:
         if r.dry_run:
             click.echo(
-                f"→ would write the files to resolve to patches/{r.name}.rebase/; the set stays as it is"
+                f"→ would write the files to resolve to patches/{name}.rebase/; the set stays as it is"
             )
         else:
             click.echo(
-                f"→ resolve them in {r.review_dir} (SUMMARY.txt says how), then run "
-                f"`patchguard rebase --set {r.name}` again; the set stays as it is until then"
+                f"→ resolve them in {for_terminal(str(r.review_dir))} (SUMMARY.txt says how), then run "
+                f"`patchguard rebase --set {name}` again; the set stays as it is until then"
             )
     elif r.written:
         click.echo(
-            f"rewrote {r.name} for {r.distribution} =={r.to_version} (the {r.from_version} set is kept in "
-            f"{r.history_dir})\n→ patchguard apply --set {r.name}"
+            f"rewrote {name} for {dist} =={to} (the {for_terminal(r.from_version)} set is kept in "
+            f"{for_terminal(str(r.history_dir))})\n→ patchguard apply --set {name}"
         )
     elif r.dry_run:
-        click.echo(f"→ would rewrite {r.name} for {r.distribution} =={r.to_version}")
+        click.echo(f"→ would rewrite {name} for {dist} =={to}")
     else:
         click.echo(
-            f"{r.distribution} {r.to_version} already has every change of {r.name}: nothing to carry "
+            f"{dist} {to} already has every change of {name}: nothing to carry "
             "(the set is left as it is; delete it once no environment needs it)"
         )

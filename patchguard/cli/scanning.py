@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..model import for_terminal
+
 if TYPE_CHECKING:
     from ..deploy.gate import CheckResult
+    from ..deploy.running import Running
     from ..model import Report
     from ..pristine.sources import SourceOptions
 
@@ -213,7 +216,9 @@ def diff(
         note("no changes: every file is as its wheel installed it")
     unread = [d for d in diffs if d.problem is not None]
     for d in unread:
-        click.echo(f"patchguard: error: {d.problem}: not diffed, the other files were", err=True)
+        click.echo(
+            f"patchguard: error: {for_terminal(d.problem or '')}: not diffed, the other files were", err=True
+        )
     if unread:
         sys.exit(EXIT_ERROR)
 
@@ -347,35 +352,42 @@ def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output
 
     Reads /proc only: never signals, stops or attaches. Exit 0 all current, 1 any stale, 2 could not check.
     """
-    import json
-    from datetime import datetime
-
     from ..deploy.running import running as find_running
 
     found = find_running(site_packages=site_packages or None, python=python)
     if fmt == "json":
-        emit(json.dumps(found.to_json(), indent=2) + "\n", output, "the report")
+        from ..formats.jsondoc import format_running
+
+        emit(format_running(found.to_json()), output, "the report")
     elif fmt == "prometheus":
         from ..formats.prometheus import format_prometheus
 
         stale = sum(1 for p in found.processes if p.verdict.value == "stale")
         emit(format_prometheus(stale_processes=stale, processes=len(found.processes)), output, "the metrics")
     else:
-        lines = []
-        for p in found.processes:
-            when = datetime.fromtimestamp(p.started).strftime("%Y-%m-%d %H:%M:%S") if p.started else "?"
-            lines.append(f"{p.verdict.value:<8} pid {p.pid}  started {when}  {p.command[:100]}")
-            lines += [f"         extension replaced since: {x}" for x in p.replaced_extensions]
-            lines += [f"         changed since, imported: {x}" for x in p.imported_changed]
-            lines += [f"         changed since, may be imported: {x}" for x in p.maybe_changed[:20]]
-            lines += [f"         transaction since: {t}" for t in p.transactions]
-            if p.reason:
-                lines.append(f"         {p.reason}")
-        stale = sum(1 for p in found.processes if p.verdict.value == "stale")
-        lines.append(
-            f"{len(found.processes)} process{'es' if len(found.processes) != 1 else ''} of the environment, "
-            f"{stale} stale" + (": restart them" if stale else "")
-        )
-        emit("\n".join(lines) + "\n", output, "the report")
+        emit(_running_text(found), output, "the report")
     if found.exit_code:
         sys.exit(found.exit_code)
+
+
+def _running_text(found: Running) -> str:
+    """``running``'s table: a line per process, what it runs that changed below it; command lines and paths
+    shown escaped (a newline in a command line starts no line)."""
+    from datetime import datetime
+
+    lines = []
+    for p in found.processes:
+        when = datetime.fromtimestamp(p.started).strftime("%Y-%m-%d %H:%M:%S") if p.started else "?"
+        lines.append(f"{p.verdict.value:<8} pid {p.pid}  started {when}  {for_terminal(p.command[:100])}")
+        lines += [f"         extension replaced since: {for_terminal(x)}" for x in p.replaced_extensions]
+        lines += [f"         changed since, imported: {for_terminal(x)}" for x in p.imported_changed]
+        lines += [f"         changed since, may be imported: {for_terminal(x)}" for x in p.maybe_changed[:20]]
+        lines += [f"         transaction since: {for_terminal(t)}" for t in p.transactions]
+        if p.reason:
+            lines.append(f"         {for_terminal(p.reason)}")
+    stale = sum(1 for p in found.processes if p.verdict.value == "stale")
+    lines.append(
+        f"{len(found.processes)} process{'es' if len(found.processes) != 1 else ''} of the environment, "
+        f"{stale} stale" + (": restart them" if stale else "")
+    )
+    return "\n".join(lines) + "\n"

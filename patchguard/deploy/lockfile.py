@@ -19,7 +19,7 @@ from ..env import Target
 from ..errors import PatchguardError
 from ..integrity.inventory import Scanned
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution
-from ..model import Finding, Kind
+from ..model import Finding, Kind, json_name
 from ..state import read_state
 
 __all__ = ["LOCK_SCHEMA", "applied_sets", "compare_locks", "make_lock", "read_lock"]
@@ -73,19 +73,19 @@ def make_lock(scanned: Scanned, patches: str | None = None) -> dict[str, Any]:
     dists: dict[str, Any] = {}
     for dist in scanned.selected:
         rows = _file_rows(scanned, dist, changed) + _unexpected_rows(dist, unexpected.get(dist.name, []))
-        rows.sort()
+        rows.sort(key=_row)
         meta = os.path.basename(dist.metadata_dir)
         key = dist.canonical_name if dist.canonical_name not in dists else f"{dist.canonical_name}@{meta}"
         dists[key] = {
             "version": dist.version,
             "files": len(rows),
             "digest": "sha256:"
-            + hashlib.sha256("".join(rows).encode("utf-8", "surrogateescape")).hexdigest(),
+            + hashlib.sha256("".join(map(_row, rows)).encode("utf-8", "surrogateescape")).hexdigest(),
             # The files that are not as RECORD says, and what they are: what a lock diff names.
-            "changes": dict(sorted(_changes(rows))),
+            "changes": {json_name(path): state for path, state in sorted(_changes(rows))},
         }
     hooks = sorted(
-        f"{f.path}\t{_sha256(scanned.locate(f)[2])}"
+        _row((json_name(f.path), _sha256(scanned.locate(f)[2]))).rstrip("\n")
         for f in report.findings
         if f.distribution is None and f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
     )
@@ -99,11 +99,20 @@ def make_lock(scanned: Scanned, patches: str | None = None) -> dict[str, Any]:
     }
 
 
+def _row(row: tuple[str, str]) -> str:
+    """``path<TAB>state<NL>``, the form a lock digests: a backslash, tab or newline of a name escaped (a
+    name cannot forge a row; ordinary names are themselves)."""
+    path, state = row
+    if "\\" in path or "\t" in path or "\n" in path:
+        path = path.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+    return f"{path}\t{state}\n"
+
+
 def _file_rows(
     scanned: Scanned, dist: InstalledDistribution, changed: dict[tuple[str | None, str], Finding]
-) -> list[str]:
-    """``path<TAB>state`` of every file ``dist``'s RECORD lists with a hash (installer files left out)."""
-    rows: list[str] = []
+) -> list[tuple[str, str]]:
+    """(path, state) of every file ``dist``'s RECORD lists with a hash (installer files left out)."""
+    rows: list[tuple[str, str]] = []
     meta = os.path.basename(dist.metadata_dir)
     for entry, path in zip(dist.entries, dist.paths, strict=True):
         rel = scanned.display(path)
@@ -118,26 +127,21 @@ def _file_rows(
             state = "missing"
         else:
             state = "sha256:" + _sha256(path)
-        rows.append(f"{rel}\t{state}\n")
+        rows.append((rel, state))
     return rows
 
 
-def _changes(rows: Sequence[str]) -> list[tuple[str, str]]:
+def _changes(rows: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """(path, state) of the rows that are not a RECORD hash (modified, missing, unexpected)."""
-    out = []
-    for row in rows:
-        path, _, state = row.rstrip("\n").partition("\t")
-        if state.startswith(("sha256:", "missing", "unexpected:")):
-            out.append((path, state))
-    return out
+    return [(path, state) for path, state in rows if state.startswith(("sha256:", "missing", "unexpected:"))]
 
 
-def _unexpected_rows(dist: InstalledDistribution, unexpected: list[str]) -> list[str]:
-    """``path<TAB>unexpected:<sha256 or dir>`` of every unexpected file found in ``dist``'s packages."""
-    rows: list[str] = []
+def _unexpected_rows(dist: InstalledDistribution, unexpected: list[str]) -> list[tuple[str, str]]:
+    """(path, ``unexpected:<sha256 or dir>``) of every unexpected file found in ``dist``'s packages."""
+    rows: list[tuple[str, str]] = []
     for rel in sorted(unexpected):
         full = os.path.join(dist.site_dir, *rel.rstrip("/").split("/"))
-        rows.append(f"{rel}\tunexpected:{'dir' if rel.endswith('/') else _sha256(full)}\n")
+        rows.append((rel, f"unexpected:{'dir' if rel.endswith('/') else _sha256(full)}"))
     return rows
 
 

@@ -1,7 +1,9 @@
 """The Prometheus text exposition format: a fleet's state in the monitoring it already runs.
 
 Written for node_exporter's textfile collector (``-o /var/lib/node_exporter/textfile/patchguard.prom``, which
-the CLI writes atomically). Pure: every function takes finished values and returns the text.
+the CLI writes atomically). Pure: every function takes finished values and returns the text, valid UTF-8:
+a label value is the name in the JSON name encoding (:func:`patchguard.model.json_name`: undecodable bytes as
+``\\xNN``), then escaped as the exposition format says (backslash, double quote, line feed).
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..model import Report, Severity
+from ..model import Report, Severity, json_name
 
 __all__ = ["format_prometheus"]
 
 
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the text exposition format writes it."""
+    return json_name(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _metric(name: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> list[str]:

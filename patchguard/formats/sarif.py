@@ -1,6 +1,9 @@
 """SARIF 2.1.0: the report for code scanning and CI annotations.
 
-Pure: :func:`to_sarif` builds the log, :func:`format_sarif` returns it as text.
+Pure: :func:`to_sarif` builds the log, :func:`format_sarif` returns it as text. Artifact URIs are the bytes of
+the file name percent-encoded (RFC 3986: only unreserved characters and ``/`` stay as they are), so a name
+with a space, ``%``, ``#``, ``?``, a quote, a control character or an undecodable byte is a valid URI that
+decodes back to exactly those bytes.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ..model import Finding, Kind, Report, Severity, printable
+from ..model import Finding, Kind, Report, Severity, json_name, printable
 from ..rulebook import FILE_RULES, RULES
+from .jsondoc import valid_text
 
-__all__ = ["fingerprint", "format_sarif", "to_sarif"]
+__all__ = ["fingerprint", "format_sarif", "to_sarif", "uri_path"]
 
 
 _SARIF_LEVEL = {
@@ -25,8 +29,23 @@ _SARIF_LEVEL = {
 }
 
 
+def uri_path(path: str) -> str:
+    """A file name as the path of a URI: its bytes (UTF-8, undecodable bytes as they were on disk)
+    percent-encoded, ``/`` and RFC 3986's unreserved characters left as they are.
+    ``urllib.parse.unquote_to_bytes`` gives the name's bytes back.
+
+    >>> uri_path("minillm/a b%#?.py"), uri_path("raw\\udcff")
+    ('minillm/a%20b%25%23%3F.py', 'raw%FF')
+    """
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate no file name on disk gives: encoded as such, not lost
+        raw = path.encode("utf-8", "surrogatepass")
+    return quote(raw, safe="/")
+
+
 def _file_uri(path: str) -> str:
-    return "file://" + quote(path if path.endswith("/") else path + "/")
+    return "file://" + uri_path(path if path.endswith("/") else path + "/")
 
 
 def to_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: str = "") -> dict[str, Any]:
@@ -60,7 +79,7 @@ def to_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: 
                         "rules": list(rules.values()),
                     }
                 },
-                "originalUriBaseIds": {"SITE_PACKAGES": {"uri": _file_uri(printable(base))}},
+                "originalUriBaseIds": {"SITE_PACKAGES": {"uri": _file_uri(base)}},
                 "results": results,
             }
         ],
@@ -126,7 +145,7 @@ def _name(rule: str) -> str:
 def fingerprint(f: Finding) -> str:
     """Stable across runs and hosts while the finding is the same: its rule, distribution and path, and for
     code its function and source line (whitespace aside) — never a line number, a size or a time."""
-    parts = [f.rule, f.distribution or "", printable(f.path)]
+    parts = [f.rule, f.distribution or "", json_name(f.path)]
     if f.source is not None:
         parts += [f.function or "", "".join(printable(f.source).split())]
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
@@ -135,9 +154,7 @@ def fingerprint(f: Finding) -> str:
 def _location(f: Finding) -> dict[str, Any]:
     """Where a finding is: relative to ``SITE_PACKAGES`` (or an absolute file URI), with its lines."""
     location: dict[str, Any] = {
-        "uri": printable(f.path).lstrip("/")
-        if not f.path.startswith("/")
-        else _file_uri(printable(f.path)).rstrip("/")
+        "uri": uri_path(f.path) if not f.path.startswith("/") else _file_uri(f.path).rstrip("/")
     }
     if not f.path.startswith("/"):
         location["uriBaseId"] = "SITE_PACKAGES"
@@ -162,18 +179,24 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
         "properties": {
             "severity": f.severity.label,
             "kind": f.kind.value,
-            "distribution": f.distribution,
-            "version": f.version,
+            "distribution": _named(f.distribution),
+            "version": _named(f.version),
             "function": f.function,
             "gate": dict(f.gate) if f.gate else None,
             "reach": f.reach.value if f.reach is not None else None,
             "loaded": f.loaded.value if f.loaded is not None else None,
             "evidence": list(f.evidence),
-            "patch_set": f.patch_set,
+            "patch_set": _named(f.patch_set),
         },
     }
 
 
+def _named(name: str | None) -> str | None:
+    return json_name(name) if name is not None else None
+
+
 def format_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: str = "") -> str:
-    """The report as SARIF 2.1.0 JSON text."""
-    return json.dumps(to_sarif(report, suppressed, justification), indent=2, ensure_ascii=False) + "\n"
+    """The report as SARIF 2.1.0 JSON text (no lone surrogate: text fields keep undecodable bytes as
+    ``\\xNN``)."""
+    log = valid_text(to_sarif(report, suppressed, justification))
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

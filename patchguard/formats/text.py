@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, printable
+from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, for_terminal
 
 __all__ = ["format_check_text", "format_sets", "format_status", "format_table", "next_steps", "summary_line"]
 
@@ -83,28 +83,30 @@ def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
     if f.source is not None and f.line is not None:
         # A code finding: where and which rule, the line itself, then its gate and reach.
         rule = f"{f.rule} (no baseline)" if f.baseline_none else f.rule
-        head = f"  {_label(f, colour)}{printable(f.path)}:{f.line}  {rule}"
-        out = [head + (f"  {f.function}" if f.function else ""), pad + printable(f.source)]
+        head = f"  {_label(f, colour)}{for_terminal(f.path)}:{f.line}  {rule}"
+        out = [head + (f"  {for_terminal(f.function)}" if f.function else ""), pad + for_terminal(f.source)]
         tail = []
         if f.gate:
-            tail.append(f"gate: {f.gate.get('condition') or f.gate.get('kind')}")
+            tail.append(f"gate: {for_terminal(str(f.gate.get('condition') or f.gate.get('kind')))}")
         if f.reach:
-            tail.append(f"reach: {f.reach.value}" + (f" ({f.evidence[0]})" if f.evidence else ""))
+            tail.append(
+                f"reach: {f.reach.value}" + (f" ({for_terminal(f.evidence[0])})" if f.evidence else "")
+            )
         if f.loaded:
             tail.append(f.loaded.words)
         if f.patch_set:
-            tail.append(f"patch set: {f.patch_set}")
+            tail.append(f"patch set: {for_terminal(f.patch_set)}")
         if f.baseline_none:
             tail.append(
                 "baseline: none (no pristine wheel: the whole file was judged, this may be upstream code)"
             )
         return [*out, pad + " · ".join(tail)] if tail else out
-    where = printable(f.path) + (f":{f.line}" if f.line else "")
-    detail = [printable(f.message)]
+    where = for_terminal(f.path) + (f":{f.line}" if f.line else "")
+    detail = [for_terminal(f.message)]
     if f.function:
-        detail.insert(0, f.function)
+        detail.insert(0, for_terminal(f.function))
     if f.patch_set:
-        detail.append(f"patch set: {f.patch_set}")
+        detail.append(f"patch set: {for_terminal(f.patch_set)}")
     return [f"  {_label(f, colour)}{f.rule:<{kind_w + 2}}{where}", pad + " · ".join(detail)]
 
 
@@ -119,7 +121,7 @@ def format_table(report: Report, colour: bool = False, wanted: frozenset[str] = 
     # Distributions in name order; unowned files (distribution None) last, under their own heading.
     for dist, version in sorted(groups, key=lambda k: (k[0] is None, (k[0] or "").lower())):
         items = sorted(groups[(dist, version)], key=lambda f: (-f.severity, f.path, f.line or 0))
-        lines.append(f"{dist} {version}" if dist else "not owned by any distribution")
+        lines.append(for_terminal(f"{dist} {version}") if dist else "not owned by any distribution")
         kind_w = max(len(f.rule) for f in items)  # the rule id, as in check, JSON, SARIF and policies
         shown, folded = _fold_minor_changes(items)
         for f in shown:
@@ -129,9 +131,10 @@ def format_table(report: Report, colour: bool = False, wanted: frozenset[str] = 
         lines += [f"  → {step}" for step in steps]
         lines.append("")
     for n in report.no_baseline:
+        dist = for_terminal(f"{n.distribution} {n.version}")
         lines.append(
-            f"no pristine source for {n.distribution} {n.version} ({printable(n.reason)}): its changes "
-            f"cannot be shown or judged against upstream; {printable(n.hint)}"
+            f"no pristine source for {dist} ({for_terminal(n.reason)}): its changes cannot be shown or "
+            f"judged against upstream; {for_terminal(n.hint)}"
         )
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
@@ -153,7 +156,7 @@ def _fold_minor_changes(items: Sequence[Finding]) -> tuple[list[Finding], list[s
         where = ", ".join(map(str, lines[:6])) + (", …" if len(lines) > 6 else "")
         count = per_file[path]
         folded.append(
-            f"  {'MINOR':<9}{printable(path)}  {count} functional or cosmetic changes (lines {where})"
+            f"  {'MINOR':<9}{for_terminal(path)}  {count} functional or cosmetic changes (lines {where})"
         )
     return shown, folded
 
@@ -178,16 +181,16 @@ def next_steps(
     wheel (once there is one: ``no_wheel`` says how to get it), delete what nobody installed, reinstall
     what has a broken RECORD (not one the wheel shipped so)."""
     sets = sorted({f.patch_set for f in findings if f.patch_set and f.patch_set not in wanted})
-    steps = [f"patchguard revert --set {name}" for name in sets]
+    steps = [f"patchguard revert --set {for_terminal(name)}" for name in sets]
     if dist is None:  # files no distribution owns: a set's (wanted, or reverted), else deleted
         return steps + [
-            f"delete {printable(f.path)} (no distribution owns it)"
+            f"delete {for_terminal(f.path)} (no distribution owns it)"
             for f in findings
             if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED) and not f.patch_set
         ]
     steps += _restore_step(dist, findings, no_wheel)
     if any(f.kind is Kind.RECORD_INVALID and f.severity > Severity.INFO for f in findings):
-        steps.append(f"pip install --force-reinstall --no-deps {dist}=={version}")
+        steps.append(f"pip install --force-reinstall --no-deps {for_terminal(f'{dist}=={version}')}")
     return steps
 
 
@@ -196,18 +199,22 @@ def _restore_step(dist: str, findings: Sequence[Finding], no_wheel: str | None) 
     rest = sorted({f.path for f in findings if f.kind in _RESTORED and not f.patch_set})
     unexpected = any(f.kind is Kind.UNEXPECTED for f in findings)
     if no_wheel is not None and rest:
-        return [f"{no_wheel}, then patchguard restore {dist}"]
+        return [f"{for_terminal(no_wheel)}, then patchguard restore {for_terminal(dist)}"]
     if not rest and not unexpected:
         return []
-    paths = "".join(f" --path {printable(p)}" for p in rest) if 0 < len(rest) <= 3 and not unexpected else ""
-    return [f"patchguard restore {dist}{paths}" + (" --remove-unexpected" if unexpected else "")]
+    paths = (
+        "".join(f" --path {for_terminal(p)}" for p in rest) if 0 < len(rest) <= 3 and not unexpected else ""
+    )
+    return [
+        f"patchguard restore {for_terminal(dist)}{paths}" + (" --remove-unexpected" if unexpected else "")
+    ]
 
 
 def format_check_text(passed: bool, violations: Sequence[str], policy: str | None, report: Report) -> str:
     """``check``'s verdict for a person: every violation, then one line saying pass or fail."""
-    lines = list(violations)
+    lines = [for_terminal(v) for v in violations]
     n = len(violations)
-    where = f" (policy: {policy})" if policy else ""
+    where = f" (policy: {for_terminal(policy)})" if policy else ""
     n_dist = len(report.distributions)
     summary = f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
     if passed:
@@ -219,13 +226,14 @@ def format_check_text(passed: bool, violations: Sequence[str], policy: str | Non
 
 def format_sets(states: Sequence[SetState]) -> str:
     """``patchguard sets``: one line per set (name, targets, state, files), its details below it."""
-    w_name = max(len(s.name) for s in states)
-    w_targets = max(len(s.targets) for s in states)
+    w_name = max(len(for_terminal(s.name)) for s in states)
+    w_targets = max(len(for_terminal(s.targets)) for s in states)
     lines: list[str] = []
     for s in states:
         files = f"{s.files} file{'s' if s.files != 1 else ''}"
-        lines.append(f"{s.name:<{w_name}}  {s.targets:<{w_targets}}  {s.state.value:<18} {files}")
-        lines += [f"{'':<{w_name}}  {d}" for d in s.detail]
+        name, targets = for_terminal(s.name), for_terminal(s.targets)
+        lines.append(f"{name:<{w_name}}  {targets:<{w_targets}}  {s.state.value:<18} {files}")
+        lines += [f"{'':<{w_name}}  {for_terminal(d)}" for d in s.detail]
     return "\n".join(lines) + "\n"
 
 
@@ -243,16 +251,17 @@ def format_status(
     by_name = {s.name: s for s in states}
     for name, record in applied:
         files = _files(len(record.get("files", {})))
-        lines.append(
-            f"applied  {name}  at {record.get('time')}  ({files}, by patchguard {record.get('tool_version')})"
-        )
+        when, tool = for_terminal(str(record.get("time"))), for_terminal(str(record.get("tool_version")))
+        lines.append(f"applied  {for_terminal(name)}  at {when}  ({files}, by patchguard {tool})")
         now = by_name.get(name)
         if now is not None and not now.state.in_place and not now.state.troubled:
-            lines.append(f"  not in place now: {now.state.value}" + "".join(f"; {d}" for d in now.detail))
+            lines.append(
+                f"  not in place now: {now.state.value}" + "".join(f"; {for_terminal(d)}" for d in now.detail)
+            )
     if not applied:
         lines.append("no set applied by patchguard")
     for s in states:
         if s.state.troubled or s.state is SetStatus.BY_HAND:
-            lines.append(f"{s.state.value:<18} {s.name}")
-            lines += [f"  {d}" for d in s.detail]
+            lines.append(f"{s.state.value:<18} {for_terminal(s.name)}")
+            lines += [f"  {for_terminal(d)}" for d in s.detail]
     return "\n".join(lines) + "\n"
