@@ -42,7 +42,7 @@ from ..pristine.sources import ReleaseId, SourceOptions, Sources, local_versions
 from ..state import read_state
 from ..txn import write_point
 from .capture import DiffText, set_header, write_set
-from .installed import SetEnvironment
+from .installed import SetEnvironment, owned_paths
 from .merge import has_markers, line_counts, merge, similarity
 from .model import MAX_PATCH_BYTES, FilePatch, PatchSet, PatchSetError, Target, find_set, patches_dir
 from .planner import PlanFailed, plan_patches
@@ -344,8 +344,7 @@ def _part(ps: PatchSet, chosen: Target, dist: InstalledDistribution | None) -> P
             path=ps.directory,
             hint="run rebase in the environment that has it (--python)",
         )
-    prefix = os.path.join(dist.site_dir, "")
-    owned = {p[len(prefix) :].replace(os.sep, "/") for p in dist.paths if p.startswith(prefix)}
+    owned = owned_paths([dist], dist.site_dir)
     tops = {p.split("/", 1)[0] for p in owned if "/" in p and not p.startswith("..")}
     mine = [fp for fp in ps.patches if fp.path in owned or fp.path.split("/", 1)[0] in tops]
     if not mine:
