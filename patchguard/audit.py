@@ -139,11 +139,12 @@ def run(
         workers=workers,
         progress=progress,
     )
-    if any(f.kind in _ATTRIBUTED for f in scanned.report.findings):
-        scanned.report = replace(scanned.report, findings=tuple(_attributed(scanned, patches)))
+    if any(c.finding.kind in _ATTRIBUTED for c in scanned.changes):
+        scanned = _attributed(scanned, patches)
+    report = scanned.report
     if analyse or verify_record:
         served = Served(entries, architectures, cache_dir, use_cache, frameworks)
-        scanned.report = judge(
+        report = judge(
             scanned,
             analyse=analyse,
             served=served,
@@ -152,37 +153,26 @@ def run(
             against=against,
         )
     # The whole run's wall time, analysis included (not only the integrity pass).
-    scanned.report = replace(scanned.report, seconds=time.perf_counter() - started)
-    return scanned
+    return replace(scanned, report=replace(report, seconds=time.perf_counter() - started))
 
 
 # What a patch set may explain: modified files, and files no distribution owns (startup hooks included).
 _ATTRIBUTED = (Kind.MODIFIED, Kind.STARTUP_HOOK, Kind.UNEXPECTED)
 
 
-def _attributed(scanned: Scanned, patches: str | None) -> list[Finding]:
-    """The scan's findings with modifications (and files no distribution owns) attributed to the known
-    sets. Sets that cannot be loaded attribute nothing: the scan is not the place to fail."""
-    from .integrity.records import RecordEntry
+def _attributed(scanned: Scanned, patches: str | None) -> Scanned:
+    """The scan with modifications (and files no distribution owns) attributed to the known sets. Sets
+    that cannot be loaded attribute nothing: the scan is not the place to fail."""
     from .patchsets.attribution import attribute
-    from .patchsets.installed import reader
     from .patchsets.model import load_sets
-    from .patchsets.planner import Reader
 
-    findings = scanned.report.findings
     try:
         sets = load_sets(patches)
     except PatchguardError:
-        return list(findings)
-
-    def locate(f: Finding) -> tuple[RecordEntry | None, Reader] | None:
-        dist, entry, path = scanned.locate(f)
-        if dist is not None:
-            return None if entry is None else (entry, reader(dist.site_dir))
-        site = next((s for s in scanned.target.site_packages if path.startswith(os.path.join(s, ""))), None)
-        return None if site is None else (None, reader(site))
-
-    return attribute(findings, sets, locate) if sets else list(findings)
+        return scanned
+    if not sets:
+        return scanned
+    return scanned.evolve(changes=attribute(scanned.changes, sets, scanned.target.site_packages))
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +214,7 @@ def judge(
     if analyse:
         reach.resolve()
     changed = any(f.kind is Kind.MODIFIED or f.rule == "record-row" for f in findings)
-    code_files = any(_judged(f) for f in findings)
+    code_files = any(_judged(c.finding) for c in scanned.changes)
     if not verify_record and not code_files and not (analyse and changed):
         return scanned.report  # nothing to judge: libcst is not even imported
     from .pristine.explain import Explainer, record_findings, record_truths
@@ -232,7 +222,7 @@ def judge(
     # The pristine wheel of a changed distribution is fetched once (unless offline) and kept in the store.
     explainer = Explainer(fetch.open(scanned.target), against)
     if analyse and changed:
-        scanned.report = replace(scanned.report, findings=tuple(record_truths(scanned, explainer)))
+        scanned = record_truths(scanned, explainer)
         findings = list(scanned.report.findings)
     if analyse and code_files:
         from .analysis.kept import KeptAnalyses
@@ -283,25 +273,30 @@ def judge_findings(
 
     kept = kept if kept is not None else KeptAnalyses(enabled=False)
 
-    targets = [f for f in scanned.report.findings if _judged(f)]
-    reach.prepare([scanned.locate(f)[2] for f in targets])
-    prepared = {id(f): _prepare(f, scanned, explainer, kept) for f in targets}
-    pending = {i: p for i, p in prepared.items() if isinstance(p, tuple)}
-    results = analyse_many([change for _key, change in pending.values()])
-    for (i, (key, _change)), found in zip(pending.items(), results, strict=True):
-        kept.put(key, found)
-        prepared[i] = found
-    out: list[Finding] = []
+    # In the report's order: the findings of one file and line keep theirs.
+    ordered = sorted(
+        [*((f, None) for f in scanned.others), *((c.finding, c) for c in scanned.changes)],
+        key=lambda pair: pair[0].sort_key,
+    )
+    targets = [c for f, c in ordered if c is not None and _judged(f)]
+    reach.prepare([c.path for c in targets])
+    prepared = [_prepare(c, explainer, kept) for c in targets]
+    pending = [p for p in prepared if p.code is not None]
+    for p, found in zip(pending, analyse_many([p.code for p in pending if p.code]), strict=True):
+        kept.put(p.key, found)
+        p.found = found
     habits = _Habits(scanned.target)
-    for f in scanned.report.findings:
-        got = prepared.get(id(f))
-        if got is None:
+    judged = iter(prepared)
+    out: list[Finding] = []
+    for f, c in ordered:
+        if c is None or not _judged(f):
             out.append(f)
-        elif isinstance(got, Finding):
-            out.append(got)  # not judged: the finding says why
+            continue
+        p = next(judged)
+        if p.found is None:
+            out.append(p.change.finding)  # not judged: the finding says why
         else:
-            assert isinstance(got, list)
-            out += _with_reach(f, got, scanned, reach, habits)
+            out += _with_reach(p.change, p.found, reach, habits)
     return out
 
 
@@ -360,59 +355,69 @@ def _hook_source(path: str, data: bytes) -> bytes:
     )
 
 
-def _prepare(
-    f: Finding, scanned: Scanned, explainer: Explainer, kept: KeptAnalyses
-) -> list[Finding] | Finding | tuple[str, CodeChange]:
-    """What analysis says of one file if it is known (kept, or nothing to read), the finding itself when
-    the file cannot be read, else (key, the change to judge)."""
+@dataclass
+class _Prepared:
+    """One file on its way through analysis: ``found`` once analysis has spoken (kept from an earlier run,
+    or nothing to read), else ``code`` to judge under ``key``; the change's finding says why when neither
+    (the file could not be read)."""
+
+    change: ChangedFile
+    found: list[Finding] | None = None
+    key: str = ""
+    code: CodeChange | None = None
+
+
+def _prepare(c: ChangedFile, explainer: Explainer, kept: KeptAnalyses) -> _Prepared:
+    """What analysis says of one file if it is known, else the change to judge."""
     from .analysis import CodeChange
     from .pristine.explain import read_installed
 
-    dist, entry, path = scanned.locate(f)
+    f, entry = c.finding, c.entry
     try:
-        after = read_installed(path)
+        after = read_installed(c.path)
     except PatchguardError as exc:  # one unreadable file is a note on its finding, not the end of the scan
         note = f"its code was not judged: {exc.message}"
-        return replace(f, message=f"{f.message}; {note}", evidence=(*f.evidence, note))
+        return _Prepared(c.told(replace(f, message=f"{f.message}; {note}", evidence=(*f.evidence, note))))
     if after is None:
-        return []
+        return _Prepared(c, found=[])
     recorded = f"{entry.algorithm}={entry.digest}" if entry is not None and entry.digest else None
-    if f.kind is Kind.MODIFIED and dist is not None and recorded is not None:
+    if f.kind is Kind.MODIFIED and c.dist is not None and recorded is not None:
         key = kept.key(f.path, f.distribution, f.version, recorded, after)
         found = kept.get(key)
         if found is not None:
-            return found
+            return _Prepared(c, found=found)
         try:
-            before = explainer.pristine_bytes(ChangedFile(f, dist, entry, path))
+            before = explainer.pristine_bytes(c)
         except PatchguardError:
             before = None
         if before is not None:
-            return key, CodeChange(f.path, before, after, f.distribution, f.version)
+            return _Prepared(c, key=key, code=CodeChange(f.path, before, after, f.distribution, f.version))
     # A file nobody installed is all added (its baseline is empty); a modified one without a pristine
     # source is judged whole, and may be upstream code (``baseline: none``).
     added = f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK)
     if f.kind is Kind.STARTUP_HOOK:
-        after = _hook_source(path, after)
+        after = _hook_source(c.path, after)
     key = kept.key(f.path, f.distribution, f.version, "added" if added else "none", after)
     found = kept.get(key)
     if found is not None:
-        return found
-    return key, CodeChange(f.path, b"" if added else None, after, f.distribution, f.version)
+        return _Prepared(c, found=found)
+    code = CodeChange(f.path, b"" if added else None, after, f.distribution, f.version)
+    return _Prepared(c, key=key, code=code)
 
 
 def _with_reach(
-    f: Finding, code: list[Finding], scanned: Scanned, reach: ReachContext, habits: _Habits
+    change: ChangedFile, code: list[Finding], reach: ReachContext, habits: _Habits
 ) -> list[Finding]:
-    """The findings analysis made of ``f``'s file, with its reach, bytecode evidence and patch set."""
+    """The findings analysis made of a changed file, with its reach, bytecode evidence and patch set."""
     from .analysis.reach import FileReach, loaded
 
+    f, path = change.finding, change.path
     kept_file = f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK)
     if kept_file:
         # The file itself stays an `unexpected` / `startup-hook` finding; analysis adds what its code does.
         code = [c for c in code if c.kind is Kind.INJECTED_CODE]
     if not code:
         return [f]
-    path = scanned.locate(f)[2]
     file_reach = (
         reach.reach(path)
         if f.kind is not Kind.STARTUP_HOOK

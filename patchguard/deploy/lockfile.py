@@ -85,9 +85,9 @@ def make_lock(scanned: Scanned, patches: str | None = None) -> dict[str, Any]:
             "changes": {json_name(path): state for path, state in sorted(_changes(rows))},
         }
     hooks = sorted(
-        _row((json_name(f.path), _sha256(scanned.locate(f)[2]))).rstrip("\n")
-        for f in report.findings
-        if f.distribution is None and f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
+        _row((json_name(c.finding.path), _sha256(c.path))).rstrip("\n")
+        for c in scanned.changes
+        if c.finding.distribution is None and c.finding.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED)
     )
     python = report.environment.python
     return {

@@ -15,7 +15,7 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._fs import transaction_left
 from .._version import __version__
@@ -108,10 +108,12 @@ def dist_finding(
 
 @dataclass
 class _Scan:
-    """Working state of one scan; the result is the immutable :class:`Report`."""
+    """Working state of one scan; the result is the immutable :class:`Scanned`."""
 
     target: Target
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # about metadata, RECORD, unreadable files
+    changes: list[ChangedFile] = field(default_factory=list)  # about one file's bytes, with its origin
+    _entries: dict[int, dict[str, RecordEntry]] = field(default_factory=dict)
 
     def display(self, path: str) -> str:
         return display_path(self.target, path)
@@ -127,6 +129,20 @@ class _Scan:
         line: int | None = None,
     ) -> None:
         self.findings.append(dist_finding(dist, kind, sev, rule, path, message, line))
+
+    def changed(
+        self, dist: InstalledDistribution, kind: Kind, sev: Severity, rule: str, full: str, message: str
+    ) -> None:
+        """A finding about the bytes of ``dist``'s file at ``full``, kept with its RECORD row."""
+        finding = dist_finding(dist, kind, sev, rule, self.display(full), message)
+        self.changes.append(ChangedFile(finding, dist, self._entry(dist, full), full))
+
+    def _entry(self, dist: InstalledDistribution, full: str) -> RecordEntry | None:
+        """The RECORD row of the file at ``full`` (``None``: a script RECORD places elsewhere, moved)."""
+        rows = self._entries.get(id(dist))
+        if rows is None:  # only for distributions with a changed file: a handful
+            rows = self._entries[id(dist)] = dict(zip(dist.paths, dist.entries, strict=True))
+        return rows.get(full)
 
 
 def _resolve_entry(dist: InstalledDistribution, entry_path: str, path: str) -> tuple[str, bool]:
@@ -185,7 +201,7 @@ def _placed(
     return [moved[pos] for pos in kept], kept, misplaced
 
 
-def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, shown: str, outside: bool) -> None:
+def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, outside: bool) -> None:
     c = o.check
     name = os.path.basename(c.path)
     if c.size is not None and o.actual_size is not None and o.actual_size != c.size:
@@ -193,26 +209,27 @@ def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, shown: 
     else:
         how = f"{c.algorithm} differs from RECORD"
     if is_extension(name):
-        s.add(dist, Kind.MODIFIED, Severity.HIGH, "modified-extension", shown, f"compiled extension: {how}")
+        how = f"compiled extension: {how}"
+        s.changed(dist, Kind.MODIFIED, Severity.HIGH, "modified-extension", c.path, how)
     elif name.endswith(".py"):
-        s.add(dist, Kind.MODIFIED, Severity.MODERATE, "modified-python", shown, how)
+        s.changed(dist, Kind.MODIFIED, Severity.MODERATE, "modified-python", c.path, how)
     elif name.endswith(".pth"):
         imports = pth_import_lines(c.path)
         if imports:
-            s.add(
+            s.changed(
                 dist,
                 Kind.MODIFIED,
                 Severity.HIGH,
                 "modified-pth",
-                shown,
+                c.path,
                 f"{how}; executes at every interpreter start: {imports[0][:120]}",
             )
         else:
-            s.add(dist, Kind.MODIFIED, Severity.MODERATE, "modified-pth", shown, how)
+            s.changed(dist, Kind.MODIFIED, Severity.MODERATE, "modified-pth", c.path, how)
     elif outside:
-        s.add(dist, Kind.MODIFIED, Severity.MODERATE, "modified-script", shown, how)
+        s.changed(dist, Kind.MODIFIED, Severity.MODERATE, "modified-script", c.path, how)
     else:
-        s.add(dist, Kind.MODIFIED, Severity.MINOR, "modified-data", shown, how)
+        s.changed(dist, Kind.MODIFIED, Severity.MINOR, "modified-data", c.path, how)
 
 
 def _largest_first(site_dirs: Sequence[str]) -> list[tuple[str, str]]:
@@ -232,46 +249,8 @@ def _largest_first(site_dirs: Sequence[str]) -> list[tuple[str, str]]:
     return sorted(found, key=record_size, reverse=True)
 
 
-@dataclass
-class Scanned:
-    """A scan's report together with what it was computed from (for diff and restore)."""
-
-    report: Report
-    target: Target
-    dists: list[InstalledDistribution]
-    selected: list[InstalledDistribution]
-    recovered: tuple[str, ...] = ()
-    _rows: dict[int, dict[str, tuple[RecordEntry, str]]] = field(default_factory=dict, repr=False)
-
-    def display(self, path: str) -> str:
-        return display_path(self.target, path)
-
-    def _rows_of(self, dist: InstalledDistribution) -> dict[str, tuple[RecordEntry, str]]:
-        """Shown path → (RECORD row, absolute path) of one distribution, built once."""
-        rows = self._rows.get(id(dist))
-        if rows is None:
-            rows = self._rows[id(dist)] = {
-                self.display(path): (entry, path)
-                for entry, path in zip(dist.entries, dist.paths, strict=True)
-            }
-        return rows
-
-    def locate(self, finding: Finding) -> tuple[InstalledDistribution | None, RecordEntry | None, str]:
-        """The distribution, RECORD entry (if any) and absolute path a file finding is about."""
-        dist = next(
-            (d for d in self.selected if (d.name, d.version) == (finding.distribution, finding.version)), None
-        )
-        if dist is not None and finding.path in self._rows_of(dist):
-            entry, path = self._rows_of(dist)[finding.path]
-            return dist, entry, path
-        if os.path.isabs(finding.path):
-            return dist, None, finding.path
-        sites = [dist.site_dir] if dist is not None else list(self.target.site_packages)
-        for site in sites:
-            candidate = os.path.join(site, *finding.path.rstrip("/").split("/"))
-            if os.path.lexists(candidate):
-                return dist, None, candidate
-        return dist, None, os.path.join(sites[0], *finding.path.split("/"))
+def _order(c: ChangedFile) -> tuple[object, ...]:
+    return c.finding.sort_key
 
 
 # Finding kinds that are about one file's bytes, in diff terms.
@@ -285,7 +264,9 @@ _FILE_KINDS = {
 
 @dataclass(frozen=True, slots=True)
 class ChangedFile:
-    """A file a scan found changed, located: its finding, distribution, RECORD row and absolute path."""
+    """A file a scan found changed, with where it came from: its finding, distribution (``None``: no
+    distribution owns it), RECORD row (``None``: RECORD does not list it) and absolute path. Made where the
+    finding is made; every later stage (attribution, explain, judge, restore, lock) takes it as it is."""
 
     finding: Finding
     dist: InstalledDistribution | None
@@ -295,6 +276,41 @@ class ChangedFile:
     @property
     def status(self) -> str:
         return _FILE_KINDS[self.finding.kind]
+
+    def told(self, finding: Finding) -> ChangedFile:
+        """The same file with another finding (a message added, a patch set named)."""
+        return ChangedFile(finding, self.dist, self.entry, self.path)
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """A scan's report together with what it was computed from (for diff, restore, attribution, judging).
+
+    ``changes`` are the findings about one file's bytes, each with its origin; ``others`` every other
+    finding (metadata, RECORD problems, unreadable files). The report holds both, sorted; a later stage
+    makes a new value with :meth:`evolve`, never changes this one.
+    """
+
+    report: Report
+    target: Target
+    dists: list[InstalledDistribution]
+    selected: list[InstalledDistribution]
+    changes: tuple[ChangedFile, ...] = ()
+    others: tuple[Finding, ...] = ()
+    recovered: tuple[str, ...] = ()
+
+    def display(self, path: str) -> str:
+        return display_path(self.target, path)
+
+    def evolve(
+        self, changes: Iterable[ChangedFile] | None = None, others: Iterable[Finding] | None = None
+    ) -> Scanned:
+        """This scan with other file findings (and other findings): the report is made again from them."""
+        kept = tuple(sorted(changes, key=_order)) if changes is not None else self.changes
+        rest = tuple(others) if others is not None else self.others
+        found = sorted((*rest, *(c.finding for c in kept)), key=lambda f: f.sort_key)
+        report = replace(self.report, findings=tuple(found))
+        return replace(self, report=report, changes=kept, others=rest)
 
 
 def _wanted(path: str, globs: Sequence[str]) -> bool:
@@ -307,10 +323,8 @@ def changed_files(scanned: Scanned, globs: Sequence[str] = ()) -> list[ChangedFi
     An unexpected directory stands for every file in it.
     """
     out: list[ChangedFile] = []
-    for f in scanned.report.findings:
-        if f.kind not in _FILE_KINDS:
-            continue
-        dist, entry, path = scanned.locate(f)
+    for change in scanned.changes:
+        f, dist, path = change.finding, change.dist, change.path
         if f.path.endswith("/") and os.path.isdir(path):
             for dirpath, _dirs, files in os.walk(path):
                 for name in sorted(files):
@@ -331,7 +345,7 @@ def changed_files(scanned: Scanned, globs: Sequence[str] = ()) -> list[ChangedFi
         if os.path.islink(path):
             continue  # never read through a link: it may point anywhere (the scan reports it)
         if _wanted(f.path, globs):
-            out.append(ChangedFile(f, dist, entry, path))
+            out.append(change)
     return out
 
 
@@ -381,19 +395,20 @@ def take_inventory(
             all_dists, selected, unowned = walk.verify(verifier)
             verification = verifier.finish(progress)
         walk.failures(verification.failures)
-        walk.s.findings.extend(unowned)
+        walk.s.changes.extend(unowned)
         walk.remember(all_dists, selected, verification.known)
     report = Report(
         environment=Environment(target.python, target.prefix, target.site_packages),
         distributions=tuple((d.name, d.version) for d in selected),
         files_checked=sum(n for n, _ in walk.checked.values()),
-        findings=tuple(sorted(walk.s.findings, key=lambda f: f.sort_key)),
+        findings=(),
         tool_version=__version__,
         seconds=time.perf_counter() - started,
         files_hashed=verification.hashed,
         recovered=recovered,
     )
-    return Scanned(report, target, all_dists, selected, recovered)
+    scanned = Scanned(report, target, all_dists, selected, recovered=recovered)
+    return scanned.evolve(walk.s.changes, walk.s.findings)
 
 
 class _Inventory:
@@ -439,7 +454,7 @@ class _Inventory:
 
     def verify(
         self, verifier: Verifier
-    ) -> tuple[list[InstalledDistribution], list[InstalledDistribution], list[Finding]]:
+    ) -> tuple[list[InstalledDistribution], list[InstalledDistribution], list[ChangedFile]]:
         """Read every distribution, start verifying, and find unowned files while the hashing runs.
 
         Returns (all distributions, the selected ones, the unowned-file findings).
@@ -483,17 +498,16 @@ class _Inventory:
         for o in failures:
             owner = o.tag  # the distribution check() passed with the file
             assert isinstance(owner, InstalledDistribution)
-            shown = s.display(o.check.path)
             if o.status is Status.MODIFIED:
                 outside = not o.check.path.startswith(os.path.join(owner.site_dir, ""))
-                _modified_finding(s, owner, o, shown, outside)
+                _modified_finding(s, owner, o, outside)
             elif o.status is Status.MISSING:
-                s.add(
+                s.changed(
                     owner,
                     Kind.MISSING,
                     Severity.MODERATE,
                     "missing-file",
-                    shown,
+                    o.check.path,
                     "listed in RECORD but not installed",
                 )
             else:
@@ -502,7 +516,7 @@ class _Inventory:
                     Kind.UNVERIFIABLE,
                     Severity.MINOR,
                     "unreadable",
-                    shown,
+                    s.display(o.check.path),
                     f"could not check: {o.reason}",
                 )
 
@@ -596,12 +610,12 @@ def _unowned_findings(
     toplevel: bool,
     listings: dict[str, DirListing] | None,
     now_ns: int,
-) -> list[Finding]:
-    findings: list[Finding] = []
+) -> list[ChangedFile]:
+    changes: list[ChangedFile] = []
     for site in target.site_packages:
         claimed = {os.path.basename(d) for d in claimed_dirs if os.path.dirname(d) == site}
         owned_dirs: set[str] = set()
-        installed_into: dict[str, tuple[str, str]] = {}
+        installed_into: dict[str, InstalledDistribution] = {}
         for dist in all_dists:
             if dist.site_dir == site:
                 claimed.add(os.path.basename(dist.metadata_dir))
@@ -612,14 +626,19 @@ def _unowned_findings(
             owned_dirs.update(dirs)
             if id(dist) in selected_ids:
                 for first in dirs:
-                    installed_into.setdefault(first, (dist.name, dist.version))
+                    installed_into.setdefault(first, dist)
         attribute = {
-            os.path.join(site, first): dist_version
-            for first, dist_version in installed_into.items()
+            os.path.join(site, first): dist
+            for first, dist in installed_into.items()
             if not first.endswith(META_SUFFIXES)
         }
+        by_release = {(d.name, d.version): d for d in attribute.values()}
+        named = {top: (d.name, d.version) for top, d in attribute.items()}
         ownership = Ownership(site, owned_files, frozenset(claimed))
-        findings.extend(package_findings(ownership, sorted(attribute), attribute, listings, now_ns))
+        found = package_findings(ownership, sorted(attribute), named, listings, now_ns)
         if toplevel:
-            findings.extend(toplevel_findings(ownership, frozenset(owned_dirs)))
-    return findings
+            found += toplevel_findings(ownership, frozenset(owned_dirs))
+        for f in found:
+            owner = by_release.get((f.distribution, f.version or "")) if f.distribution else None
+            changes.append(ChangedFile(f, owner, None, os.path.join(site, *f.path.rstrip("/").split("/"))))
+    return changes

@@ -1,44 +1,51 @@
-"""Attribution: which known patch set explains each modified file. A pure function of the findings, the
-sets and a way to read each file; it writes nothing and scans nothing."""
+"""Attribution: which known patch set explains each changed file. A function of the scan's changed files
+(each with its RECORD row and path) and the sets; it reads those files, writes nothing and scans nothing."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..errors import PatchguardError
+from ..integrity.inventory import ChangedFile
 from ..integrity.records import RecordEntry, canonicalize, matches
 from ..model import Finding, Kind
+from .installed import reader
 from .model import PatchSet
 from .planner import Reader, plan_patches
 
-__all__ = ["Located", "attribute"]
-
-# For a finding: the RECORD row of its file (None: no distribution owns it) and a reader of its site dir,
-# or None when it cannot be read.
-Located = Callable[[Finding], "tuple[RecordEntry | None, Reader] | None"]
+__all__ = ["attribute"]
 
 
-def attribute(findings: Sequence[Finding], sets: Sequence[PatchSet], locate: Located) -> list[Finding]:
-    """``findings``, with each modification that one of ``sets`` explains attributed to it.
+def attribute(
+    changes: Sequence[ChangedFile], sets: Sequence[PatchSet], site_dirs: Sequence[str]
+) -> list[ChangedFile]:
+    """``changes``, each modification that one of ``sets`` explains attributed to it (and each file no
+    distribution owns that a set of the environment made).
 
     A modified file is the work of a set when reverse-applying that set's part for the file gives back
     exactly its RECORD hash; a set that reverses cleanly but leaves other differences is named too, with
     "plus other changes".
     """
-    out = list(findings)
-    for i, f in enumerate(out):
-        if os.path.isabs(f.path) or f.path.endswith("/"):
-            continue
-        modified = f.kind is Kind.MODIFIED and f.distribution is not None
+    out: list[ChangedFile] = []
+    for c in changes:
+        f = c.finding
+        site = _site_of(c, site_dirs)
+        modified = f.kind is Kind.MODIFIED and f.distribution is not None and c.entry is not None
         unowned = f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED) and f.distribution is None
-        if not (modified or unowned):
-            continue
-        where = locate(f)
-        if where is not None:
-            out[i] = _attributed(f, sets, *where)
+        relative = not os.path.isabs(f.path) and not f.path.endswith("/")
+        if (modified or unowned) and site is not None and relative:
+            c = c.told(_attributed(f, sets, c.entry, reader(site)))
+        out.append(c)
     return out
+
+
+def _site_of(c: ChangedFile, site_dirs: Sequence[str]) -> str | None:
+    """The site dir a changed file's set paths are relative to."""
+    if c.dist is not None:
+        return c.dist.site_dir
+    return next((s for s in site_dirs if c.path.startswith(os.path.join(s, ""))), None)
 
 
 def _targeted(ps: PatchSet, distribution: str | None) -> bool:

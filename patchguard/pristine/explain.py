@@ -78,13 +78,24 @@ def survey(
         paths=paths,
     )
     _globs_match(scanned, paths)
-    selected = scanned.selected
-    if any(os.path.join(d.metadata_dir, "direct_url.json") in d.paths for d in selected):
-        found = [*scanned.report.findings, *vcs_findings(selected, against)]
-        scanned.report = replace(scanned.report, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
-    if any(f.kind is Kind.MODIFIED for f in scanned.report.findings):
-        scanned.report = replace(scanned.report, findings=tuple(_uv_linked(scanned)))
+    editable = [d for d in scanned.selected if os.path.join(d.metadata_dir, "direct_url.json") in d.paths]
+    if editable:
+        scanned = _with_vcs(scanned, editable, against)
+    if any(c.finding.kind is Kind.MODIFIED for c in scanned.changes):
+        scanned = scanned.evolve(changes=[_uv_linked(c) for c in scanned.changes])
     return scanned
+
+
+def _with_vcs(scanned: Scanned, dists: Sequence[InstalledDistribution], against: str) -> Scanned:
+    """The scan with what git says of its editable installs (a file finding's path is absolute)."""
+    changes, others = list(scanned.changes), list(scanned.others)
+    for dist in dists:
+        for f in vcs_findings([dist], against):
+            if f.kind in (Kind.MODIFIED, Kind.MISSING, Kind.UNEXPECTED):
+                changes.append(ChangedFile(f, dist, None, f.path))
+            else:
+                others.append(f)
+    return scanned.evolve(changes, others)
 
 
 def _globs_match(scanned: Scanned, globs: Sequence[str]) -> None:
@@ -105,18 +116,15 @@ def _globs_match(scanned: Scanned, globs: Sequence[str]) -> None:
             )
 
 
-def _uv_linked(scanned: Scanned) -> list[Finding]:
-    """The findings, each modified file that is a hard link into uv's cache saying so: the edit is in the
-    cache too (and in every environment uv linked it into), and how to drop it."""
-    out: list[Finding] = []
-    for f in scanned.report.findings:
-        if f.kind is Kind.MODIFIED:
-            dist, entry, path = scanned.locate(f)
-            twin = uv_cache_link(path, entry.path, dist) if entry is not None and dist is not None else None
-            if twin is not None and dist is not None:
-                f = replace(f, message=f"{f.message}; {uv_note(dist.name, twin)}")
-        out.append(f)
-    return out
+def _uv_linked(c: ChangedFile) -> ChangedFile:
+    """A modified file that is a hard link into uv's cache says so: the edit is in the cache too (and in
+    every environment uv linked it into), and how to drop it."""
+    if c.finding.kind is not Kind.MODIFIED or c.entry is None or c.dist is None:
+        return c
+    twin = uv_cache_link(c.path, c.entry.path, c.dist)
+    if twin is None:
+        return c
+    return c.told(replace(c.finding, message=f"{c.finding.message}; {uv_note(c.dist.name, twin)}"))
 
 
 def uv_note(name: str, twin: str) -> str:
@@ -261,26 +269,21 @@ def as_shipped(change: ChangedFile, explainer: Explainer) -> bool | None:
 WRONG_RECORD = "the wheel's own RECORD is wrong: the file is as shipped"
 
 
-def record_truths(scanned: Scanned, explainer: Explainer) -> list[Finding]:
-    """The scan's findings, each file that reads as modified but holds its wheel's very bytes (a wrong
-    upstream RECORD row, copied by the installer) told as ``record-wrong`` at info, and each malformed
-    RECORD hash told as shipped, or as changed, or as undecided — by the pristine wheel."""
-    out: list[Finding] = []
-    for f in scanned.report.findings:
-        if f.kind is Kind.MODIFIED and f.patch_set is None:
-            dist, entry, path = scanned.locate(f)
-            if as_shipped(ChangedFile(f, dist, entry, path), explainer):
-                f = replace(
-                    f,
-                    kind=Kind.RECORD_INVALID,
-                    severity=Severity.INFO,
-                    rule="record-wrong",
-                    message=f"{WRONG_RECORD} ({f.message}: the wheel's RECORD row says so too)",
-                )
-        elif f.rule == "record-row":
-            f = _malformed_row(scanned, explainer, f)
-        out.append(f)
-    return out
+def record_truths(scanned: Scanned, explainer: Explainer) -> Scanned:
+    """The scan with each file that reads as modified but holds its wheel's very bytes (a wrong upstream
+    RECORD row, copied by the installer) told as ``record-wrong`` at info — no longer a change — and each
+    malformed RECORD hash told as shipped, or as changed, or as undecided — by the pristine wheel."""
+    changes: list[ChangedFile] = []
+    others = [_malformed_row(scanned, explainer, f) if f.rule == "record-row" else f for f in scanned.others]
+    for c in scanned.changes:
+        f = c.finding
+        if f.kind is Kind.MODIFIED and f.patch_set is None and as_shipped(c, explainer):
+            message = f"{WRONG_RECORD} ({f.message}: the wheel's RECORD row says so too)"
+            wrong = replace(f, kind=Kind.RECORD_INVALID, severity=Severity.INFO, rule="record-wrong")
+            others.append(replace(wrong, message=message))
+        else:
+            changes.append(c)
+    return scanned.evolve(changes, others)
 
 
 def _malformed_row(scanned: Scanned, explainer: Explainer, f: Finding) -> Finding:
