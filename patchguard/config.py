@@ -44,7 +44,16 @@ POLICY_KEYS = frozenset(
     }
 )
 SETTING_KEYS = frozenset(
-    {"wheelhouse", "patches", "keep_backups", "offline", "index_url", "extra_index_url", "find_links"}
+    {
+        "wheelhouse",
+        "patches",
+        "keep_backups",
+        "offline",
+        "index_url",
+        "extra_index_url",
+        "find_links",
+        "profiles",
+    }
 )
 KNOWN_KEYS = POLICY_KEYS | SETTING_KEYS
 
@@ -65,6 +74,7 @@ class Config:
     index_url: str | None = None
     extra_index_url: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)  # framework profile files (TOML)
 
 
 def read_toml(path: str) -> dict[str, Any]:
@@ -196,6 +206,7 @@ def config_of(path: str, table: dict[str, Any]) -> Config:
         index_url=index_url,
         extra_index_url=_strings(table, "extra_index_url", path),
         find_links=[_local(base, w) for w in _strings(table, "find_links", path)],
+        profiles=[os.path.join(base, p) for p in _strings(table, "profiles", path)],
     )
 
 

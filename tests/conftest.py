@@ -40,6 +40,8 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "UV_FIND_LINKS",
     ):
         monkeypatch.delenv(var, raising=False)
+    # The fixture framework's profile is data of the tests, not shipped: named here, as a user names theirs.
+    monkeypatch.setenv("PATCHGUARD_PROFILES", str(REPO / "fixtures" / "minillm.profile.toml"))
     monkeypatch.chdir(tmp_path)
     return cache
 

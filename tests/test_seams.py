@@ -11,6 +11,8 @@ import pytest
 
 from patchguard.integrity.inventory import ChangedFile, Scanned
 
+from .helpers import Env
+
 PACKAGE = Path(__file__).resolve().parent.parent / "patchguard"
 
 
@@ -55,3 +57,31 @@ def test_a_scan_is_a_value() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Scanned.__setattr__(object.__new__(Scanned), "report", None)
     assert {f.name for f in dataclasses.fields(ChangedFile)} == {"finding", "dist", "entry", "path"}
+
+
+def test_a_framework_profile_is_data_the_user_names(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixture framework is not shipped: without its profile file it is unknown; a broken profile file
+    is one line naming it."""
+    from .helpers import cli
+
+    site = ("--site-packages", str(env.site))
+    assert cli("scan", *site, "--arch", "MiniMLAForCausalLM")[0] in (0, 1)
+    monkeypatch.delenv("PATCHGUARD_PROFILES")
+    code, _out, err = cli("scan", *site, "--framework", "minillm")
+    assert code == 2 and "no such framework profile" in err
+    bad = tmp_path / "bad.profile.toml"
+    for text, why in (
+        (
+            'name = "x"\npackage = "x"\nmodels_package = "x.m"\nregistry = {imports = "x"}\n',
+            "registry must be",
+        ),
+        ('name = "x"\nserver = 1\n', "unknown key 'server'"),
+        ("name = [", "invalid TOML"),
+    ):
+        bad.write_text(text)
+        monkeypatch.setenv("PATCHGUARD_PROFILES", str(bad))
+        code, _out, err = cli("scan", *site, "--arch", "MiniMLAForCausalLM")
+        assert code == 2 and why in err and str(bad) in err, err
+        assert len(err.strip().splitlines()) == 1

@@ -10,8 +10,8 @@
 * ``unknown``: nothing tells (nothing was said to be served: ``--arch``, ``--model-config``, ``--entry``).
 
 What is served comes from ``--entry MODULE`` and from ``--arch NAME``, which every installed framework
-profile (:mod:`.vllm`, :mod:`.sglang`, :mod:`.minillm`, gathered in :data:`PROFILES`) resolves through its
-model registry to the module serving it; the modules its server imports whatever the model are served too.
+profile (:mod:`.vllm`, :mod:`.sglang`, and those of profile files: :func:`known_profiles`) resolves through
+its model registry to the module serving it; the modules its server imports whatever the model are served too.
 An architecture no installed framework serves is a usage error. Every ``active``/``conditional`` verdict
 carries its shortest import chain.
 
@@ -30,17 +30,42 @@ from dataclasses import dataclass, field
 
 from ...errors import UsageError
 from ...model import Reach
-from . import minillm, sglang, vllm
+from . import sglang, vllm
 from .bytecode import loaded
 from .graph import Closure, Root, walk
 from .index import FactIndex
-from .profile import Profile
+from .profile import Profile, load_profile
 
-__all__ = ["PROFILES", "FileReach", "Profile", "ReachContext", "architectures_from_config", "loaded"]
+__all__ = [
+    "PROFILES",
+    "FileReach",
+    "Profile",
+    "ReachContext",
+    "architectures_from_config",
+    "known_profiles",
+    "loaded",
+]
 
 
-PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE, minillm.PROFILE)
-"""The frameworks whose model registry maps ``--arch`` to the module serving it."""
+PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE)
+"""The frameworks patchguard ships profiles of: their model registry maps ``--arch`` to the module serving
+it. Others come from profile files (:func:`known_profiles`)."""
+
+
+def known_profiles() -> tuple[Profile, ...]:
+    """The shipped profiles, then those of the files ``$PATCHGUARD_PROFILES`` (``os.pathsep``-separated)
+    and the configuration's ``profiles`` name; a file's profile replaces a shipped one of its name."""
+    import os
+
+    from ...config import load_config
+
+    files = [p for p in os.environ.get("PATCHGUARD_PROFILES", "").split(os.pathsep) if p.strip()]
+    files += load_config().profiles
+    by_name = {p.name: p for p in PROFILES}
+    for path in files:
+        loaded_profile = load_profile(path)
+        by_name[loaded_profile.name] = loaded_profile
+    return tuple(by_name.values())
 
 
 def architectures_from_config(path: str) -> list[str]:
@@ -96,6 +121,14 @@ class ReachContext:
     _dormant: dict[str, FileReach] = field(default_factory=dict)
     _selected: dict[str, FileReach] = field(default_factory=dict)
     _index: FactIndex | None = None
+    _known: tuple[Profile, ...] | None = None
+
+    @property
+    def known(self) -> tuple[Profile, ...]:
+        """Every framework profile patchguard knows (read once: profile files are inputs)."""
+        if self._known is None:
+            self._known = known_profiles()
+        return self._known
 
     @property
     def index(self) -> FactIndex:
@@ -110,8 +143,8 @@ class ReachContext:
     def profiles(self) -> tuple[Profile, ...]:
         """The frameworks that may serve: those ``--framework`` names, else every one patchguard knows."""
         if not self.frameworks:
-            return PROFILES
-        by_name = {p.name: p for p in PROFILES}
+            return self.known
+        by_name = {p.name: p for p in self.known}
         unknown = [f for f in self.frameworks if f not in by_name]
         if unknown:
             raise UsageError(
@@ -192,7 +225,7 @@ class ReachContext:
                 unserved -= set(served)
                 roots += self._profile_roots(profile, registry, served)
         if unserved:
-            raise UsageError(_unserved_message(sorted(unserved), known))
+            raise UsageError(_unserved_message(sorted(unserved), known, self.known))
         return roots
 
     def _profile_roots(
@@ -259,10 +292,10 @@ def _other_model(profile: Profile, served: Sequence[str]) -> FileReach:
     return FileReach(Reach.DORMANT, (what,), Reach.ACTIVE)
 
 
-def _unserved_message(archs: Sequence[str], known: set[str]) -> str:
+def _unserved_message(archs: Sequence[str], known: set[str], profiles: Sequence[Profile]) -> str:
     names = ", ".join(archs)
     if not known:
-        frameworks = ", ".join(p.name for p in PROFILES)
+        frameworks = ", ".join(p.name for p in profiles)
         return f"no installed framework serves {names} (no model registry found: {frameworks})"
     hints: list[str] = []
     for a in archs:

@@ -3,20 +3,38 @@
 A profile is data plus one reader: the framework's top-level package (its presence says the framework is
 installed), the package its model modules live in, a function that reads the installed registry
 (architecture → model modules of that package), and the modules its server imports whatever model it
-serves (only those that exist are used). A new framework is one module declaring its :class:`Profile`.
+serves (only those that exist are used). The frameworks patchguard ships are modules declaring their
+:class:`Profile`; any other (an in-house server, a test fixture) is a TOML file of the same data
+(:func:`load_profile`), named by ``$PATCHGUARD_PROFILES`` or ``profiles = [...]`` in the configuration::
+
+    name = "minillm"
+    package = "minillm"
+    models_package = "minillm.models"
+    registry = {dict_literals = "minillm/models/registry.py"}   # or {entry_class = "pkg/models"}
+    server_modules = ["minillm.entrypoints.serve"]
+    by_name = ["minillm.platforms.cuda"]
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..._fs import read_regular
+from ..._fs import parse_toml, read_input, read_regular
+from ...config import ConfigError
 from ..bounds import too_wild
 from .index import FactIndex
 
-__all__ = ["Profile", "RegistryReader", "read_dict_literals"]
+__all__ = [
+    "Profile",
+    "RegistryReader",
+    "dict_literal_registry",
+    "entry_class_registry",
+    "load_profile",
+    "read_dict_literals",
+]
 
 RegistryReader = Callable[[str, FactIndex], dict[str, tuple[str, ...]]]
 """Reads the registry of the framework installed in a site directory: architecture → model module names
@@ -63,3 +81,86 @@ def read_dict_literals(path: str) -> dict[str, tuple[str, ...]]:
             ):
                 out[k.value] = (v.elts[0].value,)
     return out
+
+
+def dict_literal_registry(path: str) -> RegistryReader:
+    """A reader of the registry file at ``path`` (relative to site-packages, ``/``-separated) whose dict
+    literals map each architecture to its model module (vLLM's shape)."""
+
+    def read(site_dir: str, index: FactIndex) -> dict[str, tuple[str, ...]]:
+        return index.registry(os.path.join(site_dir, *path.split("/")), read_dict_literals)
+
+    return read
+
+
+def entry_class_registry(models_dir: str, models_package: str) -> RegistryReader:
+    """A reader of every model module in ``models_dir`` (relative to site-packages): the classes its
+    ``EntryClass`` names are the architectures it serves (SGLang's shape)."""
+
+    def read(site_dir: str, index: FactIndex) -> dict[str, tuple[str, ...]]:
+        folder = os.path.join(site_dir, *models_dir.split("/"))
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return {}
+        out: dict[str, tuple[str, ...]] = {}
+        for name in names:
+            if not name.endswith(".py") or name == "__init__.py":
+                continue
+            module = f"{models_package}.{name[:-3]}"
+            for arch in index.entry_classes(module, os.path.join(folder, name)):
+                out[arch] = (*out.get(arch, ()), name[:-3])
+        return out
+
+    return read
+
+
+_STRING_LISTS = ("server_modules", "by_name", "selected_by_name")
+
+
+def load_profile(path: str) -> Profile:
+    """A framework profile from a TOML file (see the module docstring); every problem is a
+    :class:`~patchguard.config.ConfigError` naming the file."""
+    try:
+        doc = parse_toml(read_input(path, limit=1 << 20))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the framework profile ({exc.strerror or exc})", path=path) from None
+    except ValueError as exc:
+        raise ConfigError(f"invalid TOML ({exc})", path=path, hint="fix the syntax") from None
+    known = {"name", "package", "models_package", "registry", "imports_every_model", *_STRING_LISTS}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}", path=path, hint=f"known: {', '.join(sorted(known))}")
+    names = [doc.get(k) for k in ("name", "package", "models_package")]
+    if not all(isinstance(v, str) and v for v in names):
+        raise ConfigError("name, package and models_package must be strings", path=path)
+    lists = {k: doc.get(k, []) for k in _STRING_LISTS}
+    if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists.values()):
+        raise ConfigError(f"{', '.join(_STRING_LISTS)} must be lists of module names", path=path)
+    every = doc.get("imports_every_model", False)
+    if not isinstance(every, bool):
+        raise ConfigError("imports_every_model must be true or false", path=path)
+    name, package, models = (str(v) for v in names)
+    return Profile(
+        name,
+        package,
+        models,
+        _registry(doc.get("registry"), models, path),
+        server_modules=tuple(lists["server_modules"]),
+        imports_every_model=every,
+        by_name=tuple(lists["by_name"]),
+        selected_by_name=tuple(lists["selected_by_name"]),
+    )
+
+
+def _registry(raw: object, models_package: str, path: str) -> RegistryReader:
+    if isinstance(raw, dict) and len(raw) == 1:
+        ((kind, where),) = raw.items()
+        if kind == "dict_literals" and isinstance(where, str) and where:
+            return dict_literal_registry(where)
+        if kind == "entry_class" and isinstance(where, str) and where:
+            return entry_class_registry(where, models_package)
+    raise ConfigError(
+        'registry must be {dict_literals = "path/to/registry.py"} or {entry_class = "path/to/models"}',
+        path=path,
+    )

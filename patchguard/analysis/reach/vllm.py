@@ -4,26 +4,15 @@ server imports the served model's module lazily, by name."""
 
 from __future__ import annotations
 
-import os
+from .profile import Profile, dict_literal_registry
 
-from .index import FactIndex
-from .profile import Profile, read_dict_literals
-
-__all__ = ["PROFILE", "read_registry"]
-
-REGISTRY = "vllm/model_executor/models/registry.py"
-
-
-def read_registry(site_dir: str, index: FactIndex) -> dict[str, tuple[str, ...]]:
-    """Architecture → model module name, from the registry's dict literals."""
-    return index.registry(os.path.join(site_dir, REGISTRY), read_dict_literals)
-
+__all__ = ["PROFILE"]
 
 PROFILE = Profile(
     "vllm",
     "vllm",
     "vllm.model_executor.models",
-    read_registry,
+    dict_literal_registry("vllm/model_executor/models/registry.py"),
     server_modules=(
         "vllm.entrypoints.openai.api_server",
         "vllm.v1.engine.core",
