@@ -1,0 +1,565 @@
+"""The engine of code analysis: one changed file in, its findings out.
+
+Only what changed is judged: the installed file is compared with its pristine source, the changed lines
+are mapped to statements, and those are matched against the rules (:mod:`.rules`) with import aliases
+resolved (:mod:`.aliases`). A rule the pristine code already hits (vLLM's own legitimate ``torch.save``) is
+not reported. Without a pristine source the whole file is judged and findings say ``baseline: none``.
+
+libcst is imported by :mod:`.judge` only, and only when there is a change to judge.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..diffs import split_lines
+from ..model import Finding, Kind, Severity
+from .bounds import too_wild
+from .rules import RULES, could_hit, on_hot_path
+from .structure import Region, Structure, changed_regions, same_code, structure
+
+if TYPE_CHECKING:
+    from .judge import Hit, Unit
+
+__all__ = ["CodeChange", "analyse"]
+
+_CODE_START = ("raise ", "raise\n", "assert ", "assert(")
+
+
+@dataclass(frozen=True, slots=True)
+class CodeChange:
+    """One changed ``.py`` file to judge; ``before`` is ``None`` when no pristine source was found."""
+
+    path: str  # as shown in findings
+    before: bytes | None
+    after: bytes
+    distribution: str | None = None
+    version: str | None = None
+
+
+@functools.lru_cache(maxsize=4)  # the pristine text is located for its scopes, then for the cosmetic test
+def locate(source: str) -> Structure:
+    """The structure of ``source``: read with ``ast``, else with libcst (a newer Python's syntax), else what
+    a file no grammar parses still tells."""
+    wild = too_wild(source)
+    if wild is not None:  # no parser sees it: a crash or gigabytes, not a verdict
+        return Structure([], {}, set(), grammar=None, syntax_error=wild)
+    st = structure(source)
+    if st is None:
+        from .newer import structure_of_newer
+
+        st = structure_of_newer(source)
+    return st
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _is_comment_or_blank(line: str) -> bool:
+    s = line.strip()
+    return not s or s.startswith("#")
+
+
+_SCAFFOLD = (
+    "import ",
+    "from ",
+    "if ",
+    "elif ",
+    "else:",
+    "try:",
+    "except",
+    "finally:",
+    "with ",
+    "for ",
+    "while ",
+)
+
+
+def _scaffolding(line: str) -> bool:
+    """Imports and block headers: the frame of an injected block, not a change of their own."""
+    s = line.split("#", 1)[0].strip()  # a trailing comment ("if x:  # why") does not make it code
+    return s.startswith(("import ", "from ")) or (s.startswith(_SCAFFOLD) and s.endswith(":"))
+
+
+def _is_commented_code(line: str) -> bool:
+    """A comment line holding code (``# torch.save(x, path)``), not prose."""
+    return line.strip().startswith("#") and _looks_like_code(line)
+
+
+def _looks_like_code(comment: str) -> bool:
+    text = comment.strip().lstrip("#").strip()
+    if not text or (text[0].isupper() and " " in text and not text.endswith(")")):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(n, (ast.Call, ast.Assign, ast.Import, ast.ImportFrom, ast.Return)) for n in ast.walk(tree)
+    )
+
+
+_SOURCE_SHOWN = 500  # characters of a line a finding quotes
+
+
+@dataclass(frozen=True, slots=True)
+class _Maker:
+    """Builds the findings of one file (its path, distribution, lines and baseline are shared)."""
+
+    change: CodeChange
+    lines: Sequence[str]
+    baseline: tuple[str, ...]
+
+    def __call__(
+        self,
+        kind: Kind,
+        rule: str,
+        severity: Severity,
+        line: int,
+        end: int,
+        function: str | None,
+        message: str,
+        gate: dict[str, str] | None = None,
+    ) -> Finding:
+        src = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        if len(src) > _SOURCE_SHOWN:  # a finding quotes its line, not a 5 MB data table
+            src = src[:_SOURCE_SHOWN] + f"… ({len(src)} characters)"
+        c = self.change
+        return Finding(
+            kind=kind,
+            severity=severity,
+            rule=rule,
+            path=c.path,
+            message=message,
+            distribution=c.distribution,
+            version=c.version,
+            line=line,
+            end_line=end,
+            function=function or None,
+            gate=gate,
+            reach=None,
+            evidence=self.baseline,
+            patch_set=None,
+            source=src,
+        )
+
+    def cosmetic(self, st: Structure, line: int, end: int, message: str) -> Finding:
+        return self(
+            Kind.COSMETIC_CHANGE, "cosmetic-change", Severity.MINOR, line, end, st.qualname_at(line), message
+        )
+
+    def functional(self, st: Structure, line: int, end: int, message: str) -> Finding:
+        return self(
+            Kind.FUNCTIONAL_CHANGE,
+            "functional-change",
+            Severity.MINOR,
+            line,
+            end,
+            st.qualname_at(line),
+            message,
+        )
+
+    def commented_out(self, st: Structure, n: int) -> Finding:
+        return self(
+            Kind.INJECTED_CODE,
+            "commented-out-code",
+            Severity.MINOR,
+            n,
+            n,
+            st.qualname_at(n),
+            "code left behind in a comment",
+            st.gate_at(n),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """One changed file as every step of :func:`analyse` reads it: the pristine text (``None`` without one),
+    the structure and lines of the installed text, and the maker of its findings."""
+
+    before: str | None
+    st: Structure
+    lines: Sequence[str]
+    finding: _Maker
+
+
+def analyse(change: CodeChange) -> list[Finding]:
+    """Findings for the changed code of one file (empty when nothing changed)."""
+    after = _decode(change.after)
+    before = _decode(change.before) if change.before is not None else None
+    regions = changed_regions(before, after)
+    if not regions:
+        return []
+    lines = split_lines(after)
+    finding = _Maker(change, lines, () if before is not None else ("baseline: none",))
+    edit = _Edit(before, locate(after), lines, finding)
+
+    changed = {line for r in regions for line in r.lines}
+    covered: set[int] = set()
+    out = _judged(edit, changed, covered) if changed else []
+    if edit.st.syntax_error is not None:
+        out.append(_unparseable(edit, edit.st.syntax_error))
+    if not out and before is not None and _only_cosmetic(before, edit.st):
+        return _cosmetic(edit, regions)
+    out += _removed_checks(regions, edit, after)
+    for r in regions:
+        _unexplained(edit, r, covered, out)
+    return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
+
+
+def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
+    """The finding of a file no Python grammar parses; its changed lines were judged one by one."""
+    line = min(max(error[0], 1), max(len(edit.lines), 1))
+    what = (
+        "patchguard does not parse a file this large"
+        if error[1].startswith("a line of")
+        else "no Python grammar parses this file"
+    )
+    failing = "" if error[1].startswith("a line of") else " importing it fails;"
+    message = (
+        f"{what} ({error[1]} at line {error[0]}):{failing} "
+        "its changed lines were matched against the rules one statement at a time"
+    )
+    return edit.finding(Kind.FUNCTIONAL_CHANGE, "unparseable", Severity.MODERATE, line, line, None, message)
+
+
+def _only_cosmetic(before: str, after: Structure) -> bool:
+    """Whether the two sources differ in comments, layout or docstrings only."""
+    if after.tree is None:
+        return False
+    pristine = locate(before)
+    return pristine.tree is not None and same_code(pristine.tree, after.tree)
+
+
+def _cosmetic(edit: _Edit, regions: Sequence[Region]) -> list[Finding]:
+    """The findings of a file whose code is unchanged: code left in comments, else one cosmetic change."""
+    lines, st, finding = edit.lines, edit.st, edit.finding
+    dead_code = [
+        finding.commented_out(st, n) for r in regions for n in r.lines if _is_commented_code(lines[n - 1])
+    ]
+    if dead_code:
+        return _commented_runs(dead_code, lines)
+    first = next((r for r in regions if r.end >= r.start), regions[0])
+    message = "only comments, layout or docstrings differ from the pristine wheel"
+    return [finding.cosmetic(st, first.start, max(first.end, first.start), message)]
+
+
+def _unexplained(edit: _Edit, r: Region, covered: set[int], out: list[Finding]) -> None:
+    """Add to ``out`` what region ``r`` changed beyond the rule hits: the code left in comments, then one
+    cosmetic or functional change for the rest."""
+    added = _uncovered(r, edit.lines, covered)
+    if not added:
+        return
+    for n in added:
+        if _is_commented_code(edit.lines[n - 1]):
+            out.append(edit.finding.commented_out(edit.st, n))
+            covered.add(n)
+    rest = [n for n in added if n not in covered]
+    change = _rest_of_region(edit, r, rest, out)
+    if change is not None:
+        out.append(change)
+
+
+def _uncovered(r: Region, lines: Sequence[str], covered: set[int]) -> list[int]:
+    """The lines of region ``r`` that no rule hit covers.
+
+    When the region holds a rule hit, its imports and block headers belong to that injected block.
+    """
+    added = [n for n in r.lines if n not in covered]
+    if len(added) < len(r.lines):
+        added = [n for n in added if lines[n - 1].strip() and not _scaffolding(lines[n - 1])]
+    return added
+
+
+def _rest_of_region(edit: _Edit, r: Region, rest: Sequence[int], out: Sequence[Finding]) -> Finding | None:
+    """The cosmetic or functional change of the ``rest`` of region ``r`` (its added lines that nothing
+    explains, and the lines it removed); none when a finding already sits on those lines."""
+    code_added = [n for n in rest if not _is_comment_or_blank(edit.lines[n - 1])]
+    code_removed = [x for x in r.removed if not _is_comment_or_blank(x)]
+    if not rest and not code_removed:
+        return None
+    line = rest[0] if rest else max(r.start - 1, 1)
+    end = rest[-1] if rest else line
+    if not code_added and not code_removed:
+        return edit.finding.cosmetic(edit.st, line, end, "only comments or layout changed here")
+    if any(f.line is not None and line <= f.line <= end for f in out):
+        return None
+    what = "lines removed" if not code_added else "logic differs from the pristine wheel"
+    if edit.before is None:
+        what = "no pristine source to compare with: new or unverifiable code"
+    return edit.finding.functional(edit.st, line, end, what)
+
+
+def _one_per_line(findings: list[Finding]) -> list[Finding]:
+    """One injected-code finding per changed line: several rules on one line (``torch.save(x.cpu(), p)`` is a
+    dump *and* a device sync) become the finding of the most severe, naming the others."""
+    by_line: dict[int, list[Finding]] = {}
+    rest: list[Finding] = []
+    for f in findings:
+        if f.kind is Kind.INJECTED_CODE and f.line is not None:
+            by_line.setdefault(f.line, []).append(f)
+        else:
+            rest.append(f)
+    for same in by_line.values():
+        same.sort(key=lambda f: (-f.severity, _RULE_ORDER.get(f.rule, 99)))
+        first, others = same[0], same[1:]
+        if others:
+            also = ", ".join(dict.fromkeys(o.rule for o in others))
+            first = replace(
+                first,
+                message=f"{first.message} (also {also} on this line)",
+                end_line=max(o.end_line or o.line or 0 for o in same),
+                evidence=(*first.evidence, f"also: {also}"),
+            )
+        rest.append(first)
+    return rest
+
+
+_RULE_ORDER = {rule: n for n, rule in enumerate(RULES)}
+
+
+def _one_per_site(hits: list[Hit], finding: _Maker) -> list[Finding]:
+    """One finding per injection site: only a contiguous run of one rule in one block (ten prints in a row,
+    the same gate, the same target) folds into the finding of its first line, which lists every line.
+    Separate blocks, other targets or other gates stay separate findings, however close."""
+    runs: list[list[Hit]] = []
+    last: dict[str, list[Hit]] = {}  # rule -> its current run
+    for h in sorted(hits, key=lambda h: (h.line, h.end_line)):
+        run = last.get(h.rule)
+        if run and _continues(run[-1], h, finding.lines):
+            run.append(h)
+            continue
+        last[h.rule] = [h]
+        runs.append(last[h.rule])
+    return [_folded(run, finding) for run in runs]
+
+
+def _continues(prev: Hit, h: Hit, lines: Sequence[str]) -> bool:
+    """Whether ``h`` goes on the run ``prev`` ends: the same rule, gate and function, no other target
+    (``h`` names none, or the same), in the same block (same indentation) with nothing but blank or comment
+    lines between them."""
+    same = (prev.rule, prev.gate_kind, prev.gate, prev.function, prev.dead)
+    if same != (h.rule, h.gate_kind, h.gate, h.function, h.dead) or h.detail not in ("", prev.detail):
+        return False
+    if h.line <= prev.end_line:
+        return True  # on a line of the same statement
+    if h.line > len(lines):
+        return False
+    if any(not _is_comment_or_blank(lines[n - 1]) for n in range(prev.end_line + 1, h.line)):
+        return False
+    return _indent(lines[prev.end_line - 1]) == _indent(lines[h.line - 1])
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _folded(run: list[Hit], finding: _Maker) -> Finding:
+    first = _injected(run[0], finding)
+    if len({h.line for h in run}) == 1:
+        return replace(first, end_line=max(h.end_line for h in run))
+    lines = list(dict.fromkeys(h.line for h in run))
+    numbers = ", ".join(map(str, lines))
+    return replace(
+        first,
+        end_line=max(h.end_line for h in run),
+        message=f"{first.message} ({len(lines)} lines in a row: {numbers})",
+        evidence=(*first.evidence, f"lines: {numbers}"),
+    )
+
+
+def _commented_runs(found: list[Finding], lines: Sequence[str]) -> list[Finding]:
+    """Code left in comments: one finding per run of such lines with nothing else between them."""
+    out: list[Finding] = []
+    for f in sorted(found, key=lambda f: f.line or 0):
+        prev = out[-1] if out else None
+        if prev is not None and prev.function == f.function and (prev.end_line or 0) + 1 == f.line:
+            out[-1] = replace(prev, end_line=f.line)
+        else:
+            out.append(f)
+    return out
+
+
+def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
+    """The findings of the rule hits on ``changed`` lines, unit by unit, leaving out those the pristine
+    unit has as often (moved or re-indented, not injected); the lines they span are added to ``covered``."""
+    from .judge import judge_statements, units_for
+
+    pristine = _Pristine.of(edit.before)
+    reported: list[Hit] = []
+    if pristine is None and edit.st.grammar == "ast":  # a whole file: statement by statement
+        reported = list(judge_statements(edit.st, edit.lines))
+    else:
+        for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
+            all_hits, hits = _unit_hits(edit, unit, ulines)
+            if not hits:
+                continue
+            baseline = pristine.counts(unit, edit.st) if pristine is not None else None
+            after_counts = Counter((h.rule, h.qualname) for h in all_hits)
+            reported += [
+                h
+                for h in hits
+                if baseline is None
+                or baseline.get((h.rule, h.qualname), 0) < after_counts[(h.rule, h.qualname)]
+            ]
+    for hit in reported:
+        covered.update(range(hit.line, hit.end_line + 1))
+    return _one_per_site(reported, edit.finding)
+
+
+def _unit_hits(edit: _Edit, unit: Unit, ulines: Sequence[int]) -> tuple[list[Hit], list[Hit]]:
+    """One walk of the unit: (every hit, for the counts; those on its changed lines ``ulines``, for the
+    report). Without a pristine source every hit is reported. A unit whose changed lines hold nothing any
+    rule could match is not parsed at all (:func:`.rules.could_hit`)."""
+    from .judge import judge_unit
+
+    text = "".join(edit.lines[unit.start - 1 : unit.end])
+    changed = text if edit.before is None else "".join(edit.lines[n - 1] for n in ulines)
+    if not could_hit(changed, text, edit.st.aliases):
+        return [], []
+
+    all_hits = judge_unit(unit, None, edit.st, edit.lines)
+    if edit.before is None:
+        return all_hits, all_hits
+    mine = set(ulines)
+    return all_hits, [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pristine:
+    """The pristine source, located: what the hits of a changed unit are counted against."""
+
+    st: Structure
+    lines: Sequence[str]
+
+    @classmethod
+    def of(cls, before: str | None) -> _Pristine | None:
+        return cls(locate(before), split_lines(before)) if before is not None else None
+
+    def counts(self, unit: Unit, st: Structure) -> dict[tuple[str, str], int]:
+        """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in
+        ``st`` (none when the pristine file has no such scope)."""
+        from .judge import Unit, hit_counts
+
+        scope = st.innermost(unit.start)
+        match = [s for s in self.st.scopes if scope is not None and s.qualname == scope.qualname]
+        if not match:
+            return {}
+        b = match[0]
+        text = self.lines[b.start - 1] if b.start - 1 < len(self.lines) else ""
+        bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
+        return dict(hit_counts(bunit, self.st, self.lines))
+
+
+def _injected(hit: Hit, finding: _Maker) -> Finding:
+    """The finding of a rule hit: the rule's severity, less for logging off the hot path, info when dead."""
+    rule = RULES[hit.rule]
+    name = hit.function.rsplit(".", 1)[-1]
+    forward = name.startswith("forward")
+    hot = hit.loop or on_hot_path(name)
+    severity = rule.severity
+    if hit.rule == "logging" and not hot:
+        severity = Severity.MINOR  # a log line costs every request on the hot path only
+    if hit.dead:
+        severity = Severity.INFO
+    gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
+    message = (
+        f"{hit.qualname} {rule.rationale}"
+        + (f": {hit.detail}" if hit.detail else "")
+        + (", on the forward path" if forward else "")
+        + (" (unreachable: it cannot run)" if hit.dead else "")
+    )
+    return finding(
+        Kind.INJECTED_CODE, hit.rule, severity, hit.line, hit.end_line, hit.function, message, gate
+    )
+
+
+def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[Finding]:
+    """A ``raise`` or ``assert`` of the pristine code that is gone — not one that moved, was re-wrapped or
+    strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class."""
+    out: list[Finding] = []
+    squeezed = _squeeze("".join(x for x in split_lines(after) if not x.lstrip().startswith("#")))
+    asserts = [_squeeze(line) for line in split_lines(after) if line.lstrip().startswith("assert")]
+    gone_scopes = _gone_scopes(edit)
+    for r in regions:
+        line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
+        added = [edit.lines[n - 1].strip() for n in r.lines]
+        for i, old in enumerate(r.removed):
+            s = old.strip()
+            if not s.startswith(_CODE_START):
+                continue
+            stmt = _squeeze(_statement(r.removed, i))
+            if stmt in squeezed or _strengthened(stmt, asserts) or _replaced(s, added):
+                continue
+            if gone_scopes(r.old_start + i):
+                continue
+            out.append(
+                edit.finding(
+                    Kind.INJECTED_CODE,
+                    "removed-check",
+                    Severity.MODERATE,
+                    line,
+                    line,
+                    edit.st.qualname_at(line),
+                    f"removed: {s[:100]}",
+                    edit.st.gate_at(line),
+                )
+            )
+    return out
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def _statement(lines: Sequence[str], i: int) -> str:
+    """The statement starting at ``lines[i]``, with the lines that follow while its brackets are open."""
+    depth, out = 0, []
+    for line in lines[i:]:
+        out.append(line)
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth <= 0:
+            break
+    return "".join(out)
+
+
+_VOID_ASSERTS = ("assert True", "assert 1", "assert(True)")
+
+
+def _replaced(old: str, added: Sequence[str]) -> bool:
+    """The same edit puts another check in its place: a raise rewritten (a new message, an f-string), an
+    assert changed — not one made void (``assert True``)."""
+    word = old.split(None, 1)[0].split("(", 1)[0]  # "raise" or "assert"
+    return any(
+        a.split(None, 1)[0].split("(", 1)[0] == word and not a.startswith(_VOID_ASSERTS) and a != word
+        for a in added
+        if a
+    )
+
+
+def _strengthened(stmt: str, asserts: Sequence[str]) -> bool:
+    """``assert cond`` whose condition lives on inside a new assert (``assert cond and more``)."""
+    if not stmt.startswith("assert"):
+        return False
+    cond = stmt[len("assert") :].split(",", 1)[0]
+    return bool(cond) and any(cond in a for a in asserts)
+
+
+def _gone_scopes(edit: _Edit) -> Callable[[int], bool]:
+    """Whether a pristine line sat in a def or class the installed file no longer has at all."""
+    if edit.before is None:
+        return lambda _line: False
+    pristine = locate(edit.before)
+    names = {s.qualname for s in edit.st.scopes}
+
+    def gone(line: int) -> bool:
+        scope = pristine.innermost(line)
+        return scope is not None and scope.qualname not in names
+
+    return gone
