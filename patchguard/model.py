@@ -2,8 +2,8 @@
 :class:`Finding`, :class:`Report`.
 
 Pure values, importing nothing else of patchguard: the bottom of the house. Formatting them is
-:mod:`patchguard.formats`; the JSON shape (``schema: patchguard.report/1``) is the stable contract of
-DESIGN.md and :meth:`Report.to_json` is its one definition.
+:mod:`patchguard.formats`; the JSON shape (``schema: patchguard.report/1``, documented in
+``docs/reference.md``) is the stable contract, and :meth:`Report.to_json` is its one definition.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Finding:
         return "baseline: none" in self.evidence
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as the stable JSON object of DESIGN.md."""
+        """The finding as the stable JSON object (``patchguard.report/1``, ``findings``)."""
         doc: dict[str, Any] = {
             "kind": self.kind.value,
             "severity": self.severity.label,
