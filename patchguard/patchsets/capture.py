@@ -9,7 +9,7 @@ from typing import Protocol
 
 from .._fs import put_file, staged_dir
 from ..diffs import FileDiff
-from ..env import resolve_target
+from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, canonicalize, discover
 from ..model import Finding
@@ -63,7 +63,7 @@ def capture_set(
         raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")
     dists = [installed[canonicalize(n)] for n in names]
     fetch = SourceOptions.of(fetch, wheelhouse, offline)
-    diffs = _captured_diffs(dists, paths, site_packages, python, fetch, unowned)
+    diffs = _captured_diffs(dists, paths, env, fetch, unowned)
     targets: list[tuple[str, str] | None] = [(d.name, version or f"=={d.version}") for d in dists]
     if unowned:
         targets.append(None)
@@ -101,8 +101,7 @@ def _check_request(name: str, final: str, version: str | None, force: bool) -> N
 def _captured_diffs(
     dists: Sequence[InstalledDistribution],
     paths: Sequence[str],
-    site_packages: Sequence[str] | None,
-    python: str | None,
+    env: Target,
     fetch: SourceOptions,
     unowned: bool,
 ) -> list[FileDiff]:
@@ -115,8 +114,7 @@ def _captured_diffs(
 
     diffs = diff(
         None if unowned else sorted(names),
-        site_packages=site_packages,
-        python=python,
+        target=env,
         paths=paths,
         fetch=fetch,
         select=wanted,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._fs import read_regular
-from ..env import Target, resolve_target
+from ..env import Target
 from ..errors import UsageError
 from ..integrity.records import InstalledDistribution, canonicalize, discover
 from ..txn import check_path, recover_all
@@ -26,8 +26,9 @@ class SetEnvironment:
     recovered: tuple[str, ...] = ()
 
     @classmethod
-    def open(cls, site_packages: Sequence[str] | None, python: str | None) -> SetEnvironment:
-        target = resolve_target(python, site_packages)
+    def open(cls, target: Target) -> SetEnvironment:
+        """The environment ``target`` (what ``--python``/``--site-packages`` resolved to), read; an
+        unfinished transaction rolled back first."""
         recovered = recover_all(target.site_packages, target.roots)
         return cls(target, discover(target.site_packages), recovered)
 

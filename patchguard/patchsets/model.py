@@ -47,7 +47,8 @@ __all__ = [
     "FilePatch",
     "PatchSet",
     "PatchSetError",
-    "Target",
+    "RefusedDiff",
+    "SetTarget",
     "find_set",
     "load_set",
     "load_sets",
@@ -65,8 +66,13 @@ class PatchSetError(PatchguardError):
     """A patch set that cannot be used as written (bad TOML, unknown key, unsafe path, binary diff...)."""
 
 
+class RefusedDiff(PatchSetError):
+    """One file's part of a diff that cannot be used (binary, a rename, an unsafe path, no hunks): the
+    message says why; :func:`parse_diff` collects every one of a diff file before it refuses the file."""
+
+
 @dataclass(frozen=True, slots=True)
-class Target:
+class SetTarget:
     """A distribution a set applies to, and the versions it was written for (a packaging specifier); or,
     with an empty ``distribution``, the environment itself (files no distribution owns, any version)."""
 
@@ -74,7 +80,7 @@ class Target:
     version: str
 
     @classmethod
-    def environment(cls) -> Target:
+    def environment(cls) -> SetTarget:
         return cls("", "")
 
     @property
@@ -126,7 +132,7 @@ class PatchSet:
 
     name: str
     description: str
-    targets: tuple[Target, ...]
+    targets: tuple[SetTarget, ...]
     files: tuple[str, ...]
     directory: str
     digest: str
@@ -134,7 +140,7 @@ class PatchSet:
     history: tuple[dict[str, str], ...] = ()  # one entry per rebase, oldest first
 
     @property
-    def distributions(self) -> tuple[Target, ...]:
+    def distributions(self) -> tuple[SetTarget, ...]:
         """Its targets that are distributions (not the environment itself)."""
         return tuple(t for t in self.targets if not t.is_environment)
 
@@ -206,11 +212,10 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
     problems: list[str] = []
     out: list[FilePatch] = []
     for pf in parsed:
-        got = _file_patch(pf, origin)
-        if isinstance(got, str):
-            problems.append(got)
-        else:
-            out.append(got)
+        try:
+            out.append(_file_patch(pf, origin))
+        except RefusedDiff as exc:
+            problems.append(exc.message)
     if problems:
         raise PatchSetError(
             f"refused: {len(problems)} file diff{'s' if len(problems) != 1 else ''} cannot be used\n  "
@@ -223,23 +228,24 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
     return out
 
 
-def _file_patch(pf: PatchedFile, origin: str) -> FilePatch | str:
-    """One file's part of a diff (``pf``: a ``unidiff.PatchedFile``), or why it is refused."""
+def _file_patch(pf: PatchedFile, origin: str) -> FilePatch:
+    """One file's part of a diff (``pf``: a ``unidiff.PatchedFile``); :class:`RefusedDiff` says why it is
+    refused."""
     source, target = pf.source_file or "", pf.target_file or ""
     if pf.is_binary_file or "Binary files" in str(pf.patch_info or ""):
-        return f"{pf.path}: binary diffs are not supported (ship the file in a wheel instead)"
+        raise RefusedDiff(f"{pf.path}: binary diffs are not supported (ship the file in a wheel instead)")
     src = "/dev/null" if source == "/dev/null" else _strip_prefix(source, "a/")
     dst = "/dev/null" if target == "/dev/null" else _strip_prefix(target, "b/")
     if src == "/dev/null" and dst == "/dev/null":
-        return "a file diff from /dev/null to /dev/null"
+        raise RefusedDiff("a file diff from /dev/null to /dev/null")
     rel = dst if dst != "/dev/null" else src
     if src != "/dev/null" and dst != "/dev/null" and src != dst:
-        return f"{src} -> {dst}: renames are not supported"
+        raise RefusedDiff(f"{src} -> {dst}: renames are not supported")
     why = safe_relpath(rel)
     if why:
-        return f"{rel}: {why}"
+        raise RefusedDiff(f"{rel}: {why}")
     if not len(pf) and not (src == "/dev/null" or dst == "/dev/null"):
-        return f"{rel}: a file diff without hunks"
+        raise RefusedDiff(f"{rel}: a file diff without hunks")
     return FilePatch(
         rel,
         "/dev/null" if src == "/dev/null" else "a/" + rel,
@@ -343,12 +349,12 @@ def _history(raw: object, toml_path: str) -> tuple[dict[str, str], ...]:
     return tuple(raw)
 
 
-def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:
+def _targets(raw: object, toml_path: str) -> tuple[SetTarget, ...]:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     if not isinstance(raw, list) or not raw:
         raise PatchSetError("targets must be a non-empty list of {distribution, version}", path=toml_path)
-    out: list[Target] = []
+    out: list[SetTarget] = []
     for t in raw:
         if isinstance(t, dict) and "environment" in t:
             if len(t) != 1 or t["environment"] is not True:
@@ -356,9 +362,9 @@ def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:
                     f"bad target {t!r}: the environment target is {{environment = true}}, alone in its table",
                     path=toml_path,
                 )
-            if Target.environment() in out:
+            if SetTarget.environment() in out:
                 raise PatchSetError("the environment target is listed twice", path=toml_path)
-            out.append(Target.environment())
+            out.append(SetTarget.environment())
             continue
         if (
             not isinstance(t, dict)
@@ -380,7 +386,7 @@ def _targets(raw: object, toml_path: str) -> tuple[Target, ...]:
                 path=toml_path,
                 hint='e.g. ">=0.33,<0.34" or "==0.4.0"',
             ) from None
-        out.append(Target(t["distribution"], version))
+        out.append(SetTarget(t["distribution"], version))
     return tuple(out)
 
 

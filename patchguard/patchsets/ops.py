@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .._fs import sha256_bytes
 from .._version import __version__
+from ..env import Target, resolve_target
 from ..integrity.records import InstalledDistribution, matches
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, environment_lock
@@ -116,7 +117,7 @@ def apply_set(
     >>> import patchguard
     >>> patchguard.apply_set("sm120-support", dry_run=True).files  # doctest: +SKIP
     """
-    return _move(name, False, patches, site_packages, python, dry_run, force_version)
+    return _move(name, False, patches, resolve_target(python, site_packages), dry_run, force_version)
 
 
 def revert_set(
@@ -137,20 +138,14 @@ def revert_set(
     >>> [v.text for v in patchguard.revert_set("glm5-debug").verdicts]  # doctest: +SKIP
     ['verified pristine', 'verified pristine']
     """
-    return _move(name, True, patches, site_packages, python, dry_run, force_version)
+    return _move(name, True, patches, resolve_target(python, site_packages), dry_run, force_version)
 
 
 def _move(
-    name: str,
-    reverse: bool,
-    patches: str | None,
-    site_packages: Sequence[str] | None,
-    python: str | None,
-    dry_run: bool,
-    force_version: bool,
+    name: str, reverse: bool, patches: str | None, target: Target, dry_run: bool, force_version: bool
 ) -> SetOutcome:
     ps = find_set(name, patches)
-    env = SetEnvironment.open(site_packages, python)
+    env = SetEnvironment.open(target)
     if reverse:
         ps = _applied_form(ps, env)
     dists = env.installed(ps, force_version)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._fs import sha256_bytes
-from ..env import Target
+from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution
 from ..model import SetState, SetStatus
@@ -40,7 +40,7 @@ def set_states(
     *, patches: str | None = None, site_packages: Sequence[str] | None = None, python: str | None = None
 ) -> tuple[list[SetState], tuple[str, ...]]:
     """Every set of the patches directory and its state in the environment (plus what recovery put back)."""
-    env = SetEnvironment.open(site_packages, python)
+    env = SetEnvironment.open(resolve_target(python, site_packages))
     return states_of(env.target, env.dists, patches), env.recovered
 
 

@@ -232,6 +232,7 @@ def diff(
     against: str = "HEAD",
     fetch: SourceOptions | None = None,
     select: Callable[[Finding], bool] | None = None,
+    target: Target | None = None,
 ) -> list[FileDiff]:
     """The diff of every changed file against its pristine source (of those whose finding ``select``
     keeps, when given).
@@ -243,7 +244,9 @@ def diff(
     Raises :class:`~patchguard.pristine.sources.NoPristineSource` (listing where it looked) when a changed
     file's distribution has no pristine source.
     """
-    scanned = survey(distributions, site_packages=site_packages, python=python, against=against, paths=paths)
+    scanned = survey(
+        distributions, site_packages=site_packages, python=python, target=target, against=against, paths=paths
+    )
     explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target), against)
     changes = [c for c in changed_files(scanned, paths) if select is None or select(c.finding)]
     diffs = [explainer.file_diff(c) for c in changes]

@@ -5,7 +5,7 @@ pristine store or its proven wheel (:func:`~.sources.find_pristine`). A release 
 wheel found where :mod:`.sources` looks (wheelhouses, pip's and uv's caches, earlier downloads, finally
 the indexes this box uses unless offline), each member checked against the wheel's own RECORD hash; a
 caller that knows more about the build it wants (the hashes a set was applied on) rejects the other builds
-with ``accept``, and the next candidate is tried.
+with ``accept`` (raising :class:`~.sources.Rejected`), and the next candidate is tried.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .sources import (
     Candidate,
     NoPristineSource,
     Pristine,
+    Rejected,
     ReleaseId,
     Sources,
     candidates,
@@ -87,29 +88,31 @@ def wheel_release(
     sources: Sources,
     *,
     tags: frozenset[Tag] = frozenset(),
-    accept: Callable[[ReleaseFiles], str | None] | None = None,
+    accept: Callable[[ReleaseFiles], None] | None = None,
 ) -> ReleaseFiles:
-    """The first wheel of ``release`` whose RECORD reads and that ``accept`` does not reject (it returns
-    the reason); :class:`NoPristineSource` lists every place tried and every candidate rejected."""
+    """The first wheel of ``release`` whose RECORD reads and that ``accept`` does not reject (it raises
+    :class:`Rejected` with the reason); :class:`NoPristineSource` lists every place tried and every
+    candidate rejected."""
     tried: list[str] = []
     for cand in itertools.chain(candidates(release, sources, tried), remote(release, sources, tried, tags)):
-        got = _release_of(release, cand, sources)
-        why = got if isinstance(got, str) else (accept(got) if accept else None)
-        if why is None and not isinstance(got, str):
-            return got
-        tried.append(f"rejected {cand.location}: {why}")
-        cand.close()
+        try:
+            got = _release_of(release, cand, sources)
+            if accept is not None:
+                accept(got)
+        except Rejected as exc:
+            tried.append(f"rejected {cand.location}: {exc.message}")
+            cand.close()
+            continue
+        return got
     raise NoPristineSource(
         f"no usable wheel of {release.name} {release.version}; looked in: " + "; ".join(tried),
         hint=unlisted_hint(release, sources),
     )
 
 
-def _release_of(release: ReleaseId, cand: Candidate, sources: Sources) -> ReleaseFiles | str:
-    """The release ``cand`` holds, or why it cannot be read."""
+def _release_of(release: ReleaseId, cand: Candidate, sources: Sources) -> ReleaseFiles:
+    """The release ``cand`` holds; :class:`Rejected` says why it cannot be read."""
     wheel_entries = wheel_record(cand)
-    if isinstance(wheel_entries, str):
-        return wheel_entries
     # path relative to site-packages -> (member, RECORD row), for the hashed members installed there
     members = {rel: (e.path, e) for e in wheel_entries if e.digest is not None and (rel := in_site(e.path))}
 

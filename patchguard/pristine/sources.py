@@ -62,6 +62,7 @@ __all__ = [
     "NoPristineSource",
     "Pristine",
     "PristineStore",
+    "Rejected",
     "Release",
     "ReleaseId",
     "SourceOptions",
@@ -76,6 +77,7 @@ __all__ = [
 INSTALLED_LIMIT = 256 * 1024 * 1024
 """The most of one file read for a diff or for analysis, installed or from a wheel (whose member is capped
 at its RECORD size when RECORD gives one)."""
+
 
 def _within_cap(limit: int) -> None:
     """Refuse to read a member larger than :data:`INSTALLED_LIMIT`, whatever size its RECORD row gives:
@@ -94,6 +96,11 @@ class SizeMismatch(ValueError):
 
 class NoPristineSource(PatchguardError):
     """No wheel of this exact build was found anywhere patchguard looked."""
+
+
+class Rejected(PatchguardError):
+    """A candidate wheel is not the one wanted (unreadable, a malformed RECORD, another build): the message
+    says why, and the next candidate is tried."""
 
 
 class Release(Protocol):
@@ -656,9 +663,10 @@ class Pristine:
             yield self.candidate, self.members
         yield from self._alternates
         for cand in self.more:
-            proof = _prove(self.dist, cand)
-            if isinstance(proof, str):
-                self.notes.append(f"rejected {cand.location}: {proof}")
+            try:
+                proof = _prove(self.dist, cand)
+            except Rejected as exc:
+                self.notes.append(f"rejected {cand.location}: {exc.message}")
                 cand.close()
                 continue
             self._alternates.append((cand, member_map(proof, self.dist)))
@@ -719,32 +727,31 @@ def _own_record_wrong(cand: Candidate, member: str, entry: RecordEntry) -> bool:
     edited."""
     if not isinstance(cand, WheelFile):
         return False
-    rows = wheel_record(cand)
-    if isinstance(rows, str):
+    try:
+        rows = wheel_record(cand)
+    except Rejected:
         return False
     own = next((e for e in rows if e.path == member), None)
     return own is not None and (own.algorithm, own.digest) == (entry.algorithm, entry.digest)
 
 
-def wheel_record(cand: Candidate) -> list[RecordEntry] | str:
-    """A candidate's own RECORD, or why it cannot be read."""
+def wheel_record(cand: Candidate) -> list[RecordEntry]:
+    """A candidate's own RECORD; :class:`Rejected` says why it cannot be read."""
     try:
         wheel_entries, problems = parse_record(cand.record_text())
     except READ_ERRORS as exc:
-        return f"unreadable ({exc.__class__.__name__}: {exc})"
+        raise Rejected(f"unreadable ({exc.__class__.__name__}: {exc})") from None
     if problems:
-        return f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})"
+        raise Rejected(f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})")
     unsafe = [e.path for e in wheel_entries if not plain_relpath(e.path)]
     if unsafe:  # a wheel member must stay inside the wheel's root: nothing of it is used
-        return f"its RECORD names a member outside the wheel's root: {printable(unsafe[0])!r}"
+        raise Rejected(f"its RECORD names a member outside the wheel's root: {printable(unsafe[0])!r}")
     return wheel_entries
 
 
-def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | str:
-    """The wheel's RECORD if ``cand`` is the same build as ``dist``, else the reason it is not."""
+def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry]:
+    """The wheel's RECORD if ``cand`` is the same build as ``dist``; :class:`Rejected` says why it is not."""
     wheel_entries = wheel_record(cand)
-    if isinstance(wheel_entries, str):
-        return wheel_entries
     members = member_map(wheel_entries, dist)
     by_member = {e.path: e for e in wheel_entries}
     installed = {e.path: e for e in dist.entries}
@@ -757,11 +764,12 @@ def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry] | 
             continue
         compared += 1
         if ours.digest != theirs.digest:
-            return f"a different build: {path} is {theirs.algorithm}={theirs.digest} in the wheel, " + (
+            raise Rejected(
+                f"a different build: {path} is {theirs.algorithm}={theirs.digest} in the wheel, "
                 f"{ours.algorithm}={ours.digest} in the installed RECORD"
             )
     if compared == 0:
-        return "shares no hashed file with the installed RECORD"
+        raise Rejected("shares no hashed file with the installed RECORD")
     return wheel_entries
 
 
@@ -889,9 +897,10 @@ def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
         remote(dist, sources, tried, wheel_tags(dist)),
     )
     for cand in more:
-        proof = _prove(dist, cand)
-        if isinstance(proof, str):
-            tried.append(f"rejected {cand.location}: {proof}")
+        try:
+            proof = _prove(dist, cand)
+        except Rejected as exc:
+            tried.append(f"rejected {cand.location}: {exc.message}")
             cand.close()
             continue
         return Pristine.of(dist, cand, proof, sources.store, more)

@@ -28,7 +28,7 @@ from ..integrity.inventory import dist_finding
 from ..integrity.records import InstalledDistribution
 from ..model import Finding, Kind, Severity
 
-__all__ = ["DirectUrl", "EditableSource", "direct_url", "editable_source"]
+__all__ = ["DirectUrl", "EditableSource", "NoCheckout", "direct_url", "editable_source"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,20 +143,29 @@ def _worktree_status(path: str, mode: str, oid: str, algo: str) -> str | None:
     return None if digest.hexdigest() == oid else "M"
 
 
-def editable_source(dist: InstalledDistribution, url: DirectUrl, rev: str = "HEAD") -> EditableSource | str:
+@dataclass(frozen=True, slots=True)
+class NoCheckout:
+    """Why an editable install has no git checkout to compare with: not an error, a finding to report."""
+
+    reason: str
+
+
+def editable_source(
+    dist: InstalledDistribution, url: DirectUrl, rev: str = "HEAD"
+) -> EditableSource | NoCheckout:
     """The git checkout of an editable install, or why it cannot be compared."""
     src = url.local_dir
     if not src or not os.path.isdir(src):
-        return f"its source directory {src or url.url} does not exist"
+        return NoCheckout(f"its source directory {src or url.url} does not exist")
     import git
 
     try:
         repo = safe_repo(src, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return f"its source directory {src} is not a git checkout"
+        return NoCheckout(f"its source directory {src} is not a git checkout")
     root = repo.working_tree_dir
     if root is None:
-        return f"{src} is a bare repository"
+        return NoCheckout(f"{src} is a bare repository")
     return EditableSource(dist, str(root), rev)
 
 
@@ -201,8 +210,8 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
         if not url.editable:
             continue
         source = editable_source(dist, url, against)
-        if isinstance(source, str):
-            msg = f"editable install: {source}"
+        if isinstance(source, NoCheckout):
+            msg = f"editable install: {source.reason}"
             findings.append(
                 dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "editable-unverifiable", meta, msg)
             )
