@@ -51,6 +51,19 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _base(name: str, is_package: bool, node: ast.ImportFrom) -> str | None:
+    """The patchguard module a ``from … import`` in module ``name`` imports from (None: not patchguard)."""
+    if node.level:
+        parts = name.split(".") if name else []
+        if not is_package:
+            parts = parts[:-1]
+        parts = parts[: len(parts) - node.level + 1]
+        return ".".join([*parts, node.module] if node.module else parts)
+    if node.module and (node.module == "patchguard" or node.module.startswith("patchguard.")):
+        return node.module[len("patchguard") :].lstrip(".")
+    return None
+
+
 def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
     """(imported patchguard module, line) for every import of a module, top-level or in a function."""
     is_package = path.name == "__init__.py"
@@ -61,15 +74,8 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
         if isinstance(node, ast.Import):
             targets = [a.name[len("patchguard.") :] for a in node.names if a.name.startswith("patchguard.")]
         else:
-            if node.level:
-                parts = name.split(".") if name else []
-                if not is_package:
-                    parts = parts[:-1]
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, node.module] if node.module else parts)
-            elif node.module and (node.module == "patchguard" or node.module.startswith("patchguard.")):
-                base = node.module[len("patchguard") :].lstrip(".")
-            else:
+            base = _base(name, is_package, node)
+            if base is None:
                 continue
             targets = [base] + [f"{base}.{a.name}".strip(".") for a in node.names]
         for target in targets:
@@ -200,3 +206,200 @@ def test_functions_are_small() -> None:
             continue
         big.append(f"{module}.{fn.name}: {length} lines, complexity {cc}")
     assert not big, "functions to split (or to justify as a hot loop):\n" + "\n".join(big)
+
+
+def _union_members(node: ast.expr) -> list[ast.expr]:
+    """The members of a union annotation (``A | B``, ``Union[A, B]``, ``Optional[A]``, quoted or not);
+    any other annotation is a union of one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a quoted annotation
+        return _union_members(ast.parse(node.value, mode="eval").body)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _union_members(node.left) + _union_members(node.right)
+    if isinstance(node, ast.Subscript):
+        kind = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+        args = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if kind == "Union":
+            return [m for a in args for m in _union_members(a)]
+        if kind == "Optional":
+            return [*_union_members(args[0]), ast.Constant(None)]
+    return [node]
+
+
+def _string_as_failure(returns: ast.expr) -> bool:
+    """A return annotation ``X | str`` with X not ``None``: the string is why it failed."""
+    members = _union_members(returns)
+    strings = [m for m in members if isinstance(m, ast.Name) and m.id == "str"]
+    others = [
+        m for m in members if m not in strings and not (isinstance(m, ast.Constant) and m.value is None)
+    ]
+    return bool(strings) and bool(others)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "flagged"),
+    [
+        ("FilePatch | str", True),
+        ("tuple[str, str] | str", True),
+        ("str | list[RecordEntry]", True),
+        ("Union[bytes, str]", True),
+        ("typing.Union[int, str, None]", True),
+        ("'ReleaseFiles | str'", True),
+        ("str | None", False),
+        ("Optional[str]", False),
+        ("str", False),
+        ("dict[str, int] | None", False),
+        ("EditableSource | NoCheckout", False),
+    ],
+)
+def test_the_failure_string_finder(annotation: str, flagged: bool) -> None:
+    assert _string_as_failure(ast.parse(annotation, mode="eval").body) is flagged
+
+
+def test_no_string_as_a_failure() -> None:
+    """A function returns its value, or raises a :class:`PatchguardError` subclass (or returns a small
+    result type) when it cannot: never ``T | str`` with the string as the reason, which every caller must
+    remember to test with ``isinstance(got, str)``. ``str | None`` (a text, or nothing) stays."""
+    found = [
+        f"{module}.{fn.name} (line {fn.lineno}): -> {ast.unparse(fn.returns)}"
+        for module, fn, _lines in _functions()
+        if fn.returns is not None and _string_as_failure(fn.returns)
+    ]
+    assert not found, (
+        "functions returning a failure as a string (raise or return a result type):\n" + "\n".join(found)
+    )
+
+
+# --- The seam between results and text (issue 25): formats are objects behind one interface ---------------
+
+# What the CLI may import of patchguard.formats: the registry (the package face) and the interface.
+FORMATS_FACE = {"formats", "formats.interface"}
+# Modules and calls that would make a format do IO or speak to the terminal itself.
+_IMPURE_MODULES = {"click", "subprocess", "shutil", "pathlib", "socket", "logging", "sys"}
+_IMPURE_CALLS = {"open", "print", "input"}
+
+
+def _from_imports(name: str, path: Path) -> Iterator[tuple[str, list[str], int]]:
+    """(patchguard module imported from, the names imported, line) of every ``from … import``."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = _base(name, is_package, node)
+            if base is not None:
+                yield base, [a.name for a in node.names], node.lineno
+
+
+def _cli_modules() -> list[str]:
+    return sorted(m for m in MODULES if _owner(m) == "cli")
+
+
+@pytest.mark.parametrize("module", _cli_modules())
+def test_the_cli_takes_formats_from_the_registry_only(module: str) -> None:
+    wrong = []
+    for target, line in _imports(module, MODULES[module]):
+        if _owner(target) == "formats" and target not in FORMATS_FACE:
+            wrong.append(f"line {line}: imports {target} (a formatter's module)")
+    for base, names, line in _from_imports(module, MODULES[module]):
+        if _owner(base) != "formats":
+            continue
+        wrong += [f"line {line}: imports {n} from {base}" for n in names if n.startswith("format_")]
+        wrong += [f"line {line}: imports the module {base}.{n}" for n in names if f"{base}.{n}" in MODULES]
+    assert not wrong, "the CLI reaches past the registry into formats/:\n" + "\n".join(dict.fromkeys(wrong))
+
+
+def _format_names() -> set[str]:
+    from patchguard.formats import REGISTRY
+
+    return {name for formats in REGISTRY.values() for name in formats.names}
+
+
+def _branches_on_a_format(node: ast.AST, names: set[str]) -> bool:
+    """A comparison (or ``match`` case) with a format's name, or with the ``fmt`` option's value."""
+
+    def named(n: ast.AST) -> bool:
+        if isinstance(n, ast.Constant):
+            return n.value in names
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(e) for e in n.elts)
+        return isinstance(n, ast.Name) and n.id in ("fmt", "format_name")
+
+    if isinstance(node, ast.Compare):
+        return any(named(n) for n in (node.left, *node.comparators))
+    if isinstance(node, ast.MatchValue):
+        return named(node.value)
+    return False
+
+
+@pytest.mark.parametrize("module", _cli_modules())
+def test_the_cli_never_branches_on_a_format_name(module: str) -> None:
+    names = _format_names()
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    wrong = [f"line {getattr(n, 'lineno', '?')}" for n in ast.walk(tree) if _branches_on_a_format(n, names)]
+    assert not wrong, f"{module} decides by a format's name (ask the format instead): " + ", ".join(wrong)
+
+
+def test_the_branch_finder_finds_branches() -> None:
+    names = {"json", "text"}
+    for code in ('fmt == "json"', 'fmt in ("table", "text")', 'x if "json" != kind else y', "fmt is None"):
+        assert any(_branches_on_a_format(n, names) for n in ast.walk(ast.parse(code))), code
+    found = ast.walk(ast.parse('match kind:\n    case "json":\n        pass\n'))
+    assert any(_branches_on_a_format(n, names) for n in found)
+    assert not any(_branches_on_a_format(n, names) for n in ast.walk(ast.parse('kind == "lock"')))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) == "formats"))
+def test_formats_are_pure(module: str) -> None:
+    """Nothing in formats/ does IO or prints: no click, no files, no processes (``os.path`` only)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    wrong = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            wrong += [a.name for a in node.names if a.name.split(".")[0] in _IMPURE_MODULES]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            wrong += [node.module] if node.module.split(".")[0] in _IMPURE_MODULES else []
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _IMPURE_CALLS:
+            wrong.append(f"{node.func.id}() at line {node.lineno}")
+    assert not wrong, wrong
+
+
+def test_every_registry_holds_the_formats_it_names() -> None:
+    from patchguard.formats import REGISTRY, Format
+
+    for kind, formats in REGISTRY.items():
+        assert formats.kind == kind and formats.names, kind
+        loaded = formats.formats()  # raises when the names registered are not the formats' own
+        assert all(isinstance(f, Format) for f in loaded), kind
+        assert [formats.get(name).name for name in formats.names] == list(formats.names)
+    with pytest.raises(LookupError):
+        REGISTRY["report"].get("yaml")
+
+
+def test_every_format_option_offers_its_registry() -> None:
+    """``--format`` of each command is its document kind's registry: the same names, the same default."""
+    import click
+
+    from patchguard.cli import main
+    from patchguard.formats import REGISTRY
+
+    offered = {}
+    for name, command in main.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and "--format" in param.opts:
+                assert isinstance(param.type, click.Choice)
+                offered[name] = (tuple(param.type.choices), param.default)
+    kinds = {"scan": "report", "check": "check", "diff": "diff", "running": "running", "rebase": "rebase"}
+    assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}
+
+
+def test_building_the_command_line_imports_no_formatter() -> None:
+    """The registry names its formats without importing them: ``patchguard --version`` stays fast."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom patchguard.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('patchguard.formats.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(ast.literal_eval(out.splitlines()[-1]))
+    assert loaded <= {f"patchguard.{m}" for m in FORMATS_FACE | {"formats.documents"}}, loaded

@@ -285,24 +285,19 @@ def test_running_output_of_a_hostile_command_line(env: Env) -> None:
 
 
 def test_running_json_formatter_encodes_names() -> None:
-    doc = {
-        "schema": "patchguard.running/1",
-        "environment": {"prefix": "/v\udcff", "site_packages": ["/v\\s"]},
-        "processes": [
-            {
-                "pid": 1,
-                "command": "py \udcfe",
-                "started": 0.0,
-                "verdict": "stale",
-                "replaced_extensions": ["/a\udcff.so"],
-                "imported_changed": [],
-                "maybe_changed": ["/b\\c.py"],
-                "transactions": [],
-                "reason": "",
-            }
-        ],
-    }
-    out = json.loads(format_running(doc).encode("utf-8"))
+    from patchguard.deploy.running import Process, Running, Verdict
+    from patchguard.env import Target
+
+    process = Process(
+        pid=1,
+        command="py \udcfe",
+        started=0.0,
+        verdict=Verdict.STALE,
+        replaced_extensions=("/a\udcff.so",),
+        maybe_changed=("/b\\c.py",),
+    )
+    found = Running(Target("/v/bin/python", "/v\udcff", ("/v\\s",), None), [process])
+    out = json.loads(format_running(found).encode("utf-8"))
     assert out["environment"] == {"prefix": "/v\\xff", "site_packages": ["/v\\\\s"]}
     p = out["processes"][0]
     assert p["command"] == "py \\xfe" and p["replaced_extensions"] == ["/a\\xff.so"]

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,125 @@ def test_every_document_validates(env: Env, tmp_path: Path, minillm_wheel: Path)
         d for d in check["details"] if d["type"] == "finding" and d["finding"]["rule"] == "tensor-dump"
     )
     assert dump["finding"]["path"] == MLA
+
+
+# --- Every kind of JSON document the registry writes, validated (issue 25) ----------------------------------
+
+# Documents of one kind: (the environment to break, a temporary directory, the minillm wheel) -> JSON texts.
+Builder = Callable[[Env, Path, Path], list[str]]
+# A name that must survive every JSON document: a newline, an escape, a byte that is not UTF-8, a backslash.
+HOSTILE = "evil\n  HIGH x\x1b[31m\udcff\\xff é"
+
+
+def _json_kinds() -> list[str]:
+    from patchguard.formats import REGISTRY
+
+    return sorted(kind for kind, formats in REGISTRY.items() if "json" in formats.names)
+
+
+def _running_documents(env: Env, _tmp: Path, _wheel: Path) -> list[str]:
+    from patchguard.deploy.running import Process, Running, Verdict
+    from patchguard.env import Target
+    from patchguard.formats import RUNNING
+
+    process = Process(
+        pid=7,
+        command=f"python -m serve {HOSTILE}",
+        started=1.5,
+        verdict=Verdict.STALE,
+        replaced_extensions=(f"/site/{HOSTILE}.so",),
+        imported_changed=(f"/site/{HOSTILE}.py",),
+        maybe_changed=("/site/b.py",),
+        transactions=("20240101T000000Z-1",),
+        reason=HOSTILE,
+    )
+    found = Running(Target("/v/bin/python", f"/v{HOSTILE}", (f"/v/{HOSTILE}",), None), [process])
+    return [
+        RUNNING.get("json").render(found),
+        cli("running", "--site-packages", str(env.site), "--format", "json")[1],
+    ]
+
+
+def _rebase_documents(_env: Env, _tmp: Path, _wheel: Path) -> list[str]:
+    from patchguard.formats import REBASE
+    from patchguard.patchsets.rebase import FileOutcome, RebasedFile, RebaseResult
+
+    files = tuple(
+        RebasedFile(
+            f"m/{outcome.value}{HOSTILE}.py", outcome, None if outcome.open else "m/x.py", 2, 1, 1, 0.5
+        )
+        for outcome in FileOutcome
+    )
+    results = [
+        RebaseResult(
+            HOSTILE, "minillm", "0.4.0", "0.5.0", files, HOSTILE, "t", review_dir=HOSTILE, notes=("n",)
+        ),
+        RebaseResult("s", "minillm", "0.4.0", "0.5.0", files[:1], written=True, history_dir="/h"),
+        RebaseResult("s", "", "", "", ()),
+    ]
+    return [REBASE.get("json").render(r) for r in results]
+
+
+def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
+    from patchguard.deploy.gate import CheckResult
+    from patchguard.deploy.policy import Policy
+    from patchguard.formats import CHECK, CheckDocument
+    from patchguard.model import Environment, Report
+
+    _break(env)
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    policy = tmp_path / "patchguard.toml"
+    policy.write_text('fail_on = "moderate"\nrequired_sets = ["sm120-support"]\n')
+    site = ["--site-packages", str(env.site), "--wheelhouse", str(wheel.parent), "--offline"]
+    out = cli("check", *site, "--policy", str(policy), "--format", "json")[1]
+    report = json.loads(out)["report"]
+    assert report["findings"]
+    # A verdict with hostile names where the check adds its own: the policy's path, a set's name.
+    bare = Report(Environment("3.11", "/v", ("/v/s",)), (), 0, ())
+    details = (
+        {"type": "required-set", "text": f"required patch set {HOSTILE} does not exist", "set": HOSTILE},
+    )
+    result = CheckResult(False, (details[0]["text"],), bare, Policy(path=f"/p/{HOSTILE}.toml"), details)
+    return [out, CHECK.get("json").render(CheckDocument(result))]
+
+
+def _cli_document(*args: str, wheels: bool = True) -> Builder:
+    """Documents of a command run on the broken environment (with the pristine wheel, when it takes one)."""
+
+    def build(env: Env, _tmp: Path, wheel: Path) -> list[str]:
+        _break(env)
+        source = ["--wheelhouse", str(wheel.parent), "--offline"] if wheels else []
+        _code, out, err = cli(*args, "--site-packages", str(env.site), *source)
+        assert out, err
+        return [out]
+
+    return build
+
+
+# How this module gets documents of each kind the registry writes as JSON (a new kind needs one here).
+JSON_DOCUMENTS: dict[str, Builder] = {
+    "report": _cli_document("scan", "--format", "json"),
+    "check": _check_documents,
+    "diff": _cli_document("diff", "--format", "json"),
+    "lock": _cli_document("lock", wheels=False),
+    "running": _running_documents,
+    "rebase": _rebase_documents,
+}
+
+
+def test_every_json_document_kind_has_its_schema() -> None:
+    assert _json_kinds() == sorted(JSON_DOCUMENTS), "a JSON document kind without a schema test"
+    for kind in _json_kinds():
+        schema = _schema(f"{kind}-1")
+        assert schema["properties"]["schema"]["const"] == f"patchguard.{kind}/1"
+
+
+@pytest.mark.parametrize("kind", _json_kinds())
+def test_every_json_document_kind_validates(kind: str, env: Env, tmp_path: Path, minillm_wheel: Path) -> None:
+    texts = JSON_DOCUMENTS[kind](env, tmp_path, minillm_wheel)
+    for text in texts:
+        text.encode("utf-8")  # no lone surrogate anywhere
+        assert _valid(text, f"{kind}-1")["schema"] == f"patchguard.{kind}/1"
 
 
 def test_the_reference_documents_every_field() -> None:

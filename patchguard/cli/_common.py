@@ -7,14 +7,18 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..errors import PatchguardError
 from ..model import for_terminal
 
+if TYPE_CHECKING:
+    from ..formats import Format
+
 F = TypeVar("F", bound=Callable[..., Any])
+D = TypeVar("D")
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 QUIET = False  # -q: notes on stderr are left out (errors never are)
@@ -128,6 +132,14 @@ def emit(text: str, output: str | None, what: str = "the output") -> None:
         write_atomically(output, text.encode("utf-8", "surrogateescape"), make_dirs=False)
     except OSError as exc:
         raise PatchguardError(f"cannot write {what} ({exc.strerror or exc})", path=output) from None
+
+
+def write(chosen: Format[D], document: D, output: str | None, what: str) -> None:
+    """Write a document in the format chosen: the format's notes on stderr, then its text (:func:`emit`;
+    ``what`` names the document in an error about writing it, unless the format names itself)."""
+    for line in chosen.notes(document):
+        note(line)
+    emit(chosen.render(document), output, chosen.what or what)
 
 
 def source_options(func: F) -> F:

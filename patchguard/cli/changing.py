@@ -3,13 +3,13 @@ patch sets stand: ``sets``, ``status``."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
+from ..formats import BACKUPS, SETS, STATUS, UNFINISHED, Backups, StatusDocument, Unfinished
 from ..model import for_terminal
 from ._common import (
     EXIT_FINDINGS,
@@ -200,15 +200,11 @@ revert = _set_command(
 @errors_to_exit
 def sets(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
     """List patch sets and where each stands in the environment."""
-    from ..formats.text import format_sets
     from ..patchsets.status import set_states
 
     states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
     say_recovered(recovered)
-    if not states:
-        click.echo("no patch sets (looked in the patches directory; see --patches)")
-        return
-    click.echo(format_sets(states), nl=False)
+    click.echo(SETS.get().render(states), nl=False)
 
 
 @click.command()
@@ -218,7 +214,6 @@ def sets(patches: str | None, python: str | None, site_packages: tuple[str, ...]
 def status(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
     """Applied sets, drift, and unfinished transactions (rolled back on sight)."""
     from ..env import resolve_target
-    from ..formats.text import format_status
     from ..patchsets.status import set_states
     from ..state import read_state
     from ..txn import backups, keep_backups, pending
@@ -227,25 +222,17 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
     for site in target.site_packages:  # said before set_states() rolls them back
         journal = pending(site)
         if journal is not None:
-            txid, label = for_terminal(str(journal.get("txid"))), for_terminal(str(journal.get("label")))
-            click.echo(f"unfinished transaction {txid} ({label}) in {for_terminal(site)}")
+            click.echo(UNFINISHED.get().render(Unfinished(site, journal)), nl=False)
     states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
     applied = [
         (name, record)
         for site in target.site_packages
         for name, record in sorted(read_state(site)["applied"].items())
     ]
-    click.echo(format_status(recovered, applied, states), nl=False)
+    click.echo(STATUS.get().render(StatusDocument(recovered, applied, states)), nl=False)
     keep = keep_backups()
     for site in target.site_packages:
-        kept = backups(site)
-        if kept:
-            size = sum(n for _txid, n in kept)
-            where = for_terminal(os.path.join(site, ".patchguard", "backups"))
-            click.echo(
-                f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
-                f"{where} (the last {keep} are kept: keep_backups)"
-            )
+        click.echo(BACKUPS.get().render(Backups(site, backups(site), keep)), nl=False)
     if any(s.state.troubled for s in states):
         sys.exit(EXIT_FINDINGS)
 

@@ -1,4 +1,7 @@
-"""Commands that read an environment: ``scan``, ``diff``, ``check``, ``lock``."""
+"""Commands that read an environment: ``scan``, ``diff``, ``check``, ``lock``, ``running``.
+
+Each writes one document, in the format asked for by name from its registry in :mod:`patchguard.formats`.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..formats import CHECK, DIFF, LOCK, REPORT, RUNNING, CheckDocument, ReportDocument
 from ..model import for_terminal
 
 if TYPE_CHECKING:
-    from ..deploy.gate import CheckResult
-    from ..deploy.running import Running
     from ..model import Report
     from ..pristine.sources import SourceOptions
 
@@ -21,7 +23,6 @@ from ._common import (
     FAIL_ON,
     Progress,
     against_option,
-    emit,
     environment_options,
     errors_to_exit,
     framework_option,
@@ -32,6 +33,7 @@ from ._common import (
     say_recovered,
     source_options,
     use_colour,
+    write,
 )
 
 
@@ -48,8 +50,8 @@ from ._common import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "text", "json", "sarif", "prometheus"]),
-    default="table",
+    type=click.Choice(REPORT.names),
+    default=REPORT.default,
     show_default=True,
     help="Output format (sarif: SARIF 2.1.0 for code scanning).",
 )
@@ -129,8 +131,10 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    text = _formatted(report, fmt, use_colour(output, no_color), _wanted_sets(), patches)
-    emit(text, output, "the report")
+    chosen = REPORT.get(fmt)
+    colour, wanted = use_colour(output, no_color), _wanted_sets()
+    applied = _applied(report, patches) if chosen.needs_applied_sets else ()
+    write(chosen, ReportDocument(report, colour, wanted, applied), output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
 
@@ -147,31 +151,14 @@ def _wanted_sets() -> frozenset[str]:
         return frozenset()
 
 
-def _formatted(
-    report: Report, fmt: str, colour: bool, wanted: frozenset[str] = frozenset(), patches: str | None = None
-) -> str:
-    """The report in the format asked for (``table`` and ``text`` are one)."""
-    from ..formats.jsondoc import format_json
-    from ..formats.sarif import format_sarif
-    from ..formats.text import format_table
-
-    if fmt in ("table", "text"):
-        return format_table(report, colour=colour, wanted=wanted)
-    if fmt == "prometheus":
-        from ..formats.prometheus import format_prometheus
-
-        return format_prometheus(report, applied_sets=_applied(report, patches))
-    return format_json(report) if fmt == "json" else format_sarif(report)
-
-
-def _applied(report: Report, patches: str | None = None) -> list[str]:
+def _applied(report: Report, patches: str | None = None) -> tuple[str, ...]:
     """The sets in place in the scanned environment: patchguard's state, and sets applied by hand."""
     from ..deploy.lockfile import applied_sets
     from ..env import resolve_target
     from ..integrity.records import discover
 
     target = resolve_target(site_packages=report.environment.site_packages)
-    return sorted(applied_sets(target, discover(target.site_packages), patches))
+    return tuple(sorted(applied_sets(target, discover(target.site_packages), patches)))
 
 
 @click.command()
@@ -180,7 +167,7 @@ def _applied(report: Report, patches: str | None = None) -> list[str]:
 @source_options
 @path_option
 @against_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(DIFF.names), default=DIFF.default, show_default=True)
 @output_option
 @errors_to_exit
 def diff(
@@ -198,8 +185,6 @@ def diff(
     Paths are a/ b/ relative to site-packages, so `git apply -R` and patch sets accept the output.
     Missing files show as deletions, unexpected text files as additions.
     """
-    from ..diffs import unified_diff
-    from ..formats.jsondoc import format_diff
     from ..pristine.explain import diff as run_diff
 
     diffs = run_diff(
@@ -211,9 +196,7 @@ def diff(
         against=against,
     )
     # Bytes as they are on disk: a non-UTF-8 file name must reach `git apply` unchanged.
-    emit(format_diff(diffs) if fmt == "json" else unified_diff(diffs), output, "the diff")
-    if not diffs and fmt != "json":
-        note("no changes: every file is as its wheel installed it")
+    write(DIFF.get(fmt), diffs, output, "the diff")
     unread = [d for d in diffs if d.problem is not None]
     for d in unread:
         click.echo(
@@ -233,8 +216,8 @@ def diff(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "sarif", "prometheus"]),
-    default="text",
+    type=click.Choice(CHECK.names),
+    default=CHECK.default,
     show_default=True,
 )
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
@@ -284,44 +267,11 @@ def check(
     say_recovered(report.recovered)
     for line in result.warnings:
         note(f"warning: {line}")
-    emit(_verdict(result, fmt, lock_file), output, "the verdict")
+    chosen = CHECK.get(fmt)
+    applied = _applied(report, result.policy.patches) if chosen.needs_applied_sets else ()
+    write(chosen, CheckDocument(result, lock_file is not None, applied), output, "the verdict")
     if not result.passed:
         sys.exit(EXIT_FINDINGS)
-
-
-def _verdict(result: CheckResult, fmt: str, lock_file: str | None) -> str:
-    """``check``'s verdict in the format asked for."""
-    from dataclasses import replace
-
-    from ..formats.jsondoc import format_check
-    from ..formats.sarif import format_sarif
-    from ..formats.text import format_check_text
-
-    report = result.report
-    if fmt == "json":
-        return format_check(result.passed, result.violations, result.policy.path, report, result.details)
-    if fmt == "prometheus":
-        from ..formats.prometheus import format_prometheus
-
-        lock_ok = None if lock_file is None else not any(d.get("type") == "lock" for d in result.details)
-        return format_prometheus(
-            report,
-            applied_sets=_applied(report, result.policy.patches),
-            check_passed=result.passed,
-            lock_match=lock_ok,
-        )
-    if fmt == "sarif":
-        pol = result.policy
-        violating = tuple(f for f in report.findings if pol.violates(f))
-        # Findings the policy expects (allowed sets, expected files, ignore): reported, marked suppressed.
-        expected = [
-            f
-            for f in report.findings
-            if pol.fail_on is not None and f.severity >= pol.fail_on and pol.ignores(f)
-        ]
-        why = f"expected by the policy {pol.path}" if pol.path else "expected by the policy"
-        return format_sarif(replace(report, findings=violating), expected, why)
-    return format_check_text(result.passed, result.violations, result.policy.path, report)
 
 
 @click.command("lock")
@@ -333,18 +283,15 @@ def lock(output: str | None, patches: str | None, python: str | None, site_packa
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from ..audit import run
     from ..deploy.lockfile import make_lock
-    from ..formats.jsondoc import format_lock
 
     scanned = run(site_packages=site_packages or None, python=python)
     say_recovered(scanned.recovered)
-    emit(format_lock(make_lock(scanned, patches)), output, "the lock")
+    write(LOCK.get(), make_lock(scanned, patches), output, "the lock")
 
 
 @click.command("running")
 @environment_options
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text", show_default=True
-)
+@click.option("--format", "fmt", type=click.Choice(RUNNING.names), default=RUNNING.default, show_default=True)
 @output_option
 @errors_to_exit
 def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output: str | None) -> None:
@@ -355,39 +302,6 @@ def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output
     from ..deploy.running import running as find_running
 
     found = find_running(site_packages=site_packages or None, python=python)
-    if fmt == "json":
-        from ..formats.jsondoc import format_running
-
-        emit(format_running(found.to_json()), output, "the report")
-    elif fmt == "prometheus":
-        from ..formats.prometheus import format_prometheus
-
-        stale = sum(1 for p in found.processes if p.verdict.value == "stale")
-        emit(format_prometheus(stale_processes=stale, processes=len(found.processes)), output, "the metrics")
-    else:
-        emit(_running_text(found), output, "the report")
+    write(RUNNING.get(fmt), found, output, "the report")
     if found.exit_code:
         sys.exit(found.exit_code)
-
-
-def _running_text(found: Running) -> str:
-    """``running``'s table: a line per process, what it runs that changed below it; command lines and paths
-    shown escaped (a newline in a command line starts no line)."""
-    from datetime import datetime
-
-    lines = []
-    for p in found.processes:
-        when = datetime.fromtimestamp(p.started).strftime("%Y-%m-%d %H:%M:%S") if p.started else "?"
-        lines.append(f"{p.verdict.value:<8} pid {p.pid}  started {when}  {for_terminal(p.command[:100])}")
-        lines += [f"         extension replaced since: {for_terminal(x)}" for x in p.replaced_extensions]
-        lines += [f"         changed since, imported: {for_terminal(x)}" for x in p.imported_changed]
-        lines += [f"         changed since, may be imported: {for_terminal(x)}" for x in p.maybe_changed[:20]]
-        lines += [f"         transaction since: {for_terminal(t)}" for t in p.transactions]
-        if p.reason:
-            lines.append(f"         {for_terminal(p.reason)}")
-    stale = sum(1 for p in found.processes if p.verdict.value == "stale")
-    lines.append(
-        f"{len(found.processes)} process{'es' if len(found.processes) != 1 else ''} of the environment, "
-        f"{stale} stale" + (": restart them" if stale else "")
-    )
-    return "\n".join(lines) + "\n"

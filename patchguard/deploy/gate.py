@@ -9,12 +9,14 @@ from typing import Any
 from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
-from ..model import Finding, Report, SetStatus
+from ..model import Finding, Report, SetStatus, json_name
 from ..patchsets.status import SetState
 from .lockfile import compare_locks, make_lock, read_lock
 from .policy import Policy
 
-__all__ = ["CheckResult", "evaluate"]
+__all__ = ["CHECK_SCHEMA", "CheckResult", "evaluate"]
+
+CHECK_SCHEMA = "patchguard.check/1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,26 @@ class CheckResult:
     # The violations as objects, in the same order: {"type": "finding"|"required-set"|"lock"|"running", ...}.
     details: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()  # said on stderr, not violations (policy running = "warn")
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.check/1``, the report behind it included: ``violations`` one line each for people,
+        ``details`` the same as objects for programs (a set's name in the JSON name encoding, like the
+        policy's path; the finding is the report's)."""
+        return {
+            "schema": CHECK_SCHEMA,
+            "passed": self.passed,
+            "violations": list(self.violations),
+            "details": [_detail_json(d) for d in self.details],
+            "policy": json_name(self.policy.path) if self.policy.path is not None else None,
+            "report": self.report.to_json(),
+        }
+
+
+def _detail_json(detail: dict[str, Any]) -> dict[str, Any]:
+    out = dict(detail)
+    if isinstance(out.get("set"), str):
+        out["set"] = json_name(out["set"])
+    return out
 
 
 def _line(f: Finding) -> str:

@@ -29,6 +29,7 @@ from .._fs import PYCACHE, STATE_DIR, bytecode_of
 from ..env import Target, resolve_target
 from ..errors import PatchguardError
 from ..integrity.records import discover
+from ..model import json_name
 
 __all__ = ["RUNNING_SCHEMA", "Process", "Running", "Verdict", "running"]
 
@@ -63,15 +64,17 @@ class Process:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The process as ``patchguard.running/1`` has it: its command line and paths in the JSON name
+        encoding (:func:`~patchguard.model.json_name`)."""
         return {
             "pid": self.pid,
-            "command": self.command,
+            "command": json_name(self.command),
             "started": self.started,
             "verdict": self.verdict.value,
-            "replaced_extensions": list(self.replaced_extensions),
-            "imported_changed": list(self.imported_changed),
-            "maybe_changed": list(self.maybe_changed),
-            "transactions": list(self.transactions),
+            "replaced_extensions": [json_name(p) for p in self.replaced_extensions],
+            "imported_changed": [json_name(p) for p in self.imported_changed],
+            "maybe_changed": [json_name(p) for p in self.maybe_changed],
+            "transactions": [json_name(t) for t in self.transactions],
             "reason": self.reason,
         }
 
@@ -89,9 +92,14 @@ class Running:
         return 1 if Verdict.STALE in verdicts else 2 if Verdict.UNKNOWN in verdicts else 0
 
     def to_json(self) -> dict[str, Any]:
+        """``patchguard.running/1`` (``running --format json``): the prefix and site directories, like every
+        name, in the JSON name encoding."""
         return {
             "schema": RUNNING_SCHEMA,
-            "environment": {"prefix": self.target.prefix, "site_packages": list(self.target.site_packages)},
+            "environment": {
+                "prefix": json_name(self.target.prefix),
+                "site_packages": [json_name(p) for p in self.target.site_packages],
+            },
             "processes": [p.to_json() for p in self.processes],
         }
 

@@ -1,2 +1,136 @@
 """Formatters: finished values in, text out. No IO, nothing but :mod:`patchguard.model` (and the rule table
-and diff values) below them."""
+and diff values) below them.
+
+This face is the registry: one :class:`~.interface.Formats` per kind of document, the only thing the CLI
+takes from here besides the document values of :mod:`.documents`. The formats themselves live by family —
+:mod:`.text` (people), :mod:`.jsondoc` (the JSON documents), :mod:`.sarif`, :mod:`.prometheus`, and the
+tables of :mod:`.running` and :mod:`.rebase` — and are imported on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .documents import (
+    Backups,
+    CheckDocument,
+    ReportDocument,
+    StatusDocument,
+    Unfinished,
+)
+from .interface import Format, Formats
+
+if TYPE_CHECKING:
+    from ..diffs import FileDiff
+    from ..model import SetState
+    from .documents import RebaseView, RunningView
+
+__all__ = [
+    "BACKUPS",
+    "CHECK",
+    "DIFF",
+    "LOCK",
+    "REBASE",
+    "REGISTRY",
+    "REPORT",
+    "RUNNING",
+    "SETS",
+    "STATUS",
+    "UNFINISHED",
+    "Backups",
+    "CheckDocument",
+    "Format",
+    "Formats",
+    "ReportDocument",
+    "StatusDocument",
+    "Unfinished",
+]
+
+
+def _report() -> tuple[Format[ReportDocument], ...]:
+    from .jsondoc import ReportJson
+    from .prometheus import ReportGauges
+    from .sarif import ReportSarif
+    from .text import Table, TextTable
+
+    return Table(), TextTable(), ReportJson(), ReportSarif(), ReportGauges()
+
+
+def _check() -> tuple[Format[CheckDocument], ...]:
+    from .jsondoc import CheckJson
+    from .prometheus import CheckGauges
+    from .sarif import CheckSarif
+    from .text import CheckText
+
+    return CheckText(), CheckJson(), CheckSarif(), CheckGauges()
+
+
+def _diff() -> tuple[Format[Sequence[FileDiff]], ...]:
+    from .jsondoc import DiffJson
+    from .text import DiffText
+
+    return DiffText(), DiffJson()
+
+
+def _lock() -> tuple[Format[Mapping[str, Any]], ...]:
+    from .jsondoc import LockJson
+
+    return (LockJson(),)
+
+
+def _running() -> tuple[Format[RunningView], ...]:
+    from .jsondoc import RunningJson
+    from .prometheus import RunningGauges
+    from .running import RunningTable
+
+    return RunningTable(), RunningJson(), RunningGauges()
+
+
+def _rebase() -> tuple[Format[RebaseView], ...]:
+    from .jsondoc import RebaseJson
+    from .rebase import RebaseText
+
+    return RebaseText(), RebaseJson()
+
+
+def _sets() -> tuple[Format[Sequence[SetState]], ...]:
+    from .text import SetsText
+
+    return (SetsText(),)
+
+
+def _status() -> tuple[Format[StatusDocument], ...]:
+    from .text import StatusText
+
+    return (StatusText(),)
+
+
+def _unfinished() -> tuple[Format[Unfinished], ...]:
+    from .text import UnfinishedText
+
+    return (UnfinishedText(),)
+
+
+def _backups() -> tuple[Format[Backups], ...]:
+    from .text import BackupsText
+
+    return (BackupsText(),)
+
+
+# The kinds of document and their formats' names (the first is the default): scan's report, check's verdict,
+# diff, lock, running, rebase, and the text of sets and status.
+REPORT: Formats[ReportDocument] = Formats("report", ("table", "text", "json", "sarif", "prometheus"), _report)
+CHECK: Formats[CheckDocument] = Formats("check", ("text", "json", "sarif", "prometheus"), _check)
+DIFF: Formats[Sequence[FileDiff]] = Formats("diff", ("text", "json"), _diff)
+LOCK: Formats[Mapping[str, Any]] = Formats("lock", ("json",), _lock)
+RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"), _running)
+REBASE: Formats[RebaseView] = Formats("rebase", ("text", "json"), _rebase)
+SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
+STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
+UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
+BACKUPS: Formats[Backups] = Formats("backups", ("text",), _backups)
+
+REGISTRY: Mapping[str, Formats[Any]] = {
+    f.kind: f for f in (REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, SETS, STATUS, UNFINISHED, BACKUPS)
+}

@@ -1,7 +1,10 @@
-"""The JSON documents: ``patchguard.report/1``, ``patchguard.check/1``, ``patchguard.diff/1``, the lock.
+"""The JSON documents: ``patchguard.report/1``, ``patchguard.check/1``, ``patchguard.diff/1``, the lock,
+``patchguard.running/1`` and ``patchguard.rebase/1``.
 
-Pure: each takes finished values and returns the text, ending in a newline. The report's shape is defined
-once, by :meth:`patchguard.model.Report.to_json`.
+Pure: each takes finished values and returns the text, ending in a newline. Each document's shape is defined
+once: by the ``to_json`` of its result (:meth:`patchguard.model.Report.to_json`, ``CheckResult.to_json``,
+``Running.to_json``, ``RebaseResult.to_json``), by the lock's :func:`~patchguard.deploy.lockfile.make_lock`,
+or here (the diff); this module only writes them.
 
 Names of outside origin (paths, site directories, prefixes, command lines, set and distribution names) are
 in the JSON name encoding of :func:`patchguard.model.json_name` (injective: valid UTF-8 without a backslash
@@ -16,20 +19,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, hunks_json
-from ..model import Report, json_name, printable
+from ..model import Report, printable
+from .documents import CheckDocument, RebaseView, ReportDocument, RunningView
+from .interface import Format
 
 __all__ = [
-    "CHECK_SCHEMA",
     "DIFF_SCHEMA",
-    "format_check",
+    "CheckJson",
+    "DiffJson",
+    "LockJson",
+    "RebaseJson",
+    "ReportJson",
+    "RunningJson",
     "format_diff",
     "format_json",
     "format_lock",
+    "format_rebase",
     "format_running",
     "valid_text",
 ]
 
-CHECK_SCHEMA = "patchguard.check/1"
 DIFF_SCHEMA = "patchguard.diff/1"
 
 
@@ -54,35 +63,6 @@ def format_json(report: Report) -> str:
     return _dumps(report.to_json())
 
 
-def format_check(
-    passed: bool,
-    violations: Sequence[str],
-    policy: str | None,
-    report: Report,
-    details: Sequence[Mapping[str, Any]] = (),
-) -> str:
-    """The verdict of ``check`` (``patchguard.check/1``), the report behind it included: ``violations`` one
-    line each for people, ``details`` the same as objects for programs."""
-    return _dumps(
-        {
-            "schema": CHECK_SCHEMA,
-            "passed": passed,
-            "violations": list(violations),
-            "details": [_detail(d) for d in details],
-            "policy": json_name(policy) if policy is not None else None,
-            "report": report.to_json(),
-        }
-    )
-
-
-def _detail(detail: Mapping[str, Any]) -> dict[str, Any]:
-    """A violation as an object: its set's name in the name encoding (the finding is already encoded)."""
-    out = dict(detail)
-    if isinstance(out.get("set"), str):
-        out["set"] = json_name(out["set"])
-    return out
-
-
 def format_diff(diffs: Sequence[FileDiff]) -> str:
     """Every changed file's hunks (``patchguard.diff/1``)."""
     return _dumps({"schema": DIFF_SCHEMA, "files": [hunks_json(d) for d in diffs]})
@@ -93,24 +73,54 @@ def format_lock(lock: Mapping[str, Any]) -> str:
     return json.dumps(lock, indent=2, sort_keys=True) + "\n"
 
 
-# The fields of ``patchguard.running/1`` that name files or command lines (the rest is words, numbers).
-_RUNNING_NAMES = ("command", "replaced_extensions", "imported_changed", "maybe_changed", "transactions")
+def format_running(found: RunningView) -> str:
+    """``patchguard running --format json`` (``patchguard.running/1``, as ``Running.to_json`` gives it)."""
+    return _dumps(found.to_json())
 
 
-def format_running(doc: Mapping[str, Any]) -> str:
-    """``patchguard running --format json`` (``patchguard.running/1``, as ``Running.to_json`` gives it): its
-    prefix, site directories, command lines and paths in the name encoding."""
-    env = dict(doc.get("environment", {}))
-    env["prefix"] = json_name(str(env.get("prefix", "")))
-    env["site_packages"] = [json_name(p) for p in env.get("site_packages", ())]
-    processes = []
-    for process in doc.get("processes", ()):
-        named = dict(process)
-        for key in _RUNNING_NAMES:
-            value = named.get(key)
-            if isinstance(value, str):
-                named[key] = json_name(value)
-            elif isinstance(value, (list, tuple)):
-                named[key] = [json_name(v) for v in value]
-        processes.append(named)
-    return _dumps({**doc, "environment": env, "processes": processes})
+def format_rebase(result: RebaseView) -> str:
+    """``patchguard rebase --format json`` (``patchguard.rebase/1``, as ``RebaseResult.to_json`` gives it):
+    ASCII, every other character as a JSON escape."""
+    return json.dumps(valid_text(result.to_json()), indent=2) + "\n"
+
+
+class ReportJson(Format[ReportDocument]):
+    name = "json"
+
+    def render(self, document: ReportDocument) -> str:
+        return format_json(document.report)
+
+
+class CheckJson(Format[CheckDocument]):
+    name = "json"
+
+    def render(self, document: CheckDocument) -> str:
+        return _dumps(document.result.to_json())
+
+
+class DiffJson(Format[Sequence[FileDiff]]):
+    name = "json"
+
+    def render(self, document: Sequence[FileDiff]) -> str:
+        return format_diff(document)
+
+
+class LockJson(Format[Mapping[str, Any]]):
+    name = "json"
+
+    def render(self, document: Mapping[str, Any]) -> str:
+        return format_lock(document)
+
+
+class RunningJson(Format[RunningView]):
+    name = "json"
+
+    def render(self, document: RunningView) -> str:
+        return format_running(document)
+
+
+class RebaseJson(Format[RebaseView]):
+    name = "json"
+
+    def render(self, document: RebaseView) -> str:
+        return format_rebase(document)

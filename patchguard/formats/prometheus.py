@@ -12,8 +12,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import Report, Severity, json_name
+from .documents import CheckDocument, ReportDocument, RunningView
+from .interface import Format
 
-__all__ = ["format_prometheus"]
+__all__ = ["CheckGauges", "ReportGauges", "RunningGauges", "format_prometheus"]
 
 
 def _escape(value: str) -> str:
@@ -78,3 +80,43 @@ def format_prometheus(
             "patchguard_processes", "Running processes of the environment.", [({}, float(processes or 0))]
         )
     return "\n".join(lines) + "\n"
+
+
+class ReportGauges(Format[ReportDocument]):
+    """A scan's gauges: its findings, time and files, and the sets in place."""
+
+    name = "prometheus"
+    needs_applied_sets = True
+
+    def render(self, document: ReportDocument) -> str:
+        return format_prometheus(document.report, applied_sets=document.applied_sets)
+
+
+class CheckGauges(Format[CheckDocument]):
+    """A scan's gauges, and the check's verdict (and the lock's match, when a lock was compared)."""
+
+    name = "prometheus"
+    needs_applied_sets = True
+
+    def render(self, document: CheckDocument) -> str:
+        result = document.result
+        lock_match = (
+            not any(d.get("type") == "lock" for d in result.details) if document.lock_checked else None
+        )
+        return format_prometheus(
+            result.report,
+            applied_sets=document.applied_sets,
+            check_passed=result.passed,
+            lock_match=lock_match,
+        )
+
+
+class RunningGauges(Format[RunningView]):
+    """How many processes of the environment run, and how many of them run stale code."""
+
+    name = "prometheus"
+    what = "the metrics"
+
+    def render(self, document: RunningView) -> str:
+        stale = sum(1 for p in document.processes if p.verdict.value == "stale")
+        return format_prometheus(stale_processes=stale, processes=len(document.processes))

@@ -1,9 +1,11 @@
 """SARIF 2.1.0: the report for code scanning and CI annotations.
 
-Pure: :func:`to_sarif` builds the log, :func:`format_sarif` returns it as text. Artifact URIs are the bytes of
-the file name percent-encoded (RFC 3986: only unreserved characters and ``/`` stay as they are), so a name
-with a space, ``%``, ``#``, ``?``, a quote, a control character or an undecodable byte is a valid URI that
-decodes back to exactly those bytes.
+Pure: :func:`to_sarif` builds the log, :func:`format_sarif` returns it as text; :class:`ReportSarif` and
+:class:`CheckSarif` are the formats of ``scan`` and ``check`` (which decides what a policy expects).
+
+Artifact URIs are the bytes of the file name percent-encoded (RFC 3986: only unreserved characters and ``/``
+stay as they are), so a name with a space, ``%``, ``#``, ``?``, a quote, a control character or an
+undecodable byte is a valid URI that decodes back to exactly those bytes.
 """
 
 from __future__ import annotations
@@ -11,14 +13,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 from ..model import Finding, Kind, Report, Severity, json_name, printable
 from ..rulebook import FILE_RULES, RULES
+from .documents import CheckDocument, ReportDocument
+from .interface import Format
 from .jsondoc import valid_text
 
-__all__ = ["fingerprint", "format_sarif", "to_sarif", "uri_path"]
+__all__ = [
+    "CheckSarif",
+    "ReportSarif",
+    "fingerprint",
+    "format_check_sarif",
+    "format_sarif",
+    "to_sarif",
+    "uri_path",
+]
 
 
 _SARIF_LEVEL = {
@@ -200,3 +213,32 @@ def format_sarif(report: Report, suppressed: Sequence[Finding] = (), justificati
     ``\\xNN``)."""
     log = valid_text(to_sarif(report, suppressed, justification))
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def format_check_sarif(document: CheckDocument) -> str:
+    """``check``'s verdict as SARIF: the findings that violate the policy are results; those it expects (an
+    allowed set, an expected file, an ignore rule) at or above its ``fail_on`` are results marked
+    suppressed, the policy their justification; the rest are left out."""
+    result = document.result
+    policy, report = result.policy, result.report
+    violating = tuple(f for f in report.findings if policy.violates(f))
+    fail_on = policy.fail_on
+    expected = [
+        f for f in report.findings if fail_on is not None and f.severity >= fail_on and policy.ignores(f)
+    ]
+    why = f"expected by the policy {policy.path}" if policy.path else "expected by the policy"
+    return format_sarif(replace(report, findings=violating), expected, why)
+
+
+class ReportSarif(Format[ReportDocument]):
+    name = "sarif"
+
+    def render(self, document: ReportDocument) -> str:
+        return format_sarif(document.report)
+
+
+class CheckSarif(Format[CheckDocument]):
+    name = "sarif"
+
+    def render(self, document: CheckDocument) -> str:
+        return format_check_sarif(document)

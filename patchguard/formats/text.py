@@ -1,17 +1,38 @@
-"""The human formats: the scan table and its summary line, ``check``, ``sets`` and ``status``.
+"""The human formats: the scan table and its summary line, ``check``, the unified diff, ``sets`` and
+``status``.
 
-Pure: each function takes finished values and returns a string; the CLI prints it.
+Pure: each function takes finished values and returns a string; the CLI prints it. The classes at the end
+are these formats behind the one interface (:class:`~.interface.Format`).
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..diffs import FileDiff, unified_diff
 from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, for_terminal
+from .documents import Backups, CheckDocument, ReportDocument, StatusDocument, Unfinished
+from .interface import Format
 
-__all__ = ["format_check_text", "format_sets", "format_status", "format_table", "next_steps", "summary_line"]
+__all__ = [
+    "BackupsText",
+    "CheckText",
+    "DiffText",
+    "SetsText",
+    "StatusText",
+    "Table",
+    "TextTable",
+    "UnfinishedText",
+    "format_check_text",
+    "format_sets",
+    "format_status",
+    "format_table",
+    "next_steps",
+    "summary_line",
+]
 
 
 # Kinds named in the summary line, in this order, with the words used there (one, several).
@@ -265,3 +286,86 @@ def format_status(
             lines.append(f"{s.state.value:<18} {for_terminal(s.name)}")
             lines += [f"  {for_terminal(d)}" for d in s.detail]
     return "\n".join(lines) + "\n"
+
+
+class Table(Format[ReportDocument]):
+    """The scan table (``--format table``, the default)."""
+
+    name = "table"
+
+    def render(self, document: ReportDocument) -> str:
+        return format_table(document.report, colour=document.colour, wanted=document.wanted)
+
+
+class TextTable(Table):
+    """The scan table under its other name (``--format text``, as every other command calls it)."""
+
+    name = "text"
+
+
+class CheckText(Format[CheckDocument]):
+    """``check``'s verdict for a person."""
+
+    name = "text"
+
+    def render(self, document: CheckDocument) -> str:
+        r = document.result
+        return format_check_text(r.passed, r.violations, r.policy.path, r.report)
+
+
+class DiffText(Format[Sequence[FileDiff]]):
+    """The unified diff, with the file names' bytes as they are on disk (``git apply`` must take them)."""
+
+    name = "text"
+
+    def render(self, document: Sequence[FileDiff]) -> str:
+        return unified_diff(document)
+
+    def notes(self, document: Sequence[FileDiff]) -> tuple[str, ...]:
+        return () if document else ("no changes: every file is as its wheel installed it",)
+
+
+class SetsText(Format[Sequence[SetState]]):
+    """``patchguard sets`` (saying so when there is none)."""
+
+    name = "text"
+
+    def render(self, document: Sequence[SetState]) -> str:
+        if not document:
+            return "no patch sets (looked in the patches directory; see --patches)\n"
+        return format_sets(document)
+
+
+class StatusText(Format[StatusDocument]):
+    name = "text"
+
+    def render(self, document: StatusDocument) -> str:
+        return format_status(document.recovered, document.applied, document.states)
+
+
+class UnfinishedText(Format[Unfinished]):
+    """An interrupted transaction ``status`` found (before it is rolled back)."""
+
+    name = "text"
+
+    def render(self, document: Unfinished) -> str:
+        txid = for_terminal(str(document.journal.get("txid")))
+        label = for_terminal(str(document.journal.get("label")))
+        return f"unfinished transaction {txid} ({label}) in {for_terminal(document.site)}\n"
+
+
+class BackupsText(Format[Backups]):
+    """The backups ``status`` finds kept in a site directory: one line, or none when none is kept."""
+
+    name = "text"
+
+    def render(self, document: Backups) -> str:
+        kept = document.kept
+        if not kept:
+            return ""
+        size = sum(n for _txid, n in kept)
+        where = for_terminal(os.path.join(document.site, ".patchguard", "backups"))
+        return (
+            f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
+            f"{where} (the last {document.keep} are kept: keep_backups)\n"
+        )
