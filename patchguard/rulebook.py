@@ -35,6 +35,7 @@ RULES: dict[str, Rule] = {
         Rule("sleep", Severity.MODERATE, "sleeps in library code"),
         Rule("device-sync", Severity.MODERATE, "forces a device synchronisation in a forward pass"),
         Rule("monkeypatch", Severity.MODERATE, "changes another module's attributes at run time"),
+        Rule("global-switch", Severity.MODERATE, "changes behaviour for the whole process"),
         Rule("swallowed-exception", Severity.MODERATE, "silences every error of the block"),
         Rule("env-mutation", Severity.MODERATE, "changes the process environment at run time"),
         Rule("removed-check", Severity.MODERATE, "a raise or assert of the pristine code was removed"),

@@ -469,8 +469,9 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     if hit.dead:
         severity = Severity.INFO
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
+    what = "check neutralised" if hit.rule == "removed-check" else f"{hit.qualname} {rule.rationale}"
     message = (
-        f"{hit.qualname} {rule.rationale}"
+        what
         + (f": {hit.detail}" if hit.detail else "")
         + (", on the forward path" if forward else "")
         + (" (unreachable: it cannot run)" if hit.dead else "")

@@ -22,7 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
-from .rules import REDUCTIONS, WRAPPERS, on_hot_path, rule_for_call
+from .rules import REDUCTIONS, SWITCH_ATTRIBUTES, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
@@ -203,6 +203,16 @@ class _Walker(cst.CSTVisitor):
     def visit_If(self, node: cst.If) -> None:
         if _always_false(node.test):
             self.dead_blocks.add(id(node.body))
+        lines = self._touched(node.test)
+        if lines is not None and _truth(node.test) is False and _holds_check(node.body):
+            # `if False:` (or `cond and False`) put over a raise: the check can never fire.
+            detail = f"the check under `if {_code(node.test)[:60]}` can never fire"
+            self._hit("removed-check", "if", lines, detail)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        lines = self._touched(node)
+        if lines is not None and _truth(node.test) is True:
+            self._hit("removed-check", "assert", lines, f"`assert {_code(node.test)[:60]}` always holds")
 
     # The gate holds over the body and the else branch, not over the test itself.
     def visit_If_body(self, node: cst.If) -> None:
@@ -219,13 +229,23 @@ class _Walker(cst.CSTVisitor):
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         seen_terminal = False
-        for stmt in node.body:
+        for i, stmt in enumerate(node.body):
             if seen_terminal:
                 self.dead_blocks.add(id(stmt))
             if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, _TERMINAL) for s in stmt.body):
+                if not seen_terminal:
+                    self._early_exit(stmt, node.body[i + 1 :])
                 seen_terminal = True
         if id(node) in self.dead_blocks:
             self.dead += 1
+
+    def _early_exit(self, stmt: cst.SimpleStatementLine, rest: Sequence[cst.BaseStatement]) -> None:
+        """A ``return``/``continue``/``break`` typed in before a check of the same block: it never runs."""
+        lines = self._touched(stmt)
+        if lines is None or any(isinstance(s, cst.Raise) for s in stmt.body):
+            return
+        if any(_holds_check(s) for s in rest):
+            self._hit("removed-check", _code(stmt)[:40], lines, "a check below it can no longer run")
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
         if id(original_node) in self.dead_blocks:
@@ -366,6 +386,8 @@ class _Walker(cst.CSTVisitor):
                 continue
             qualname = resolve(self.aliases, dotted)
             rule = "debugger" if qualname == "sys.breakpointhook" else "monkeypatch"
+            if qualname.startswith(SWITCH_ATTRIBUTES):
+                rule = "global-switch"
             self._hit(rule, qualname, lines)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -379,17 +401,40 @@ class _Walker(cst.CSTVisitor):
         if lines is None:
             return
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-        only_pass = all(
-            isinstance(s, cst.SimpleStatementLine)
-            and all(
-                isinstance(x, cst.Pass) or (isinstance(x, cst.Expr) and isinstance(x.value, cst.Ellipsis))
-                for x in s.body
-            )
-            for s in body
-        )
-        broad = node.type is None or get_full_name_for_node(node.type) in ("Exception", "BaseException")
-        if only_pass and broad:
+        if _broad(node.type) and all(_quiet(s) for s in body):
             self._hit("swallowed-exception", "except", lines)
+
+
+def _broad(caught: cst.BaseExpression | None) -> bool:
+    """``except:``, ``except Exception``, ``except BaseException`` (alone or in a tuple)."""
+    if caught is None:
+        return True
+    if isinstance(caught, cst.Tuple):
+        return any(_broad(e.value) for e in caught.elements)
+    return get_full_name_for_node(caught) in ("Exception", "BaseException", "builtins.Exception")
+
+
+_QUIET_LOGS = {"debug", "info", "trace"}
+
+
+def _quiet(stmt: cst.BaseStatement) -> bool:
+    """A handler statement that lets the error go: ``pass``, ``...``, ``return``, ``continue``, ``break``,
+    or a log line below warning. Anything else (a raise, a warning, a fallback computed) is handling."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, (cst.Pass, cst.Return, cst.Continue, cst.Break)):
+            continue
+        value = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(value, cst.Ellipsis):
+            continue
+        func = value.func if isinstance(value, cst.Call) else None
+        if isinstance(func, cst.Attribute) and func.attr.value in _QUIET_LOGS:
+            receiver = (get_full_name_for_node(func.value) or "").lower()
+            if "log" in receiver:
+                continue
+        return False
+    return True
 
 
 def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | None]]:
@@ -423,7 +468,23 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
         return "swallowed-exception"
     if rule == "logging" and method == "debug":
         return None  # below info: not output on a hot path
+    if _switches(node, qualname, method, receiver):
+        return "global-switch"
     return rule
+
+
+_PATCHERS = ("patch", "patch.object", "patch.dict", "patch.multiple")
+
+
+def _switches(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> bool:
+    """A call that flips a process-wide switch by what it is given: a logger set to DEBUG (or NOTSET: every
+    record), a ``mock.patch(...)`` started and left running."""
+    if method == "setLevel" and ("log" in (receiver or "").lower() or qualname.startswith("logging.")):
+        level = _code(node.args[0].value) if node.args else ""
+        return any(w in level for w in ("DEBUG", "NOTSET")) or level.strip() in ("10", "0", "'DEBUG'")
+    if method == "start" and "mock" in qualname:
+        return qualname.rsplit(".", 1)[0].endswith(_PATCHERS)
+    return False
 
 
 def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpression | None:
@@ -457,6 +518,49 @@ def _reduction(arg: cst.BaseExpression) -> bool:
         and isinstance(arg.func, cst.Attribute)
         and arg.func.attr.value in REDUCTIONS
     )
+
+
+def _truth(test: cst.BaseExpression) -> bool | None:
+    """The value a condition always has (``True``, ``1``, ``"x"``, ``cond or True``, ``cond and False``,
+    ``not True``), or ``None`` when it depends on something."""
+    if isinstance(test, cst.Name) and test.value in ("True", "False"):
+        return test.value == "True"
+    if isinstance(test, cst.Integer):
+        return int(test.value.replace("_", ""), 0) != 0
+    if isinstance(test, cst.SimpleString):
+        return len(test.evaluated_value or "") > 0
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _truth(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _truth(test.left), _truth(test.right)
+        if isinstance(test.operator, cst.Or):
+            return True if True in (left, right) else (False if left is right is False else None)
+        return False if False in (left, right) else (True if left is right is True else None)
+    return None
+
+
+class _Checks(cst.CSTVisitor):
+    found = False
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self.found = True
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self.found = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's checks are its own
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+
+def _holds_check(node: cst.CSTNode) -> bool:
+    """Whether ``node`` holds a ``raise`` or an ``assert`` (not inside a nested def or class)."""
+    checks = _Checks()
+    node.visit(checks)
+    return checks.found
 
 
 def _always_false(test: cst.BaseExpression) -> bool:

@@ -18,6 +18,7 @@ __all__ = [
     "METHODS",
     "REDUCTIONS",
     "RULES",
+    "SWITCH_ATTRIBUTES",
     "WRAPPERS",
     "Rule",
     "could_hit",
@@ -129,6 +130,53 @@ _ENVIRON = (
     "os.environ.clear",
     "os.environ.popitem",
 )
+# Calls that flip a switch for the whole process: every request pays (anomaly mode, tracing) or behaves
+# otherwise (deterministic kernels, another dtype, errors silenced) until the server restarts.
+_SWITCHES = (
+    "torch.autograd.set_detect_anomaly",
+    "torch.autograd.detect_anomaly",
+    "torch.autograd.set_grad_enabled",
+    "torch.set_grad_enabled",
+    "torch.use_deterministic_algorithms",
+    "torch.set_deterministic_debug_mode",
+    "torch.set_default_dtype",
+    "torch.set_default_device",
+    "torch.set_default_tensor_type",
+    "torch.set_float32_matmul_precision",
+    "torch.set_num_threads",
+    "torch.set_flush_denormal",
+    "torch.cuda.set_sync_debug_mode",
+    "torch.autograd.profiler.profile",
+    "torch.autograd.set_multithreading_enabled",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.setrecursionlimit",
+    "sys.setswitchinterval",
+    "threading.settrace",
+    "threading.setprofile",
+    "threading.settrace_all_threads",
+    "threading.setprofile_all_threads",
+    "gc.disable",
+    "gc.set_debug",
+    "faulthandler.enable",
+    "tracemalloc.start",
+    "warnings.simplefilter",
+    "warnings.filterwarnings",
+    "numpy.seterr",
+    "numpy.set_printoptions",
+    "logging.basicConfig",
+    "logging.disable",
+)
+# Module attributes whose assignment is such a switch (``torch.backends.cudnn.benchmark = False``).
+SWITCH_ATTRIBUTES = (
+    "torch.backends.",
+    "torch._dynamo.config.",
+    "torch._inductor.config.",
+    "torch._functorch.config.",
+    "torch.autograd.grad_mode.",
+    "logging.root.",
+    "sys.flags.",
+)
 _NETWORK_PREFIXES = ("requests.", "httpx.", "aiohttp.", "urllib3.")
 _NETWORK = (
     "socket.socket",
@@ -148,6 +196,7 @@ CALLS: dict[str, str] = {
     **{n: "dynamic-exec" for n in _LOADERS},
     **{n: "file-write" for n in _WRITES},
     **{n: "env-mutation" for n in _ENVIRON},
+    **{n: "global-switch" for n in _SWITCHES},
     "print": "print",
     "builtins.print": "print",
     "sys.stdout.write": "print",
@@ -262,6 +311,7 @@ _WORDS = frozenset(
     | set(METHODS)
     | {p.rstrip(".").rsplit(".", 1)[-1] for p in _FAMILY_PREFIXES}
     | {"open", "except", "breakpointhook", "setattr", "environ", "suppress", "SystemExit"}
+    | {"setLevel", "start"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
@@ -272,6 +322,10 @@ _FORMS = re.compile(
     r"|\b(?:int|float|bool)\(.*\.(?:" + "|".join(sorted(REDUCTIONS)) + r")\("
     r"""|\bgetattr\(\s*[\w.]+\s*,\s*["']"""
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
+    # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
+    r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
+    r"|^\s*(?:return|continue|break)\b|^\s*assert\b",
+    re.MULTILINE,
 )
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE

@@ -1,0 +1,118 @@
+"""Detection by capability (issue 23): what a change does, not how it is spelled — process-wide switches,
+handlers that swallow by what they do, checks neutralised without being deleted."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchguard.analysis import CodeChange, analyse
+
+HANDLER = (
+    "        except RuntimeError as exc:\n"
+    '            logger.error("forward failed: %s", exc)\n'
+    "            raise\n"
+)
+PRISTINE = """import logging
+import torch
+from unittest import mock
+
+logger = logging.getLogger(__name__)
+
+
+class Runner:
+    def execute_model(self, batch):
+        assert batch.size > 0, "empty batch"
+        if batch.tokens.dim() != 2:
+            raise ValueError("bad rank")
+        try:
+            out = self.model(batch)
+        except RuntimeError as exc:
+            logger.error("forward failed: %s", exc)
+            raise
+        return out
+"""
+
+
+def _found(after: str) -> list[tuple[str, str, int]]:
+    change = CodeChange("runner.py", PRISTINE.encode(), after.encode(), "miniengine", "1.0")
+    return [(f.rule, f.severity.label, f.line or 0) for f in analyse(change) if f.rule != "functional-change"]
+
+
+def _line(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    "switch",
+    [
+        "torch.autograd.set_detect_anomaly(True)",
+        "torch.use_deterministic_algorithms(True)",
+        "torch.backends.cudnn.benchmark = False",
+        "logging.getLogger().setLevel(logging.DEBUG)",
+        'mock.patch("torch.distributed.barrier").start()',
+        "import sys; sys.settrace(lambda *a: None)",
+    ],
+)
+def test_a_process_wide_switch_is_its_own_finding(switch: str) -> None:
+    after = PRISTINE.replace("        try:\n", f"        {switch}\n        try:\n", 1)
+    assert ("global-switch", "moderate", _line(after, switch.split(";")[-1].strip())) in _found(after)
+
+
+@pytest.mark.parametrize(
+    "benign",
+    ["logger.setLevel(logging.WARNING)", "torch.manual_seed(0)", 'patcher = mock.patch("x.y")'],
+)
+def test_switch_look_alikes_are_not_switches(benign: str) -> None:
+    after = PRISTINE.replace("        try:\n", f"        {benign}\n        try:\n", 1)
+    assert not [f for f in _found(after) if f[0] == "global-switch"]
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "        except Exception:\n            return None\n",
+        "        except BaseException:\n            pass\n",
+        "        except (ValueError, Exception) as exc:\n"
+        "            logger.debug(exc)\n            return None\n",
+        "        except:\n            ...\n",
+    ],
+)
+def test_a_broad_handler_that_lets_the_error_go_swallows_it(handler: str) -> None:
+    after = PRISTINE.replace(HANDLER, handler)
+    assert ("swallowed-exception", "moderate", _line(after, "except")) in _found(after)
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "        except Exception:\n            logger.warning('retrying')\n            raise\n",
+        "        except Exception as exc:\n"
+        '            logger.error("failed: %s", exc)\n            return None\n',
+        "        except ValueError:\n            return None\n",
+    ],
+)
+def test_a_handler_that_handles_is_not_swallowing(handler: str) -> None:
+    after = PRISTINE.replace(HANDLER, handler)
+    assert not [f for f in _found(after) if f[0] == "swallowed-exception"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ('assert batch.size > 0, "empty batch"', 'assert batch.size > 0 or True, "empty batch"', "or True"),
+        ("if batch.tokens.dim() != 2:", "if batch.tokens.dim() != 2 and False:", "and False"),
+        (
+            "if batch.tokens.dim() != 2:",
+            "return self.model(batch)\n        if batch.tokens.dim() != 2:",
+            "return",
+        ),
+    ],
+)
+def test_a_neutralised_check_is_a_removed_check(old: str, new: str, where: str) -> None:
+    after = PRISTINE.replace(old, new, 1)
+    assert ("removed-check", "moderate", _line(after, where)) in _found(after)
+
+
+def test_a_strengthened_check_is_not_removed() -> None:
+    after = PRISTINE.replace('assert batch.size > 0, "empty batch"', 'assert batch.size > 1, "tiny"')
+    assert not [f for f in _found(after) if f[0] == "removed-check"]
