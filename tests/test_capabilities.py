@@ -116,3 +116,36 @@ def test_a_neutralised_check_is_a_removed_check(old: str, new: str, where: str) 
 def test_a_strengthened_check_is_not_removed() -> None:
     after = PRISTINE.replace('assert batch.size > 0, "empty batch"', 'assert batch.size > 1, "tiny"')
     assert not [f for f in _found(after) if f[0] == "removed-check"]
+
+
+def test_every_family_names_a_rule_of_the_rulebook() -> None:
+    from patchguard.analysis.families import FAMILIES
+    from patchguard.rulebook import RULES
+
+    assert {f.rule for f in FAMILIES} <= set(RULES)
+    members = [c for f in FAMILIES for c in f.calls]
+    assert len(members) == len(set(members)), "a call target belongs to one family"
+
+
+@pytest.mark.parametrize(
+    ("imports", "call", "rule"),
+    [
+        ("import torch", 'torch.serialization.save(batch, "/tmp/b.pt")', "tensor-dump"),
+        ("import numpy as np", 'np.lib.npyio.save("/tmp/x.npy", batch)', "tensor-dump"),
+        ("import pickle", 'pickle.Pickler(open("/tmp/p", "wb")).dump(batch)', "tensor-dump"),
+        ("import wandb", "wandb.log({'hidden': batch})", "tensor-dump"),
+        ("from torch.utils.tensorboard import SummaryWriter", "SummaryWriter('/tmp/tb')", "tensor-dump"),
+        ("import zmq", "zmq.Context().socket(zmq.PUSH)", "network"),
+        ("import ctypes", 'ctypes.CDLL("/tmp/libhack.so")', "dynamic-exec"),
+        ("import rich", "rich.print(batch)", "print"),
+        ("import sys", "sys.__stdout__.write(str(batch))", "print"),
+        ("import signal", "signal.pause()", "sleep"),
+        ("import debugpy", "debugpy.configure(python='/usr/bin/python')", "debugger"),
+        ("import sh", "sh.nvidia_smi()", "subprocess"),
+    ],
+)
+def test_a_family_is_its_modules_not_a_closed_list(imports: str, call: str, rule: str) -> None:
+    after = PRISTINE.replace("import logging\n", f"import logging\n{imports}\n", 1).replace(
+        "        try:\n", f"        {call}\n        try:\n", 1
+    )
+    assert rule in {r for r, _s, n in _found(after) if n == _line(after, f"        {call}")}

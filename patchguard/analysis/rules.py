@@ -11,6 +11,7 @@ import re
 
 from ..rulebook import RULES, Rule
 from .bounds import too_wild
+from .families import FAMILIES
 
 __all__ = [
     "CALLS",
@@ -27,147 +28,7 @@ __all__ = [
 ]
 
 
-_DUMPS = (
-    "torch.save",
-    "numpy.save",
-    "numpy.savez",
-    "numpy.savez_compressed",
-    "numpy.savetxt",
-    "pickle.dump",
-    "cloudpickle.dump",
-    "dill.dump",
-    "joblib.dump",
-    "safetensors.torch.save_file",
-    "safetensors.numpy.save_file",
-    "torch.distributed.checkpoint.save",
-    "torch.jit.save",
-    "marshal.dump",
-    "json.dump",
-    "yaml.dump",
-    "yaml.safe_dump",
-    "h5py.File",
-)
-_WRITES = ("os.write", "os.writev", "os.pwrite", "os.pwritev", "shutil.copyfileobj")
-_DEBUGGERS = (
-    "breakpoint",
-    "builtins.breakpoint",
-    "pdb.set_trace",
-    "pdb.post_mortem",
-    "pdb.pm",
-    "pdb.run",
-    "pdb.runcall",
-    "pdb.Pdb",
-    "ipdb.set_trace",
-    "ipdb.sset_trace",
-    "ipdb.post_mortem",
-    "pudb.set_trace",
-    "pudb.start",
-    "debugpy.listen",
-    "debugpy.wait_for_client",
-    "debugpy.breakpoint",
-    "ptvsd.enable_attach",
-    "ptvsd.wait_for_attach",
-    "ptvsd.break_into_debugger",
-    "code.interact",
-    "IPython.embed",
-    "IPython.terminal.embed.embed",
-    "IPython.terminal.embed.InteractiveShellEmbed",
-    "celery.contrib.rdb.set_trace",
-    "remote_pdb.set_trace",
-    "rpdb.set_trace",
-    "web_pdb.set_trace",
-    "torch.distributed.breakpoint",
-    "pydevd.settrace",
-    "pydevd_pycharm.settrace",
-    "madbg.set_trace",
-    "wdb.set_trace",
-    "pdbr.set_trace",
-    "ipdb.launch_ipdb_on_exception",
-    "faulthandler.dump_traceback_later",
-)
-_EXITS = (
-    "sys.exit",
-    "os._exit",
-    "exit",
-    "quit",
-    "builtins.exit",
-    "os.kill",
-    "os.killpg",
-    "os.abort",
-    "signal.raise_signal",
-    "signal.pthread_kill",
-    "SystemExit",
-    "builtins.SystemExit",
-)
-_LOADERS = (
-    "exec",
-    "eval",
-    "compile",
-    "builtins.exec",
-    "builtins.eval",
-    "runpy.run_path",
-    "runpy.run_module",
-    "importlib.util.spec_from_file_location",
-    "importlib.machinery.SourceFileLoader",
-    "imp.load_source",
-    "zipimport.zipimporter",
-)
-_SUBPROCESSES = (
-    "os.system",
-    "os.popen",
-    "pty.spawn",
-    "os.forkpty",
-    "asyncio.create_subprocess_exec",
-    "asyncio.create_subprocess_shell",
-    "commands.getoutput",
-)
-_ENVIRON = (
-    "os.putenv",
-    "os.unsetenv",
-    "os.environ.update",
-    "os.environ.setdefault",
-    "os.environ.pop",
-    "os.environ.clear",
-    "os.environ.popitem",
-)
-# Calls that flip a switch for the whole process: every request pays (anomaly mode, tracing) or behaves
-# otherwise (deterministic kernels, another dtype, errors silenced) until the server restarts.
-_SWITCHES = (
-    "torch.autograd.set_detect_anomaly",
-    "torch.autograd.detect_anomaly",
-    "torch.autograd.set_grad_enabled",
-    "torch.set_grad_enabled",
-    "torch.use_deterministic_algorithms",
-    "torch.set_deterministic_debug_mode",
-    "torch.set_default_dtype",
-    "torch.set_default_device",
-    "torch.set_default_tensor_type",
-    "torch.set_float32_matmul_precision",
-    "torch.set_num_threads",
-    "torch.set_flush_denormal",
-    "torch.cuda.set_sync_debug_mode",
-    "torch.autograd.profiler.profile",
-    "torch.autograd.set_multithreading_enabled",
-    "sys.settrace",
-    "sys.setprofile",
-    "sys.setrecursionlimit",
-    "sys.setswitchinterval",
-    "threading.settrace",
-    "threading.setprofile",
-    "threading.settrace_all_threads",
-    "threading.setprofile_all_threads",
-    "gc.disable",
-    "gc.set_debug",
-    "faulthandler.enable",
-    "tracemalloc.start",
-    "warnings.simplefilter",
-    "warnings.filterwarnings",
-    "numpy.seterr",
-    "numpy.set_printoptions",
-    "logging.basicConfig",
-    "logging.disable",
-)
-# Module attributes whose assignment is such a switch (``torch.backends.cudnn.benchmark = False``).
+# Module attributes whose assignment flips a process-wide switch (``torch.backends.cudnn.benchmark = False``).
 SWITCH_ATTRIBUTES = (
     "torch.backends.",
     "torch._dynamo.config.",
@@ -177,53 +38,16 @@ SWITCH_ATTRIBUTES = (
     "logging.root.",
     "sys.flags.",
 )
-_NETWORK_PREFIXES = ("requests.", "httpx.", "aiohttp.", "urllib3.")
-_NETWORK = (
-    "socket.socket",
-    "socket.create_connection",
-    "urllib.request.urlopen",
-    "http.client.HTTPConnection",
-    "http.client.HTTPSConnection",
-    "smtplib.SMTP",
+
+# Derived from the families (:mod:`.families`), never written by hand: qualified name → rule, method on any
+# receiver → rule, module (or name prefix) → rule, and (module, its methods) → rule.
+CALLS: dict[str, str] = {c: f.rule for f in FAMILIES for c in f.calls}
+METHODS: dict[str, str] = {m: f.rule for f in FAMILIES for m in f.methods}
+_MODULES: dict[str, str] = {m: f.rule for f in FAMILIES for m in f.modules}
+_PREFIXES: tuple[tuple[str, str], ...] = tuple((p, f.rule) for f in FAMILIES for p in f.prefixes)
+_MODULE_METHODS: tuple[tuple[str, frozenset[str], str], ...] = tuple(
+    (m, verbs, f.rule) for f in FAMILIES for m, verbs in f.module_methods
 )
-
-CALLS: dict[str, str] = {
-    **{n: "tensor-dump" for n in _DUMPS},
-    **{n: "debugger" for n in _DEBUGGERS},
-    **{n: "process-exit" for n in _EXITS},
-    **{n: "network" for n in _NETWORK},
-    **{n: "subprocess" for n in _SUBPROCESSES},
-    **{n: "dynamic-exec" for n in _LOADERS},
-    **{n: "file-write" for n in _WRITES},
-    **{n: "env-mutation" for n in _ENVIRON},
-    **{n: "global-switch" for n in _SWITCHES},
-    "print": "print",
-    "builtins.print": "print",
-    "sys.stdout.write": "print",
-    "sys.stderr.write": "print",
-    "sys.stdout.writelines": "print",
-    "sys.stderr.writelines": "print",
-    "pprint.pprint": "print",
-    "pprint.pp": "print",
-    "time.sleep": "sleep",
-    "asyncio.sleep": "sleep",
-    "torch.cuda.synchronize": "device-sync",
-    "torch.cuda.current_stream.synchronize": "device-sync",
-    "setattr": "monkeypatch",
-}
-
-# Method names matched on any receiver (the receiver's type is unknown without running the code).
-METHODS: dict[str, str] = {
-    "tofile": "tensor-dump",
-    "write_text": "file-write",
-    "write_bytes": "file-write",
-    "cpu": "device-sync",
-    "item": "device-sync",
-    "tolist": "device-sync",
-    "numpy": "device-sync",
-    "synchronize": "device-sync",
-    "set_trace": "debugger",
-}
 
 # Where output and host-device syncs cost every request: forwards, and the engine's per-step methods
 # (scheduling a step, executing the model, sampling, and the busy loops around them). A function whose
@@ -274,25 +98,12 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> st
     rule = CALLS.get(qualname)
     if rule:
         return rule
-    if qualname.startswith(("subprocess.", "os.exec", "os.spawn", "os.posix_spawn")):
-        return "subprocess"
-    if qualname.startswith(("pdb.", "ipdb.", "pudb.")) and method in {"set_trace", "post_mortem", "Pdb"}:
-        return "debugger"
-    if qualname.startswith(_NETWORK_PREFIXES) and method in {
-        "get",
-        "post",
-        "put",
-        "delete",
-        "patch",
-        "request",
-        "head",
-        "Client",
-        "Session",
-        "AsyncClient",
-        "ClientSession",
-        "urlopen",
-    }:
-        return "network"
+    module = _module_rule(qualname)
+    if module:
+        return module
+    for prefix, verbs, family in _MODULE_METHODS:
+        if (qualname + ".").startswith(prefix + ".") and method in verbs:
+            return family
     if method is not None and receiver is not None:
         base = receiver.rsplit(".", 1)[-1].lower()
         if method in _LOG_METHODS and ("log" in base or qualname.startswith("logging.")):
@@ -302,14 +113,25 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> st
     return None
 
 
+def _module_rule(qualname: str) -> str | None:
+    """The rule of a call to any callable of a family's module (``subprocess.run``) or name prefix."""
+    head = qualname
+    while "." in head:
+        head = head.rsplit(".", 1)[0]
+        if head in _MODULES:
+            return _MODULES[head]
+    return next((rule for prefix, rule in _PREFIXES if qualname.startswith(prefix)), None)
+
+
 # -- a cheap test before the libcst walk -------------------------------------------------------------------
 
-_FAMILY_PREFIXES = ("subprocess.", "os.exec", "os.spawn", "os.posix_spawn", *_NETWORK_PREFIXES)
-_MODULE_FAMILIES = ("subprocess.", *_NETWORK_PREFIXES)  # any function of these modules
+# Modules whose every callable (or whose listed methods) a family names: an alias of one is a possible hit.
+_MODULE_FAMILIES = tuple(f"{m}." for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS)))
 _WORDS = frozenset(
     {q.rsplit(".", 1)[-1] for q in CALLS}
     | set(METHODS)
-    | {p.rstrip(".").rsplit(".", 1)[-1] for p in _FAMILY_PREFIXES}
+    | {m.rsplit(".", 1)[-1] for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS))}
+    | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
     | {"open", "except", "breakpointhook", "setattr", "environ", "suppress", "SystemExit"}
     | {"setLevel", "start"}
     | set(WRAPPERS)
@@ -324,9 +146,12 @@ _FORMS = re.compile(
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
     r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
-    r"|^\s*(?:return|continue|break)\b|^\s*assert\b",
+    r"""|^\s*assert\s+(?:True|[1-9]|["'])""",
     re.MULTILINE,
 )
+# An early exit typed in: a possible hit only where the unit holds a check it could cut off.
+_EXIT = re.compile(r"^\s*(?:return|continue|break)\b", re.MULTILINE)
+_CHECK = re.compile(r"^\s*(?:raise|assert)\b", re.MULTILINE)
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
 )
@@ -358,6 +183,8 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     them. (A hit whose call begins on an unchanged line is the pristine file's own, which is not reported.)"""
     words = set(_IDENT.findall(changed))
     if words & _WORDS or any("log" in w.lower() for w in words) or _FORMS.search(changed):
+        return True
+    if _EXIT.search(changed) and _CHECK.search(unit or changed):
         return True
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):
