@@ -149,3 +149,53 @@ def test_a_family_is_its_modules_not_a_closed_list(imports: str, call: str, rule
         "        try:\n", f"        {call}\n        try:\n", 1
     )
     assert rule in {r for r, _s, n in _found(after) if n == _line(after, f"        {call}")}
+
+
+@pytest.mark.parametrize(
+    "call", ['__import__("pickle").dump(batch, fh)', 'importlib.import_module("torch").save(batch, "/tmp/b")']
+)
+def test_a_module_imported_by_name_is_resolved(call: str) -> None:
+    after = PRISTINE.replace("import logging\n", "import importlib\nimport logging\n", 1).replace(
+        "        try:\n", f"        {call}\n        try:\n", 1
+    )
+    assert ("tensor-dump", "high", _line(after, call)) in _found(after)
+
+
+IO_HELPER = """import time
+import urllib.request
+
+
+def fetch(url, attempts=5):
+    for attempt in range(attempts):
+        try:
+            return urllib.request.urlopen(url, timeout=10).read()
+        except OSError:
+            pass
+    raise RuntimeError(url)
+
+
+if __name__ == "__main__":
+    print(fetch("http://localhost:8000/health"))
+"""
+
+
+def _io_found(after: str) -> list[tuple[str, str, int]]:
+    change = CodeChange("io.py", IO_HELPER.encode(), after.encode(), "miniengine", "1.0")
+    return [(f.rule, f.severity.label, f.line or 0) for f in analyse(change)]
+
+
+def test_a_backoff_in_a_retry_loop_is_minor() -> None:
+    after = IO_HELPER.replace("            pass\n", "            time.sleep(2 ** attempt)\n")
+    assert ("sleep", "minor", _line(after, "time.sleep")) in _io_found(after)
+    hot = after.replace("def fetch(", "def forward(").replace("fetch(", "forward(")
+    assert ("sleep", "moderate", _line(hot, "time.sleep")) in _io_found(hot)
+
+
+def test_a_main_block_is_not_library_code() -> None:
+    after = IO_HELPER.replace(
+        '    print(fetch("http://localhost:8000/health"))\n',
+        '    import pdb; pdb.set_trace()\n    print(fetch("http://localhost:8000/health"))\n',
+    )
+    assert ("debugger", "minor", _line(after, "pdb.set_trace")) in _io_found(after)
+    library = after.replace('if __name__ == "__main__":', "if DEBUG_FETCH:")
+    assert ("debugger", "high", _line(library, "pdb.set_trace")) in _io_found(library)

@@ -210,7 +210,46 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _removed_checks(regions, edit, after)
     for r in regions:
         _unexplained(edit, r, covered, out)
+    out = _scripts_are_not_library(out, after)
     return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
+
+
+_SCRIPT_NOTE = ' (script code under `if __name__ == "__main__":`, which the library never runs)'
+
+
+def _scripts_are_not_library(findings: list[Finding], text: str) -> list[Finding]:
+    """Code under a module's ``if __name__ == "__main__":`` runs only when the file is run as a script,
+    never when the server imports it: its findings are minor at most, and say why."""
+    if "__main__" not in text or too_wild(text) is not None:
+        return findings
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return findings
+    spans = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in tree.body
+        if isinstance(node, ast.If) and _is_main_test(node.test)
+    ]
+    if not spans:
+        return findings
+    out = []
+    for f in findings:
+        inside = f.line is not None and any(a <= f.line <= b for a, b in spans)
+        if inside and f.kind is Kind.INJECTED_CODE and f.severity > Severity.MINOR:
+            f = replace(f, severity=Severity.MINOR, message=f.message + _SCRIPT_NOTE)
+        out.append(f)
+    return out
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    names = [s.id for s in sides if isinstance(s, ast.Name)]
+    values = [s.value for s in sides if isinstance(s, ast.Constant)]
+    return names == ["__name__"] and values == ["__main__"]
 
 
 def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
@@ -466,6 +505,8 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     severity = rule.severity
     if hit.rule == "logging" and not hot:
         severity = Severity.MINOR  # a log line costs every request on the hot path only
+    if hit.rule == "sleep" and hit.retry and not on_hot_path(name):
+        severity = Severity.MINOR  # a backoff between attempts of an I/O helper: waiting is its job
     if hit.dead:
         severity = Severity.INFO
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}

@@ -56,6 +56,7 @@ class Hit:
     dead: bool
     detail: str = ""
     loop: bool = False
+    retry: bool = False  # in a loop that catches errors: waiting between attempts (a backoff)
 
 
 def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) -> dict[Unit, list[int]]:
@@ -153,6 +154,7 @@ class _Walker(cst.CSTVisitor):
         self.dead_blocks: set[int] = set()
         self.dead = 0
         self.loops = 0
+        self.loop_nodes: list[cst.CSTNode] = []
         self.hits: list[Hit] = []
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -259,6 +261,7 @@ class _Walker(cst.CSTVisitor):
             self.dead += 1
         if isinstance(node, (cst.For, cst.While)):
             self.loops += 1
+            self.loop_nodes.append(node)
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -269,6 +272,7 @@ class _Walker(cst.CSTVisitor):
             self.dead -= 1
         if isinstance(original_node, (cst.For, cst.While)):
             self.loops -= 1
+            self.loop_nodes.pop()
         super().on_leave(original_node)
 
     def _gate(self) -> tuple[GateKind | None, str]:
@@ -295,6 +299,7 @@ class _Walker(cst.CSTVisitor):
                 self.dead > 0,
                 detail,
                 self.loops > 0,
+                rule == "sleep" and bool(self.loop_nodes) and _retries(self.loop_nodes[-1]),
             )
         )
 
@@ -332,6 +337,10 @@ class _Walker(cst.CSTVisitor):
             name = func.args[1].value.evaluated_value
             if owner and isinstance(name, str) and name.isidentifier():
                 return resolve(self.aliases, f"{owner}.{name}"), name, owner
+        if isinstance(func, cst.Attribute):
+            module = _imported_by_name(func.value)
+            if module is not None:  # __import__("pickle").dump, importlib.import_module("torch").save
+                return f"{module}.{func.attr.value}", func.attr.value, module
         dotted = get_full_name_for_node(func)
         method = receiver = None
         if isinstance(func, cst.Attribute):
@@ -403,6 +412,20 @@ class _Walker(cst.CSTVisitor):
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
         if _broad(node.type) and all(_quiet(s) for s in body):
             self._hit("swallowed-exception", "except", lines)
+
+
+def _imported_by_name(node: cst.BaseExpression) -> str | None:
+    """The module ``__import__("m")`` or ``importlib.import_module("m")`` imports, when named by a literal."""
+    if not isinstance(node, cst.Call) or not node.args:
+        return None
+    called = get_full_name_for_node(node.func)
+    first = node.args[0].value
+    if called in ("__import__", "builtins.__import__", "importlib.import_module") and isinstance(
+        first, cst.SimpleString
+    ):
+        name = first.evaluated_value
+        return name if isinstance(name, str) and all(p.isidentifier() for p in name.split(".")) else None
+    return None
 
 
 def _broad(caught: cst.BaseExpression | None) -> bool:
@@ -554,6 +577,23 @@ class _Checks(cst.CSTVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return False
+
+
+class _Handlers(cst.CSTVisitor):
+    found = False
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.found = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
+def _retries(loop: cst.CSTNode) -> bool:
+    """Whether a loop catches errors in its body: a retry loop, whose sleep is a backoff."""
+    handlers = _Handlers()
+    loop.visit(handlers)
+    return handlers.found
 
 
 def _holds_check(node: cst.CSTNode) -> bool:
