@@ -199,3 +199,11 @@ def test_a_main_block_is_not_library_code() -> None:
     assert ("debugger", "minor", _line(after, "pdb.set_trace")) in _io_found(after)
     library = after.replace('if __name__ == "__main__":', "if DEBUG_FETCH:")
     assert ("debugger", "high", _line(library, "pdb.set_trace")) in _io_found(library)
+
+
+@pytest.mark.parametrize("call", ['ctypes.CDLL("libcuda.so.1")', "ctypes.CDLL(None)", "ctypes.CDLL(name)"])
+def test_a_system_library_by_name_is_not_foreign_code(call: str) -> None:
+    after = PRISTINE.replace("import logging\n", "import ctypes\nimport logging\n", 1).replace(
+        "        try:\n", f"        name = 'libnuma.so'\n        {call}\n        try:\n", 1
+    )
+    assert not [f for f in _found(after) if f[0] == "dynamic-exec"]

@@ -7,15 +7,21 @@ This table is the one place a call target lives: :mod:`.rules` derives its looku
 line here. Names are qualified as imports resolve them (``import numpy as np`` → ``numpy.save``), private
 real paths behind public aliases included (``torch.serialization.save`` for ``torch.save``).
 
-Matchers that look at arguments or receivers (``open(..., "w")``, ``x.to("cpu")``, a logger at DEBUG) are
-in :mod:`.judge`; what they match is said here in ``forms``, for the prefilter.
+Matchers that look at arguments or receivers (``open(..., "w")``, ``x.to("cpu")``, a logger at DEBUG, a
+native library loaded from a path: :data:`NATIVE_LOADERS`) are in :mod:`.judge`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FAMILIES", "Family"]
+__all__ = ["FAMILIES", "NATIVE_LOADERS", "Family"]
+
+NATIVE_LOADERS = frozenset(
+    {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.WinDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}
+)
+"""Loaders of native code: ``dynamic-exec`` when given a path (``/tmp/libhook.so``), not a system library by
+its name (``libcuda.so.1``, ``None``) — frameworks load those all the time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +195,6 @@ FAMILIES: tuple[Family, ...] = (
             ("aiohttp", _NETWORK_VERBS),
             ("urllib3", _NETWORK_VERBS | {"PoolManager"}),
         ),
-        methods=("send_pyobj", "send_multipart", "recv_pyobj"),
     ),
     Family(
         "dynamic-exec",
@@ -208,10 +213,6 @@ FAMILIES: tuple[Family, ...] = (
             "imp.load_source",
             "imp.load_dynamic",
             "zipimport.zipimporter",
-            "ctypes.CDLL",
-            "ctypes.PyDLL",
-            "ctypes.cdll.LoadLibrary",
-            "ctypes.pydll.LoadLibrary",
             "torch.ops.load_library",
             "torch.utils.cpp_extension.load",
             "torch.utils.cpp_extension.load_inline",

@@ -22,6 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
+from .families import NATIVE_LOADERS
 from .rules import REDUCTIONS, SWITCH_ATTRIBUTES, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
 
@@ -493,7 +494,14 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
         return None  # below info: not output on a hot path
     if _switches(node, qualname, method, receiver):
         return "global-switch"
+    if qualname in NATIVE_LOADERS and node.args and _a_path(node.args[0].value):
+        return "dynamic-exec"
     return rule
+
+
+def _a_path(arg: cst.BaseExpression) -> bool:
+    """A literal naming a file by its path (a ``/`` in it), not a library the loader looks up by name."""
+    return isinstance(arg, cst.SimpleString) and "/" in str(arg.evaluated_value or "")
 
 
 _PATCHERS = ("patch", "patch.object", "patch.dict", "patch.multiple")
