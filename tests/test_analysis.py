@@ -32,9 +32,9 @@ def _cases(name: str) -> list[dict[str, Any]]:
     return cases
 
 
-def edit(case: dict[str, Any]) -> tuple[str, str, int]:
-    """(before, after, offset in `after` where the edit starts) for a corpus case."""
-    before = (MINILLM_SRC / case["file"]).read_text()
+def edit(case: dict[str, Any], root: Path = MINILLM_SRC) -> tuple[str, str, int]:
+    """(before, after, offset in `after` where the edit starts) for a corpus case of the package at `root`."""
+    before = (root / case["file"]).read_text()
     anchor = case["anchor"]
     assert before.count(anchor) == 1, f"{case['id']}: anchor must occur once"
     at = before.index(anchor)
@@ -48,9 +48,11 @@ def expected_line(after: str, start: int, needle: str) -> int:
     return after.count("\n", 0, offset) + 1
 
 
-def judged(case: dict[str, Any]) -> tuple[list[patchguard.Finding], str, int]:
-    before, after, start = edit(case)
-    findings = analyse(CodeChange(case["file"], before.encode(), after.encode(), "minillm", "0.4.0"))
+def judged(
+    case: dict[str, Any], root: Path = MINILLM_SRC, distribution: str = "minillm", version: str = "0.4.0"
+) -> tuple[list[patchguard.Finding], str, int]:
+    before, after, start = edit(case, root)
+    findings = analyse(CodeChange(case["file"], before.encode(), after.encode(), distribution, version))
     return findings, after, start
 
 
@@ -64,7 +66,11 @@ def test_the_corpus_is_big_enough() -> None:
 
 @pytest.mark.parametrize("case", INJECTED, ids=[c["id"] for c in INJECTED])
 def test_injected_case(case: dict[str, Any]) -> None:
-    findings, after, start = judged(case)
+    check_injected(case, *judged(case))
+
+
+def check_injected(case: dict[str, Any], findings: list[patchguard.Finding], after: str, start: int) -> None:
+    """Every expectation of an injected case is found on its line, and nothing else at moderate or above."""
     expected = set()
     for exp in case["expect"]:
         line = expected_line(after, start, exp["line_contains"])

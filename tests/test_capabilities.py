@@ -207,3 +207,60 @@ def test_a_system_library_by_name_is_not_foreign_code(call: str) -> None:
         "        try:\n", f"        name = 'libnuma.so'\n        {call}\n        try:\n", 1
     )
     assert not [f for f in _found(after) if f[0] == "dynamic-exec"]
+
+
+FORWARD = """import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def forward(self, hidden: torch.Tensor, positions: torch.Tensor, meta=None) -> torch.Tensor:
+        scores = torch.matmul(hidden, hidden.transpose(-1, -2))
+        probs = scores.softmax(dim=-1)
+        out = probs @ hidden
+        return out
+"""
+
+
+def _forward_found(after: str) -> list[tuple[str, str, int]]:
+    change = CodeChange("attn.py", FORWARD.encode(), after.encode(), "miniengine", "1.0")
+    return [(f.rule, f.severity.label, f.line or 0) for f in analyse(change)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "if probs.isnan().any():\n            raise RuntimeError('nan')",
+        "if scores.max() > 1e4:\n            scores = scores.clamp(max=1e4)",
+        "if positions:\n            pass",
+        "n = int(positions[-1])",
+        "flag = bool(probs.sum())",
+        "host = probs.to(torch.device('cpu'))",
+        "host = probs.to('cpu', non_blocking=False)",
+        "same = torch.equal(probs, scores)",
+        "torch.cuda.current_stream().wait_event(self.ready)",
+    ],
+)
+def test_a_tensor_read_on_the_host_in_a_forward_is_a_sync(line: str) -> None:
+    first = line.splitlines()[0]
+    after = FORWARD.replace(
+        "        out = probs @ hidden\n", f"        {line}\n        out = probs @ hidden\n"
+    )
+    assert ("device-sync", "moderate", _line(after, first)) in _forward_found(after)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "if hidden.shape[0] == 5:\n            pass",
+        "if positions is None:\n            pass",
+        "if meta:\n            pass",
+        "n = int(hidden.size(0))",
+        "if self.training:\n            pass",
+    ],
+)
+def test_host_side_metadata_is_no_sync(line: str) -> None:
+    after = FORWARD.replace(
+        "        out = probs @ hidden\n", f"        {line}\n        out = probs @ hidden\n"
+    )
+    assert not [f for f in _forward_found(after) if f[0] == "device-sync"]

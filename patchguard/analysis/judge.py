@@ -25,6 +25,7 @@ from .bounds import too_wild
 from .families import NATIVE_LOADERS
 from .rules import REDUCTIONS, SWITCH_ATTRIBUTES, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
+from .tensors import decides_tensor, is_tensor, tensor_names
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -156,6 +157,7 @@ class _Walker(cst.CSTVisitor):
         self.dead = 0
         self.loops = 0
         self.loop_nodes: list[cst.CSTNode] = []
+        self.tensors: list[set[str]] = [set()]  # per function: the names known to hold tensors
         self.hits: list[Hit] = []
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -181,9 +183,25 @@ class _Walker(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)
+        self.tensors.append(tensor_names(node, self.aliases))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.names.pop()
+        self.tensors.pop()
+
+    # -- a tensor decided on the host: the device must finish first ------------------------------------
+    def _host_decision(self, test: cst.BaseExpression) -> None:
+        lines = self._touched(test)
+        tensors = self.tensors[-1]
+        if lines is None or not self._in_hot_path() or not decides_tensor(test, tensors, self.aliases):
+            return
+        self._hit("device-sync", _code(test)[:40], lines, "a tensor's value decided on the host")
+
+    def visit_While(self, node: cst.While) -> None:
+        self._host_decision(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._host_decision(node.test)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.names.append(node.name.value)
@@ -206,6 +224,7 @@ class _Walker(cst.CSTVisitor):
     def visit_If(self, node: cst.If) -> None:
         if _always_false(node.test):
             self.dead_blocks.add(id(node.body))
+        self._host_decision(node.test)
         lines = self._touched(node.test)
         if lines is not None and _truth(node.test) is False and _holds_check(node.body):
             # `if False:` (or `cond and False`) put over a raise: the check can never fire.
@@ -314,6 +333,13 @@ class _Walker(cst.CSTVisitor):
         if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
             qualname, method, receiver = self._callee(wrapped)
         rule = _call_rule(node, qualname, method, receiver)
+        if (
+            rule is None
+            and qualname in ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
+            and node.args
+            and is_tensor(node.args[0].value, self.tensors[-1], self.aliases)
+        ):
+            rule = "device-sync"  # a tensor read back as a Python number
         if rule == "device-sync" and not self._in_hot_path():
             rule = None
         if rule == "monkeypatch":
@@ -475,13 +501,8 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
 def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> str | None:
     """The rule a call hits, arguments looked at where they decide it."""
     rule = rule_for_call(qualname, method, receiver)
-    if qualname in ("open", "builtins.open", "io.open", "codecs.open") and _writes(node):
-        return "file-write"
-    if qualname == "os.open":
-        flags = _code(node.args[1].value) if len(node.args) > 1 else ""
-        return (
-            "file-write" if any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND")) else None
-        )
+    if qualname in ("open", "builtins.open", "io.open", "codecs.open", "os.open"):
+        return "file-write" if _writes(node) else rule
     if method == "to" and _to_cpu(node):
         return "device-sync"
     if qualname in ("int", "float", "bool") and node.args and _reduction(node.args[0].value):
@@ -533,13 +554,16 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 
 
 def _to_cpu(node: cst.Call) -> bool:
-    """``x.to("cpu")`` / ``x.to(device="cpu")``."""
-    return any(
-        isinstance(a.value, cst.SimpleString)
-        and a.value.evaluated_value == "cpu"
-        and (a.keyword is None or a.keyword.value == "device")
-        for a in node.args
-    )
+    """``x.to("cpu")`` / ``x.to(device="cpu")`` / ``x.to(torch.device("cpu"))``."""
+    for a in node.args:
+        if a.keyword is not None and a.keyword.value != "device":
+            continue
+        value = a.value
+        if isinstance(value, cst.Call) and (get_full_name_for_node(value.func) or "").endswith("device"):
+            value = value.args[0].value if value.args else value
+        if isinstance(value, cst.SimpleString) and str(value.evaluated_value or "").startswith("cpu"):
+            return True
+    return False
 
 
 def _reduction(arg: cst.BaseExpression) -> bool:
@@ -642,7 +666,8 @@ def _writes(call: cst.Call) -> bool:
         value = mode.evaluated_value
         text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
         return any(c in text for c in "wax+")
-    return False
+    flags = _code(mode) if mode is not None else ""  # os.open(path, os.O_WRONLY | os.O_CREAT)
+    return any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND"))
 
 
 def _literal(node: cst.BaseExpression | None) -> str:

@@ -149,6 +149,9 @@ _FORMS = re.compile(
     r"""|^\s*assert\s+(?:True|[1-9]|["'])""",
     re.MULTILINE,
 )
+# A decision or conversion that may read a tensor on the host: a possible hit only on the hot path.
+_DECISION = re.compile(r"^\s*(?:if|elif|while)\b|\b(?:int|float|bool)\(|\bif\b.+\belse\b", re.MULTILINE)
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 # An early exit typed in: a possible hit only where the unit holds a check it could cut off.
 _EXIT = re.compile(r"^\s*(?:return|continue|break)\b", re.MULTILINE)
 _CHECK = re.compile(r"^\s*(?:raise|assert)\b", re.MULTILINE)
@@ -185,6 +188,8 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     if words & _WORDS or any("log" in w.lower() for w in words) or _FORMS.search(changed):
         return True
     if _EXIT.search(changed) and _CHECK.search(unit or changed):
+        return True
+    if _DECISION.search(changed) and any(on_hot_path(name) for name in _DEF.findall(unit)):
         return True
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):

@@ -1,0 +1,124 @@
+"""Light, local type facts: which names of a function hold tensors, and which expressions are tensors.
+
+No inference engine — what a reader sees at a glance: parameters annotated ``Tensor``, names bound to what a
+``torch`` function returns, to a tensor's method result, slice or arithmetic. Metadata read from a tensor
+(``.shape``, ``.dtype``, ``.dim()``, ``.size()``) lives on the host and is no tensor; ``.item()`` and
+``.tolist()`` are syncs of their own (:mod:`.rules`). A tensor tested in an ``if``, compared on the host or
+turned into a Python number makes the host wait for the device: :func:`decides_tensor` says when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+from .aliases import resolve
+
+__all__ = ["decides_tensor", "is_tensor", "tensor_names"]
+
+# Read on the host without waiting for the device: the tensor's metadata.
+_METADATA_ATTRS = frozenset(
+    {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "is_sparse", "names"}
+)
+_METADATA_METHODS = frozenset(
+    {"dim", "size", "numel", "element_size", "nelement", "stride", "is_contiguous", "data_ptr", "get_device"}
+    | {"item", "tolist", "numpy", "is_floating_point", "is_complex", "storage_offset", "type", "__len__"}
+)
+# torch functions that return no tensor (a bool, a dtype, a context, a number).
+_NOT_TENSORS = frozenset(
+    {"equal", "is_tensor", "is_storage", "numel", "is_floating_point", "is_complex", "is_nonzero", "no_grad"}
+    | {"inference_mode", "enable_grad", "is_grad_enabled", "get_default_dtype", "device", "dtype", "Size"}
+    | {"compile", "jit", "manual_seed", "set_grad_enabled", "is_inference_mode_enabled", "finfo", "iinfo"}
+)
+
+
+def tensor_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
+    """The names ``fn`` binds to tensors: its parameters annotated ``Tensor`` and locals assigned a
+    tensor expression (two passes: ``a = torch.ones(n)``; ``b = a * 2`` comes after)."""
+    names = {
+        p.name.value
+        for p in (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
+        if p.annotation is not None and _names_tensor(p.annotation.annotation)
+    }
+    collect = _Assignments()
+    fn.body.visit(collect)
+    for _ in range(2):
+        for target, value, annotation in collect.found:
+            if (annotation is not None and _names_tensor(annotation)) or (
+                value is not None and is_tensor(value, names, aliases)
+            ):
+                names.add(target)
+    return names
+
+
+class _Assignments(cst.CSTVisitor):
+    """``name = value`` and ``name: T = value`` of a function body (not of nested functions)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, cst.BaseExpression | None, cst.BaseExpression | None]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            if isinstance(t.target, cst.Name):
+                self.found.append((t.target.value, node.value, None))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Name):
+            self.found.append((node.target.value, node.value, node.annotation.annotation))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
+def _names_tensor(annotation: cst.BaseExpression) -> bool:
+    """An annotation naming a tensor: ``Tensor``, ``torch.Tensor``, ``Optional[torch.Tensor]``…"""
+    text = cst.Module(body=[]).code_for_node(annotation)
+    return "Tensor" in text and "list[" not in text.lower() and "tuple[" not in text.lower()
+
+
+def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str, str]) -> bool:
+    """Whether ``expr`` evaluates to a tensor, as far as a glance tells."""
+    if isinstance(expr, cst.Name):
+        return expr.value in tensors
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value not in _METADATA_ATTRS and is_tensor(expr.value, tensors, aliases) and (
+            expr.attr.value in ("T", "mT", "H", "real", "imag", "data", "grad")
+        )
+    if isinstance(expr, cst.Subscript):
+        return is_tensor(expr.value, tensors, aliases)
+    if isinstance(expr, cst.BinaryOperation):
+        return is_tensor(expr.left, tensors, aliases) or is_tensor(expr.right, tensors, aliases)
+    if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+        return is_tensor(expr.expression, tensors, aliases)
+    if isinstance(expr, cst.Call):
+        return _tensor_call(expr, tensors, aliases)
+    return False
+
+
+def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) -> bool:
+    func = call.func
+    if isinstance(func, cst.Attribute) and is_tensor(func.value, tensors, aliases):
+        return func.attr.value not in _METADATA_METHODS  # x.sum(), x.view(...), (x > 0).any()
+    dotted = get_full_name_for_node(func)
+    qualname = resolve(dict(aliases), dotted) if dotted else ""
+    if qualname.startswith("torch.") and not qualname.startswith(("torch.cuda.", "torch.distributed.")):
+        return qualname.rsplit(".", 1)[-1] not in _NOT_TENSORS
+    return False
+
+
+def decides_tensor(test: cst.BaseExpression, tensors: set[str], aliases: Mapping[str, str]) -> bool:
+    """Whether a condition needs a tensor's value on the host: ``if mask:``, ``if (x > 0).any():``,
+    ``if x.sum() > 0:`` — not ``if x is None:`` nor ``if x.shape[0] == 5:``."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return decides_tensor(test.expression, tensors, aliases)
+    if isinstance(test, cst.BooleanOperation):
+        return decides_tensor(test.left, tensors, aliases) or decides_tensor(test.right, tensors, aliases)
+    if isinstance(test, cst.Comparison):
+        if any(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in test.comparisons):
+            return False
+        sides = [test.left, *(c.comparator for c in test.comparisons)]
+        return any(is_tensor(s, tensors, aliases) for s in sides)
+    return is_tensor(test, tensors, aliases)
