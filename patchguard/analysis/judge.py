@@ -340,7 +340,7 @@ class _Walker(cst.CSTVisitor):
             and is_tensor(node.args[0].value, self.tensors[-1], self.aliases)
         ):
             rule = "device-sync"  # a tensor read back as a Python number
-        if rule == "device-sync" and not self._in_hot_path():
+        if rule == "device-sync" and not self._in_hot_path() and not self.loops:
             rule = None
         if rule == "monkeypatch":
             target = get_full_name_for_node(node.args[0].value) if node.args else None

@@ -67,6 +67,15 @@ HOT_PATH = (
     "prepare_inputs",
     "update_states",
     "decode",
+    # SGLang's scheduler and model runner: one call per step
+    "event_loop",
+    "run_batch",
+    "get_next_batch_to_run",
+    "process_batch_result",
+    "forward_batch",
+    "init_forward_metadata",
+    "forward_decode",
+    "forward_extend",
 )
 
 
