@@ -184,7 +184,9 @@ FAMILIES: tuple[Family, ...] = (
             "telnetlib.Telnet",
             "xmlrpc.client.ServerProxy",
             "zmq.Context",
+            "zmq.Context.instance",
             "zmq.asyncio.Context",
+            "zmq.asyncio.Context.instance",
             "grpc.insecure_channel",
             "grpc.secure_channel",
             "paramiko.SSHClient",
@@ -296,7 +298,16 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "sleep",
         "waits",
-        calls=("time.sleep", "asyncio.sleep", "signal.pause", "trio.sleep", "gevent.sleep"),
+        calls=(
+            "time.sleep",
+            "asyncio.sleep",
+            "signal.pause",
+            "trio.sleep",
+            "gevent.sleep",
+            "threading.Event.wait",
+            "threading.Condition.wait",
+            "threading.Barrier.wait",
+        ),
     ),
     Family(
         "device-sync",

@@ -515,9 +515,36 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
         return None  # below info: not output on a hot path
     if _switches(node, qualname, method, receiver):
         return "global-switch"
-    if qualname in NATIVE_LOADERS and node.args and _a_path(node.args[0].value):
+    return _by_arguments(node, qualname) or rule
+
+
+def _by_arguments(node: cst.Call, qualname: str) -> str | None:
+    """Rules a call hits by what it is given: a native library loaded from a path or a setting, a memory map
+    opened for writing, ``select`` on nothing (a sleep)."""
+    first = node.args[0].value if node.args else None
+    if qualname in NATIVE_LOADERS and first is not None and (_a_path(first) or _from_settings(first)):
         return "dynamic-exec"
-    return rule
+    if qualname in ("numpy.memmap", "numpy.lib.format.open_memmap") and _writes_memmap(node):
+        return "tensor-dump"
+    if qualname == "select.select" and all(
+        isinstance(a.value, cst.List) and not a.value.elements for a in node.args[:3]
+    ):
+        return "sleep"
+    return None
+
+
+def _from_settings(arg: cst.BaseExpression) -> bool:
+    """A value read from the environment (``os.environ[...]``, ``os.getenv(...)``)."""
+    code = _code(arg)
+    return "environ" in code or "getenv" in code
+
+
+def _writes_memmap(node: cst.Call) -> bool:
+    """``numpy.memmap(path, dtype, "w+")`` / ``mode="r+"``: a file written through memory."""
+    modes = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "mode"]
+    positional = [a.value for a in node.args if a.keyword is None]
+    modes += positional[2:3]
+    return any(isinstance(m, cst.SimpleString) and str(m.evaluated_value) in ("w+", "r+") for m in modes)
 
 
 def _a_path(arg: cst.BaseExpression) -> bool:

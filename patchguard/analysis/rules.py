@@ -142,7 +142,7 @@ _WORDS = frozenset(
     | {m.rsplit(".", 1)[-1] for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS))}
     | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
     | {"open", "except", "breakpointhook", "setattr", "environ", "suppress", "SystemExit"}
-    | {"setLevel", "start", "CDLL", "PyDLL", "WinDLL", "LoadLibrary"}
+    | {"setLevel", "start", "CDLL", "PyDLL", "WinDLL", "LoadLibrary", "memmap", "open_memmap", "select"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
