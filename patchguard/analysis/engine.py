@@ -501,12 +501,14 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
     forward = name.startswith("forward")
-    hot = hit.loop or on_hot_path(name)
+    hot = (hit.loop and not hit.retry) or on_hot_path(name)
     severity = rule.severity
     if hit.rule == "logging" and not hot:
         severity = Severity.MINOR  # a log line costs every request on the hot path only
     if hit.rule == "sleep" and hit.retry and not on_hot_path(name):
-        severity = Severity.MINOR  # a backoff between attempts of an I/O helper: waiting is its job
+        severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
+    if hit.rule in ("print", "logging") and _command_line(name):
+        severity = min(severity, Severity.MINOR)  # a command's own output, not the library's
     if hit.dead:
         severity = Severity.INFO
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
@@ -520,6 +522,13 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     return finding(
         Kind.INJECTED_CODE, hit.rule, severity, hit.line, hit.end_line, hit.function, message, gate
     )
+
+
+def _command_line(name: str) -> bool:
+    """A command-line entry function (``main``, ``cli``, ``run_cli``, ``serve_main``): it talks to a
+    person."""
+    bare = name.lstrip("_")
+    return bare in ("main", "cli") or bare.endswith(("_main", "_cli")) or bare.startswith(("cli_", "main_"))
 
 
 def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[Finding]:

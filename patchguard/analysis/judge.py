@@ -232,6 +232,7 @@ class _Walker(cst.CSTVisitor):
             self._hit("removed-check", "if", lines, detail)
 
     def visit_Assert(self, node: cst.Assert) -> None:
+        self._host_decision(node.test)
         lines = self._touched(node)
         if lines is not None and _truth(node.test) is True:
             self._hit("removed-check", "assert", lines, f"`assert {_code(node.test)[:60]}` always holds")
@@ -319,7 +320,7 @@ class _Walker(cst.CSTVisitor):
                 self.dead > 0,
                 detail,
                 self.loops > 0,
-                rule == "sleep" and bool(self.loop_nodes) and _retries(self.loop_nodes[-1]),
+                rule in ("sleep", "logging") and bool(self.loop_nodes) and _waits(self.loop_nodes[-1]),
             )
         )
 
@@ -428,6 +429,17 @@ class _Walker(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._assign_targets([t.target for t in node.targets], node, node.value)
+        self._bind_local_alias(node)
+
+    def _bind_local_alias(self, node: cst.Assign) -> None:
+        """``th = torch``, ``dump = np.save``: a local name for an imported module or function."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        if not isinstance(node.value, (cst.Name, cst.Attribute)):
+            return
+        dotted = get_full_name_for_node(node.value)
+        if dotted and dotted.split(".", 1)[0] in self.aliases:
+            self.aliases[node.targets[0].target.value] = resolve(self.aliases, dotted)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._assign_targets([node.target], node)
@@ -648,8 +660,11 @@ class _Handlers(cst.CSTVisitor):
         return False
 
 
-def _retries(loop: cst.CSTNode) -> bool:
-    """Whether a loop catches errors in its body: a retry loop, whose sleep is a backoff."""
+def _waits(loop: cst.CSTNode) -> bool:
+    """Whether a loop's job is waiting: it catches errors in its body (a retry, whose sleep is a backoff) or
+    it is a ``while`` (polling for a condition)."""
+    if isinstance(loop, cst.While):
+        return True
     handlers = _Handlers()
     loop.visit(handlers)
     return handlers.found

@@ -159,7 +159,9 @@ _FORMS = re.compile(
     re.MULTILINE,
 )
 # A decision or conversion that may read a tensor on the host: a possible hit only on the hot path.
-_DECISION = re.compile(r"^\s*(?:if|elif|while)\b|\b(?:int|float|bool)\(|\bif\b.+\belse\b", re.MULTILINE)
+_DECISION = re.compile(
+    r"^\s*(?:if|elif|while|assert)\b|\b(?:int|float|bool)\(|\bif\b.+\belse\b", re.MULTILINE
+)
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 # An early exit typed in: a possible hit only where the unit holds a check it could cut off.
 _EXIT = re.compile(r"^\s*(?:return|continue|break)\b", re.MULTILINE)
