@@ -264,3 +264,45 @@ def test_host_side_metadata_is_no_sync(line: str) -> None:
         "        out = probs @ hidden\n", f"        {line}\n        out = probs @ hidden\n"
     )
     assert not [f for f in _forward_found(after) if f[0] == "device-sync"]
+
+
+CALLS = """import torch
+
+
+class Block:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self._mix(x)
+        if x.shape[0] == 0:
+            self._idle()
+        return y
+
+    def _mix(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    def _idle(self) -> None:
+        return None
+
+    def load(self) -> None:
+        return None
+"""
+
+
+def test_what_a_forward_calls_every_step_is_hot_too() -> None:
+    def found(after: str) -> list[tuple[str, str, str]]:
+        change = CodeChange("block.py", CALLS.encode(), after.encode(), "miniengine", "1.0")
+        return [(f.rule, f.function or "", f.message) for f in analyse(change) if f.rule == "device-sync"]
+
+    mixed = CALLS.replace("        return x * 2\n", "        n = x.sum().item()\n        return x * 2\n")
+    assert [(r, fn) for r, fn, _m in found(mixed)] == [("device-sync", "Block._mix")]
+    assert "called from Block.forward" in found(mixed)[0][2]
+    idle = CALLS.replace(
+        "    def _idle(self) -> None:\n        return None\n",
+        "    def _idle(self) -> None:\n        t = torch.ones(1)\n"
+        "        print(t.item())\n        return None\n",
+    )
+    assert not found(idle)  # called only when the batch is empty: not every step's
+    loading = CALLS.replace(
+        "    def load(self) -> None:\n        return None\n",
+        "    def load(self) -> None:\n        t = torch.ones(1)\n        t.item()\n        return None\n",
+    )
+    assert not found(loading)

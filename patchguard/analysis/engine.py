@@ -501,11 +501,11 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
     forward = name.startswith("forward")
-    hot = (hit.loop and not hit.retry) or on_hot_path(name)
+    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller)
     severity = rule.severity
     if hit.rule == "logging" and not hot:
         severity = Severity.MINOR  # a log line costs every request on the hot path only
-    if hit.rule == "sleep" and hit.retry and not on_hot_path(name):
+    if hit.rule == "sleep" and hit.retry and not (on_hot_path(name) or hit.hot_caller):
         severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
     if hit.rule in ("print", "logging") and _command_line(name):
         severity = min(severity, Severity.MINOR)  # a command's own output, not the library's
@@ -517,6 +517,7 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
         what
         + (f": {hit.detail}" if hit.detail else "")
         + (", on the forward path" if forward else "")
+        + (f" (called from {hit.hot_caller})" if hit.hot_caller and hit.hot_caller != hit.function else "")
         + (" (unreachable: it cannot run)" if hit.dead else "")
     )
     return finding(

@@ -59,6 +59,7 @@ class Hit:
     detail: str = ""
     loop: bool = False
     retry: bool = False  # in a loop that catches errors: waiting between attempts (a backoff)
+    hot_caller: str = ""  # on the hot path: the per-step function that calls it (itself, for one)
 
 
 def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) -> dict[Unit, list[int]]:
@@ -178,8 +179,9 @@ class _Walker(cst.CSTVisitor):
         return any(n.startswith(_FORWARD) for n in self.names[-1:])
 
     def _in_hot_path(self) -> bool:
-        """A forward, or a per-step method of the engine (see :data:`.rules.HOT_PATH`); never a test."""
-        return on_hot_path(self.names[-1] if self.names else "")
+        """A forward, a per-step method of the engine (see :data:`.rules.HOT_PATH`), or a function one of them
+        calls in this file (:mod:`.hotpath`); never a test."""
+        return on_hot_path(self.names[-1] if self.names else "") or self._function() in self.st.hot
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)
@@ -321,6 +323,7 @@ class _Walker(cst.CSTVisitor):
                 detail,
                 self.loops > 0,
                 rule in ("sleep", "logging") and bool(self.loop_nodes) and _waits(self.loop_nodes[-1]),
+                self.st.hot.get(self._function(), ""),
             )
         )
 

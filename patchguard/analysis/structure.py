@@ -98,6 +98,8 @@ class Structure:
     loops: list[tuple[int, int]] = field(default_factory=list)
     dead: list[tuple[int, int]] = field(default_factory=list)
     local_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Functions on the hot path (a per-step function, or one it calls in this file) -> the hot caller.
+    hot: dict[str, str] = field(default_factory=dict)
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -295,6 +297,8 @@ def structure(source: str) -> Structure | None:
         if isinstance(t, ast.Name)
     }
     spans = [(_start(n), n.end_lineno or n.lineno) for n in tree.body]
+    from .hotpath import hot_functions
+
     return Structure(
         walk.scopes,
         _imports(top),
@@ -307,6 +311,7 @@ def structure(source: str) -> Structure | None:
         loops=walk.loops,
         dead=walk.dead,
         local_aliases=walk.local_aliases,
+        hot=hot_functions(tree),
     )
 
 

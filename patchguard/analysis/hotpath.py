@@ -1,0 +1,90 @@
+"""The hot path inside one file: what a per-step function calls, statically, is hot too.
+
+A forward, or an engine's per-step method (:func:`.rules.on_hot_path`), runs for every request; so does what
+it calls on every step: ``self._compute_attention(...)`` from ``forward``, a module function ``_gather(...)``
+from ``run_batch``. Calls are resolved by name within the file only — methods of the same class through
+``self``/``cls``, the module's own functions by their name — and followed transitively. A call made under a
+condition (``if batch is None: self.check_memory()``, ``if step % 40 == 0: self.log_stats()``) is not taken
+as every step's. Nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+
+from .rules import on_hot_path
+
+__all__ = ["hot_functions"]
+
+
+def hot_functions(tree: ast.Module) -> dict[str, str]:
+    """Qualified name → the hot function that calls it (itself for a per-step function), for every function
+    of the file on the hot path."""
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    owner: dict[str, str] = {}  # function qualname -> its class qualname ("" at module level)
+    _collect(tree.body, "", "", functions, owner)
+    hot = {q: q for q in functions if on_hot_path(q.rsplit(".", 1)[-1])}
+    queue = deque(hot)
+    while queue:
+        caller = queue.popleft()
+        for callee in _callees(functions[caller], owner[caller], functions):
+            if callee not in hot:
+                hot[callee] = caller
+                queue.append(callee)
+    return hot
+
+
+def _collect(
+    body: list[ast.stmt],
+    prefix: str,
+    cls: str,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    owner: dict[str, str],
+) -> None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = f"{prefix}.{node.name}" if prefix else node.name
+            functions[name], owner[name] = node, cls
+            _collect(node.body, name, "", functions, owner)
+        elif isinstance(node, ast.ClassDef):
+            name = f"{prefix}.{node.name}" if prefix else node.name
+            _collect(node.body, name, name, functions, owner)
+
+
+def _unconditional(body: list[ast.stmt]) -> list[ast.AST]:
+    """The nodes of ``body`` not under an ``if``, a conditional expression or an ``except`` (loops are
+    every step's too), nor in a nested function or class."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.If, ast.IfExp)):
+            stack.append(node.test)  # the test runs every time; the branches do not
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Try):
+            stack.extend([*node.body, *node.orelse, *node.finalbody])
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _callees(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    cls: str,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+) -> list[str]:
+    out = []
+    for node in _unconditional(fn.body):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and cls:
+            if func.value.id in ("self", "cls") and f"{cls}.{func.attr}" in functions:
+                out.append(f"{cls}.{func.attr}")
+        elif isinstance(func, ast.Name) and func.id in functions:
+            out.append(func.id)
+    return out
