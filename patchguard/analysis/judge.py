@@ -158,7 +158,8 @@ class _Walker(cst.CSTVisitor):
         self.dead = 0
         self.loops = 0
         self.loop_nodes: list[cst.CSTNode] = []
-        self.tensors: list[set[str]] = [set()]  # per function: the names known to hold tensors
+        # per function entered: the def, and the names known to hold tensors once asked (lazily)
+        self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
         self.hits: list[Hit] = []
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -181,21 +182,31 @@ class _Walker(cst.CSTVisitor):
     def _in_hot_path(self) -> bool:
         """A forward, a per-step method of the engine (see :data:`.rules.HOT_PATH`), or a function one of them
         calls in this file (:mod:`.hotpath`); never a test."""
-        return on_hot_path(self.names[-1] if self.names else "") or self._function() in self.st.hot
+        name = self.names[-1] if self.names else ""
+        return on_hot_path(name) or (not name.startswith("test") and self._function() in self.st.hot)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)
-        self.tensors.append(tensor_names(node, self.aliases))
+        self.functions.append((node, None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.names.pop()
-        self.tensors.pop()
+        self.functions.pop()
+
+    def _tensors(self) -> set[str]:
+        """The names of the current function that hold tensors (worked out on first use)."""
+        fn, known = self.functions[-1]
+        if known is None:
+            known = tensor_names(fn, self.aliases) if fn is not None else set()
+            self.functions[-1] = (fn, known)
+        return known
 
     # -- a tensor decided on the host: the device must finish first ------------------------------------
     def _host_decision(self, test: cst.BaseExpression) -> None:
         lines = self._touched(test)
-        tensors = self.tensors[-1]
-        if lines is None or not self._in_hot_path() or not decides_tensor(test, tensors, self.aliases):
+        if lines is None or not self._in_hot_path():
+            return
+        if not decides_tensor(test, self._tensors(), self.aliases):
             return
         self._hit("device-sync", _code(test)[:40], lines, "a tensor's value decided on the host")
 
@@ -323,7 +334,7 @@ class _Walker(cst.CSTVisitor):
                 detail,
                 self.loops > 0,
                 rule in ("sleep", "logging") and bool(self.loop_nodes) and _waits(self.loop_nodes[-1]),
-                self.st.hot.get(self._function(), ""),
+                self.st.hot.get(self._function(), "") if self.names else "",
             )
         )
 
@@ -341,7 +352,7 @@ class _Walker(cst.CSTVisitor):
             rule is None
             and qualname in ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
             and node.args
-            and is_tensor(node.args[0].value, self.tensors[-1], self.aliases)
+            and is_tensor(node.args[0].value, self._tensors(), self.aliases)
         ):
             rule = "device-sync"  # a tensor read back as a Python number
         if rule == "device-sync" and not self._in_hot_path() and not self.loops:

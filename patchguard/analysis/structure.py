@@ -98,8 +98,17 @@ class Structure:
     loops: list[tuple[int, int]] = field(default_factory=list)
     dead: list[tuple[int, int]] = field(default_factory=list)
     local_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
-    # Functions on the hot path (a per-step function, or one it calls in this file) -> the hot caller.
-    hot: dict[str, str] = field(default_factory=dict)
+    _hot: dict[str, str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def hot(self) -> dict[str, str]:
+        """Functions on the hot path (a per-step function, or one it calls in this file) → the hot caller;
+        worked out on first use (only a file with a rule hit needs it)."""
+        if self._hot is None:
+            from .hotpath import hot_functions
+
+            self._hot = hot_functions(self.tree) if self.tree is not None else {}
+        return self._hot
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""
@@ -297,8 +306,6 @@ def structure(source: str) -> Structure | None:
         if isinstance(t, ast.Name)
     }
     spans = [(_start(n), n.end_lineno or n.lineno) for n in tree.body]
-    from .hotpath import hot_functions
-
     return Structure(
         walk.scopes,
         _imports(top),
@@ -311,7 +318,6 @@ def structure(source: str) -> Structure | None:
         loops=walk.loops,
         dead=walk.dead,
         local_aliases=walk.local_aliases,
-        hot=hot_functions(tree),
     )
 
 
