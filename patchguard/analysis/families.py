@@ -15,7 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FAMILIES", "NATIVE_LOADERS", "Family"]
+__all__ = ["BOUND_WRITERS", "FAMILIES", "IN_MEMORY", "NATIVE_LOADERS", "Family"]
+
+BOUND_WRITERS: dict[str, tuple[str, frozenset[str]]] = {
+    name: ("tensor-dump", frozenset({"dump"}))
+    for name in ("pickle.Pickler", "_pickle.Pickler", "cloudpickle.Pickler", "dill.Pickler")
+}
+"""Writer objects whose *use* writes: ``p = pickle.Pickler(fh); p.dump(x)`` dumps at ``p.dump`` — unless the
+writer was given an in-memory buffer (:data:`IN_MEMORY`)."""
+
+IN_MEMORY = frozenset({"io.BytesIO", "io.StringIO", "_io.BytesIO", "_io.StringIO"})
 
 NATIVE_LOADERS = frozenset(
     {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.WinDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}
@@ -67,7 +76,6 @@ FAMILIES: tuple[Family, ...] = (
             "numpy.lib.npyio.savetxt",
             "numpy.lib.format.write_array",
             "pickle.dump",
-            "pickle.Pickler",
             "_pickle.dump",
             "cloudpickle.dump",
             "dill.dump",

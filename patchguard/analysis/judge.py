@@ -22,7 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
-from .families import NATIVE_LOADERS
+from .families import BOUND_WRITERS, IN_MEMORY, NATIVE_LOADERS
 from .rules import REDUCTIONS, SWITCH_ATTRIBUTES, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
 from .tensors import decides_tensor, is_tensor, tensor_names
@@ -160,6 +160,7 @@ class _Walker(cst.CSTVisitor):
         self.loop_nodes: list[cst.CSTNode] = []
         # per function entered: the def, and the names known to hold tensors once asked (lazily)
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
+        self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.hits: list[Hit] = []
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -347,7 +348,7 @@ class _Walker(cst.CSTVisitor):
         wrapped = _wrapped(node, qualname, method)
         if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
             qualname, method, receiver = self._callee(wrapped)
-        rule = _call_rule(node, qualname, method, receiver)
+        rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
         if (
             rule is None
             and qualname in ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
@@ -365,6 +366,26 @@ class _Walker(cst.CSTVisitor):
             return
         detail = _env_call(node) if rule == "env-mutation" else _literal_paths(node)
         self._hit(rule, qualname, lines, detail)
+
+    def _made_by(self, call: cst.Call) -> str:
+        """What made a value: the qualified name of the call, ``+memory`` when a writer was given an in-memory
+        buffer (``pickle.Pickler(io.BytesIO())``, or a name bound to one)."""
+        qualname = self._callee(call.func)[0]
+        if qualname in BOUND_WRITERS and call.args:
+            first = call.args[0].value
+            made = self._made_by(first) if isinstance(first, cst.Call) else self.bound.get(_code(first), "")
+            if made in IN_MEMORY:
+                return qualname + "+memory"
+        return qualname
+
+    def _bound_writer(self, func: cst.BaseExpression, method: str | None) -> str | None:
+        """The rule of ``p.dump(...)`` when ``p`` is a writer object made in the scope (or right there)."""
+        if not isinstance(func, cst.Attribute):
+            return None
+        owner = func.value
+        made = self._made_by(owner) if isinstance(owner, cst.Call) else self.bound.get(_code(owner), "")
+        rule, methods = BOUND_WRITERS.get(made, ("", frozenset()))
+        return rule if method in methods else None
 
     def _callee(self, func: cst.BaseExpression) -> tuple[str, str | None, str | None]:
         """(qualified name, method, receiver) of what is called; ``getattr(mod, "name")`` reads as
@@ -446,8 +467,12 @@ class _Walker(cst.CSTVisitor):
         self._bind_local_alias(node)
 
     def _bind_local_alias(self, node: cst.Assign) -> None:
-        """``th = torch``, ``dump = np.save``: a local name for an imported module or function."""
+        """``th = torch``, ``dump = np.save``: a local name for an imported module or function; and
+        ``p = pickle.Pickler(fh)``, ``buf = io.BytesIO()``: a name for what a call made."""
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        if isinstance(node.value, cst.Call):
+            self.bound[node.targets[0].target.value] = self._made_by(node.value)
             return
         if not isinstance(node.value, (cst.Name, cst.Attribute)):
             return
@@ -524,10 +549,14 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
     ]
 
 
+# Calls that open a file, writing when their mode (or flags) says so.
+_OPENERS = ("open", "builtins.open", "io.open", "codecs.open", "os.open", "zipfile.ZipFile", "tarfile.open")
+
+
 def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> str | None:
     """The rule a call hits, arguments looked at where they decide it."""
     rule = rule_for_call(qualname, method, receiver)
-    if qualname in ("open", "builtins.open", "io.open", "codecs.open", "os.open"):
+    if qualname in _OPENERS:
         return "file-write" if _writes(node) else rule
     if method == "to" and _to_cpu(node):
         return "device-sync"

@@ -143,6 +143,7 @@ _WORDS = frozenset(
     | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
     | {"open", "except", "breakpointhook", "setattr", "environ", "suppress", "SystemExit"}
     | {"setLevel", "start", "CDLL", "PyDLL", "WinDLL", "LoadLibrary", "memmap", "open_memmap", "select"}
+    | {"ZipFile", "tarfile"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
