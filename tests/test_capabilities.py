@@ -306,3 +306,9 @@ def test_what_a_forward_calls_every_step_is_hot_too() -> None:
         "    def load(self) -> None:\n        t = torch.ones(1)\n        t.item()\n        return None\n",
     )
     assert not found(loading)
+
+
+def test_a_switch_made_for_one_block_is_undone_with_it() -> None:
+    scoped = "with torch.set_grad_enabled(False):\n            pass"
+    after = PRISTINE.replace("        try:\n", f"        {scoped}\n        try:\n", 1)
+    assert not [f for f in _found(after) if f[0] == "global-switch"]

@@ -501,16 +501,7 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
     forward = name.startswith("forward")
-    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller)
-    severity = rule.severity
-    if hit.rule == "logging" and not hot:
-        severity = Severity.MINOR  # a log line costs every request on the hot path only
-    if hit.rule == "sleep" and hit.retry and not (on_hot_path(name) or hit.hot_caller):
-        severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
-    if hit.rule in ("print", "logging") and _command_line(name):
-        severity = min(severity, Severity.MINOR)  # a command's own output, not the library's
-    if hit.dead:
-        severity = Severity.INFO
+    severity = _severity(hit, rule.severity, name, finding.change.path)
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
     what = "check neutralised" if hit.rule == "removed-check" else f"{hit.qualname} {rule.rationale}"
     message = (
@@ -523,6 +514,22 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     return finding(
         Kind.INJECTED_CODE, hit.rule, severity, hit.line, hit.end_line, hit.function, message, gate
     )
+
+
+def _severity(hit: Hit, severity: Severity, name: str, path: str) -> Severity:
+    """A hit's severity where it stands: less for logging off the hot path, for a wait whose loop's job is
+    waiting, for a command's own output; info when dead."""
+    if hit.dead:
+        return Severity.INFO
+    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller)
+    if hit.rule == "logging" and not hot:
+        severity = Severity.MINOR  # a log line costs every request on the hot path only
+    if hit.rule == "sleep" and hit.retry and not (on_hot_path(name) or hit.hot_caller):
+        severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
+    command = _command_line(name) or path.endswith("__main__.py")
+    if hit.rule in ("print", "logging", "global-switch") and command:
+        severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
+    return severity
 
 
 def _command_line(name: str) -> bool:

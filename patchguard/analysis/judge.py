@@ -161,6 +161,7 @@ class _Walker(cst.CSTVisitor):
         # per function entered: the def, and the names known to hold tensors once asked (lazily)
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
+        self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.hits: list[Hit] = []
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -210,6 +211,9 @@ class _Walker(cst.CSTVisitor):
         if not decides_tensor(test, self._tensors(), self.aliases):
             return
         self._hit("device-sync", _code(test)[:40], lines, "a tensor's value decided on the host")
+
+    def visit_With(self, node: cst.With) -> None:
+        self.scoped.update(id(item.item) for item in node.items)
 
     def visit_While(self, node: cst.While) -> None:
         self._host_decision(node.test)
@@ -349,6 +353,8 @@ class _Walker(cst.CSTVisitor):
         if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
             qualname, method, receiver = self._callee(wrapped)
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
+        if rule == "global-switch" and id(node) in self.scoped:
+            rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
         if (
             rule is None
             and qualname in ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
