@@ -478,7 +478,12 @@ class _Walker(cst.CSTVisitor):
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
         if isinstance(node.value, cst.Call):
-            self.bound[node.targets[0].target.value] = self._made_by(node.value)
+            func = node.value.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            if isinstance(func, cst.Name) and func.value in self.aliases:  # from pickle import Pickler as P
+                last = self.aliases[func.value].rsplit(".", 1)[-1]
+            if last in _MADE_NAMES:  # only what a rule follows: writers and in-memory buffers
+                self.bound[node.targets[0].target.value] = self._made_by(node.value)
             return
         if not isinstance(node.value, (cst.Name, cst.Attribute)):
             return
@@ -554,6 +559,9 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
         for a in names
     ]
 
+
+# The last names of the calls whose results are followed to their use (writers, in-memory buffers).
+_MADE_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in (*BOUND_WRITERS, *IN_MEMORY))
 
 # Calls that open a file, writing when their mode (or flags) says so.
 _OPENERS = ("open", "builtins.open", "io.open", "codecs.open", "os.open", "zipfile.ZipFile", "tarfile.open")
