@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -307,3 +308,22 @@ def test_bytecode_that_is_not_a_file_never_hangs_a_scan(env: Env, minillm_wheel:
         "scan", "--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent), "--offline",
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr
+
+
+def test_rebase_json_carries_names_in_the_json_name_encoding() -> None:
+    """A file name that is not UTF-8 (or holds a backslash) reaches rebase's JSON exact and unambiguous,
+    as in every other document — never as a lone surrogate."""
+    from patchguard.model import from_json_name
+    from patchguard.patchsets.rebase import FileOutcome, RebasedFile, RebaseResult
+
+    odd = "pkg/raw\udcff.py"
+    twin = "pkg/raw\\xff.py"
+    files = (
+        RebasedFile(odd, FileOutcome.CONFLICT, odd, 2, conflicting=1, regions=1, review="/p/x.rebase/" + odd),
+        RebasedFile(twin, FileOutcome.CARRIED, twin, 1),
+    )
+    doc: Any = json.loads(json.dumps(RebaseResult("s", "pkg", "1.0", "2.0", files).to_json()))
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
+    paths = [f["path"] for f in doc["files"]]
+    assert len(set(paths)) == 2 and [from_json_name(p) for p in paths] == [odd, twin]
+    assert doc["conflicts"][0]["path"] == paths[0]

@@ -34,7 +34,7 @@ from ..diffs import is_binary
 from ..env import Target, resolve_target
 from ..errors import UsageError
 from ..integrity.records import InstalledDistribution, canonicalize
-from ..model import printable
+from ..model import json_name, printable
 from ..pristine.sources import SourceOptions, Sources
 from ..state import read_state
 from ..txn import write_point
@@ -50,6 +50,10 @@ from .rewrite import rewrite
 from .setdir import set_lock
 
 __all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
+
+
+def _name(path: str | None) -> str | None:
+    return json_name(path) if path is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +102,15 @@ class RebaseResult:
         return not any(f.outcome.open for f in self.files)
 
     def to_json(self) -> dict[str, object]:
-        """``patchguard.rebase/1``: what ``rebase --format json`` prints."""
+        """``patchguard.rebase/1``: what ``rebase --format json`` prints. Paths and names in the JSON name
+        encoding every document uses (:func:`patchguard.model.json_name`)."""
         total, carried, _left = self.hunks
         lost = sum(f.conflicting for f in self.lost)
+        name = _name
         return {
             "schema": "patchguard.rebase/1",
-            "set": self.name,
-            "distribution": self.distribution,
+            "set": json_name(self.name),
+            "distribution": json_name(self.distribution),
             "from_version": self.from_version,
             "to_version": self.to_version,
             "base_source": self.base_source,
@@ -115,19 +121,30 @@ class RebaseResult:
                 "conflicting": sum(f.conflicting for f in self.conflicts),
                 "lost": lost,
             },
-            "files": [{**dataclasses.asdict(f), "outcome": f.outcome.value} for f in self.files],
-            "carried": [f.path for f in self.carried],
-            "moved": [{"from": f.path, "to": f.new_path, "similarity": f.similarity} for f in self.moved],
+            "files": [
+                {
+                    **dataclasses.asdict(f),
+                    "path": name(f.path),
+                    "new_path": name(f.new_path),
+                    "review": name(f.review),
+                    "outcome": f.outcome.value,
+                }
+                for f in self.files
+            ],
+            "carried": [name(f.path) for f in self.carried],
+            "moved": [
+                {"from": name(f.path), "to": name(f.new_path), "similarity": f.similarity} for f in self.moved
+            ],
             "conflicts": [
-                {"path": f.path, "regions": f.regions, "hunks": f.conflicting, "review": f.review}
+                {"path": name(f.path), "regions": f.regions, "hunks": f.conflicting, "review": name(f.review)}
                 for f in self.conflicts
             ],
-            "lost": [f.path for f in self.lost],
-            "upstream": [f.path for f in self.upstream],
+            "lost": [name(f.path) for f in self.lost],
+            "upstream": [name(f.path) for f in self.upstream],
             "complete": self.complete,
-            "review_dir": self.review_dir,
+            "review_dir": name(self.review_dir),
             "written": self.written,
-            "history_dir": self.history_dir,
+            "history_dir": name(self.history_dir),
             "dry_run": self.dry_run,
             "notes": list(self.notes),
         }
