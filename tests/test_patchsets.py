@@ -702,6 +702,8 @@ def test_a_startup_hook_the_team_wants_lives_in_a_set(env: Env, tmp_path: Path, 
     sets = ("--patches", str(tmp_path / "sets"))
     code, _, err = cli("capture", "--set", "nccl", *site, *sets)
     assert code == 2 and "--unowned" in err  # nothing named: say how to capture unowned files
+    code, _, err = cli("capture", "--set", "nccl", "--unowned", "--version", "==1", *site, *sets)
+    assert code == 2 and "no version" in err and not (tmp_path / "sets").exists()
     code, out, err = cli("capture", "--set", "nccl", "--unowned", "--path", "sitecustomize.py", *site, *sets)
     assert code == 0, err
     assert "(environment)" in out

@@ -52,6 +52,11 @@ def capture_set(
     root = patches_dir(patches, must_exist=False)
     final = os.path.join(root, name)
     _check_request(name, final, version, force)
+    if version is not None and not names:
+        raise UsageError(
+            "--version pins a distribution; files no distribution owns have no version",
+            hint="capture them without --version",
+        )
     if version is not None and len(names) > 1:
         raise UsageError(
             "--version pins one distribution", hint="capture without it, then edit patchset.toml"
