@@ -242,7 +242,7 @@ def test_a_member_larger_than_the_cap_is_never_read_whole(
 ) -> None:
     """A huge member with an honest RECORD (here 3 MiB against a cap lowered to 1 MiB, as 2 GiB against
     256 MiB on a real box): restore refuses it in one line instead of reading it into memory."""
-    from patchguard.pristine import sources
+    from patchguard.pristine import wheels
 
     big = b"# weights\n" + b"0" * (3 << 20)
     files = {**minillm_files(), "minillm/big_table.py": big}
@@ -250,7 +250,7 @@ def test_a_member_larger_than_the_cap_is_never_read_whole(
     fresh = Env(tmp_path / "venv-big")
     fresh.install(wheel)
     (fresh.site / "minillm/big_table.py").write_bytes(b"# edited\n")
-    monkeypatch.setattr(sources, "INSTALLED_LIMIT", 1 << 20)
+    monkeypatch.setattr(wheels, "INSTALLED_LIMIT", 1 << 20)
     before = tree(fresh.site)
     code, _out, err = cli(
         "restore", "minillm", "--site-packages", str(fresh.site), "--wheelhouse", str(tmp_path / "house"),

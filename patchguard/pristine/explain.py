@@ -27,8 +27,6 @@ from ..integrity.inventory import (
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution, matches, parse_record
 from ..model import Finding, Kind, Severity
 from .sources import (
-    INSTALLED_LIMIT,
-    READ_ERRORS,
     NoPristineSource,
     Pristine,
     SourceOptions,
@@ -38,6 +36,7 @@ from .sources import (
     uv_cache_link,
 )
 from .vcs import EditableSource, direct_url, editable_source, vcs_findings
+from .wheels import INSTALLED_LIMIT, READ_ERRORS
 
 __all__ = [
     "INSTALLED_LIMIT",

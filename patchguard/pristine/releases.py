@@ -21,21 +21,16 @@ if TYPE_CHECKING:
 from .._fs import read_regular
 from ..integrity.records import InstalledDistribution, RecordEntry, matches
 from .sources import (
-    INSTALLED_LIMIT,
-    READ_ERRORS,
-    Candidate,
     NoPristineSource,
     Pristine,
-    Rejected,
     ReleaseId,
     Sources,
     candidates,
     find_pristine,
-    in_site,
     remote,
     unlisted_hint,
-    wheel_record,
 )
+from .wheels import INSTALLED_LIMIT, READ_ERRORS, Candidate, Rejected, in_site, wheel_record
 
 __all__ = ["ReleaseFiles", "installed_release", "wheel_release"]
 

@@ -19,13 +19,13 @@ the wheel's RECORD list must have the same hash (``+cu128`` and ``+cpu`` builds 
 candidate that disagrees is rejected with the reason, and the next one is tried.
 
 Bytes read from a wheel are checked against the installed RECORD hash and kept in a content-addressed
-store (``<cache>/pristine/<sha256>``), so a second ``diff`` needs no wheel at all: the RECORD's sha256 is
-the store key. Reading a member never extracts the whole wheel.
+store (:mod:`.store`), so a second ``diff`` needs no wheel at all: the RECORD's sha256 is the store key.
+Reading a wheel — a member bounded by its RECORD size, the wheel's own RECORD — is :mod:`.wheels`; reading
+an index is :mod:`.index`. This module decides where to look and proves what it found.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import itertools
 import logging
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..env import Target
     from .index import DownloadProgress, IndexFile, IndexSettings
 
-from .._fs import not_a_directory, plain_relpath, read_regular, sha256_bytes, write_atomically
+from .._fs import not_a_directory
 from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
@@ -52,17 +52,25 @@ from ..integrity.records import (
     canonicalize,
     matches,
     name_version_from_dirname,
-    parse_record,
 )
-from ..model import printable
+from .store import PristineStore
+from .wheels import (
+    INSTALLED_LIMIT,
+    READ_ERRORS,
+    Candidate,
+    Rejected,
+    SizeMismatch,
+    UnpackedWheel,
+    WheelFile,
+    is_script_member,
+    member_map,
+    own_record_wrong,
+    wheel_record,
+)
 
 __all__ = [
-    "INSTALLED_LIMIT",
-    "READ_ERRORS",
     "NoPristineSource",
     "Pristine",
-    "PristineStore",
-    "Rejected",
     "Release",
     "ReleaseId",
     "SourceOptions",
@@ -74,33 +82,8 @@ __all__ = [
 ]
 
 
-INSTALLED_LIMIT = 256 * 1024 * 1024
-"""The most of one file read for a diff or for analysis, installed or from a wheel (whose member is capped
-at its RECORD size when RECORD gives one)."""
-
-
-def _within_cap(limit: int) -> None:
-    """Refuse to read a member larger than :data:`INSTALLED_LIMIT`, whatever size its RECORD row gives:
-    an honest 2 GiB member is not source to diff, and reading it would take the memory of the box."""
-    if limit > INSTALLED_LIMIT:
-        raise ValueError(f"{limit} bytes, over the {INSTALLED_LIMIT >> 20} MiB patchguard reads of one file")
-
-
-# What reading a candidate wheel can raise when it is truncated, corrupt or not what it claims.
-READ_ERRORS = (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, EOFError, ValueError)
-
-
-class SizeMismatch(ValueError):
-    """A candidate's member is not the size the installed RECORD gives: not the file that was installed."""
-
-
 class NoPristineSource(PatchguardError):
     """No wheel of this exact build was found anywhere patchguard looked."""
-
-
-class Rejected(PatchguardError):
-    """A candidate wheel is not the one wanted (unreadable, a malformed RECORD, another build): the message
-    says why, and the next candidate is tried."""
 
 
 class Release(Protocol):
@@ -126,127 +109,6 @@ class ReleaseId:
     @property
     def canonical_name(self) -> str:
         return canonicalize(self.name)
-
-
-def _b64_to_hex(b64: str) -> str:
-    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-
-
-class PristineStore:
-    """Content-addressed bytes: ``<root>/<hh>/<sha256 hex>``. Reads verify the hash; writes are atomic."""
-
-    def __init__(self, root: str | None = None) -> None:
-        self.root = root or os.path.join(cache_root(), "pristine")
-
-    def _path(self, hexdigest: str) -> str:
-        return os.path.join(self.root, hexdigest[:2], hexdigest)
-
-    def get(self, hexdigest: str) -> bytes | None:
-        try:
-            with open(self._path(hexdigest), "rb") as f:
-                data = f.read()
-        except OSError:
-            return None
-        return data if sha256_bytes(data) == hexdigest else None
-
-    def put(self, data: bytes) -> str:
-        hexdigest = sha256_bytes(data)
-        assert hexdigest is not None
-        path = self._path(hexdigest)
-        if not os.path.exists(path):
-            with contextlib.suppress(OSError):  # only a cache
-                write_atomically(path, data)
-        return hexdigest
-
-    def has_entry(self, entry: RecordEntry) -> bool:
-        """Whether the store holds bytes for a sha256 RECORD row (a stat, nothing read)."""
-        if entry.algorithm != "sha256" or entry.digest is None:
-            return False
-        return os.path.isfile(self._path(_b64_to_hex(entry.digest)))
-
-    def for_entry(self, entry: RecordEntry) -> bytes | None:
-        """The bytes a sha256 RECORD row names, if the store has them."""
-        if entry.algorithm != "sha256" or entry.digest is None:
-            return None
-        return self.get(_b64_to_hex(entry.digest))
-
-
-# -- candidate wheels -------------------------------------------------------------------------------------
-
-
-class Candidate:
-    """A possible pristine source: a wheel file or an unpacked wheel directory."""
-
-    kind: str
-    location: str
-
-    def record_text(self) -> str:
-        raise NotImplementedError
-
-    def read(self, member: str, limit: int) -> bytes:
-        """The member's bytes; an error when it holds more than ``limit`` (the RECORD size): a member
-        that inflates without end is never read into memory."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class WheelFile(Candidate):
-    def __init__(self, kind: str, path: str) -> None:
-        self.kind, self.location = kind, path
-        self._zip: zipfile.ZipFile | None = None
-        self._dist_info: str | None = None
-
-    def _open(self) -> zipfile.ZipFile:
-        if self._zip is None:
-            self._zip = zipfile.ZipFile(self.location)
-            infos = {n.split("/", 1)[0] for n in self._zip.namelist() if n.endswith(".dist-info/RECORD")}
-            if len(infos) != 1:
-                raise zipfile.BadZipFile(f"expected one .dist-info/RECORD, found {len(infos)}")
-            self._dist_info = infos.pop()
-        return self._zip
-
-    def record_text(self) -> str:
-        zf = self._open()
-        return zf.read(f"{self._dist_info}/RECORD").decode("utf-8")
-
-    def read(self, member: str, limit: int) -> bytes:
-        _within_cap(limit)
-        zf = self._open()
-        if zf.getinfo(member).file_size > limit:
-            raise SizeMismatch(f"larger than the {limit} bytes RECORD gives")
-        with zf.open(member) as f:
-            data = f.read(limit + 1)  # the header's size may lie: the stream is bounded too
-        if len(data) > limit:
-            raise SizeMismatch(f"inflates beyond the {limit} bytes RECORD gives")
-        return data
-
-    def close(self) -> None:
-        if self._zip is not None:
-            self._zip.close()
-            self._zip = None
-
-
-class UnpackedWheel(Candidate):
-    """uv's ``archive-v*/<id>/``: a wheel's contents, unzipped (and hard-linked into environments)."""
-
-    def __init__(self, path: str, dist_info: str) -> None:
-        self.kind, self.location, self._dist_info = "uv-cache", path, dist_info
-
-    def record_text(self) -> str:
-        with open(os.path.join(self.location, self._dist_info, "RECORD"), encoding="utf-8") as f:
-            return f.read()
-
-    def read(self, member: str, limit: int) -> bytes:
-        _within_cap(limit)
-        norm = os.path.normpath(member)
-        if norm.startswith("..") or os.path.isabs(norm):
-            raise OSError(f"member {member!r} leaves the archive")
-        data = read_regular(os.path.join(self.location, norm), limit + 1)
-        if len(data) > limit:
-            raise SizeMismatch(f"larger than the {limit} bytes RECORD gives")
-        return data
 
 
 # -- where to look ----------------------------------------------------------------------------------------
@@ -560,45 +422,6 @@ def _dist_info_matches(dirname: str, dist: Release) -> bool:
 # -- proving a candidate ----------------------------------------------------------------------------------
 
 
-def in_site(member: str) -> str | None:
-    """Where a wheel member installs inside site-packages, relative to it: a root member at its own path,
-    ``<name>.data/purelib|platlib/X`` at ``X``; ``None`` for the other ``.data`` schemes (scripts, headers,
-    data), which install elsewhere."""
-    first, _, rest = member.partition("/")
-    if first.endswith(".data") and rest:
-        scheme, _, sub = rest.partition("/")
-        return sub if scheme in ("purelib", "platlib") else None
-    return member
-
-
-def member_map(wheel_entries: Sequence[RecordEntry], dist: InstalledDistribution) -> dict[str, str]:
-    """Installed RECORD path → wheel member, for every member the installer copied verbatim.
-
-    Root members install to the same path; ``<name>.data/purelib|platlib/X`` to ``X``; other ``.data``
-    schemes (scripts, data, headers) to somewhere outside site-packages, matched by path suffix.
-    """
-    installed = [e.path for e in dist.entries]
-    outside = [p for p in installed if p.startswith("../") or os.path.isabs(p)]
-    out: dict[str, str] = {}
-    for e in wheel_entries:
-        member = e.path
-        rel = in_site(member)
-        if rel is not None:
-            out[rel] = member
-            continue
-        scheme, _, sub = member.partition("/")[2].partition("/")
-        suffix = {"scripts": "bin/" + sub, "headers": sub, "data": sub}.get(scheme, sub)
-        hits = [p for p in outside if p.endswith("/" + suffix)]
-        if len(hits) == 1:
-            out[hits[0]] = member
-    return out
-
-
-def _scripts(member: str) -> bool:
-    first, _, rest = member.partition("/")
-    return first.endswith(".data") and rest.startswith("scripts/")
-
-
 @dataclass
 class Pristine:
     """A proven pristine source for one installed distribution — and, should one of its files not be the
@@ -680,7 +503,7 @@ class Pristine:
         if member is None:
             tried.append(f"{cand.location} has no such file (generated at install time?)")
             return None
-        limit = entry.size if entry.size is not None and not _scripts(member) else INSTALLED_LIMIT
+        limit = entry.size if entry.size is not None and not is_script_member(member) else INSTALLED_LIMIT
         why = "edited through a hard link?" if cand.kind == "uv-cache" else "modified?"
         try:
             data = cand.read(member, limit)
@@ -691,10 +514,10 @@ class Pristine:
         except READ_ERRORS as exc:
             tried.append(f"cannot read {member} of {cand.location} ({exc})")
             return None
-        if _scripts(member) and data.startswith(b"#!python"):
+        if is_script_member(member) and data.startswith(b"#!python"):
             data = self._rewrite_shebang(entry, data)
         if entry.digest is not None and not matches(entry, data):
-            if _own_record_wrong(cand, member, entry):
+            if own_record_wrong(cand, member, entry):
                 self.record_wrong.add(entry.path)
                 return data
             tried.append(f"{member} of {cand.location} does not match the installed RECORD hash ({why})")
@@ -720,35 +543,6 @@ class Pristine:
         return data
 
 
-def _own_record_wrong(cand: Candidate, member: str, entry: RecordEntry) -> bool:
-    """Whether a wheel *file*'s own RECORD gives ``member`` the installed row's hash although the member
-    holds other bytes: the upstream RECORD is wrong (some torch releases; the member is what shipped).
-    Never for an unpacked wheel (uv's cache): its member may be the installed file itself, hard-linked and
-    edited."""
-    if not isinstance(cand, WheelFile):
-        return False
-    try:
-        rows = wheel_record(cand)
-    except Rejected:
-        return False
-    own = next((e for e in rows if e.path == member), None)
-    return own is not None and (own.algorithm, own.digest) == (entry.algorithm, entry.digest)
-
-
-def wheel_record(cand: Candidate) -> list[RecordEntry]:
-    """A candidate's own RECORD; :class:`Rejected` says why it cannot be read."""
-    try:
-        wheel_entries, problems = parse_record(cand.record_text())
-    except READ_ERRORS as exc:
-        raise Rejected(f"unreadable ({exc.__class__.__name__}: {exc})") from None
-    if problems:
-        raise Rejected(f"its RECORD is malformed (line {problems[0].line}: {problems[0].message})")
-    unsafe = [e.path for e in wheel_entries if not plain_relpath(e.path)]
-    if unsafe:  # a wheel member must stay inside the wheel's root: nothing of it is used
-        raise Rejected(f"its RECORD names a member outside the wheel's root: {printable(unsafe[0])!r}")
-    return wheel_entries
-
-
 def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry]:
     """The wheel's RECORD if ``cand`` is the same build as ``dist``; :class:`Rejected` says why it is not."""
     wheel_entries = wheel_record(cand)
@@ -758,7 +552,7 @@ def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry]:
     compared = 0
     for path, member in members.items():
         ours, theirs = installed.get(path), by_member[member]
-        if ours is None or ours.digest is None or theirs.digest is None or _scripts(member):
+        if ours is None or ours.digest is None or theirs.digest is None or is_script_member(member):
             continue
         if ours.algorithm != theirs.algorithm:
             continue
