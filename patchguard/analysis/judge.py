@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -566,40 +566,73 @@ _MADE_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in (*BOUND_WRITERS, *IN_MEMOR
 # Calls that open a file, writing when their mode (or flags) says so.
 _OPENERS = ("open", "builtins.open", "io.open", "codecs.open", "os.open", "zipfile.ZipFile", "tarfile.open")
 
+CallTest = Callable[[cst.Call, str, str | None, str | None], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class _Matcher:
+    """A rule a call hits by what it is given (its arguments, its receiver), not by its name alone: the
+    calls it looks at (qualified names or methods) and the test. The families (:mod:`.families`) say which
+    names a rule knows; a matcher is the part of a family that needs the call itself."""
+
+    rule: str
+    test: CallTest
+    qualnames: frozenset[str] = frozenset()
+    methods: frozenset[str] = frozenset()
+
+
+def _first(node: cst.Call) -> cst.BaseExpression | None:
+    return node.args[0].value if node.args else None
+
+
+_MATCHERS: tuple[_Matcher, ...] = (
+    _Matcher("file-write", lambda n, q, m, r: _writes(n), qualnames=frozenset(_OPENERS)),
+    _Matcher("device-sync", lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
+    _Matcher(
+        "device-sync",
+        lambda n, q, m, r: bool(n.args) and _reduction(n.args[0].value),
+        qualnames=frozenset({"int", "float", "bool"}),
+    ),
+    _Matcher(
+        "swallowed-exception",
+        lambda n, q, m, r: any(
+            get_full_name_for_node(a.value) in ("Exception", "BaseException") for a in n.args
+        ),
+        qualnames=frozenset({"contextlib.suppress"}),
+    ),
+    _Matcher(
+        "global-switch", lambda n, q, m, r: _switches(n, q, m, r), methods=frozenset({"setLevel", "start"})
+    ),
+    _Matcher(
+        "dynamic-exec",
+        lambda n, q, m, r: (first := _first(n)) is not None and (_a_path(first) or _from_settings(first)),
+        qualnames=NATIVE_LOADERS,
+    ),
+    _Matcher(
+        "tensor-dump",
+        lambda n, q, m, r: _writes_memmap(n),
+        qualnames=frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"}),
+    ),
+    _Matcher(
+        "sleep",
+        lambda n, q, m, r: all(isinstance(a.value, cst.List) and not a.value.elements for a in n.args[:3]),
+        qualnames=frozenset({"select.select"}),
+    ),
+)
+
 
 def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> str | None:
-    """The rule a call hits, arguments looked at where they decide it."""
+    """The rule a call hits: by what it is given where a matcher looks at it, else by its name."""
     rule = rule_for_call(qualname, method, receiver)
-    if qualname in _OPENERS:
-        return "file-write" if _writes(node) else rule
-    if method == "to" and _to_cpu(node):
-        return "device-sync"
-    if qualname in ("int", "float", "bool") and node.args and _reduction(node.args[0].value):
-        return "device-sync"
-    if qualname == "contextlib.suppress" and any(
-        get_full_name_for_node(a.value) in ("Exception", "BaseException") for a in node.args
-    ):
-        return "swallowed-exception"
+    for matcher in _MATCHERS:
+        if qualname in matcher.qualnames or method in matcher.methods:
+            if matcher.test(node, qualname, method, receiver):
+                return matcher.rule
+            if qualname in _OPENERS:
+                return rule  # an open() that does not write is no write, whatever else matches
     if rule == "logging" and method == "debug":
         return None  # below info: not output on a hot path
-    if _switches(node, qualname, method, receiver):
-        return "global-switch"
-    return _by_arguments(node, qualname) or rule
-
-
-def _by_arguments(node: cst.Call, qualname: str) -> str | None:
-    """Rules a call hits by what it is given: a native library loaded from a path or a setting, a memory map
-    opened for writing, ``select`` on nothing (a sleep)."""
-    first = node.args[0].value if node.args else None
-    if qualname in NATIVE_LOADERS and first is not None and (_a_path(first) or _from_settings(first)):
-        return "dynamic-exec"
-    if qualname in ("numpy.memmap", "numpy.lib.format.open_memmap") and _writes_memmap(node):
-        return "tensor-dump"
-    if qualname == "select.select" and all(
-        isinstance(a.value, cst.List) and not a.value.elements for a in node.args[:3]
-    ):
-        return "sleep"
-    return None
+    return rule
 
 
 def _from_settings(arg: cst.BaseExpression) -> bool:
