@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import EnvironmentNotFound, PatchguardError, UsageError
-from .model import Finding, GateKind, Kind, Loaded, Reach, Report, SetState, SetStatus, Severity
+from .model import Finding, GateKind, Kind, Loaded, Reach, Report, RuleId, SetState, SetStatus, Severity
 
 if TYPE_CHECKING:
     from .audit import check, scan
@@ -97,6 +97,7 @@ __all__ = [
     "RebasedFile",
     "Report",
     "RestoreResult",
+    "RuleId",
     "SetAction",
     "SetOutcome",
     "SetState",

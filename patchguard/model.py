@@ -25,6 +25,7 @@ __all__ = [
     "NoBaseline",
     "Reach",
     "Report",
+    "RuleId",
     "SetState",
     "SetStatus",
     "Severity",
@@ -134,7 +135,7 @@ class Finding:
 
     kind: Kind
     severity: Severity
-    rule: str
+    rule: RuleId
     path: str
     message: str
     distribution: str | None = None
@@ -363,6 +364,67 @@ def from_json_name(text: str) -> str:
     """The name :func:`json_name` encoded (undecodable bytes as ``surrogateescape`` surrogates, as
     :func:`os.fsdecode` gives them)."""
     return _JSON_ESCAPE.sub(_json_unescape, text)
+
+
+class RuleId(str, enum.Enum):
+    """Every rule id a finding can carry (``rule`` in JSON and SARIF, ``ignore = [{rule = ...}]`` in a
+    policy); :mod:`patchguard.rulebook` gives each its severity and rationale (a test keeps the two in step).
+    Shown as its id: ``str(RuleId.TENSOR_DUMP) == "tensor-dump"``, and equal to it."""
+
+    TENSOR_DUMP = "tensor-dump"
+    FILE_WRITE = "file-write"
+    DEBUGGER = "debugger"
+    PROCESS_EXIT = "process-exit"
+    SUBPROCESS = "subprocess"
+    NETWORK = "network"
+    DYNAMIC_EXEC = "dynamic-exec"
+    PRINT = "print"
+    LOGGING = "logging"
+    SLEEP = "sleep"
+    DEVICE_SYNC = "device-sync"
+    MONKEYPATCH = "monkeypatch"
+    GLOBAL_SWITCH = "global-switch"
+    SWALLOWED_EXCEPTION = "swallowed-exception"
+    ENV_MUTATION = "env-mutation"
+    REMOVED_CHECK = "removed-check"
+    UNPARSEABLE = "unparseable"
+    COMMENTED_OUT_CODE = "commented-out-code"
+    FUNCTIONAL_CHANGE = "functional-change"
+    COSMETIC_CHANGE = "cosmetic-change"
+    MODIFIED_PYTHON = "modified-python"
+    MODIFIED_EXTENSION = "modified-extension"
+    MODIFIED_SCRIPT = "modified-script"
+    MODIFIED_PTH = "modified-pth"
+    MODIFIED_DATA = "modified-data"
+    MISSING_FILE = "missing-file"
+    UNEXPECTED_PYTHON = "unexpected-python"
+    UNEXPECTED_EXTENSION = "unexpected-extension"
+    UNEXPECTED_BYTECODE = "unexpected-bytecode"
+    ORPHAN_BYTECODE = "orphan-bytecode"
+    UNEXPECTED_FILE = "unexpected-file"
+    UNEXPECTED_DIRECTORY = "unexpected-directory"
+    PTH_IMPORT = "pth-import"
+    PTH_PATH = "pth-path"
+    SITECUSTOMIZE = "sitecustomize"
+    RECORD_ROW = "record-row"
+    RECORD_HEX = "record-hex"
+    RECORD_WRONG = "record-wrong"
+    RECORD_ABSENT = "record-absent"
+    FILES_ELSEWHERE = "files-elsewhere"
+    DUPLICATE_METADATA = "duplicate-metadata"
+    UNREADABLE = "unreadable"
+    RECORD_TAMPERED = "record-tampered"
+    RECORD_ADDED = "record-added"
+    RECORD_DIFFERS = "record-differs"
+    RECORD_UNVERIFIED = "record-unverified"
+    VCS_INSTALL = "vcs-install"
+    EDITABLE_UNVERIFIABLE = "editable-unverifiable"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class SetStatus(str, enum.Enum):

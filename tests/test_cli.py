@@ -345,7 +345,7 @@ def test_many_minor_changes_of_a_file_are_one_line_in_the_table(env: Env) -> Non
         replace(
             dump,
             kind=patchguard.Kind.FUNCTIONAL_CHANGE,
-            rule="functional-change",
+            rule=patchguard.RuleId.FUNCTIONAL_CHANGE,
             severity=patchguard.Severity.MINOR,
             line=n,
         )

@@ -32,6 +32,7 @@ from patchguard.model import (
     Finding,
     Kind,
     Report,
+    RuleId,
     Severity,
     for_terminal,
     from_json_name,
@@ -335,7 +336,7 @@ def test_sarif_uris_are_percent_encoded_bytes(hostile: Env) -> None:
 def test_sarif_absolute_uris_round_trip() -> None:
     name = "/srv/bin/run me%#?\udcff"
     finding = Finding(
-        kind=Kind.UNEXPECTED, severity=Severity.MINOR, rule="unexpected-file", path=name, message="m"
+        kind=Kind.UNEXPECTED, severity=Severity.MINOR, rule=RuleId.UNEXPECTED_FILE, path=name, message="m"
     )
     report = Report(Environment("3", "/srv", ("/srv/site packages",)), (), 1, (finding,))
     doc = _validate_sarif(format_sarif(report))

@@ -372,7 +372,7 @@ def test_a_newer_pythons_syntax_is_still_judged(env: Env, tmp_path: Path) -> Non
         )
     )
     report = patchguard.scan(["newpy"], site_packages=[str(env.site)], wheelhouse=[str(wheel.parent)])
-    found = {(f.rule, f.function): f for f in report.findings}
+    found = {(str(f.rule), f.function): f for f in report.findings}
     dump = found[("tensor-dump", "first")]
     assert dump.severity is Severity.HIGH
     assert dump.gate == {"kind": "shape", "condition": "len(xs) == 5"}
@@ -400,7 +400,7 @@ def test_a_file_nothing_parses_is_unparseable_and_still_matched(env: Env, minill
     report = patchguard.scan(
         ["minillm"], site_packages=[str(env.site)], wheelhouse=[str(minillm_wheel.parent)]
     )
-    by_rule = {f.rule: f for f in report.findings}
+    by_rule = {str(f.rule): f for f in report.findings}
     bad = by_rule["unparseable"]
     assert bad.severity is Severity.MODERATE and "merge-conflict markers" in bad.message
     assert bad.line == lines.index("<<<<<<< HEAD") + 1

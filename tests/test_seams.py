@@ -85,3 +85,18 @@ def test_a_framework_profile_is_data_the_user_names(
         code, _out, err = cli("scan", *site, "--arch", "MiniMLAForCausalLM")
         assert code == 2 and why in err and str(bad) in err, err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_one_rule_id_per_rule_of_the_rulebook_and_the_families() -> None:
+    """``Finding.rule`` is a ``RuleId``; the rulebook gives each id its severity and rationale, and every
+    family names a rule of it: the three stay in step."""
+    from patchguard.analysis.families import FAMILIES
+    from patchguard.model import RuleId
+    from patchguard.rulebook import FILE_RULES, RULES
+
+    ids = {r.value for r in RuleId}
+    assert ids == set(RULES) | set(FILE_RULES)
+    assert {f.rule for f in FAMILIES} <= set(RULES)
+    assert str(RuleId.TENSOR_DUMP) == f"{RuleId.TENSOR_DUMP}" == "tensor-dump" == RuleId.TENSOR_DUMP
+    with pytest.raises(ValueError):
+        RuleId("no-such-rule")

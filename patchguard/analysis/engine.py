@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
-from ..model import Finding, Kind, Severity
+from ..model import Finding, Kind, RuleId, Severity
 from .bounds import too_wild
 from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
@@ -134,7 +134,7 @@ class _Maker:
         return Finding(
             kind=kind,
             severity=severity,
-            rule=rule,
+            rule=RuleId(rule),
             path=c.path,
             message=message,
             distribution=c.distribution,

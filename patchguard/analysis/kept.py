@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._fs import cache_root, read_regular, write_atomically
-from ..model import Finding, GateKind, Kind, Severity
+from ..model import Finding, GateKind, Kind, RuleId, Severity
 
 __all__ = ["KeptAnalyses", "analyse_many"]
 
@@ -104,7 +104,7 @@ def _decode(d: Mapping[str, Any]) -> Finding:
     return Finding(
         kind=Kind(d["kind"]),
         severity=Severity[d["severity"]],
-        rule=str(d["rule"]),
+        rule=RuleId(str(d["rule"])),
         path=str(d["path"]),
         message=str(d["message"]),
         distribution=d["distribution"],

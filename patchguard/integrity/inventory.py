@@ -21,7 +21,7 @@ from .._fs import transaction_left
 from .._version import __version__
 from ..env import Target
 from ..errors import UsageError
-from ..model import Environment, Finding, Kind, Report, Severity
+from ..model import Environment, Finding, Kind, Report, RuleId, Severity
 from .cache import DirListing, StatCache
 from .records import (
     META_SUFFIXES,
@@ -97,7 +97,7 @@ def dist_finding(
     return Finding(
         kind=kind,
         severity=severity,
-        rule=rule,
+        rule=RuleId(rule),
         path=path,
         message=message,
         distribution=dist.name if dist else None,

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from .._fs import STATE_DIR, read_regular, source_of_bytecode
-from ..model import Finding, Kind, Severity
+from ..model import Finding, Kind, RuleId, Severity
 from .cache import DirListing, is_racy
 
 __all__ = ["Ownership", "package_findings", "pth_import_lines", "toplevel_findings"]
@@ -103,7 +103,7 @@ def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding
         what = "extension"
     severity, rule, message = _UNEXPECTED[what]
     return Finding(
-        kind=Kind.UNEXPECTED, severity=severity, rule=rule, path=_rel(site_dir, path), message=message
+        kind=Kind.UNEXPECTED, severity=severity, rule=RuleId(rule), path=_rel(site_dir, path), message=message
     )
 
 
@@ -260,7 +260,7 @@ def _pth_finding(name: str, path: str) -> Finding:
         return Finding(
             kind=Kind.STARTUP_HOOK,
             severity=Severity.HIGH,
-            rule="pth-import",
+            rule=RuleId.PTH_IMPORT,
             path=name,
             message=f"executes at every interpreter start: {imports[0][:120]}"
             + (f" (+{len(imports) - 1} more lines)" if len(imports) > 1 else ""),
@@ -268,7 +268,7 @@ def _pth_finding(name: str, path: str) -> Finding:
     return Finding(
         kind=Kind.UNEXPECTED,
         severity=Severity.MODERATE,
-        rule="pth-path",
+        rule=RuleId.PTH_PATH,
         path=name,
         message=".pth file no distribution installed: adds directories to sys.path at every start",
     )
@@ -279,7 +279,7 @@ def _startup_module_finding(name: str) -> Finding:
     return Finding(
         kind=Kind.STARTUP_HOOK,
         severity=Severity.MODERATE,
-        rule="sitecustomize",
+        rule=RuleId.SITECUSTOMIZE,
         path=name,
         message=f"{name[:-3]} is imported at every interpreter start and no distribution installed it",
     )
@@ -291,7 +291,7 @@ def _directory_finding(name: str, path: str) -> Finding:
     return Finding(
         kind=Kind.UNEXPECTED,
         severity=Severity.MODERATE if code else Severity.MINOR,
-        rule="unexpected-directory",
+        rule=RuleId.UNEXPECTED_DIRECTORY,
         path=name + "/",
         message=f"directory no distribution installed ({count} file{'s' if count != 1 else ''}"
         + (", importable code)" if code else ")"),

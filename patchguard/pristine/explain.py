@@ -25,7 +25,7 @@ from ..integrity.inventory import (
     take_inventory,
 )
 from ..integrity.records import INSTALLER_FILES, InstalledDistribution, matches, parse_record
-from ..model import Finding, Kind, Severity
+from ..model import Finding, Kind, RuleId, Severity
 from .sources import (
     NoPristineSource,
     Pristine,
@@ -281,7 +281,7 @@ def record_truths(scanned: Scanned, explainer: Explainer) -> Scanned:
         f = c.finding
         if f.kind is Kind.MODIFIED and f.patch_set is None and as_shipped(c, explainer):
             message = f"{WRONG_RECORD} ({f.message}: the wheel's RECORD row says so too)"
-            wrong = replace(f, kind=Kind.RECORD_INVALID, severity=Severity.INFO, rule="record-wrong")
+            wrong = replace(f, kind=Kind.RECORD_INVALID, severity=Severity.INFO, rule=RuleId.RECORD_WRONG)
             others.append(replace(wrong, message=message))
         else:
             changes.append(c)
@@ -304,7 +304,7 @@ def _malformed_row(scanned: Scanned, explainer: Explainer, f: Finding) -> Findin
         )
     if verdict:
         return replace(
-            f, severity=Severity.INFO, rule="record-wrong", message=f"{WRONG_RECORD} ({f.message})"
+            f, severity=Severity.INFO, rule=RuleId.RECORD_WRONG, message=f"{WRONG_RECORD} ({f.message})"
         )
     return replace(f, message=f"{f.message}, and the file differs from its wheel's")
 
