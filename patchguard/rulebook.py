@@ -1,4 +1,5 @@
-"""Every rule id patchguard reports on code, with its default severity and a one-line rationale.
+"""Every rule id patchguard reports on code, with its default severity, a one-line rationale and — for a rule
+met in calls — what it recognises: one entry per rule. Adding a family member is one line here.
 
 A table below both the judge (:mod:`patchguard.analysis`) and the formatters (SARIF names each rule): the ids
 are part of the report contract (``rule``), and ``ignore = [{rule = ...}]`` in a policy names them.
@@ -10,34 +11,413 @@ from dataclasses import dataclass
 
 from .model import Severity
 
-__all__ = ["FILE_RULES", "RULES", "Rule", "known_rule"]
+__all__ = ["FILE_RULES", "RULES", "Rule", "Targets", "known_rule"]
+
+
+_NETWORK_VERBS = frozenset(
+    {"get", "post", "put", "delete", "patch", "request", "head", "Client", "Session", "AsyncClient"}
+    | {"ClientSession", "urlopen", "stream", "send"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """What a rule recognises in a call, as data: qualified names, whole modules (every callable of them
+    and their submodules), name prefixes (``os.exec`` → ``os.execv``), a module's methods (of it or its
+    objects), and method names on any receiver. Names are qualified as imports resolve them, private real
+    paths behind public aliases included (``torch.serialization.save`` for ``torch.save``)."""
+
+    effect: str  # what the code does, in a word or two
+    calls: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    module_methods: tuple[tuple[str, frozenset[str]], ...] = ()
+    methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One rule, one entry: its id, default severity, rationale, and — for a rule met in calls — what it
+    recognises (:class:`Targets`); the analysis derives its lookup tables and prefilter from these."""
+
     id: str
     severity: Severity
     rationale: str
+    targets: Targets | None = None
 
 
 RULES: dict[str, Rule] = {
     r.id: r
     for r in (
-        Rule("tensor-dump", Severity.HIGH, "writes tensors or objects to disk"),
-        Rule("file-write", Severity.HIGH, "writes a file from library code"),
-        Rule("debugger", Severity.HIGH, "stops the server waiting for a debugger"),
-        Rule("process-exit", Severity.HIGH, "ends or signals the process"),
-        Rule("subprocess", Severity.HIGH, "runs another program"),
-        Rule("network", Severity.HIGH, "opens a network connection"),
-        Rule("dynamic-exec", Severity.HIGH, "executes code built at run time"),
-        Rule("print", Severity.MODERATE, "prints from library code (on a hot path it costs every request)"),
+        Rule(
+            "tensor-dump",
+            Severity.HIGH,
+            "writes tensors or objects to disk",
+            Targets(
+                "writes tensors or objects",
+                calls=(
+                    "torch.save",
+                    "torch.serialization.save",
+                    "torch.serialization._save",
+                    "torch.jit.save",
+                    "torch.jit._serialization.save",
+                    "torch.distributed.checkpoint.save",
+                    "torch.distributed.checkpoint.save_state_dict",
+                    "torch.utils.tensorboard.SummaryWriter",
+                    "torch.utils.tensorboard.writer.SummaryWriter",
+                    "tensorboardX.SummaryWriter",
+                    "numpy.save",
+                    "numpy.savez",
+                    "numpy.savez_compressed",
+                    "numpy.savetxt",
+                    "numpy.lib.npyio.save",
+                    "numpy.lib.npyio.savez",
+                    "numpy.lib.npyio.savez_compressed",
+                    "numpy.lib.npyio.savetxt",
+                    "numpy.lib.format.write_array",
+                    "pickle.dump",
+                    "_pickle.dump",
+                    "cloudpickle.dump",
+                    "dill.dump",
+                    "joblib.dump",
+                    "marshal.dump",
+                    "json.dump",
+                    "yaml.dump",
+                    "yaml.safe_dump",
+                    "h5py.File",
+                    "zarr.save",
+                    "scipy.io.savemat",
+                    "pandas.DataFrame.to_pickle",
+                    "safetensors.torch.save_file",
+                    "safetensors.torch.save_model",
+                    "safetensors.numpy.save_file",
+                    "wandb.log",
+                    "wandb.save",
+                    "mlflow.log_artifact",
+                    "mlflow.log_dict",
+                ),
+                methods=(
+                    "tofile",
+                    "add_histogram",
+                    "add_tensor",
+                    "add_embedding",
+                ),
+            ),
+        ),
+        Rule(
+            "file-write",
+            Severity.HIGH,
+            "writes a file from library code",
+            Targets(
+                "writes a file",
+                calls=(
+                    "os.write",
+                    "os.writev",
+                    "os.pwrite",
+                    "os.pwritev",
+                    "shutil.copyfileobj",
+                    "os.sendfile",
+                ),
+                methods=(
+                    "write_text",
+                    "write_bytes",
+                ),
+            ),
+        ),
+        Rule(
+            "debugger",
+            Severity.HIGH,
+            "stops the server waiting for a debugger",
+            Targets(
+                "stops for a debugger",
+                calls=(
+                    "breakpoint",
+                    "builtins.breakpoint",
+                    "code.interact",
+                    "code.InteractiveConsole",
+                    "IPython.embed",
+                    "IPython.start_ipython",
+                    "IPython.terminal.embed.embed",
+                    "IPython.terminal.embed.InteractiveShellEmbed",
+                    "celery.contrib.rdb.set_trace",
+                    "torch.distributed.breakpoint",
+                    "faulthandler.dump_traceback_later",
+                    "ipdb.launch_ipdb_on_exception",
+                ),
+                modules=(
+                    "pdb",
+                    "ipdb",
+                    "pudb",
+                    "debugpy",
+                    "ptvsd",
+                    "remote_pdb",
+                    "rpdb",
+                    "web_pdb",
+                    "pydevd",
+                    "pydevd_pycharm",
+                    "madbg",
+                    "wdb",
+                    "pdbr",
+                ),
+                methods=("set_trace",),
+            ),
+        ),
+        Rule(
+            "process-exit",
+            Severity.HIGH,
+            "ends or signals the process",
+            Targets(
+                "ends or signals the process",
+                calls=(
+                    "sys.exit",
+                    "os._exit",
+                    "exit",
+                    "quit",
+                    "builtins.exit",
+                    "builtins.quit",
+                    "os.kill",
+                    "os.killpg",
+                    "os.abort",
+                    "signal.raise_signal",
+                    "signal.pthread_kill",
+                    "signal.alarm",
+                    "SystemExit",
+                    "builtins.SystemExit",
+                    "_thread.interrupt_main",
+                ),
+            ),
+        ),
+        Rule(
+            "subprocess",
+            Severity.HIGH,
+            "runs another program",
+            Targets(
+                "runs another program",
+                calls=(
+                    "os.system",
+                    "os.popen",
+                    "pty.spawn",
+                    "os.forkpty",
+                    "os.fork",
+                    "asyncio.create_subprocess_exec",
+                    "asyncio.create_subprocess_shell",
+                    "commands.getoutput",
+                ),
+                modules=(
+                    "subprocess",
+                    "sh",
+                    "plumbum",
+                    "pexpect",
+                ),
+                prefixes=(
+                    "os.exec",
+                    "os.spawn",
+                    "os.posix_spawn",
+                ),
+            ),
+        ),
+        Rule(
+            "network",
+            Severity.HIGH,
+            "opens a network connection",
+            Targets(
+                "talks to the network",
+                calls=(
+                    "socket.socket",
+                    "socket.create_connection",
+                    "socket.create_server",
+                    "urllib.request.urlopen",
+                    "urllib.request.urlretrieve",
+                    "http.client.HTTPConnection",
+                    "http.client.HTTPSConnection",
+                    "smtplib.SMTP",
+                    "smtplib.SMTP_SSL",
+                    "ftplib.FTP",
+                    "telnetlib.Telnet",
+                    "xmlrpc.client.ServerProxy",
+                    "zmq.Context",
+                    "zmq.Context.instance",
+                    "zmq.asyncio.Context",
+                    "zmq.asyncio.Context.instance",
+                    "grpc.insecure_channel",
+                    "grpc.secure_channel",
+                    "paramiko.SSHClient",
+                ),
+                module_methods=(
+                    ("requests", _NETWORK_VERBS),
+                    ("httpx", _NETWORK_VERBS),
+                    ("aiohttp", _NETWORK_VERBS),
+                    ("urllib3", _NETWORK_VERBS | {"PoolManager"}),
+                ),
+            ),
+        ),
+        Rule(
+            "dynamic-exec",
+            Severity.HIGH,
+            "executes code built at run time",
+            Targets(
+                "loads or runs code built at run time",
+                calls=(
+                    "exec",
+                    "eval",
+                    "compile",
+                    "builtins.exec",
+                    "builtins.eval",
+                    "builtins.compile",
+                    "runpy.run_path",
+                    "runpy.run_module",
+                    "importlib.util.spec_from_file_location",
+                    "importlib.machinery.SourceFileLoader",
+                    "imp.load_source",
+                    "imp.load_dynamic",
+                    "zipimport.zipimporter",
+                    "torch.ops.load_library",
+                    "torch.utils.cpp_extension.load",
+                    "torch.utils.cpp_extension.load_inline",
+                    "cffi.FFI",
+                ),
+            ),
+        ),
+        Rule(
+            "print",
+            Severity.MODERATE,
+            "prints from library code (on a hot path it costs every request)",
+            Targets(
+                "prints",
+                calls=(
+                    "print",
+                    "builtins.print",
+                    "sys.stdout.write",
+                    "sys.stderr.write",
+                    "sys.stdout.writelines",
+                    "sys.stderr.writelines",
+                    "sys.__stdout__.write",
+                    "sys.__stderr__.write",
+                    "pprint.pprint",
+                    "pprint.pp",
+                    "rich.print",
+                    "rich.inspect",
+                    "icecream.ic",
+                ),
+            ),
+        ),
         Rule("logging", Severity.MODERATE, "logs on a hot path"),
-        Rule("sleep", Severity.MODERATE, "sleeps in library code"),
-        Rule("device-sync", Severity.MODERATE, "forces a device synchronisation in a forward pass"),
-        Rule("monkeypatch", Severity.MODERATE, "changes another module's attributes at run time"),
-        Rule("global-switch", Severity.MODERATE, "changes behaviour for the whole process"),
+        Rule(
+            "sleep",
+            Severity.MODERATE,
+            "sleeps in library code",
+            Targets(
+                "waits",
+                calls=(
+                    "time.sleep",
+                    "asyncio.sleep",
+                    "signal.pause",
+                    "trio.sleep",
+                    "gevent.sleep",
+                    "threading.Event.wait",
+                    "threading.Condition.wait",
+                    "threading.Barrier.wait",
+                ),
+            ),
+        ),
+        Rule(
+            "device-sync",
+            Severity.MODERATE,
+            "forces a device synchronisation in a forward pass",
+            Targets(
+                "waits for the device",
+                calls=(
+                    "torch.cuda.synchronize",
+                    "torch.cuda.current_stream.synchronize",
+                    "torch.cuda.empty_cache",
+                    "torch.cuda.ipc_collect",
+                    "torch.cuda.memory_summary",
+                    "torch.equal",
+                    "torch.distributed.barrier",
+                    "torch.xpu.synchronize",
+                    "torch.mps.synchronize",
+                ),
+                methods=(
+                    "cpu",
+                    "item",
+                    "tolist",
+                    "numpy",
+                    "synchronize",
+                    "wait_event",
+                    "wait_stream",
+                ),
+            ),
+        ),
+        Rule(
+            "monkeypatch",
+            Severity.MODERATE,
+            "changes another module's attributes at run time",
+            Targets("changes another module", calls=("setattr",)),
+        ),
+        Rule(
+            "global-switch",
+            Severity.MODERATE,
+            "changes behaviour for the whole process",
+            Targets(
+                "flips a switch for the whole process",
+                calls=(
+                    "torch.autograd.set_detect_anomaly",
+                    "torch.autograd.detect_anomaly",
+                    "torch.autograd.set_grad_enabled",
+                    "torch.set_grad_enabled",
+                    "torch.use_deterministic_algorithms",
+                    "torch.set_deterministic_debug_mode",
+                    "torch.set_default_dtype",
+                    "torch.set_default_device",
+                    "torch.set_default_tensor_type",
+                    "torch.set_float32_matmul_precision",
+                    "torch.set_num_threads",
+                    "torch.set_flush_denormal",
+                    "torch.cuda.set_sync_debug_mode",
+                    "torch.autograd.profiler.profile",
+                    "torch.autograd.set_multithreading_enabled",
+                    "sys.settrace",
+                    "sys.setprofile",
+                    "sys.setrecursionlimit",
+                    "sys.setswitchinterval",
+                    "threading.settrace",
+                    "threading.setprofile",
+                    "threading.settrace_all_threads",
+                    "threading.setprofile_all_threads",
+                    "gc.disable",
+                    "gc.set_debug",
+                    "faulthandler.enable",
+                    "tracemalloc.start",
+                    "warnings.simplefilter",
+                    "warnings.filterwarnings",
+                    "numpy.seterr",
+                    "numpy.set_printoptions",
+                    "torch.set_printoptions",
+                    "logging.basicConfig",
+                    "logging.disable",
+                ),
+            ),
+        ),
         Rule("swallowed-exception", Severity.MODERATE, "silences every error of the block"),
-        Rule("env-mutation", Severity.MODERATE, "changes the process environment at run time"),
+        Rule(
+            "env-mutation",
+            Severity.MODERATE,
+            "changes the process environment at run time",
+            Targets(
+                "changes the process environment",
+                calls=(
+                    "os.putenv",
+                    "os.unsetenv",
+                    "os.environ.update",
+                    "os.environ.setdefault",
+                    "os.environ.pop",
+                    "os.environ.clear",
+                    "os.environ.popitem",
+                    "os.environ.__setitem__",
+                    "os.environ.__delitem__",
+                ),
+            ),
+        ),
         Rule("removed-check", Severity.MODERATE, "a raise or assert of the pristine code was removed"),
         Rule("unparseable", Severity.MODERATE, "is not valid Python: importing it fails"),
         Rule("commented-out-code", Severity.MINOR, "code left behind in a comment"),

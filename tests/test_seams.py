@@ -97,6 +97,7 @@ def test_one_rule_id_per_rule_of_the_rulebook_and_the_families() -> None:
     ids = {r.value for r in RuleId}
     assert ids == set(RULES) | set(FILE_RULES)
     assert {f.rule for f in FAMILIES} <= set(RULES)
-    assert str(RuleId.TENSOR_DUMP) == f"{RuleId.TENSOR_DUMP}" == "tensor-dump" == RuleId.TENSOR_DUMP
+    assert str(RuleId.TENSOR_DUMP) == f"{RuleId.TENSOR_DUMP}" == "tensor-dump"
+    assert {"tensor-dump": 1}[RuleId.TENSOR_DUMP] == 1  # equal to its id, and hashed as it
     with pytest.raises(ValueError):
         RuleId("no-such-rule")
