@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from .helpers import Env
 PACKAGE = Path(__file__).resolve().parent.parent / "patchguard"
 
 
+@functools.lru_cache(maxsize=1)
 def _modules() -> list[tuple[str, ast.Module]]:
     return [(str(p.relative_to(PACKAGE)), ast.parse(p.read_text())) for p in sorted(PACKAGE.rglob("*.py"))]
 

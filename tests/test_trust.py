@@ -161,6 +161,7 @@ def test_killed_at_every_write_point_rebase_leaves_whole_directories(
     assert point > 3 and ends == {False, True}
 
 
+@pytest.mark.slow  # two CLI subprocesses, slowed at every write point
 def test_two_rebases_of_one_set_at_once_write_one_outcome(
     tmp_path: Path, minillm_wheel: Path, patches: Path
 ) -> None:
