@@ -328,3 +328,14 @@ def test_rebase_json_carries_names_in_the_json_name_encoding() -> None:
     paths = [f["path"] for f in doc["files"]]
     assert len(set(paths)) == 2 and [from_json_name(p) for p in paths] == [odd, twin]
     assert doc["conflicts"][0]["path"] == paths[0]
+
+
+def test_a_file_no_grammar_parses_says_where() -> None:
+    """libcst's own parser puts an indentation error at 1:1; the finding names the line Python stops at."""
+    from patchguard.analysis import CodeChange, analyse
+
+    before = "x = 1\n\n\ndef f(a):\n    return a\n\n\ny = 2\n"
+    after = before.replace("    return a\n", "    return a\n  torch.save(a, '/tmp/a')\n")
+    found = analyse(CodeChange("m.py", before.encode(), after.encode()))
+    (bad,) = [f for f in found if f.rule == "unparseable"]
+    assert bad.line == 6 and "indentation" in bad.message, bad.message

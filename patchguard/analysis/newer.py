@@ -30,7 +30,7 @@ def structure_of_newer(source: str) -> Structure:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        where = _conflict(source) or (exc.raw_line, "a syntax error")
+        where = _conflict(source) or _ast_error(source) or (exc.raw_line, "a syntax error")
         return Structure([], _textual_aliases(source), set(), grammar=None, syntax_error=where)
     except (RecursionError, MemoryError, ValueError) as exc:
         return Structure([], {}, set(), grammar=None, syntax_error=(1, type(exc).__name__))
@@ -140,6 +140,19 @@ def _bind(aliases: dict[str, str], small: cst.BaseSmallStatement) -> None:
         module = get_full_name_for_node(small.module) if small.module is not None else None
         names = [("*", None)] if isinstance(small.names, cst.ImportStar) else imported_names(small.names)
         bind_from_import(aliases, module, len(small.relative), names)
+
+
+def _ast_error(source: str) -> tuple[int, str] | None:
+    """Where and why the running interpreter's parser stops (libcst's native parser says ``1:1`` for an
+    indentation error); ``None`` when it parses or cannot say."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        if exc.lineno:
+            return exc.lineno, f"a syntax error: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
 
 
 def _textual_aliases(source: str) -> dict[str, str]:
