@@ -32,6 +32,7 @@ __all__ = [
     "for_terminal",
     "from_json_name",
     "json_name",
+    "json_name_or_none",
     "printable",
 ]
 
@@ -163,8 +164,8 @@ class Finding:
             "kind": self.kind.value,
             "severity": self.severity.label,
             "rule": self.rule,
-            "distribution": _name(self.distribution),
-            "version": _name(self.version),
+            "distribution": json_name_or_none(self.distribution),
+            "version": json_name_or_none(self.version),
             "path": json_name(self.path),
             "line": self.line,
             "end_line": self.end_line,
@@ -173,7 +174,7 @@ class Finding:
             "reach": self.reach.value if self.reach is not None else None,
             "loaded": self.loaded.value if self.loaded is not None else None,
             "evidence": [printable(e) for e in self.evidence],
-            "patch_set": _name(self.patch_set),
+            "patch_set": json_name_or_none(self.patch_set),
             "message": printable(self.message),
             "source": printable(self.source) if self.source is not None else None,
         }
@@ -267,7 +268,8 @@ class Report:
         }
 
 
-def _name(name: str | None) -> str | None:
+def json_name_or_none(name: str | None) -> str | None:
+    """:func:`json_name` of a name that may be absent."""
     return json_name(name) if name is not None else None
 
 

@@ -210,21 +210,18 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _removed_checks(regions, edit, after)
     for r in regions:
         _unexplained(edit, r, covered, out)
-    out = _scripts_are_not_library(out, after)
+    out = _scripts_are_not_library(out, edit.st.tree)
     return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
 
 
 _SCRIPT_NOTE = ' (script code under `if __name__ == "__main__":`, which the library never runs)'
 
 
-def _scripts_are_not_library(findings: list[Finding], text: str) -> list[Finding]:
+def _scripts_are_not_library(findings: list[Finding], tree: ast.Module | None) -> list[Finding]:
     """Code under a module's ``if __name__ == "__main__":`` runs only when the file is run as a script,
-    never when the server imports it: its findings are minor at most, and say why."""
-    if "__main__" not in text or too_wild(text) is not None:
-        return findings
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    never when the server imports it: its findings are minor at most, and say why. (``tree``: the file's
+    ast, as locating it parsed it; ``None`` when ``ast`` does not parse it.)"""
+    if tree is None:
         return findings
     spans = [
         (node.lineno, node.end_lineno or node.lineno)

@@ -724,47 +724,34 @@ def _truth(test: cst.BaseExpression) -> bool | None:
     return None
 
 
-class _Checks(cst.CSTVisitor):
-    found = False
+class _Holds(cst.CSTVisitor):
+    """Whether a node holds one of ``kinds`` — not inside a nested def or class, whose code is its own."""
 
-    def visit_Raise(self, node: cst.Raise) -> None:
-        self.found = True
+    def __init__(self, kinds: tuple[type[cst.CSTNode], ...]) -> None:
+        super().__init__()
+        self.kinds, self.found = kinds, False
 
-    def visit_Assert(self, node: cst.Assert) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # a nested function's checks are its own
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found = True
+        return not self.found and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
 
 
-class _Handlers(cst.CSTVisitor):
-    found = False
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
+def _holds(node: cst.CSTNode, *kinds: type[cst.CSTNode]) -> bool:
+    holds = _Holds(kinds)
+    node.visit(holds)
+    return holds.found
 
 
 def _waits(loop: cst.CSTNode) -> bool:
     """Whether a loop's job is waiting: it catches errors in its body (a retry, whose sleep is a backoff) or
     it is a ``while`` (polling for a condition)."""
-    if isinstance(loop, cst.While):
-        return True
-    handlers = _Handlers()
-    loop.visit(handlers)
-    return handlers.found
+    return isinstance(loop, cst.While) or _holds(loop, cst.ExceptHandler)
 
 
 def _holds_check(node: cst.CSTNode) -> bool:
     """Whether ``node`` holds a ``raise`` or an ``assert`` (not inside a nested def or class)."""
-    checks = _Checks()
-    node.visit(checks)
-    return checks.found
+    return _holds(node, cst.Raise, cst.Assert)
 
 
 def _always_false(test: cst.BaseExpression) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
-from ..model import Finding, Report, SetStatus, json_name
+from ..model import Finding, Report, SetStatus, json_name, json_name_or_none
 from ..patchsets.status import SetState
 from .lockfile import compare_locks, make_lock, read_lock
 from .policy import Policy
@@ -40,7 +40,7 @@ class CheckResult:
             "passed": self.passed,
             "violations": list(self.violations),
             "details": [_detail_json(d) for d in self.details],
-            "policy": json_name(self.policy.path) if self.policy.path is not None else None,
+            "policy": json_name_or_none(self.policy.path),
             "report": self.report.to_json(),
         }
 

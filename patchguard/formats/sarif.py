@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
-from ..model import Finding, Kind, Report, Severity, json_name, printable
+from ..model import Finding, Kind, Report, Severity, json_name, json_name_or_none, printable
 from ..rulebook import FILE_RULES, RULES
 from .documents import CheckDocument, ReportDocument
 from .interface import Format
@@ -192,20 +192,16 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
         "properties": {
             "severity": f.severity.label,
             "kind": f.kind.value,
-            "distribution": _named(f.distribution),
-            "version": _named(f.version),
+            "distribution": json_name_or_none(f.distribution),
+            "version": json_name_or_none(f.version),
             "function": f.function,
             "gate": dict(f.gate) if f.gate else None,
             "reach": f.reach.value if f.reach is not None else None,
             "loaded": f.loaded.value if f.loaded is not None else None,
             "evidence": list(f.evidence),
-            "patch_set": _named(f.patch_set),
+            "patch_set": json_name_or_none(f.patch_set),
         },
     }
-
-
-def _named(name: str | None) -> str | None:
-    return json_name(name) if name is not None else None
 
 
 def format_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: str = "") -> str:

@@ -34,7 +34,7 @@ from ..diffs import is_binary
 from ..env import Target, resolve_target
 from ..errors import UsageError
 from ..integrity.records import InstalledDistribution, canonicalize
-from ..model import json_name, printable
+from ..model import json_name, json_name_or_none, printable
 from ..pristine.sources import SourceOptions, Sources
 from ..state import read_state
 from ..txn import write_point
@@ -50,10 +50,6 @@ from .rewrite import rewrite
 from .setdir import set_lock
 
 __all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
-
-
-def _name(path: str | None) -> str | None:
-    return json_name(path) if path is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +102,7 @@ class RebaseResult:
         encoding every document uses (:func:`patchguard.model.json_name`)."""
         total, carried, _left = self.hunks
         lost = sum(f.conflicting for f in self.lost)
-        name = _name
+        name = json_name_or_none
         return {
             "schema": "patchguard.rebase/1",
             "set": json_name(self.name),
