@@ -24,7 +24,8 @@ _NETWORK_VERBS = frozenset(
 class Targets:
     """What a rule recognises in a call, as data: qualified names, whole modules (every callable of them
     and their submodules), name prefixes (``os.exec`` → ``os.execv``), a module's methods (of it or its
-    objects), and method names on any receiver. Names are qualified as imports resolve them, private real
+    objects), method names on any receiver, and module attributes whose assignment has the effect. Names are
+    qualified as imports resolve them, private real
     paths behind public aliases included (``torch.serialization.save`` for ``torch.save``)."""
 
     effect: str  # what the code does, in a word or two
@@ -33,6 +34,7 @@ class Targets:
     prefixes: tuple[str, ...] = ()
     module_methods: tuple[tuple[str, frozenset[str]], ...] = ()
     methods: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()  # module attributes whose assignment is the effect (name prefixes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +397,15 @@ RULES: dict[str, Rule] = {
                     "torch.set_printoptions",
                     "logging.basicConfig",
                     "logging.disable",
+                ),
+                attributes=(
+                    "torch.backends.",
+                    "torch._dynamo.config.",
+                    "torch._inductor.config.",
+                    "torch._functorch.config.",
+                    "torch.autograd.grad_mode.",
+                    "logging.root.",
+                    "sys.flags.",
                 ),
             ),
         ),

@@ -13,7 +13,17 @@ from dataclasses import dataclass
 
 from ..rulebook import RULES
 
-__all__ = ["BOUND_WRITERS", "FAMILIES", "IN_MEMORY", "NATIVE_LOADERS", "Family"]
+__all__ = [
+    "ARGUMENT_CALLS",
+    "ARGUMENT_METHODS",
+    "BOUND_WRITERS",
+    "FAMILIES",
+    "IN_MEMORY",
+    "MEMMAPS",
+    "NATIVE_LOADERS",
+    "OPENERS",
+    "Family",
+]
 
 BOUND_WRITERS: dict[str, tuple[str, frozenset[str]]] = {
     name: ("tensor-dump", frozenset({"dump"}))
@@ -30,6 +40,15 @@ NATIVE_LOADERS = frozenset(
 """Loaders of native code: ``dynamic-exec`` when given a path (``/tmp/libhook.so``), not a system library by
 its name (``libcuda.so.1``, ``None``) — frameworks load those all the time."""
 
+# The calls whose arguments decide their rule (the matchers of :mod:`.judge` test them): files opened for
+# writing, memory maps opened for writing, ``select`` on nothing, ``suppress(Exception)``; and the methods.
+OPENERS = frozenset(
+    {"open", "builtins.open", "io.open", "codecs.open", "os.open", "zipfile.ZipFile", "tarfile.open"}
+)
+MEMMAPS = frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"})
+ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | {"select.select", "contextlib.suppress"}
+ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
+
 
 @dataclass(frozen=True, slots=True)
 class Family:
@@ -42,6 +61,7 @@ class Family:
     prefixes: tuple[str, ...] = ()
     module_methods: tuple[tuple[str, frozenset[str]], ...] = ()
     methods: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
 
 
 FAMILIES: tuple[Family, ...] = tuple(
@@ -53,6 +73,7 @@ FAMILIES: tuple[Family, ...] = tuple(
         r.targets.prefixes,
         r.targets.module_methods,
         r.targets.methods,
+        r.targets.attributes,
     )
     for r in RULES.values()
     if r.targets is not None

@@ -22,7 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..model import GateKind
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
-from .families import BOUND_WRITERS, IN_MEMORY, NATIVE_LOADERS
+from .families import ARGUMENT_METHODS, BOUND_WRITERS, IN_MEMORY, MEMMAPS, NATIVE_LOADERS, OPENERS
 from .rules import REDUCTIONS, SWITCH_ATTRIBUTES, WRAPPERS, on_hot_path, rule_for_call
 from .structure import Structure, gate_kind_of
 from .tensors import decides_tensor, is_tensor, tensor_names
@@ -563,9 +563,6 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
 # The last names of the calls whose results are followed to their use (writers, in-memory buffers).
 _MADE_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in (*BOUND_WRITERS, *IN_MEMORY))
 
-# Calls that open a file, writing when their mode (or flags) says so.
-_OPENERS = ("open", "builtins.open", "io.open", "codecs.open", "os.open", "zipfile.ZipFile", "tarfile.open")
-
 CallTest = Callable[[cst.Call, str, str | None, str | None], bool]
 
 
@@ -586,7 +583,7 @@ def _first(node: cst.Call) -> cst.BaseExpression | None:
 
 
 _MATCHERS: tuple[_Matcher, ...] = (
-    _Matcher("file-write", lambda n, q, m, r: _writes(n), qualnames=frozenset(_OPENERS)),
+    _Matcher("file-write", lambda n, q, m, r: _writes(n), qualnames=OPENERS),
     _Matcher("device-sync", lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
     _Matcher(
         "device-sync",
@@ -601,7 +598,7 @@ _MATCHERS: tuple[_Matcher, ...] = (
         qualnames=frozenset({"contextlib.suppress"}),
     ),
     _Matcher(
-        "global-switch", lambda n, q, m, r: _switches(n, q, m, r), methods=frozenset({"setLevel", "start"})
+        "global-switch", lambda n, q, m, r: _switches(n, q, m, r), methods=ARGUMENT_METHODS
     ),
     _Matcher(
         "dynamic-exec",
@@ -611,7 +608,7 @@ _MATCHERS: tuple[_Matcher, ...] = (
     _Matcher(
         "tensor-dump",
         lambda n, q, m, r: _writes_memmap(n),
-        qualnames=frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"}),
+        qualnames=MEMMAPS,
     ),
     _Matcher(
         "sleep",
@@ -628,7 +625,7 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
         if qualname in matcher.qualnames or method in matcher.methods:
             if matcher.test(node, qualname, method, receiver):
                 return matcher.rule
-            if qualname in _OPENERS:
+            if qualname in OPENERS:
                 return rule  # an open() that does not write is no write, whatever else matches
     if rule == "logging" and method == "debug":
         return None  # below info: not output on a hot path

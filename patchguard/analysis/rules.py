@@ -11,7 +11,7 @@ import re
 
 from ..rulebook import RULES, Rule
 from .bounds import too_wild
-from .families import FAMILIES
+from .families import ARGUMENT_CALLS, ARGUMENT_METHODS, BOUND_WRITERS, FAMILIES, IN_MEMORY
 
 __all__ = [
     "CALLS",
@@ -28,17 +28,6 @@ __all__ = [
 ]
 
 
-# Module attributes whose assignment flips a process-wide switch (``torch.backends.cudnn.benchmark = False``).
-SWITCH_ATTRIBUTES = (
-    "torch.backends.",
-    "torch._dynamo.config.",
-    "torch._inductor.config.",
-    "torch._functorch.config.",
-    "torch.autograd.grad_mode.",
-    "logging.root.",
-    "sys.flags.",
-)
-
 # Derived from the families (:mod:`.families`), never written by hand: qualified name → rule, method on any
 # receiver → rule, module (or name prefix) → rule, and (module, its methods) → rule.
 CALLS: dict[str, str] = {c: f.rule for f in FAMILIES for c in f.calls}
@@ -47,6 +36,10 @@ _MODULES: dict[str, str] = {m: f.rule for f in FAMILIES for m in f.modules}
 _PREFIXES: tuple[tuple[str, str], ...] = tuple((p, f.rule) for f in FAMILIES for p in f.prefixes)
 _MODULE_METHODS: tuple[tuple[str, frozenset[str], str], ...] = tuple(
     (m, verbs, f.rule) for f in FAMILIES for m, verbs in f.module_methods
+)
+# Module attributes whose assignment flips a process-wide switch (``torch.backends.cudnn.benchmark = False``).
+SWITCH_ATTRIBUTES: tuple[str, ...] = tuple(
+    a for f in FAMILIES if f.rule == "global-switch" for a in f.attributes
 )
 
 # Where output and host-device syncs cost every request: forwards, and the engine's per-step methods
@@ -141,9 +134,10 @@ _WORDS = frozenset(
     | set(METHODS)
     | {m.rsplit(".", 1)[-1] for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS))}
     | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
-    | {"open", "except", "breakpointhook", "setattr", "environ", "suppress", "SystemExit"}
-    | {"setLevel", "start", "CDLL", "PyDLL", "WinDLL", "LoadLibrary", "memmap", "open_memmap", "select"}
-    | {"ZipFile", "tarfile"}
+    | {n.rsplit(".", 1)[-1] for n in (*ARGUMENT_CALLS, *BOUND_WRITERS, *IN_MEMORY)}
+    | ARGUMENT_METHODS
+    # what rules on statements look for: handlers, environ items, sys.breakpointhook, setattr, SystemExit
+    | {"except", "breakpointhook", "setattr", "environ", "SystemExit"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
