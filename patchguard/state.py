@@ -15,7 +15,7 @@ from typing import Any
 from ._fs import STATE_DIR, STATE_FILE, parse_json, read_input, sha256_bytes
 from .errors import PatchguardError
 from .model import printable
-from .txn import Change
+from .txn import Change, check_state_dir
 
 __all__ = ["STATE_FILE", "STATE_SCHEMA", "read_state", "state_change"]
 
@@ -32,12 +32,7 @@ def read_state(site: str) -> dict[str, Any]:
 def _load_state(site: str) -> tuple[bytes | None, dict[str, Any]]:
     """The state file's bytes (``None``: absent) and its validated content."""
     path = os.path.join(site, STATE_DIR, STATE_FILE)
-    if os.path.islink(os.path.join(site, STATE_DIR)):  # another environment's state, or anything at all
-        raise PatchguardError(
-            "is a symlink: patchguard keeps this environment's state only in a real directory",
-            path=os.path.join(site, STATE_DIR),
-            hint="remove the link (and look at who made it)",
-        )
+    check_state_dir(site)  # a symlinked .patchguard: another environment's state, or anything at all
     try:
         raw = read_input(path)
         doc = parse_json(raw)

@@ -60,9 +60,10 @@ __all__ = [
     "Plan",
     "TransactionError",
     "backups",
+    "check_state_dir",
     "commit",
+    "directory_lock",
     "environment_lock",
-    "file_lock",
     "keep_backups",
     "prune_backups",
     "recover",
@@ -169,7 +170,7 @@ def _write_durable(path: str, data: bytes, mode: int) -> None:
 # -- lock -------------------------------------------------------------------------------------------------
 
 
-def _check_state_dir(root: str) -> None:
+def check_state_dir(root: str) -> None:
     """``.patchguard/`` and its ``backups/`` must be real directories inside ``root``: a symlink there would
     send the lock, the journal, backups and their clean-up anywhere."""
     state = os.path.join(root, STATE_DIR)
@@ -182,7 +183,7 @@ def _check_state_dir(root: str) -> None:
             )
 
 
-def _open_lock_file(root: str, lock: str, where: str = "the environment") -> int:
+def _open_lock_file(root: str, lock: str) -> int:
     """The lock file, opened (created if need be) as a regular file of the state directory: never through a
     symlink (a dangling link would make root create the file it points to, anywhere), never a FIFO."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
@@ -197,9 +198,9 @@ def _open_lock_file(root: str, lock: str, where: str = "the environment") -> int
         fd = os.open(lock, flags | os.O_NONBLOCK, 0o644)
     except OSError as exc:
         raise TransactionError(
-            f"cannot write into {where} ({exc.strerror or exc})",
+            f"cannot write into the environment ({exc.strerror or exc})",
             path=root,
-            hint="run as a user who can write there",
+            hint="run as a user who can write to site-packages",
         ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -221,23 +222,26 @@ def _open_lock_dir(path: str, where: str) -> int:
 @contextlib.contextmanager
 def _locked(root: str, timeout: float) -> Iterator[str]:
     state = os.path.join(root, STATE_DIR)
-    _check_state_dir(root)
-    with file_lock(os.path.join(state, _LOCK), timeout, root=root, what="the environment lock"):
+    check_state_dir(root)
+    fd = _open_lock_file(root, os.path.join(state, _LOCK))
+    with _held(fd, os.path.join(state, _LOCK), timeout, "the environment lock"):
         yield state
 
 
 @contextlib.contextmanager
-def file_lock(
-    lock: str, timeout: float | None = None, *, root: str, what: str, where: str = "the environment"
-) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock`` (a file made if need be, never through a symlink; or the
-    directory ``root`` itself when ``lock == root``: nothing is left in it), waiting up to ``timeout``
-    seconds (default ``$PATCHGUARD_LOCK_TIMEOUT``) for another patchguard process. ``what`` names the lock
-    and ``where`` the directory in messages."""
+def directory_lock(path: str, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on directory ``path`` itself (nothing is left in it: a patches directory
+    kept in git stays clean), waiting up to ``$PATCHGUARD_LOCK_TIMEOUT`` for another patchguard process."""
+    with _held(_open_lock_dir(path, what), path, _lock_timeout(), what):
+        yield
+
+
+@contextlib.contextmanager
+def _held(fd: int, path: str, timeout: float, what: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``fd`` (``path`` in messages), waited for up to ``timeout`` seconds; the
+    descriptor is closed, and the lock released, when the block ends."""
     import fcntl
 
-    timeout = _lock_timeout() if timeout is None else timeout
-    fd = _open_lock_dir(lock, where) if lock == root else _open_lock_file(root, lock, where)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -248,7 +252,7 @@ def file_lock(
                 if time.monotonic() >= deadline:
                     raise LockTimeout(
                         f"another patchguard process has held {what} for {timeout:.0f} s",
-                        path=lock,
+                        path=path,
                         hint="wait for it to finish, then run the command again",
                     ) from None
                 time.sleep(0.05)
@@ -688,7 +692,7 @@ def recover(
     if journal is None:
         _discard_journal_tmp(state)  # a crash while the journal was being written: nothing else began
         return ()
-    _check_state_dir(root)
+    check_state_dir(root)
     journal_file = journal_path(root)
     txid, entries, also = _validated(journal, journal_file)
     backup_dir = os.path.join(state, _BACKUPS, txid)

@@ -17,7 +17,7 @@ import re
 import shutil
 from collections.abc import Iterator
 
-from ..txn import file_lock, write_point
+from ..txn import directory_lock, write_point
 
 __all__ = ["discard", "set_lock", "sweep"]
 
@@ -34,7 +34,7 @@ def set_lock(root: str, name: str) -> Iterator[None]:
         os.makedirs(root, exist_ok=True)
     except OSError:
         pass  # said by the lock, in one line
-    with file_lock(root, root=root, what="the patch set directory", where="the patch set directory"):
+    with directory_lock(root, "the patch set directory"):
         sweep(root, name)
         yield
 
