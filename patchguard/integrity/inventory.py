@@ -37,6 +37,7 @@ from .unowned import Ownership, is_extension, package_findings, pth_import_lines
 from .verifier import Outcome, Status, Verifier
 
 __all__ = [
+    "FILE_KINDS",
     "ChangedFile",
     "Scanned",
     "changed_files",
@@ -254,7 +255,7 @@ def _order(c: ChangedFile) -> tuple[object, ...]:
 
 
 # Finding kinds that are about one file's bytes, in diff terms.
-_FILE_KINDS = {
+FILE_KINDS = {
     Kind.MODIFIED: "modified",
     Kind.MISSING: "deleted",
     Kind.UNEXPECTED: "added",
@@ -275,7 +276,7 @@ class ChangedFile:
 
     @property
     def status(self) -> str:
-        return _FILE_KINDS[self.finding.kind]
+        return FILE_KINDS[self.finding.kind]
 
     def told(self, finding: Finding) -> ChangedFile:
         """The same file with another finding (a message added, a patch set named)."""

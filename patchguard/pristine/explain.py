@@ -17,6 +17,7 @@ from ..diffs import FileDiff
 from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.inventory import (
+    FILE_KINDS,
     ChangedFile,
     ProgressCallback,
     Scanned,
@@ -90,7 +91,7 @@ def _with_vcs(scanned: Scanned, dists: Sequence[InstalledDistribution], against:
     changes, others = list(scanned.changes), list(scanned.others)
     for dist in dists:
         for f in vcs_findings([dist], against):
-            if f.kind in (Kind.MODIFIED, Kind.MISSING, Kind.UNEXPECTED):
+            if f.kind in FILE_KINDS:  # a file git says changed: its path is absolute
                 changes.append(ChangedFile(f, dist, None, f.path))
             else:
                 others.append(f)
