@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .env import Target
 from .errors import PatchguardError
 from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
-from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report
+from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report, RuleId
 
 if TYPE_CHECKING:
     from .analysis import CodeChange
@@ -213,7 +213,7 @@ def judge(
     )
     if analyse:
         reach.resolve()
-    changed = any(f.kind is Kind.MODIFIED or f.rule == "record-row" for f in findings)
+    changed = any(f.kind is Kind.MODIFIED or f.rule == RuleId.RECORD_ROW for f in findings)
     code_files = any(_judged(c.finding) for c in scanned.changes)
     if not verify_record and not code_files and not (analyse and changed):
         return scanned.report  # nothing to judge: libcst is not even imported

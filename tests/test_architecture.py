@@ -269,6 +269,40 @@ def test_no_string_as_a_failure() -> None:
     )
 
 
+def test_rule_ids_are_named_by_the_enum_outside_the_rulebook() -> None:
+    """A rule id in code is a ``RuleId`` member, never a string literal (a typo there is a rule that never
+    fires, which no type checker sees); only the rulebook, which the enum is generated from, spells them.
+    Docstrings and comments may quote them, and another enum may have a member of the same word
+    (``verifier.Status.UNREADABLE``)."""
+    from patchguard.model import RuleId
+
+    ids = {r.value for r in RuleId}
+    found = []
+    for module, path in MODULES.items():
+        if module in ("rulebook", "model"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        } | {
+            id(stmt.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for stmt in node.body
+            if isinstance(stmt, ast.Assign)
+        }
+        found += [
+            f"{module} line {node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in ids and id(node) not in docstrings
+        ]
+    assert not found, "rule ids spelled as strings (use model.RuleId):\n" + "\n".join(found)
+
+
 # --- The seam between results and text (issue 25): formats are objects behind one interface ---------------
 
 # What the CLI may import of patchguard.formats: the registry (the package face) and the interface.

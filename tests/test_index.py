@@ -100,7 +100,8 @@ def _serve(index: Index) -> Iterator[Index]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll keeps the shutdown at teardown quick (the default waits up to half a second).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     index.url = f"http://127.0.0.1:{server.server_address[1]}/simple"
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,36 @@ def test_one_rule_id_per_rule_of_the_rulebook_and_the_families() -> None:
     assert {"tensor-dump": 1}[RuleId.TENSOR_DUMP] == 1  # equal to its id, and hashed as it
     with pytest.raises(ValueError):
         RuleId("no-such-rule")
+
+
+def test_the_rule_id_enum_is_generated_from_the_rulebook() -> None:
+    """The members of ``model.RuleId`` are the rulebook's entries, in its order, each named after its id: the
+    enum is written out (so mypy knows each member) but never by hand — on a new rule this test prints the
+    block to paste."""
+    from patchguard.rulebook import FILE_RULES, RULES
+
+    ids = [*RULES, *FILE_RULES]
+    generated = "".join(f'    {i.upper().replace("-", "_")} = "{i}"\n' for i in ids)
+    source = (PACKAGE / "model.py").read_text()
+    block = source.split("class RuleId(str, enum.Enum):", 1)[1]
+    written = "".join(
+        line + "\n" for line in block.splitlines() if re.fullmatch(r'    [A-Z_]+ = "[a-z-]+"', line)
+    )
+    assert written == generated, "model.RuleId's members must be, from the rulebook:\n" + generated
+
+
+def test_every_statement_rule_is_reached_by_the_walk() -> None:
+    """The walk knows where it is, not what a rule looks for: each node kind the statement rules register
+    is dispatched to them by a ``visit_<Kind>`` of the walker (a kind registered but never dispatched would
+    be a rule that silently never fires)."""
+    import inspect
+
+    from patchguard.analysis.judge import _Walker
+    from patchguard.analysis.statements import STATEMENT_RULES
+
+    for kind in STATEMENT_RULES:
+        visit = getattr(_Walker, f"visit_{kind.__name__}", None)
+        assert visit is not None, f"no visit_{kind.__name__}"
+        assert "self._statements(node)" in inspect.getsource(visit), kind.__name__
+    walker = inspect.getsource(_Walker)
+    assert not any(f"RuleId.{r}" in walker for r in ("REMOVED_CHECK", "SWALLOWED_EXCEPTION", "PROCESS_EXIT"))

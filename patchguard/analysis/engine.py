@@ -119,7 +119,7 @@ class _Maker:
     def __call__(
         self,
         kind: Kind,
-        rule: str,
+        rule: RuleId,
         severity: Severity,
         line: int,
         end: int,
@@ -134,7 +134,7 @@ class _Maker:
         return Finding(
             kind=kind,
             severity=severity,
-            rule=RuleId(rule),
+            rule=rule,
             path=c.path,
             message=message,
             distribution=c.distribution,
@@ -151,13 +151,19 @@ class _Maker:
 
     def cosmetic(self, st: Structure, line: int, end: int, message: str) -> Finding:
         return self(
-            Kind.COSMETIC_CHANGE, "cosmetic-change", Severity.MINOR, line, end, st.qualname_at(line), message
+            Kind.COSMETIC_CHANGE,
+            RuleId.COSMETIC_CHANGE,
+            Severity.MINOR,
+            line,
+            end,
+            st.qualname_at(line),
+            message,
         )
 
     def functional(self, st: Structure, line: int, end: int, message: str) -> Finding:
         return self(
             Kind.FUNCTIONAL_CHANGE,
-            "functional-change",
+            RuleId.FUNCTIONAL_CHANGE,
             Severity.MINOR,
             line,
             end,
@@ -168,7 +174,7 @@ class _Maker:
     def commented_out(self, st: Structure, n: int) -> Finding:
         return self(
             Kind.INJECTED_CODE,
-            "commented-out-code",
+            RuleId.COMMENTED_OUT_CODE,
             Severity.MINOR,
             n,
             n,
@@ -262,7 +268,9 @@ def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
         f"{what} ({error[1]} at line {error[0]}):{failing} "
         "its changed lines were matched against the rules one statement at a time"
     )
-    return edit.finding(Kind.FUNCTIONAL_CHANGE, "unparseable", Severity.MODERATE, line, line, None, message)
+    return edit.finding(
+        Kind.FUNCTIONAL_CHANGE, RuleId.UNPARSEABLE, Severity.MODERATE, line, line, None, message
+    )
 
 
 def _only_cosmetic(before: str, after: Structure) -> bool:
@@ -500,7 +508,7 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     forward = name.startswith("forward")
     severity = _severity(hit, rule.severity, name, finding.change.path)
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
-    what = "check neutralised" if hit.rule == "removed-check" else f"{hit.qualname} {rule.rationale}"
+    what = "check neutralised" if hit.rule == RuleId.REMOVED_CHECK else f"{hit.qualname} {rule.rationale}"
     message = (
         what
         + (f": {hit.detail}" if hit.detail else "")
@@ -519,12 +527,12 @@ def _severity(hit: Hit, severity: Severity, name: str, path: str) -> Severity:
     if hit.dead:
         return Severity.INFO
     hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller)
-    if hit.rule == "logging" and not hot:
+    if hit.rule == RuleId.LOGGING and not hot:
         severity = Severity.MINOR  # a log line costs every request on the hot path only
-    if hit.rule == "sleep" and hit.retry and not (on_hot_path(name) or hit.hot_caller):
+    if hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller):
         severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
     command = _command_line(name) or path.endswith("__main__.py")
-    if hit.rule in ("print", "logging", "global-switch") and command:
+    if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
         severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
     return severity
 
@@ -558,7 +566,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[
             out.append(
                 edit.finding(
                     Kind.INJECTED_CODE,
-                    "removed-check",
+                    RuleId.REMOVED_CHECK,
                     Severity.MODERATE,
                     line,
                     line,

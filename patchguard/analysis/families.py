@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model import RuleId
 from ..rulebook import RULES
 
 __all__ = [
@@ -25,8 +26,8 @@ __all__ = [
     "Family",
 ]
 
-BOUND_WRITERS: dict[str, tuple[str, frozenset[str]]] = {
-    name: ("tensor-dump", frozenset({"dump"}))
+BOUND_WRITERS: dict[str, tuple[RuleId, frozenset[str]]] = {
+    name: (RuleId.TENSOR_DUMP, frozenset({"dump"}))
     for name in ("pickle.Pickler", "_pickle.Pickler", "cloudpickle.Pickler", "dill.Pickler")
 }
 """Writer objects whose *use* writes: ``p = pickle.Pickler(fh); p.dump(x)`` dumps at ``p.dump`` — unless the
@@ -54,7 +55,7 @@ ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a 
 class Family:
     """What one rule recognises in a call (its :class:`~patchguard.rulebook.Targets`, with the rule's id)."""
 
-    rule: str
+    rule: RuleId
     effect: str
     calls: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
@@ -66,7 +67,7 @@ class Family:
 
 FAMILIES: tuple[Family, ...] = tuple(
     Family(
-        r.id,
+        RuleId(r.id),
         r.targets.effect,
         r.targets.calls,
         r.targets.modules,

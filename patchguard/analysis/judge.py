@@ -19,19 +19,19 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..model import GateKind
+from ..model import GateKind, RuleId
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
 from .families import ARGUMENT_METHODS, BOUND_WRITERS, IN_MEMORY, MEMMAPS, NATIVE_LOADERS, OPENERS
-from .rules import REDUCTIONS, SWITCH_ATTRIBUTES, WRAPPERS, on_hot_path, rule_for_call
+from .rules import REDUCTIONS, WRAPPERS, on_hot_path, rule_for_call
+from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal
 from .structure import Structure, gate_kind_of
-from .tensors import decides_tensor, is_tensor, tensor_names
+from .tensors import is_tensor, tensor_names
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
 _FORWARD = ("forward", "__call__", "_forward")
 _MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||", "#")  # not code: never a header
-_TERMINAL = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class Unit:
 class Hit:
     """A rule hit on a changed line (``line``/``end_line`` in the installed file)."""
 
-    rule: str
+    rule: RuleId
     qualname: str
     line: int
     end_line: int
@@ -139,10 +139,6 @@ def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
         return None
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node).strip()
-
-
 class _Walker(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -181,7 +177,10 @@ class _Walker(cst.CSTVisitor):
     def _in_forward(self) -> bool:
         return any(n.startswith(_FORWARD) for n in self.names[-1:])
 
-    def _in_hot_path(self) -> bool:
+    def touches(self, node: cst.CSTNode) -> bool:
+        return self._touched(node) is not None
+
+    def in_hot_path(self) -> bool:
         """A forward, a per-step method of the engine (see :data:`.rules.HOT_PATH`), or a function one of them
         calls in this file (:mod:`.hotpath`); never a test."""
         name = self.names[-1] if self.names else ""
@@ -195,7 +194,7 @@ class _Walker(cst.CSTVisitor):
         self.names.pop()
         self.functions.pop()
 
-    def _tensors(self) -> set[str]:
+    def tensors(self) -> set[str]:
         """The names of the current function that hold tensors (worked out on first use)."""
         fn, known = self.functions[-1]
         if known is None:
@@ -203,23 +202,24 @@ class _Walker(cst.CSTVisitor):
             self.functions[-1] = (fn, known)
         return known
 
-    # -- a tensor decided on the host: the device must finish first ------------------------------------
-    def _host_decision(self, test: cst.BaseExpression) -> None:
-        lines = self._touched(test)
-        if lines is None or not self._in_hot_path():
-            return
-        if not decides_tensor(test, self._tensors(), self.aliases):
-            return
-        self._hit("device-sync", _code(test)[:40], lines, "a tensor's value decided on the host")
+    # -- statement rules: each node to the rules registered for its kind (:mod:`.statements`) ----------
+    def _statements(self, node: cst.CSTNode) -> None:
+        if self._touched(node) is None:
+            return  # every node a rule reports is inside the one it looks at
+        for rule in STATEMENT_RULES.get(type(node), ()):
+            for seen in rule(node, self):
+                lines = self._touched(seen.node)
+                if lines is not None:
+                    self._hit(seen.rule, seen.qualname, lines, seen.detail)
 
     def visit_With(self, node: cst.With) -> None:
         self.scoped.update(id(item.item) for item in node.items)
 
     def visit_While(self, node: cst.While) -> None:
-        self._host_decision(node.test)
+        self._statements(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._host_decision(node.test)
+        self._statements(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.names.append(node.name.value)
@@ -242,18 +242,10 @@ class _Walker(cst.CSTVisitor):
     def visit_If(self, node: cst.If) -> None:
         if _always_false(node.test):
             self.dead_blocks.add(id(node.body))
-        self._host_decision(node.test)
-        lines = self._touched(node.test)
-        if lines is not None and _truth(node.test) is False and _holds_check(node.body):
-            # `if False:` (or `cond and False`) put over a raise: the check can never fire.
-            detail = f"the check under `if {_code(node.test)[:60]}` can never fire"
-            self._hit("removed-check", "if", lines, detail)
+        self._statements(node)
 
     def visit_Assert(self, node: cst.Assert) -> None:
-        self._host_decision(node.test)
-        lines = self._touched(node)
-        if lines is not None and _truth(node.test) is True:
-            self._hit("removed-check", "assert", lines, f"`assert {_code(node.test)[:60]}` always holds")
+        self._statements(node)
 
     # The gate holds over the body and the else branch, not over the test itself.
     def visit_If_body(self, node: cst.If) -> None:
@@ -270,23 +262,14 @@ class _Walker(cst.CSTVisitor):
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         seen_terminal = False
-        for i, stmt in enumerate(node.body):
+        for stmt in node.body:
             if seen_terminal:
                 self.dead_blocks.add(id(stmt))
-            if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, _TERMINAL) for s in stmt.body):
-                if not seen_terminal:
-                    self._early_exit(stmt, node.body[i + 1 :])
+            if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, TERMINAL) for s in stmt.body):
                 seen_terminal = True
+        self._statements(node)
         if id(node) in self.dead_blocks:
             self.dead += 1
-
-    def _early_exit(self, stmt: cst.SimpleStatementLine, rest: Sequence[cst.BaseStatement]) -> None:
-        """A ``return``/``continue``/``break`` typed in before a check of the same block: it never runs."""
-        lines = self._touched(stmt)
-        if lines is None or any(isinstance(s, cst.Raise) for s in stmt.body):
-            return
-        if any(_holds_check(s) for s in rest):
-            self._hit("removed-check", _code(stmt)[:40], lines, "a check below it can no longer run")
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
         if id(original_node) in self.dead_blocks:
@@ -320,11 +303,11 @@ class _Walker(cst.CSTVisitor):
         if not self.ifs:
             return None, ""
         test, orelse = self.ifs[-1]
-        text = _code(test)
+        text = code(test)
         kind = _gate_kind(text, self.st.flags)
         return kind, (f"not ({text})" if orelse else text)
 
-    def _hit(self, rule: str, qualname: str, lines: tuple[int, int], detail: str = "") -> None:
+    def _hit(self, rule: RuleId, qualname: str, lines: tuple[int, int], detail: str = "") -> None:
         kind, cond = self._gate()
         self.hits.append(
             Hit(
@@ -338,7 +321,9 @@ class _Walker(cst.CSTVisitor):
                 self.dead > 0,
                 detail,
                 self.loops > 0,
-                rule in ("sleep", "logging") and bool(self.loop_nodes) and _waits(self.loop_nodes[-1]),
+                rule in (RuleId.SLEEP, RuleId.LOGGING)
+                and bool(self.loop_nodes)
+                and _waits(self.loop_nodes[-1]),
                 self.st.hot.get(self._function(), "") if self.names else "",
             )
         )
@@ -353,24 +338,24 @@ class _Walker(cst.CSTVisitor):
         if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
             qualname, method, receiver = self._callee(wrapped)
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
-        if rule == "global-switch" and id(node) in self.scoped:
+        if rule == RuleId.GLOBAL_SWITCH and id(node) in self.scoped:
             rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
         if (
             rule is None
             and qualname in ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
             and node.args
-            and is_tensor(node.args[0].value, self._tensors(), self.aliases)
+            and is_tensor(node.args[0].value, self.tensors(), self.aliases)
         ):
-            rule = "device-sync"  # a tensor read back as a Python number
-        if rule == "device-sync" and not self._in_hot_path() and not self.loops:
+            rule = RuleId.DEVICE_SYNC  # a tensor read back as a Python number
+        if rule == RuleId.DEVICE_SYNC and not self.in_hot_path() and not self.loops:
             rule = None
-        if rule == "monkeypatch":
+        if rule == RuleId.MONKEYPATCH:
             target = get_full_name_for_node(node.args[0].value) if node.args else None
             if not target or target.split(".", 1)[0] not in self.aliases:
                 rule = None  # setattr on a local object is ordinary code
         if rule is None:
             return
-        detail = _env_call(node) if rule == "env-mutation" else _literal_paths(node)
+        detail = _env_call(node) if rule == RuleId.ENV_MUTATION else _literal_paths(node)
         self._hit(rule, qualname, lines, detail)
 
     def _made_by(self, call: cst.Call) -> str:
@@ -379,19 +364,19 @@ class _Walker(cst.CSTVisitor):
         qualname = self._callee(call.func)[0]
         if qualname in BOUND_WRITERS and call.args:
             first = call.args[0].value
-            made = self._made_by(first) if isinstance(first, cst.Call) else self.bound.get(_code(first), "")
+            made = self._made_by(first) if isinstance(first, cst.Call) else self.bound.get(code(first), "")
             if made in IN_MEMORY:
                 return qualname + "+memory"
         return qualname
 
-    def _bound_writer(self, func: cst.BaseExpression, method: str | None) -> str | None:
+    def _bound_writer(self, func: cst.BaseExpression, method: str | None) -> RuleId | None:
         """The rule of ``p.dump(...)`` when ``p`` is a writer object made in the scope (or right there)."""
         if not isinstance(func, cst.Attribute):
             return None
         owner = func.value
-        made = self._made_by(owner) if isinstance(owner, cst.Call) else self.bound.get(_code(owner), "")
-        rule, methods = BOUND_WRITERS.get(made, ("", frozenset()))
-        return rule if method in methods else None
+        made = self._made_by(owner) if isinstance(owner, cst.Call) else self.bound.get(code(owner), "")
+        writer = BOUND_WRITERS.get(made)
+        return writer[0] if writer is not None and method in writer[1] else None
 
     def _callee(self, func: cst.BaseExpression) -> tuple[str, str | None, str | None]:
         """(qualified name, method, receiver) of what is called; ``getattr(mod, "name")`` reads as
@@ -419,57 +404,13 @@ class _Walker(cst.CSTVisitor):
         return qualname, method, receiver
 
     def visit_Raise(self, node: cst.Raise) -> None:
-        lines = self._touched(node)
-        if lines is None or node.exc is None:
-            return
-        exc = node.exc.func if isinstance(node.exc, cst.Call) else node.exc
-        dotted = get_full_name_for_node(exc)
-        qualname = resolve(self.aliases, dotted) if dotted else ""
-        if qualname in ("SystemExit", "builtins.SystemExit"):
-            self._hit("process-exit", qualname, lines)
+        self._statements(node)
 
     def visit_Del(self, node: cst.Del) -> None:
-        lines = self._touched(node)
-        if lines is not None and self._environ_item(node.target):
-            self._hit("env-mutation", "os.environ", lines, f"del {_env_key(node.target)}")
-
-    def _environ_item(self, target: cst.BaseExpression) -> bool:
-        """Whether ``target`` is ``os.environ[...]`` (through any alias)."""
-        if not isinstance(target, cst.Subscript):
-            return False
-        dotted = get_full_name_for_node(target.value)
-        return dotted is not None and resolve(self.aliases, dotted) == "os.environ"
-
-    def _assign_targets(
-        self,
-        targets: Sequence[cst.BaseExpression],
-        node: cst.CSTNode,
-        value: cst.BaseExpression | None = None,
-    ) -> None:
-        lines = self._touched(node)
-        if lines is None:
-            return
-        for target in targets:
-            if self._environ_item(target):
-                shown = f"{_env_key(target)}={_literal(value)}" if value is not None else _env_key(target)
-                self._hit("env-mutation", "os.environ", lines, shown)
-                continue
-            if not isinstance(target, cst.Attribute):
-                continue
-            dotted = get_full_name_for_node(target)
-            if not dotted:
-                continue
-            head = dotted.split(".", 1)[0]
-            if head not in self.aliases:
-                continue
-            qualname = resolve(self.aliases, dotted)
-            rule = "debugger" if qualname == "sys.breakpointhook" else "monkeypatch"
-            if qualname.startswith(SWITCH_ATTRIBUTES):
-                rule = "global-switch"
-            self._hit(rule, qualname, lines)
+        self._statements(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._assign_targets([t.target for t in node.targets], node, node.value)
+        self._statements(node)
         self._bind_local_alias(node)
 
     def _bind_local_alias(self, node: cst.Assign) -> None:
@@ -492,15 +433,10 @@ class _Walker(cst.CSTVisitor):
             self.aliases[node.targets[0].target.value] = resolve(self.aliases, dotted)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._assign_targets([node.target], node)
+        self._statements(node)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        lines = self._touched(node)
-        if lines is None:
-            return
-        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-        if _broad(node.type) and all(_quiet(s) for s in body):
-            self._hit("swallowed-exception", "except", lines)
+        self._statements(node)
 
 
 def _imported_by_name(node: cst.BaseExpression) -> str | None:
@@ -515,38 +451,6 @@ def _imported_by_name(node: cst.BaseExpression) -> str | None:
         name = first.evaluated_value
         return name if isinstance(name, str) and all(p.isidentifier() for p in name.split(".")) else None
     return None
-
-
-def _broad(caught: cst.BaseExpression | None) -> bool:
-    """``except:``, ``except Exception``, ``except BaseException`` (alone or in a tuple)."""
-    if caught is None:
-        return True
-    if isinstance(caught, cst.Tuple):
-        return any(_broad(e.value) for e in caught.elements)
-    return get_full_name_for_node(caught) in ("Exception", "BaseException", "builtins.Exception")
-
-
-_QUIET_LOGS = {"debug", "info", "trace"}
-
-
-def _quiet(stmt: cst.BaseStatement) -> bool:
-    """A handler statement that lets the error go: ``pass``, ``...``, ``return``, ``continue``, ``break``,
-    or a log line below warning. Anything else (a raise, a warning, a fallback computed) is handling."""
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    for small in stmt.body:
-        if isinstance(small, (cst.Pass, cst.Return, cst.Continue, cst.Break)):
-            continue
-        value = small.value if isinstance(small, cst.Expr) else None
-        if isinstance(value, cst.Ellipsis):
-            continue
-        func = value.func if isinstance(value, cst.Call) else None
-        if isinstance(func, cst.Attribute) and func.attr.value in _QUIET_LOGS:
-            receiver = (get_full_name_for_node(func.value) or "").lower()
-            if "log" in receiver:
-                continue
-        return False
-    return True
 
 
 def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | None]]:
@@ -572,7 +476,7 @@ class _Matcher:
     calls it looks at (qualified names or methods) and the test. The families (:mod:`.families`) say which
     names a rule knows; a matcher is the part of a family that needs the call itself."""
 
-    rule: str
+    rule: RuleId
     test: CallTest
     qualnames: frozenset[str] = frozenset()
     methods: frozenset[str] = frozenset()
@@ -583,42 +487,40 @@ def _first(node: cst.Call) -> cst.BaseExpression | None:
 
 
 _MATCHERS: tuple[_Matcher, ...] = (
-    _Matcher("file-write", lambda n, q, m, r: _writes(n), qualnames=OPENERS),
-    _Matcher("device-sync", lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
+    _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _writes(n), qualnames=OPENERS),
+    _Matcher(RuleId.DEVICE_SYNC, lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
     _Matcher(
-        "device-sync",
+        RuleId.DEVICE_SYNC,
         lambda n, q, m, r: bool(n.args) and _reduction(n.args[0].value),
         qualnames=frozenset({"int", "float", "bool"}),
     ),
     _Matcher(
-        "swallowed-exception",
+        RuleId.SWALLOWED_EXCEPTION,
         lambda n, q, m, r: any(
             get_full_name_for_node(a.value) in ("Exception", "BaseException") for a in n.args
         ),
         qualnames=frozenset({"contextlib.suppress"}),
     ),
+    _Matcher(RuleId.GLOBAL_SWITCH, lambda n, q, m, r: _switches(n, q, m, r), methods=ARGUMENT_METHODS),
     _Matcher(
-        "global-switch", lambda n, q, m, r: _switches(n, q, m, r), methods=ARGUMENT_METHODS
-    ),
-    _Matcher(
-        "dynamic-exec",
+        RuleId.DYNAMIC_EXEC,
         lambda n, q, m, r: (first := _first(n)) is not None and (_a_path(first) or _from_settings(first)),
         qualnames=NATIVE_LOADERS,
     ),
     _Matcher(
-        "tensor-dump",
+        RuleId.TENSOR_DUMP,
         lambda n, q, m, r: _writes_memmap(n),
         qualnames=MEMMAPS,
     ),
     _Matcher(
-        "sleep",
+        RuleId.SLEEP,
         lambda n, q, m, r: all(isinstance(a.value, cst.List) and not a.value.elements for a in n.args[:3]),
         qualnames=frozenset({"select.select"}),
     ),
 )
 
 
-def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> str | None:
+def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str | None) -> RuleId | None:
     """The rule a call hits: by what it is given where a matcher looks at it, else by its name."""
     rule = rule_for_call(qualname, method, receiver)
     for matcher in _MATCHERS:
@@ -627,15 +529,15 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
                 return matcher.rule
             if qualname in OPENERS:
                 return rule  # an open() that does not write is no write, whatever else matches
-    if rule == "logging" and method == "debug":
+    if rule == RuleId.LOGGING and method == "debug":
         return None  # below info: not output on a hot path
     return rule
 
 
 def _from_settings(arg: cst.BaseExpression) -> bool:
     """A value read from the environment (``os.environ[...]``, ``os.getenv(...)``)."""
-    code = _code(arg)
-    return "environ" in code or "getenv" in code
+    text = code(arg)
+    return "environ" in text or "getenv" in text
 
 
 def _writes_memmap(node: cst.Call) -> bool:
@@ -658,7 +560,7 @@ def _switches(node: cst.Call, qualname: str, method: str | None, receiver: str |
     """A call that flips a process-wide switch by what it is given: a logger set to DEBUG (or NOTSET: every
     record), a ``mock.patch(...)`` started and left running."""
     if method == "setLevel" and ("log" in (receiver or "").lower() or qualname.startswith("logging.")):
-        level = _code(node.args[0].value) if node.args else ""
+        level = code(node.args[0].value) if node.args else ""
         return any(w in level for w in ("DEBUG", "NOTSET")) or level.strip() in ("10", "0", "'DEBUG'")
     if method == "start" and "mock" in qualname:
         return qualname.rsplit(".", 1)[0].endswith(_PATCHERS)
@@ -701,54 +603,10 @@ def _reduction(arg: cst.BaseExpression) -> bool:
     )
 
 
-def _truth(test: cst.BaseExpression) -> bool | None:
-    """The value a condition always has (``True``, ``1``, ``"x"``, ``cond or True``, ``cond and False``,
-    ``not True``), or ``None`` when it depends on something."""
-    if isinstance(test, cst.Name) and test.value in ("True", "False"):
-        return test.value == "True"
-    if isinstance(test, cst.Integer):
-        return int(test.value.replace("_", ""), 0) != 0
-    if isinstance(test, cst.SimpleString):
-        return len(test.evaluated_value or "") > 0
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _truth(test.expression)
-        return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation):
-        left, right = _truth(test.left), _truth(test.right)
-        if isinstance(test.operator, cst.Or):
-            return True if True in (left, right) else (False if left is right is False else None)
-        return False if False in (left, right) else (True if left is right is True else None)
-    return None
-
-
-class _Holds(cst.CSTVisitor):
-    """Whether a node holds one of ``kinds`` — not inside a nested def or class, whose code is its own."""
-
-    def __init__(self, kinds: tuple[type[cst.CSTNode], ...]) -> None:
-        super().__init__()
-        self.kinds, self.found = kinds, False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, self.kinds):
-            self.found = True
-        return not self.found and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
-
-
-def _holds(node: cst.CSTNode, *kinds: type[cst.CSTNode]) -> bool:
-    holds = _Holds(kinds)
-    node.visit(holds)
-    return holds.found
-
-
 def _waits(loop: cst.CSTNode) -> bool:
     """Whether a loop's job is waiting: it catches errors in its body (a retry, whose sleep is a backoff) or
     it is a ``while`` (polling for a condition)."""
-    return isinstance(loop, cst.While) or _holds(loop, cst.ExceptHandler)
-
-
-def _holds_check(node: cst.CSTNode) -> bool:
-    """Whether ``node`` holds a ``raise`` or an ``assert`` (not inside a nested def or class)."""
-    return _holds(node, cst.Raise, cst.Assert)
+    return isinstance(loop, cst.While) or holds(loop, cst.ExceptHandler)
 
 
 def _always_false(test: cst.BaseExpression) -> bool:
@@ -782,26 +640,8 @@ def _writes(call: cst.Call) -> bool:
         value = mode.evaluated_value
         text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
         return any(c in text for c in "wax+")
-    flags = _code(mode) if mode is not None else ""  # os.open(path, os.O_WRONLY | os.O_CREAT)
+    flags = code(mode) if mode is not None else ""  # os.open(path, os.O_WRONLY | os.O_CREAT)
     return any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND"))
-
-
-def _literal(node: cst.BaseExpression | None) -> str:
-    """A literal's value as text (a string without its quotes), else the expression's code, cut short."""
-    if node is None:
-        return ""
-    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
-        return node.evaluated_value[:80]
-    return _code(node)[:80]
-
-
-def _env_key(target: cst.BaseExpression) -> str:
-    """The variable of ``os.environ[KEY]``."""
-    if isinstance(target, cst.Subscript) and target.slice:
-        index = target.slice[0].slice
-        if isinstance(index, cst.Index):
-            return _literal(index.value)
-    return _code(target)[:80]
 
 
 def _env_call(call: cst.Call) -> str:
@@ -809,16 +649,16 @@ def _env_call(call: cst.Call) -> str:
     keywords of ``update(KEY=...)``, the keys of a literal dict, or the variable it removes."""
     args = [a for a in call.args if a.keyword is None]
     if len(args) >= 2:
-        return f"{_literal(args[0].value)}={_literal(args[1].value)}"
-    keywords = [f"{a.keyword.value}={_literal(a.value)}" for a in call.args if a.keyword is not None]
+        return f"{literal(args[0].value)}={literal(args[1].value)}"
+    keywords = [f"{a.keyword.value}={literal(a.value)}" for a in call.args if a.keyword is not None]
     if args and isinstance(args[0].value, cst.Dict):
         keywords += [
-            f"{_literal(e.key)}={_literal(e.value)}"
+            f"{literal(e.key)}={literal(e.value)}"
             for e in args[0].value.elements
             if isinstance(e, cst.DictElement)
         ]
     elif args:
-        keywords.append(_literal(args[0].value))
+        keywords.append(literal(args[0].value))
     return ", ".join(keywords)[:200]
 
 
@@ -829,7 +669,7 @@ def _literal_paths(call: cst.Call) -> str:
             if isinstance(value, str) and value.startswith(("/", "./", "~")):
                 return value
         if isinstance(a.value, cst.FormattedString):
-            text = _code(a.value)
+            text = code(a.value)
             if "/tmp" in text or "/dev/shm" in text:
                 return text
     return ""

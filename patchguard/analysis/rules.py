@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ..model import RuleId
 from ..rulebook import RULES, Rule
 from .bounds import too_wild
 from .families import ARGUMENT_CALLS, ARGUMENT_METHODS, BOUND_WRITERS, FAMILIES, IN_MEMORY
@@ -30,16 +31,16 @@ __all__ = [
 
 # Derived from the families (:mod:`.families`), never written by hand: qualified name → rule, method on any
 # receiver → rule, module (or name prefix) → rule, and (module, its methods) → rule.
-CALLS: dict[str, str] = {c: f.rule for f in FAMILIES for c in f.calls}
-METHODS: dict[str, str] = {m: f.rule for f in FAMILIES for m in f.methods}
-_MODULES: dict[str, str] = {m: f.rule for f in FAMILIES for m in f.modules}
-_PREFIXES: tuple[tuple[str, str], ...] = tuple((p, f.rule) for f in FAMILIES for p in f.prefixes)
-_MODULE_METHODS: tuple[tuple[str, frozenset[str], str], ...] = tuple(
+CALLS: dict[str, RuleId] = {c: f.rule for f in FAMILIES for c in f.calls}
+METHODS: dict[str, RuleId] = {m: f.rule for f in FAMILIES for m in f.methods}
+_MODULES: dict[str, RuleId] = {m: f.rule for f in FAMILIES for m in f.modules}
+_PREFIXES: tuple[tuple[str, RuleId], ...] = tuple((p, f.rule) for f in FAMILIES for p in f.prefixes)
+_MODULE_METHODS: tuple[tuple[str, frozenset[str], RuleId], ...] = tuple(
     (m, verbs, f.rule) for f in FAMILIES for m, verbs in f.module_methods
 )
 # Module attributes whose assignment flips a process-wide switch (``torch.backends.cudnn.benchmark = False``).
 SWITCH_ATTRIBUTES: tuple[str, ...] = tuple(
-    a for f in FAMILIES if f.rule == "global-switch" for a in f.attributes
+    a for f in FAMILIES if f.rule == RuleId.GLOBAL_SWITCH for a in f.attributes
 )
 
 # Where output and host-device syncs cost every request: forwards, and the engine's per-step methods
@@ -95,7 +96,7 @@ REDUCTIONS = frozenset(
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
 
 
-def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> str | None:
+def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> RuleId | None:
     """The rule a call hits, if any. ``method``/``receiver``: for ``x.f()``, ``f`` and the dotted ``x``."""
     rule = CALLS.get(qualname)
     if rule:
@@ -109,13 +110,13 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> st
     if method is not None and receiver is not None:
         base = receiver.rsplit(".", 1)[-1].lower()
         if method in _LOG_METHODS and ("log" in base or qualname.startswith("logging.")):
-            return "logging"
+            return RuleId.LOGGING
         if method in METHODS:
             return METHODS[method]
     return None
 
 
-def _module_rule(qualname: str) -> str | None:
+def _module_rule(qualname: str) -> RuleId | None:
     """The rule of a call to any callable of a family's module (``subprocess.run``) or name prefix."""
     head = qualname
     while "." in head:

@@ -84,8 +84,10 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
     if isinstance(expr, cst.Name):
         return expr.value in tensors
     if isinstance(expr, cst.Attribute):
-        return expr.attr.value not in _METADATA_ATTRS and is_tensor(expr.value, tensors, aliases) and (
-            expr.attr.value in ("T", "mT", "H", "real", "imag", "data", "grad")
+        return (
+            expr.attr.value not in _METADATA_ATTRS
+            and is_tensor(expr.value, tensors, aliases)
+            and (expr.attr.value in ("T", "mT", "H", "real", "imag", "data", "grad"))
         )
     if isinstance(expr, cst.Subscript):
         return is_tensor(expr.value, tensors, aliases)

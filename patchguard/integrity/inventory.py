@@ -89,7 +89,7 @@ def dist_finding(
     dist: InstalledDistribution | None,
     kind: Kind,
     severity: Severity,
-    rule: str,
+    rule: RuleId,
     path: str,
     message: str,
     line: int | None = None,
@@ -98,7 +98,7 @@ def dist_finding(
     return Finding(
         kind=kind,
         severity=severity,
-        rule=RuleId(rule),
+        rule=rule,
         path=path,
         message=message,
         distribution=dist.name if dist else None,
@@ -124,7 +124,7 @@ class _Scan:
         dist: InstalledDistribution | None,
         kind: Kind,
         sev: Severity,
-        rule: str,
+        rule: RuleId,
         path: str,
         message: str,
         line: int | None = None,
@@ -132,7 +132,7 @@ class _Scan:
         self.findings.append(dist_finding(dist, kind, sev, rule, path, message, line))
 
     def changed(
-        self, dist: InstalledDistribution, kind: Kind, sev: Severity, rule: str, full: str, message: str
+        self, dist: InstalledDistribution, kind: Kind, sev: Severity, rule: RuleId, full: str, message: str
     ) -> None:
         """A finding about the bytes of ``dist``'s file at ``full``, kept with its RECORD row."""
         finding = dist_finding(dist, kind, sev, rule, self.display(full), message)
@@ -211,9 +211,9 @@ def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, outside
         how = f"{c.algorithm} differs from RECORD"
     if is_extension(name):
         how = f"compiled extension: {how}"
-        s.changed(dist, Kind.MODIFIED, Severity.HIGH, "modified-extension", c.path, how)
+        s.changed(dist, Kind.MODIFIED, Severity.HIGH, RuleId.MODIFIED_EXTENSION, c.path, how)
     elif name.endswith(".py"):
-        s.changed(dist, Kind.MODIFIED, Severity.MODERATE, "modified-python", c.path, how)
+        s.changed(dist, Kind.MODIFIED, Severity.MODERATE, RuleId.MODIFIED_PYTHON, c.path, how)
     elif name.endswith(".pth"):
         imports = pth_import_lines(c.path)
         if imports:
@@ -221,16 +221,16 @@ def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, outside
                 dist,
                 Kind.MODIFIED,
                 Severity.HIGH,
-                "modified-pth",
+                RuleId.MODIFIED_PTH,
                 c.path,
                 f"{how}; executes at every interpreter start: {imports[0][:120]}",
             )
         else:
-            s.changed(dist, Kind.MODIFIED, Severity.MODERATE, "modified-pth", c.path, how)
+            s.changed(dist, Kind.MODIFIED, Severity.MODERATE, RuleId.MODIFIED_PTH, c.path, how)
     elif outside:
-        s.changed(dist, Kind.MODIFIED, Severity.MODERATE, "modified-script", c.path, how)
+        s.changed(dist, Kind.MODIFIED, Severity.MODERATE, RuleId.MODIFIED_SCRIPT, c.path, how)
     else:
-        s.changed(dist, Kind.MODIFIED, Severity.MINOR, "modified-data", c.path, how)
+        s.changed(dist, Kind.MODIFIED, Severity.MINOR, RuleId.MODIFIED_DATA, c.path, how)
 
 
 def _largest_first(site_dirs: Sequence[str]) -> list[tuple[str, str]]:
@@ -507,7 +507,7 @@ class _Inventory:
                     owner,
                     Kind.MISSING,
                     Severity.MODERATE,
-                    "missing-file",
+                    RuleId.MISSING_FILE,
                     o.check.path,
                     "listed in RECORD but not installed",
                 )
@@ -516,7 +516,7 @@ class _Inventory:
                     owner,
                     Kind.UNVERIFIABLE,
                     Severity.MINOR,
-                    "unreadable",
+                    RuleId.UNREADABLE,
                     s.display(o.check.path),
                     f"could not check: {o.reason}",
                 )
@@ -551,7 +551,7 @@ def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> 
                 d,
                 Kind.UNVERIFIABLE,
                 Severity.MODERATE,
-                "duplicate-metadata",
+                RuleId.DUPLICATE_METADATA,
                 s.display(d.metadata_dir),
                 f"{len(group)} metadata directories for one distribution ({dirs}): which files belong to "
                 f"which install is ambiguous; reinstall {d.name}",
@@ -568,7 +568,7 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
             dist,
             Kind.UNVERIFIABLE,
             Severity.INFO,
-            "record-absent",
+            RuleId.RECORD_ABSENT,
             s.display(dist.metadata_dir),
             f"no RECORD ({kind}): its files cannot be verified",
         )
@@ -578,7 +578,7 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
             dist,
             Kind.RECORD_INVALID,
             Severity.INFO,
-            "record-hex",
+            RuleId.RECORD_HEX,
             record,
             f"the wheel's own RECORD is wrong: {len(hexed)} hash{'es' if len(hexed) != 1 else ''} written in "
             "hex, not urlsafe base64 (as uv_build before 0.8.13 wrote them); each file was checked against "
@@ -589,13 +589,15 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
         if p.hex:
             continue
         what = f"{p.path}: {p.message}" if p.path else p.message
-        s.add(dist, Kind.RECORD_INVALID, Severity.MODERATE, "record-row", record, what, line=p.line or None)
+        s.add(
+            dist, Kind.RECORD_INVALID, Severity.MODERATE, RuleId.RECORD_ROW, record, what, line=p.line or None
+        )
     if misplaced:
         s.add(
             dist,
             Kind.UNVERIFIABLE,
             Severity.INFO,
-            "files-elsewhere",
+            RuleId.FILES_ELSEWHERE,
             record,
             f"{misplaced} file{'s' if misplaced != 1 else ''} RECORD places outside site-packages "
             "(e.g. ../../bin scripts) are not where it says: installed with pip --target?",

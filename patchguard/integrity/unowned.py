@@ -71,20 +71,20 @@ def _walk_files(top: str) -> Iterator[str]:
     return _unowned_below(top, frozenset(), None, 0)
 
 
-_UNEXPECTED: dict[str, tuple[Severity, str, str]] = {
+_UNEXPECTED: dict[str, tuple[Severity, RuleId, str]] = {
     "orphan": (
         Severity.MINOR,
-        "orphan-bytecode",
+        RuleId.ORPHAN_BYTECODE,
         "compiled file whose source is not installed (left over; Python never imports it)",
     ),
     "bytecode": (
         Severity.MODERATE,
-        "unexpected-bytecode",
+        RuleId.UNEXPECTED_BYTECODE,
         "sourceless .pyc no distribution installed: importable code with no source to review",
     ),
-    "python": (Severity.MODERATE, "unexpected-python", "Python file no distribution installed"),
-    "extension": (Severity.HIGH, "unexpected-extension", "compiled extension no distribution installed"),
-    "file": (Severity.MINOR, "unexpected-file", "file no distribution installed"),
+    "python": (Severity.MODERATE, RuleId.UNEXPECTED_PYTHON, "Python file no distribution installed"),
+    "extension": (Severity.HIGH, RuleId.UNEXPECTED_EXTENSION, "compiled extension no distribution installed"),
+    "file": (Severity.MINOR, RuleId.UNEXPECTED_FILE, "file no distribution installed"),
 }
 """What an unexpected file is, by its kind: severity, rule and message of its finding."""
 
@@ -103,7 +103,7 @@ def _unexpected_file(site_dir: str, path: str, owned: frozenset[str]) -> Finding
         what = "extension"
     severity, rule, message = _UNEXPECTED[what]
     return Finding(
-        kind=Kind.UNEXPECTED, severity=severity, rule=RuleId(rule), path=_rel(site_dir, path), message=message
+        kind=Kind.UNEXPECTED, severity=severity, rule=rule, path=_rel(site_dir, path), message=message
     )
 
 

@@ -67,12 +67,7 @@ class SetEnvironment:
         if not any(t.is_environment for t in ps.targets):
             return
         mine = {id(d) for d in dists}
-        owner = {
-            rel: d.name
-            for d in self.dists
-            if id(d) not in mine
-            for rel in owned_paths([d], site)
-        }
+        owner = {rel: d.name for d in self.dists if id(d) not in mine for rel in owned_paths([d], site)}
         foreign = [f"{rel} (installed by {owner[rel]})" for rel in ps.paths if rel in owner]
         if foreign:
             raise PatchSetError(

@@ -277,7 +277,9 @@ def record_truths(scanned: Scanned, explainer: Explainer) -> Scanned:
     RECORD row, copied by the installer) told as ``record-wrong`` at info — no longer a change — and each
     malformed RECORD hash told as shipped, or as changed, or as undecided — by the pristine wheel."""
     changes: list[ChangedFile] = []
-    others = [_malformed_row(scanned, explainer, f) if f.rule == "record-row" else f for f in scanned.others]
+    others = [
+        _malformed_row(scanned, explainer, f) if f.rule == RuleId.RECORD_ROW else f for f in scanned.others
+    ]
     for c in scanned.changes:
         f = c.finding
         if f.kind is Kind.MODIFIED and f.patch_set is None and as_shipped(c, explainer):
@@ -331,7 +333,7 @@ def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:
                     dist,
                     Kind.UNVERIFIABLE,
                     Severity.INFO,
-                    "record-unverified",
+                    RuleId.RECORD_UNVERIFIED,
                     shown_record,
                     f"cannot verify RECORD: {first}",
                 )
@@ -361,12 +363,12 @@ def _rows_against_wheel(
                 f"{theirs.digest}, RECORD was rewritten to {ours.algorithm}={ours.digest}"
             )
             shown = scanned.display(dist.resolve(path))
-            out.append(dist_finding(dist, Kind.MODIFIED, Severity.HIGH, "record-tampered", shown, msg))
+            out.append(dist_finding(dist, Kind.MODIFIED, Severity.HIGH, RuleId.RECORD_TAMPERED, shown, msg))
         else:
             msg = f"RECORD row differs from the wheel's ({theirs.algorithm}={theirs.digest})"
             out.append(
                 dist_finding(
-                    dist, Kind.RECORD_INVALID, Severity.MODERATE, "record-differs", shown_record, msg
+                    dist, Kind.RECORD_INVALID, Severity.MODERATE, RuleId.RECORD_DIFFERS, shown_record, msg
                 )
             )
     return out
@@ -383,7 +385,7 @@ def _rows_not_in_wheel(scanned: Scanned, dist: InstalledDistribution, wheel: Pri
             continue
         msg = "listed in the installed RECORD but not in the wheel: added along with its RECORD row"
         shown = scanned.display(dist.resolve(path))
-        out.append(dist_finding(dist, Kind.UNEXPECTED, Severity.HIGH, "record-added", shown, msg))
+        out.append(dist_finding(dist, Kind.UNEXPECTED, Severity.HIGH, RuleId.RECORD_ADDED, shown, msg))
     return out
 
 

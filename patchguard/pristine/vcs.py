@@ -26,7 +26,7 @@ from .._fs import parse_json, read_input, read_regular
 from ..errors import PatchguardError
 from ..integrity.inventory import dist_finding
 from ..integrity.records import InstalledDistribution
-from ..model import Finding, Kind, Severity
+from ..model import Finding, Kind, RuleId, Severity
 
 __all__ = ["DirectUrl", "EditableSource", "NoCheckout", "direct_url", "editable_source"]
 
@@ -205,7 +205,9 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
                 f"installed from {url.vcs}+{url.url}@{url.commit_id}: verified against its RECORD, "
                 "but no wheel of this build exists to diff against (pass one with --wheelhouse)"
             )
-            findings.append(dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "vcs-install", meta, msg))
+            findings.append(
+                dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, RuleId.VCS_INSTALL, meta, msg)
+            )
             continue
         if not url.editable:
             continue
@@ -213,7 +215,7 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
         if isinstance(source, NoCheckout):
             msg = f"editable install: {source.reason}"
             findings.append(
-                dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, "editable-unverifiable", meta, msg)
+                dist_finding(dist, Kind.UNVERIFIABLE, Severity.INFO, RuleId.EDITABLE_UNVERIFIABLE, meta, msg)
             )
             continue
         for status, rel in source.changes():
@@ -221,17 +223,20 @@ def vcs_findings(dists: Sequence[InstalledDistribution], against: str = "HEAD") 
             py = rel.endswith(".py")
             code = Severity.MODERATE if py else Severity.MINOR
             if status == "M":
-                rule, msg = ("modified-python" if py else "modified-data"), f"differs from {against}"
+                rule, msg = (
+                    (RuleId.MODIFIED_PYTHON if py else RuleId.MODIFIED_DATA),
+                    f"differs from {against}",
+                )
                 findings.append(
                     dist_finding(dist, Kind.MODIFIED, code, rule, path, f"editable install: {msg}")
                 )
             elif status == "D":
                 msg = f"editable install: deleted since {against}"
                 findings.append(
-                    dist_finding(dist, Kind.MISSING, Severity.MODERATE, "missing-file", path, msg)
+                    dist_finding(dist, Kind.MISSING, Severity.MODERATE, RuleId.MISSING_FILE, path, msg)
                 )
             else:
-                rule = "unexpected-python" if py else "unexpected-file"
+                rule = RuleId.UNEXPECTED_PYTHON if py else RuleId.UNEXPECTED_FILE
                 msg = f"editable install: not in {against}" + (" (untracked)" if status == "?" else "")
                 findings.append(dist_finding(dist, Kind.UNEXPECTED, code, rule, path, msg))
     return findings

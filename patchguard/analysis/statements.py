@@ -1,0 +1,261 @@
+"""The rules met in statements rather than calls: a ``raise SystemExit``, an ``os.environ`` item set or
+deleted, a module attribute assigned (a monkeypatch, a process-wide switch, the breakpoint hook), a handler
+that swallows every error, a check neutralised (``assert cond or True``, ``if False:`` over a raise, an early
+``return`` before a check) and a tensor's value decided on the host.
+
+Each rule is a function of one node kind and the scope it is met in (:class:`Scope`: the walk of
+:mod:`.judge`), yielding what it saw; :data:`STATEMENT_RULES` registers them by node kind, and the walk
+dispatches each node to the rules of its kind — it knows where it is, never what a rule looks for. Call
+rules are the families' (:mod:`.families`) and the matchers of :mod:`.judge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+from ..model import RuleId
+from .aliases import resolve
+from .rules import SWITCH_ATTRIBUTES
+from .tensors import decides_tensor
+
+__all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal"]
+
+TERMINAL = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What a statement rule saw: the rule, what hit it, the node whose lines are reported, a detail."""
+
+    rule: RuleId
+    qualname: str
+    node: cst.CSTNode
+    detail: str = ""
+
+
+class Scope(Protocol):
+    """What a statement rule may ask of the walk: the import aliases in force, whether a node is on a
+    changed line, the names of the current function known to hold tensors, and whether the code is on the
+    hot path."""
+
+    aliases: dict[str, str]
+
+    def touches(self, node: cst.CSTNode) -> bool: ...
+
+    def tensors(self) -> set[str]: ...
+
+    def in_hot_path(self) -> bool: ...
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node).strip()
+
+
+def literal(node: cst.BaseExpression | None) -> str:
+    """A literal's value as text (a string without its quotes), else the expression's code, cut short."""
+    if node is None:
+        return ""
+    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        return node.evaluated_value[:80]
+    return code(node)[:80]
+
+
+def env_key(target: cst.BaseExpression) -> str:
+    """The variable of ``os.environ[KEY]``."""
+    if isinstance(target, cst.Subscript) and target.slice:
+        index = target.slice[0].slice
+        if isinstance(index, cst.Index):
+            return literal(index.value)
+    return code(target)[:80]
+
+
+class _Holds(cst.CSTVisitor):
+    """Whether a node holds one of ``kinds`` — not inside a nested def or class, whose code is its own."""
+
+    def __init__(self, kinds: tuple[type[cst.CSTNode], ...]) -> None:
+        super().__init__()
+        self.kinds, self.found = kinds, False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found = True
+        return not self.found and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+
+def holds(node: cst.CSTNode, *kinds: type[cst.CSTNode]) -> bool:
+    found = _Holds(kinds)
+    node.visit(found)
+    return found.found
+
+
+def _holds_check(node: cst.CSTNode) -> bool:
+    """Whether ``node`` holds a ``raise`` or an ``assert`` (not inside a nested def or class)."""
+    return holds(node, cst.Raise, cst.Assert)
+
+
+def truth(test: cst.BaseExpression) -> bool | None:
+    """The value a condition always has (``True``, ``1``, ``"x"``, ``cond or True``, ``cond and False``,
+    ``not True``), or ``None`` when it depends on something."""
+    if isinstance(test, cst.Name) and test.value in ("True", "False"):
+        return test.value == "True"
+    if isinstance(test, cst.Integer):
+        return int(test.value.replace("_", ""), 0) != 0
+    if isinstance(test, cst.SimpleString):
+        return len(test.evaluated_value or "") > 0
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = truth(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = truth(test.left), truth(test.right)
+        if isinstance(test.operator, cst.Or):
+            return True if True in (left, right) else (False if left is right is False else None)
+        return False if False in (left, right) else (True if left is right is True else None)
+    return None
+
+
+# -- the rules --------------------------------------------------------------------------------------------
+
+
+def _exit_raised(node: cst.Raise, scope: Scope) -> Iterator[Seen]:
+    if node.exc is None:
+        return
+    exc = node.exc.func if isinstance(node.exc, cst.Call) else node.exc
+    dotted = get_full_name_for_node(exc)
+    qualname = resolve(scope.aliases, dotted) if dotted else ""
+    if qualname in ("SystemExit", "builtins.SystemExit"):
+        yield Seen(RuleId.PROCESS_EXIT, qualname, node)
+
+
+def _environ_item(target: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether ``target`` is ``os.environ[...]`` (through any alias)."""
+    if not isinstance(target, cst.Subscript):
+        return False
+    dotted = get_full_name_for_node(target.value)
+    return dotted is not None and resolve(scope.aliases, dotted) == "os.environ"
+
+
+def _env_deleted(node: cst.Del, scope: Scope) -> Iterator[Seen]:
+    if _environ_item(node.target, scope):
+        yield Seen(RuleId.ENV_MUTATION, "os.environ", node, f"del {env_key(node.target)}")
+
+
+def _assigned_to(
+    targets: Sequence[cst.BaseExpression], node: cst.CSTNode, value: cst.BaseExpression | None, scope: Scope
+) -> Iterator[Seen]:
+    """An ``os.environ`` item set; a module attribute assigned: the breakpoint hook, a process-wide switch,
+    else a monkeypatch."""
+    for target in targets:
+        if _environ_item(target, scope):
+            shown = f"{env_key(target)}={literal(value)}" if value is not None else env_key(target)
+            yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
+            continue
+        dotted = get_full_name_for_node(target) if isinstance(target, cst.Attribute) else None
+        if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
+            continue
+        qualname = resolve(scope.aliases, dotted)
+        rule = RuleId.DEBUGGER if qualname == "sys.breakpointhook" else RuleId.MONKEYPATCH
+        if qualname.startswith(SWITCH_ATTRIBUTES):
+            rule = RuleId.GLOBAL_SWITCH
+        yield Seen(rule, qualname, node)
+
+
+def _assigned(node: cst.Assign, scope: Scope) -> Iterator[Seen]:
+    return _assigned_to([t.target for t in node.targets], node, node.value, scope)
+
+
+def _aug_assigned(node: cst.AugAssign, scope: Scope) -> Iterator[Seen]:
+    return _assigned_to([node.target], node, None, scope)
+
+
+def _broad(caught: cst.BaseExpression | None) -> bool:
+    """``except:``, ``except Exception``, ``except BaseException`` (alone or in a tuple)."""
+    if caught is None:
+        return True
+    if isinstance(caught, cst.Tuple):
+        return any(_broad(e.value) for e in caught.elements)
+    return get_full_name_for_node(caught) in ("Exception", "BaseException", "builtins.Exception")
+
+
+_QUIET_LOGS = {"debug", "info", "trace"}
+
+
+def _quiet(stmt: cst.BaseStatement) -> bool:
+    """A handler statement that lets the error go: ``pass``, ``...``, ``return``, ``continue``, ``break``,
+    or a log line below warning. Anything else (a raise, a warning, a fallback computed) is handling."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, (cst.Pass, cst.Return, cst.Continue, cst.Break)):
+            continue
+        value = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(value, cst.Ellipsis):
+            continue
+        func = value.func if isinstance(value, cst.Call) else None
+        if isinstance(func, cst.Attribute) and func.attr.value in _QUIET_LOGS:
+            receiver = (get_full_name_for_node(func.value) or "").lower()
+            if "log" in receiver:
+                continue
+        return False
+    return True
+
+
+def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    if _broad(node.type) and all(_quiet(s) for s in body):
+        yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", node)
+
+
+def _decided_on_host(test: cst.BaseExpression, scope: Scope) -> Iterator[Seen]:
+    """A tensor's value decided on the host (``if x.any():``, ``while n > 0`` with ``n`` a tensor) on the
+    hot path: the device must finish first."""
+    if scope.touches(test) and scope.in_hot_path() and decides_tensor(test, scope.tensors(), scope.aliases):
+        yield Seen(RuleId.DEVICE_SYNC, code(test)[:40], test, "a tensor's value decided on the host")
+
+
+def _tested(node: cst.If | cst.While | cst.IfExp | cst.Assert, scope: Scope) -> Iterator[Seen]:
+    return _decided_on_host(node.test, scope)
+
+
+def _never_fires(node: cst.If, scope: Scope) -> Iterator[Seen]:
+    """``if False:`` (or ``cond and False``) put over a raise: the check can never fire."""
+    if truth(node.test) is False and _holds_check(node.body):
+        detail = f"the check under `if {code(node.test)[:60]}` can never fire"
+        yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
+
+
+def _always_holds(node: cst.Assert, scope: Scope) -> Iterator[Seen]:
+    if truth(node.test) is True:
+        yield Seen(RuleId.REMOVED_CHECK, "assert", node, f"`assert {code(node.test)[:60]}` always holds")
+
+
+def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
+    """A ``return``/``continue``/``break`` typed in before a check of the same block: it never runs."""
+    for i, stmt in enumerate(node.body):
+        if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, TERMINAL) for s in stmt.body):
+            if not any(isinstance(s, cst.Raise) for s in stmt.body) and any(
+                _holds_check(s) for s in node.body[i + 1 :]
+            ):
+                yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, "a check below it can no longer run")
+            return
+
+
+StatementRule = Callable[[Any, Scope], Iterator[Seen]]
+
+STATEMENT_RULES: dict[type[cst.CSTNode], tuple[StatementRule, ...]] = {
+    cst.Raise: (_exit_raised,),
+    cst.Del: (_env_deleted,),
+    cst.Assign: (_assigned,),
+    cst.AugAssign: (_aug_assigned,),
+    cst.ExceptHandler: (_swallowed,),
+    cst.If: (_tested, _never_fires),
+    cst.Assert: (_tested, _always_holds),
+    cst.While: (_tested,),
+    cst.IfExp: (_tested,),
+    cst.IndentedBlock: (_early_exit,),
+}
+"""The statement rules by the node kind they look at, in the order their findings are made."""
