@@ -20,9 +20,11 @@ from .model import Finding, GateKind, Kind, Loaded, Reach, Report, RuleId, SetSt
 if TYPE_CHECKING:
     from .audit import check, scan
     from .config import ConfigError
+    from .deploy.bisecting import bisect
     from .deploy.gate import CheckResult
     from .deploy.policy import Policy
     from .diffs import FileDiff
+    from .patchsets.bisect import BisectError, BisectResult, Trial
     from .patchsets.capture import capture_set
     from .patchsets.model import PatchSet, PatchSetError, load_sets
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult, restore
     from .pristine.sources import NoPristineSource
-    from .txn import Committed, LockTimeout, TransactionError
+    from .txn import Committed, LockTimeout, SessionBusy, TransactionError
 
 # Name -> the module that defines it, imported on first use (not at `import patchguard`).
 _LAZY = {
@@ -68,10 +70,17 @@ _LAZY = {
     "TransactionError": "txn",
     "LockTimeout": "txn",
     "Committed": "txn",
+    "SessionBusy": "txn",
+    "bisect": "deploy.bisecting",
+    "BisectResult": "patchsets.bisect",
+    "BisectError": "patchsets.bisect",
+    "Trial": "patchsets.bisect",
 }
 
 __all__ = [
     "Action",
+    "BisectError",
+    "BisectResult",
     "CheckResult",
     "Committed",
     "ConfigError",
@@ -98,16 +107,19 @@ __all__ = [
     "Report",
     "RestoreResult",
     "RuleId",
+    "SessionBusy",
     "SetAction",
     "SetOutcome",
     "SetState",
     "SetStatus",
     "Severity",
     "TransactionError",
+    "Trial",
     "UsageError",
     "Verdict",
     "__version__",
     "apply_set",
+    "bisect",
     "capture_set",
     "check",
     "diff",

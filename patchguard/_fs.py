@@ -52,6 +52,7 @@ __all__ = [
 STATE_DIR = ".patchguard"
 STATE_FILE = "state.json"  # the applied patch sets: written only as one more file of a transaction
 JOURNAL = "journal.json"
+SESSION = "session.json"  # an environment held in trial states (bisect): put back by the next command
 PYCACHE = "__pycache__"
 
 
@@ -78,7 +79,8 @@ def transaction_left(site_dir: str) -> bool:
     """Whether a transaction left something to recover in ``site_dir``: its journal, or the journal's temp
     file (a crash while the journal was being written)."""
     journal = journal_path(site_dir)
-    return os.path.exists(journal) or os.path.lexists(journal + ".tmp")
+    session = os.path.join(site_dir, STATE_DIR, SESSION)
+    return os.path.exists(journal) or os.path.lexists(journal + ".tmp") or os.path.lexists(session)
 
 
 def not_a_directory(path: str) -> str | None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._fs import JOURNAL as _JOURNAL
+from ._fs import SESSION as _SESSION
 from ._fs import (
     STATE_DIR,
     STATE_FILE,
@@ -45,6 +46,7 @@ from ._fs import (
     journal_path,
     parse_json,
     read_input,
+    read_regular,
     sha256_bytes,
     sha256_file,
     transaction_left,
@@ -58,6 +60,7 @@ __all__ = [
     "Committed",
     "LockTimeout",
     "Plan",
+    "SessionBusy",
     "TransactionError",
     "backups",
     "check_state_dir",
@@ -68,6 +71,7 @@ __all__ = [
     "prune_backups",
     "recover",
     "recover_all",
+    "session",
     "write_point",
 ]
 
@@ -688,6 +692,12 @@ def recover(
         with _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout):
             return recover(root, allowed=allowed, _locked_already=True)
     state = os.path.join(root, STATE_DIR)
+    restored = _recover_journal(root, state, allowed)
+    # then a session killed on its way (a bisect): its start state back, over what the journal left
+    return restored + _recover_session(root, state, allowed)
+
+
+def _recover_journal(root: str, state: str, allowed: Sequence[str]) -> tuple[str, ...]:
     journal = pending(root)
     if journal is None:
         _discard_journal_tmp(state)  # a crash while the journal was being written: nothing else began
@@ -817,3 +827,263 @@ def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: dict[s
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     return restored
+
+
+# -- sessions: an environment held in trial states, put back at the end ------------------------------------
+
+SESSION_SCHEMA = "patchguard.session/1"
+_SESSION_LOCK = "session.lock"
+_SESSION_DIR = "session"
+_own_sessions: set[str] = set()  # the roots this process holds a session on (its commits do not undo it)
+
+
+class SessionBusy(TransactionError):
+    """Another process holds the environment in trial states (a running ``bisect``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """One file of a session: its start bytes' hash (``None``: absent), where they are kept, its mode."""
+
+    path: str
+    start: str | None
+    saved: str | None
+    mode: int
+
+
+@contextlib.contextmanager
+def session(root: str, paths: Sequence[str], *, label: str, also: Sequence[str] = ()) -> Iterator[None]:
+    """Hold ``paths`` of an environment at their start state while the block commits trial states.
+
+    The start bytes of every path (and of the bytecode compiled from it) are kept in ``.patchguard/session/``
+    and described in ``session.json`` before the block runs. When the block ends — returning, raising, or
+    interrupted — every path is committed back to its start bytes. A process killed inside the block leaves
+    ``session.json``: the next command's recovery (:func:`recover`) commits the start state back then.
+    While the block runs, a session lock is held: every other writer is refused (:class:`SessionBusy`)
+    instead of changing files under the trials. Raises :class:`SessionBusy` when another session holds it.
+    """
+    root = os.path.abspath(root)
+    with _locked(root, _lock_timeout()) as state:
+        recover(root, allowed=also, _locked_already=True)
+        fd = _session_lock(root, state)
+        try:
+            held, dirs = _save_start(root, state, paths, also)
+            doc = {
+                "schema": SESSION_SCHEMA,
+                "label": label,
+                "pid": os.getpid(),
+                "also": list(also),
+                "files": [{"path": h.path, "start": h.start, "saved": h.saved, "mode": h.mode} for h in held],
+                "dirs": dirs,
+            }
+            _write_session(state, doc)
+        except BaseException:
+            os.close(fd)
+            _drop_session(state)
+            raise
+    _own_sessions.add(root)
+    try:
+        yield
+    finally:
+        try:
+            _back_to_start(root, state, held, dirs, also, locked=False)
+        finally:
+            _own_sessions.discard(root)
+            os.close(fd)
+
+
+def _session_lock(root: str, state: str) -> int:
+    """The session lock, taken without waiting: held for a session's whole life by its process."""
+    import fcntl
+
+    fd = _open_lock_file(root, os.path.join(state, _SESSION_LOCK))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        doc = _read_session(state)
+        who = f" (pid {doc.get('pid')})" if isinstance(doc, dict) and isinstance(doc.get("pid"), int) else ""
+        label = (
+            doc.get("label") if isinstance(doc, dict) and isinstance(doc.get("label"), str) else "a bisect"
+        )
+        raise SessionBusy(
+            f"{printable(str(label))[:40]}{who} holds this environment in trial states",
+            path=root,
+            hint="wait for it to end, or stop it (Ctrl-C: it puts every file back first)",
+        ) from None
+    return fd
+
+
+def _save_start(
+    root: str, state: str, paths: Sequence[str], also: Sequence[str]
+) -> tuple[list[_Held], list[str]]:
+    """Keep the start bytes of ``paths`` and of their bytecode; the directories a trial may create."""
+    wanted: list[str] = []
+    for p in paths:
+        wanted.append(p)
+        if p.endswith(".py"):
+            with contextlib.suppress(OSError):
+                wanted += sorted(bytecode_of(p))
+    problems = [f"{p}: {why}" for p in wanted if (why := check_path(root, p, also))]
+    if problems:
+        raise TransactionError(
+            "refused, nothing written: " + "; ".join(problems[:3]),
+            path=root,
+            hint="every write stays inside the environment, on regular files, never through a symlink",
+        )
+    saved_dir = os.path.join(state, _SESSION_DIR)
+    if os.path.islink(saved_dir):
+        raise JournalError(
+            "is a symlink: patchguard keeps its state only in a real directory",
+            path=saved_dir,
+            hint="remove the link (and look at who made it)",
+        )
+    import shutil
+
+    shutil.rmtree(saved_dir, ignore_errors=True)
+    os.makedirs(saved_dir)
+    held: list[_Held] = []
+    dirs: list[str] = []
+    for n, p in enumerate(dict.fromkeys(wanted)):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            held.append(_Held(p, None, None, 0o644))
+            dirs += [d for d in _missing_dirs(os.path.dirname(p)) if d not in dirs]
+            continue
+        name = f"{n:05d}"
+        try:
+            os.link(p, os.path.join(saved_dir, name))  # never written in place: the start inode stays
+        except OSError:
+            shutil.copy2(p, os.path.join(saved_dir, name))
+        held.append(_Held(p, sha256_file(os.path.join(saved_dir, name)), name, stat.S_IMODE(st.st_mode)))
+    _fsync_dir(saved_dir)
+    return held, dirs
+
+
+def _write_session(state: str, doc: dict[str, object]) -> None:
+    tmp = os.path.join(state, _SESSION + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    _write_durable(tmp, json.dumps(doc, indent=1).encode(), 0o644)
+    os.replace(tmp, os.path.join(state, _SESSION))
+    _fsync_dir(state)
+
+
+def _read_session(state: str) -> object:
+    try:
+        return parse_json(read_input(os.path.join(state, _SESSION)))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise JournalError(
+            f"unreadable session file ({exc})",
+            path=os.path.join(state, _SESSION),
+            hint=f"the start state is in {_SESSION_DIR}/ beside it; inspect both",
+        ) from None
+
+
+def _drop_session(state: str) -> None:
+    """Forget a finished session: its file first (then nothing is pending), then its kept bytes."""
+    import shutil
+
+    for name in (_SESSION, _SESSION + ".tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(state, name))
+    _fsync_dir(state)
+    shutil.rmtree(os.path.join(state, _SESSION_DIR), ignore_errors=True)
+
+
+def _back_to_start(
+    root: str, state: str, held: Sequence[_Held], dirs: Sequence[str], also: Sequence[str], *, locked: bool
+) -> None:
+    """Commit every held file back to its start bytes (only those that differ), then forget the session."""
+    changes: list[Change] = []
+    for h in held:
+        now = sha256_file(h.path)
+        if now == h.start:
+            continue
+        data = read_regular(os.path.join(state, _SESSION_DIR, h.saved)) if h.saved is not None else None
+        changes.append(Change(h.path, data, now, h.mode))
+    if changes:
+        gone = {c.path for c in changes if c.new is None}
+        plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))
+        commit(plan, locked=locked)
+    _drop_session(state)
+
+
+def _emptied(dirs: Sequence[str], gone: set[str]) -> tuple[str, ...]:
+    """Of the directories trials may have created, those the plan leaves empty (innermost first)."""
+    out: list[str] = []
+    for d in sorted(dirs, key=len, reverse=True):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        if all(os.path.join(d, n) in gone or os.path.join(d, n) in out for n in names):
+            out.append(d)
+    return tuple(out)
+
+
+_recovering: set[str] = set()  # the roots whose killed session this process is putting back
+
+
+def _recover_session(root: str, state: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    """Put back the start state a killed session left (the caller holds the environment lock). Raises
+    :class:`SessionBusy` when the session's process is alive and holds it."""
+    if root in _own_sessions or root in _recovering or not os.path.lexists(os.path.join(state, _SESSION)):
+        return ()
+    fd = _session_lock(root, state)
+    try:
+        held, dirs, also = _validated_session(_read_session(state), root, state, allowed)
+        _recovering.add(root)
+        try:
+            _back_to_start(root, state, held, dirs, also, locked=True)
+        finally:
+            _recovering.discard(root)
+    finally:
+        os.close(fd)
+    return tuple(h.path for h in held)
+
+
+def _validated_session(
+    doc: object, root: str, state: str, allowed: Sequence[str]
+) -> tuple[list[_Held], list[str], list[str]]:
+    """The files, created directories and other roots of a session file, each checked, or
+    :class:`JournalError`: a file outside the environment, kept bytes that are not the start's."""
+    where = os.path.join(state, _SESSION)
+
+    def bad(why: str) -> JournalError:
+        return JournalError(
+            f"{why}; the start state was not put back",
+            path=where,
+            hint=f"inspect it and the kept files in {_SESSION_DIR}/ beside it, then delete both",
+        )
+
+    if not isinstance(doc, dict) or doc.get("schema") != SESSION_SCHEMA:
+        raise bad("a session file of another format")
+    also = [a for a in doc.get("also", []) if isinstance(a, str) and a in allowed]
+    files, dirs = doc.get("files"), doc.get("dirs", [])
+    if not isinstance(files, list) or not isinstance(dirs, list):
+        raise bad("malformed session file")
+    held: list[_Held] = []
+    for f in files:
+        path, start, saved, mode = (
+            (f.get(k) for k in ("path", "start", "saved", "mode")) if isinstance(f, dict) else (None,) * 4
+        )
+        if not isinstance(path, str) or check_path(root, path, also) is not None:
+            raise bad(f"names a file patchguard may not write ({printable(str(path))[:80]})")
+        if start is not None:
+            kept = os.path.join(state, _SESSION_DIR, saved) if isinstance(saved, str) else ""
+            if not isinstance(saved, str) or os.path.basename(saved) != saved or sha256_file(kept) != start:
+                raise bad(f"the kept start bytes of {printable(path)} are missing or changed")
+        held.append(
+            _Held(
+                path,
+                start if isinstance(start, str) else None,
+                saved if start else None,
+                mode if isinstance(mode, int) else 0o644,
+            )
+        )
+    inside = [d for d in dirs if isinstance(d, str) and _inside((root, *also), d)]
+    return held, inside, also

@@ -14,7 +14,7 @@ import sys
 import click
 
 from .._version import __version__
-from . import changing, rebasing, scanning
+from . import bisecting, changing, rebasing, scanning
 
 __all__ = ["main"]
 
@@ -78,6 +78,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "lock": ("patchguard lock -o env.lock", "patchguard check --lock env.lock"),
     "running": ("patchguard running --python /srv/venv/bin/python", "patchguard running --format json"),
+    "bisect": (
+        "patchguard bisect vllm --test './smoke.sh' --timeout 600",
+        "patchguard bisect --sets sm120-support,nccl-tuning --test 'pytest -x tests/test_coherence.py'",
+        "patchguard bisect vllm --by hunk --repeat 3 --test './flaky.sh' --format json",
+    ),
 }
 
 for _command in (
@@ -93,6 +98,7 @@ for _command in (
     scanning.check,
     scanning.lock,
     scanning.running,
+    bisecting.bisect,
 ):
     main.add_command(_command)
 

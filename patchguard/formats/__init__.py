@@ -24,10 +24,11 @@ from .interface import Format, Formats
 if TYPE_CHECKING:
     from ..diffs import FileDiff
     from ..model import SetState
-    from .documents import RebaseView, RunningView
+    from .documents import BisectView, RebaseView, RunningView
 
 __all__ = [
     "BACKUPS",
+    "BISECT",
     "CHECK",
     "DIFF",
     "LOCK",
@@ -87,6 +88,13 @@ def _running() -> tuple[Format[RunningView], ...]:
     return RunningTable(), RunningJson(), RunningGauges()
 
 
+def _bisect() -> tuple[Format[BisectView], ...]:
+    from .bisect import BisectText
+    from .jsondoc import BisectJson
+
+    return BisectText(), BisectJson()
+
+
 def _rebase() -> tuple[Format[RebaseView], ...]:
     from .jsondoc import RebaseJson
     from .rebase import RebaseText
@@ -126,11 +134,12 @@ DIFF: Formats[Sequence[FileDiff]] = Formats("diff", ("text", "json"), _diff)
 LOCK: Formats[Mapping[str, Any]] = Formats("lock", ("json",), _lock)
 RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"), _running)
 REBASE: Formats[RebaseView] = Formats("rebase", ("text", "json"), _rebase)
+BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
 STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
 UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
 BACKUPS: Formats[Backups] = Formats("backups", ("text",), _backups)
 
 REGISTRY: Mapping[str, Formats[Any]] = {
-    f.kind: f for f in (REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, SETS, STATUS, UNFINISHED, BACKUPS)
+    f.kind: f for f in (REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, BISECT, SETS, STATUS, UNFINISHED, BACKUPS)
 }

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..diffs import FileDiff, hunks_json
 from ..model import Report, printable
-from .documents import CheckDocument, RebaseView, ReportDocument, RunningView
+from .documents import BisectView, CheckDocument, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
 __all__ = [
@@ -117,6 +117,15 @@ class RunningJson(Format[RunningView]):
 
     def render(self, document: RunningView) -> str:
         return format_running(document)
+
+
+class BisectJson(Format[BisectView]):
+    name = "json"
+
+    def render(self, document: BisectView) -> str:
+        """``patchguard.bisect/1``, as ``BisectResult.to_json`` gives it: ASCII, every other character as a
+        JSON escape."""
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
 
 
 class RebaseJson(Format[RebaseView]):

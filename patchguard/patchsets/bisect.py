@@ -1,0 +1,476 @@
+"""``patchguard bisect``: which hand-made change of a live environment breaks a test.
+
+The changes (every file of the named distributions that differs from its pristine wheel, or the applied
+sets named) are cut into units (:mod:`.units`); the search (:mod:`.search`) picks subsets; each trial puts
+the environment into that subset's state in one transaction and runs the test. The whole run is a
+:func:`~patchguard.txn.session`: whatever happens — a culprit found, an error, Ctrl-C, SIGTERM — every file
+is committed back to its start bytes before this returns, and a bisect killed with SIGKILL leaves the start
+state for the next patchguard command to put back.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .._fs import sha256_bytes
+from ..env import Target
+from ..errors import PatchguardError, UsageError
+from ..integrity.inventory import changed_files
+from ..model import json_name
+from ..pristine.explain import Explainer, read_installed, survey
+from ..pristine.sources import SourceOptions
+from ..txn import Change, Plan, commit, session
+from .installed import SetEnvironment, reader
+from .model import load_set, patches_dir
+from .search import Outcome, search
+from .units import FileChange, StateImpossible, Unit, Units, by_files, by_hunks, by_sets
+
+__all__ = ["BISECT_SCHEMA", "BisectError", "BisectResult", "By", "Trial", "run_bisect"]
+
+BISECT_SCHEMA = "patchguard.bisect/1"
+SKIP_EXIT = 125  # the test cannot tell (as for ``git bisect run``)
+
+
+class BisectError(PatchguardError):
+    """The bisect cannot be done (the test fails without the changes, nothing to bisect); nothing changed."""
+
+
+class By(str, enum.Enum):
+    FILE = "file"  # files first, then the hunks of the culprit files
+    HUNK = "hunk"
+    SET = "set"
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One state tried: which units it included, the outcome, the test's runs and failures, its time."""
+
+    number: int
+    phase: str  # "files", "hunks", "sets"
+    included: tuple[int, ...]
+    outcome: Outcome
+    runs: int
+    failures: int
+    exit_codes: tuple[int, ...]
+    seconds: float  # the test's own time
+    overhead: float  # putting the environment into the state
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "phase": self.phase,
+            "included": list(self.included),
+            "outcome": self.outcome.value,
+            "runs": self.runs,
+            "failures": self.failures,
+            "exit_codes": list(self.exit_codes),
+            "seconds": round(self.seconds, 4),
+            "overhead": round(self.overhead, 4),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BisectResult:
+    """What a bisect found. ``culprits`` empty: the test passed with every change (exit 1)."""
+
+    target: Target
+    by: By
+    units: tuple[Unit, ...]  # the units of the last phase (the culprits are among them)
+    culprits: tuple[Unit, ...]
+    trials: tuple[Trial, ...]
+    repeat: int
+    unsplit: tuple[tuple[int, ...], ...] = ()
+    changes: int = 0  # the units of the first phase
+    started: float = 0.0
+    finished: float = 0.0
+    running: tuple[int, ...] = ()  # processes of the environment alive at the end (filled by deploy)
+
+    @property
+    def runs(self) -> int:
+        return sum(t.runs for t in self.trials)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.culprits)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.found else 1
+
+    @property
+    def flakiness(self) -> float | None:
+        """The estimated chance that a failing state passes one run (from the failing trials: runs stop at
+        the first failure, so a failing state that passed first shows it); ``None``: one run per state."""
+        bad = [t for t in self.trials if t.outcome is Outcome.BAD]
+        if self.repeat <= 1 or not bad:
+            return None
+        return 1.0 - len(bad) / sum(t.runs for t in bad)
+
+    @property
+    def confidence(self) -> float:
+        """The chance that no trial judged good was a failing state that passed every run."""
+        miss = self.flakiness
+        if not miss:
+            return 1.0
+        good = sum(1 for t in self.trials if t.outcome is Outcome.GOOD)
+        return (1.0 - miss**self.repeat) ** good
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": BISECT_SCHEMA,
+            "environment": {
+                "prefix": json_name(self.target.prefix),
+                "site_packages": [json_name(p) for p in self.target.site_packages],
+            },
+            "by": self.by.value,
+            "changes": self.changes,
+            "runs": self.runs,
+            "repeat": self.repeat,
+            "confidence": round(self.confidence, 6),
+            "flakiness": None if self.flakiness is None else round(self.flakiness, 6),
+            "culprits": [_unit_json(u) for u in self.culprits],
+            "unsplit": [list(group) for group in self.unsplit],
+            "trials": [t.to_json() for t in self.trials],
+            "running": list(self.running),
+        }
+
+
+def _unit_json(u: Unit) -> dict[str, Any]:
+    doc: dict[str, Any] = {"number": u.number, "kind": u.kind.value, "path": json_name(u.name)}
+    if u.hunk is not None and u.lines is not None:
+        doc["hunk"] = u.hunk
+        doc["lines"] = list(u.lines)
+    doc["diff"] = json_name(u.diff)
+    return doc
+
+
+@dataclass(frozen=True, slots=True)
+class Test:
+    """The test command and how to run it."""
+
+    command: str
+    repeat: int = 1
+    timeout: float | None = None
+    output: IO[Any] | int | None = None  # where the test's output goes (None: nowhere)
+
+
+# -- the changes -------------------------------------------------------------------------------------------
+
+
+def file_changes(
+    distributions: Sequence[str], target: Target, fetch: SourceOptions | None
+) -> list[FileChange]:
+    """Every file of the named distributions (all, when none is named) that differs from its pristine
+    wheel, with its pristine and start bytes; files no distribution owns only when none is named."""
+    scanned = survey(distributions or None, target=target)
+    explainer = Explainer((fetch or SourceOptions()).open(target))
+    out: list[FileChange] = []
+    for c in changed_files(scanned):
+        if c.dist is None and distributions:
+            continue  # a file no distribution owns is not a change of the ones named
+        pristine = explainer.pristine_bytes(c) if c.dist is not None else None
+        start = None if c.status == "deleted" else read_installed(c.path)
+        if pristine == start:
+            continue  # a wheel whose own RECORD is wrong about the file: nothing changed
+        mode = os.stat(c.path).st_mode & 0o777 if start is not None else 0o644
+        out.append(FileChange(c.path, c.finding.path, pristine, start, mode))
+    return sorted(out, key=lambda f: f.shown)
+
+
+def set_units(names: Sequence[str], target: Target, patches: str | None) -> tuple[Units, str]:
+    """The applied sets named, as units, and the site dir they live in."""
+    env = SetEnvironment.open(target)
+    directory = patches_dir(patches)
+    sets = [load_set(os.path.join(directory, n), n) for n in names]
+    sites = {env.site(env.installed(ps, force_version=True)) for ps in sets}
+    if len(sites) != 1:
+        raise UsageError("the sets named are applied in different site directories", hint="bisect them apart")
+    site = sites.pop()
+    read = reader(site)
+    return by_sets(sets, read, lambda rel: os.path.join(site, *rel.split("/"))), site
+
+
+# -- running trials ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Runner:
+    """Puts the environment into a state, runs the test, remembers every outcome by the state's bytes."""
+
+    root: str
+    also: tuple[str, ...]
+    test: Test
+    current: dict[str, bytes | None]
+    modes: dict[str, int]
+    trials: list[Trial] = field(default_factory=list)
+    seen: dict[str, Outcome] = field(default_factory=dict)
+    progress: Callable[[Trial], None] | None = None
+
+    def key(self, files: dict[str, bytes | None]) -> str:
+        merged = {**self.current, **files}
+        h = hashlib.sha256()
+        for path in sorted(merged):
+            h.update(f"{path}\0{sha256_bytes(merged[path])}\0".encode())
+        return h.hexdigest()
+
+    def known(self, units: Units, included: frozenset[int]) -> Outcome | None:
+        try:
+            return self.seen.get(self.key(units.state(included)))
+        except StateImpossible:
+            return Outcome.SKIP
+
+    def trial(self, units: Units, included: frozenset[int], phase: str) -> Outcome:
+        started = time.perf_counter()
+        try:
+            files = units.state(included)
+        except StateImpossible as exc:
+            return self._record(phase, included, Outcome.SKIP, (), 0.0, 0.0, str(exc))
+        key = self.key(files)
+        self._put(files)
+        overhead = time.perf_counter() - started
+        outcome, codes, seconds, note = self._run()
+        self.seen[key] = outcome
+        return self._record(phase, included, outcome, codes, seconds, overhead, note)
+
+    def _record(
+        self,
+        phase: str,
+        included: frozenset[int],
+        outcome: Outcome,
+        codes: tuple[int, ...],
+        seconds: float,
+        overhead: float,
+        note: str = "",
+    ) -> Outcome:
+        failures = sum(1 for c in codes if c not in (0, SKIP_EXIT))
+        t = Trial(
+            len(self.trials) + 1,
+            phase,
+            tuple(sorted(included)),
+            outcome,
+            len(codes),
+            failures,
+            codes,
+            seconds,
+            overhead,
+            note,
+        )
+        self.trials.append(t)
+        if self.progress is not None:
+            self.progress(t)
+        return outcome
+
+    def _put(self, files: dict[str, bytes | None]) -> None:
+        """One transaction: every file whose bytes differ from the state wanted."""
+        changes = [
+            Change(p, data, sha256_bytes(self.current.get(p)), self.modes.get(p, 0o644))
+            for p, data in sorted(files.items())
+            if self.current.get(p) != data
+        ]
+        if changes:
+            commit(Plan(self.root, tuple(changes), "bisect trial", self.also))
+            self.current.update({c.path: c.new for c in changes})
+
+    def _run(self) -> tuple[Outcome, tuple[int, ...], float, str]:
+        """The test, up to ``repeat`` times: bad at its first failure, good when no run failed, skipped when
+        every run said it cannot tell."""
+        codes: list[int] = []
+        spent = 0.0
+        for _ in range(self.test.repeat):
+            started = time.perf_counter()
+            code, hung = run_test(self.test)
+            spent += time.perf_counter() - started
+            codes.append(code)
+            if hung:
+                return Outcome.BAD, tuple(codes), spent, f"timed out after {self.test.timeout:g} s"
+            if code not in (0, SKIP_EXIT):
+                return Outcome.BAD, tuple(codes), spent, ""
+        if all(c == SKIP_EXIT for c in codes):
+            return Outcome.SKIP, tuple(codes), spent, "the test cannot tell (exit 125)"
+        return Outcome.GOOD, tuple(codes), spent, ""
+
+
+def run_test(test: Test) -> tuple[int, bool]:
+    """Run the test command in its own process group: (its exit code — minus the signal that killed it —,
+    whether it ran past the timeout and was killed). Whatever it started in its group is killed after it.
+    It does not write bytecode into the environment (``PYTHONDONTWRITEBYTECODE``)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    out = test.output if test.output is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        test.command,
+        shell=True,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
+        env=env,
+    )
+    hung = False
+    try:
+        proc.wait(timeout=test.timeout)
+    except subprocess.TimeoutExpired:
+        hung = True
+    finally:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the test, if it still runs, and what it left behind
+        proc.wait()
+    return proc.returncode, hung
+
+
+@contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a bisect like Ctrl-C: the files go back to the start first."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+# -- the bisect --------------------------------------------------------------------------------------------
+
+
+def run_bisect(
+    target: Target,
+    test: Test,
+    *,
+    distributions: Sequence[str] = (),
+    sets: Sequence[str] = (),
+    by: By = By.FILE,
+    keep_going: bool = False,
+    patches: str | None = None,
+    fetch: SourceOptions | None = None,
+    progress: Callable[[Trial], None] | None = None,
+) -> BisectResult:
+    """Find the changes the test needs to fail (see the module docstring). Raises :class:`BisectError`
+    (nothing changed) when the test fails without any change, :class:`UsageError` on bad arguments."""
+    if test.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    started = time.time()
+    if sets or by is By.SET:
+        if not sets:
+            raise UsageError("--by set needs the sets: --sets A,B,…")
+        units, root = set_units(sets, target, patches)
+        changes: list[FileChange] = []
+        by = By.SET
+    else:
+        changes = file_changes(distributions, target, fetch)
+        units = by_hunks(changes) if by is By.HUNK else by_files(changes)
+        root = _root_of(target, list(units.files))
+    if not units.units:
+        raise BisectError("there are no changes to bisect", hint="patchguard scan shows what differs")
+    also = tuple(r for r in target.roots if r != root)
+    runner = _Runner(root, also, test, dict(units.start), dict(units.modes), progress=progress)
+    with _terminated_as_interrupt(), session(root, list(units.files), label="bisect", also=also):
+        result = _search_all(runner, units, changes, by, keep_going)
+    return BisectResult(
+        target,
+        by,
+        tuple(result[0].units),
+        result[1],
+        tuple(runner.trials),
+        test.repeat,
+        result[2],
+        len(units.units),
+        started,
+        time.time(),
+    )
+
+
+def _root_of(target: Target, paths: Sequence[str]) -> str:
+    """The site dir whose ``.patchguard/`` holds the session: the one holding the first file."""
+    for site in target.site_packages:
+        if any(p.startswith(os.path.join(site, "")) for p in paths):
+            return site
+    return target.site_packages[0]
+
+
+def _search_all(
+    runner: _Runner, units: Units, changes: Sequence[FileChange], by: By, keep_going: bool
+) -> tuple[Units, tuple[Unit, ...], tuple[tuple[int, ...], ...]]:
+    phase = "sets" if by is By.SET else "hunks" if by is By.HUNK else "files"
+    every = frozenset(u.number for u in units.units)
+    first = runner.trial(units, every, phase)
+    if first is Outcome.SKIP:
+        raise BisectError(
+            "the test cannot tell (exit 125) with every change in place: nothing to bisect",
+            hint="make the test exit 0 when it passes and 1 when it fails",
+        )
+    if first is Outcome.GOOD:
+        return units, (), ()  # the test passes with every change: it does not depend on them
+    if runner.trial(units, frozenset(), phase) is not Outcome.GOOD:
+        raise BisectError(
+            "the test fails without any of the changes too (or cannot tell): nothing to bisect",
+            hint="check the test on a pristine environment (patchguard restore), then bisect again",
+        )
+    found, unsplit = _culprits(runner, units, every, phase, keep_going)
+    if by is By.FILE and not unsplit:
+        culprit_files = [c for c in changes if any(u.name == c.shown for u in found)]
+        hunks = by_hunks(culprit_files)
+        if len(hunks.units) > len(found):
+            return _hunk_phase(runner, units, hunks, found)
+    return units, found, unsplit
+
+
+def _culprits(
+    runner: _Runner, units: Units, every: frozenset[int], phase: str, keep_going: bool
+) -> tuple[tuple[Unit, ...], tuple[tuple[int, ...], ...]]:
+    by_number = {u.number: u for u in units.units}
+    found: list[int] = []
+    unsplit: list[tuple[int, ...]] = []
+    left = every
+    while True:
+        got = search(
+            sorted(left),
+            lambda s: runner.trial(units, s, phase),
+            lambda s: runner.known(units, s),
+        )
+        found += got.culprits
+        unsplit += got.unsplit
+        left = left - frozenset(got.culprits)
+        if not keep_going or not left or runner.trial(units, left, phase) is not Outcome.BAD:
+            break
+    return tuple(by_number[n] for n in sorted(found)), tuple(unsplit)
+
+
+def _hunk_phase(
+    runner: _Runner, files: Units, hunks: Units, culprit_files: Sequence[Unit]
+) -> tuple[Units, tuple[Unit, ...], tuple[tuple[int, ...], ...]]:
+    """The hunks of the culprit files that break the test, every other file pristine."""
+    pristine = files.state(frozenset())
+    merged = Units(hunks.units, dict(hunks.files), dict(hunks.start), dict(hunks.modes))
+    for path, data in pristine.items():
+        merged.files.setdefault(path, _constant(data))
+    every = frozenset(u.number for u in hunks.units)
+    found, unsplit = _culprits(runner, merged, every, "hunks", keep_going=False)
+    return merged, found, unsplit
+
+
+def _constant(data: bytes | None) -> Callable[[frozenset[int]], bytes | None]:
+    return lambda included: data
+
+
+def trials_per_culprit(n: int, k: int) -> float:
+    """``k·log2(n/k)``: the runs a search of ``k`` culprits among ``n`` should take, about."""
+    return k * math.log2(max(n / max(k, 1), 1))
