@@ -330,9 +330,14 @@ def environment_lock(
         yield recover(root, allowed=allowed, _locked_already=True)
 
 
-def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = False) -> Committed:
+def commit(
+    plan: Plan, *, lock_timeout: float | None = None, locked: bool = False, keep_backup: bool = True
+) -> Committed:
     """Apply ``plan`` atomically (see the module docstring). Raises :class:`TransactionError`, with
-    every reason listed, when anything about the plan does not hold; then nothing was written."""
+    every reason listed, when anything about the plan does not hold; then nothing was written.
+
+    ``keep_backup=False`` (a bisect's trials, which keep the start state themselves): the originals are
+    dropped once committed, and the backups of earlier transactions are not pruned for this one."""
     root = os.path.abspath(plan.root)
     keep = keep_backups()  # read before anything is written: a bad setting changes nothing
     _check_paths(root, plan)
@@ -345,12 +350,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
         recovered = recover(root, allowed=plan.also, _locked_already=True)
         _check_before(root, plan)
         plan, removed = _with_bytecode(root, plan)
-        now = time.time()
-        # Sorts by time (to the microsecond): the oldest backups are pruned first.
-        txid = (
-            time.strftime("%Y%m%dT%H%M%S", time.localtime(now))
-            + f".{int(now % 1 * 1e6):06d}-{os.urandom(4).hex()}"
-        )
+        txid = _new_txid()
         backup_dir = os.path.join(state, _BACKUPS, txid)
         entries = _journal_entries(plan, txid, backup_dir)
         rmdirs = _dirs_to_remove(root, plan)
@@ -376,7 +376,7 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
             write_point()
             os.unlink(os.path.join(state, _JOURNAL))  # the commit point
             _fsync_dir(state)
-            prune_backups(root, keep)
+            _after_commit(root, backup_dir, keep if keep_backup else None)
         except OSError as exc:
             # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
             recover(root, allowed=plan.also, _locked_already=True)
@@ -388,6 +388,25 @@ def commit(plan: Plan, *, lock_timeout: float | None = None, locked: bool = Fals
                 hint="free space or fix permissions, then run the command again",
             ) from None
     return Committed(txid, backup_dir, recovered, tuple(removed))
+
+
+def _new_txid() -> str:
+    """A transaction's id: sorts by time (to the microsecond), so the oldest backups are pruned first."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now))
+    return f"{stamp}.{int(now % 1 * 1e6):06d}-{os.urandom(4).hex()}"
+
+
+def _after_commit(root: str, backup_dir: str, keep: int | None) -> None:
+    """Prune the oldest backups beyond ``keep``; ``None``: drop this transaction's own instead."""
+    if keep is not None:
+        prune_backups(root, keep)
+        return
+    import shutil
+
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(backup_dir))  # only if no other transaction keeps backups
 
 
 DEFAULT_KEEP_BACKUPS = 5
@@ -832,7 +851,6 @@ def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: dict[s
 # -- sessions: an environment held in trial states, put back at the end ------------------------------------
 
 SESSION_SCHEMA = "patchguard.session/1"
-_SESSION_LOCK = "session.lock"
 _SESSION_DIR = "session"
 _own_sessions: set[str] = set()  # the roots this process holds a session on (its commits do not undo it)
 
@@ -865,7 +883,6 @@ def session(root: str, paths: Sequence[str], *, label: str, also: Sequence[str] 
     root = os.path.abspath(root)
     with _locked(root, _lock_timeout()) as state:
         recover(root, allowed=also, _locked_already=True)
-        fd = _session_lock(root, state)
         try:
             held, dirs = _save_start(root, state, paths, also)
             doc = {
@@ -877,8 +894,8 @@ def session(root: str, paths: Sequence[str], *, label: str, also: Sequence[str] 
                 "dirs": dirs,
             }
             _write_session(state, doc)
+            fd = _session_lock(root, state)  # under the environment lock: nobody can take it first
         except BaseException:
-            os.close(fd)
             _drop_session(state)
             raise
     _own_sessions.add(root)
@@ -889,14 +906,30 @@ def session(root: str, paths: Sequence[str], *, label: str, also: Sequence[str] 
             _back_to_start(root, state, held, dirs, also, locked=False)
         finally:
             _own_sessions.discard(root)
-            os.close(fd)
+            os.close(fd)  # after the session file is gone: then nobody finds it unlocked
 
 
 def _session_lock(root: str, state: str) -> int:
-    """The session lock, taken without waiting: held for a session's whole life by its process."""
+    """An exclusive ``flock`` on the session file itself, taken without waiting: its process holds it for
+    the session's whole life (and deletes the file before letting go), so a session file nobody holds is
+    one whose process died. Raises :class:`SessionBusy` when it is held."""
     import fcntl
 
-    fd = _open_lock_file(root, os.path.join(state, _SESSION_LOCK))
+    path = os.path.join(state, _SESSION)
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # gone (its session ended just now: nothing to do), or a symlink
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise JournalError(
+            f"cannot open the session file ({exc.strerror or exc})",
+            path=path,
+            hint="patchguard keeps it as a regular file; inspect it (and look at who changed it)",
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JournalError("is not a regular file", path=path, hint="inspect it (and look at who made it)")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -1008,7 +1041,7 @@ def _back_to_start(
     if changes:
         gone = {c.path for c in changes if c.new is None}
         plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))
-        commit(plan, locked=locked)
+        commit(plan, locked=locked, keep_backup=False)
     _drop_session(state)
 
 
@@ -1033,7 +1066,10 @@ def _recover_session(root: str, state: str, allowed: Sequence[str]) -> tuple[str
     :class:`SessionBusy` when the session's process is alive and holds it."""
     if root in _own_sessions or root in _recovering or not os.path.lexists(os.path.join(state, _SESSION)):
         return ()
-    fd = _session_lock(root, state)
+    try:
+        fd = _session_lock(root, state)
+    except FileNotFoundError:
+        return ()  # it ended between the look and the open
     try:
         held, dirs, also = _validated_session(_read_session(state), root, state, allowed)
         _recovering.add(root)
@@ -1051,39 +1087,35 @@ def _validated_session(
 ) -> tuple[list[_Held], list[str], list[str]]:
     """The files, created directories and other roots of a session file, each checked, or
     :class:`JournalError`: a file outside the environment, kept bytes that are not the start's."""
-    where = os.path.join(state, _SESSION)
-
-    def bad(why: str) -> JournalError:
-        return JournalError(
-            f"{why}; the start state was not put back",
-            path=where,
-            hint=f"inspect it and the kept files in {_SESSION_DIR}/ beside it, then delete both",
-        )
-
     if not isinstance(doc, dict) or doc.get("schema") != SESSION_SCHEMA:
-        raise bad("a session file of another format")
+        raise _bad_session(state, "a session file of another format")
     also = [a for a in doc.get("also", []) if isinstance(a, str) and a in allowed]
     files, dirs = doc.get("files"), doc.get("dirs", [])
     if not isinstance(files, list) or not isinstance(dirs, list):
-        raise bad("malformed session file")
-    held: list[_Held] = []
-    for f in files:
-        path, start, saved, mode = (
-            (f.get(k) for k in ("path", "start", "saved", "mode")) if isinstance(f, dict) else (None,) * 4
-        )
-        if not isinstance(path, str) or check_path(root, path, also) is not None:
-            raise bad(f"names a file patchguard may not write ({printable(str(path))[:80]})")
-        if start is not None:
-            kept = os.path.join(state, _SESSION_DIR, saved) if isinstance(saved, str) else ""
-            if not isinstance(saved, str) or os.path.basename(saved) != saved or sha256_file(kept) != start:
-                raise bad(f"the kept start bytes of {printable(path)} are missing or changed")
-        held.append(
-            _Held(
-                path,
-                start if isinstance(start, str) else None,
-                saved if start else None,
-                mode if isinstance(mode, int) else 0o644,
-            )
-        )
+        raise _bad_session(state, "malformed session file")
+    held = [_held_entry(f, root, state, also) for f in files]
     inside = [d for d in dirs if isinstance(d, str) and _inside((root, *also), d)]
     return held, inside, also
+
+
+def _bad_session(state: str, why: str) -> JournalError:
+    return JournalError(
+        f"{why}; the start state was not put back",
+        path=os.path.join(state, _SESSION),
+        hint=f"inspect it and the kept files in {_SESSION_DIR}/ beside it, then delete both",
+    )
+
+
+def _held_entry(f: object, root: str, state: str, also: Sequence[str]) -> _Held:
+    """One file of a session file, checked: writable by a transaction, its kept bytes the start's."""
+    entry = f if isinstance(f, dict) else {}
+    path, start, saved, mode = (entry.get(k) for k in ("path", "start", "saved", "mode"))
+    if not isinstance(path, str) or check_path(root, path, also) is not None:
+        raise _bad_session(state, f"it names a file patchguard may not write ({printable(str(path))[:80]})")
+    if start is None:
+        return _Held(path, None, None, mode if isinstance(mode, int) else 0o644)
+    valid_name = isinstance(saved, str) and saved not in ("", ".", "..") and os.path.basename(saved) == saved
+    kept = os.path.join(state, _SESSION_DIR, saved) if valid_name and isinstance(saved, str) else ""
+    if not isinstance(start, str) or not kept or sha256_file(kept) != start:
+        raise _bad_session(state, f"the kept start bytes of {printable(path)} are missing or changed")
+    return _Held(path, start, os.path.basename(kept), mode if isinstance(mode, int) else 0o644)

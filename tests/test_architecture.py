@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "formats": set(),
     "pristine": {"integrity"},
     "patchsets": {"pristine", "integrity"},
-    "deploy": {"patchsets", "integrity"},
+    "deploy": {"patchsets", "pristine", "integrity"},
     "audit": {"deploy", "patchsets", "analysis", "pristine", "integrity"},
     "cli": {"audit", "deploy", "patchsets", "analysis", "pristine", "integrity", "formats"},
     "__main__": {"cli"},
@@ -420,7 +420,14 @@ def test_every_format_option_offers_its_registry() -> None:
             if isinstance(param, click.Option) and "--format" in param.opts:
                 assert isinstance(param.type, click.Choice)
                 offered[name] = (tuple(param.type.choices), param.default)
-    kinds = {"scan": "report", "check": "check", "diff": "diff", "running": "running", "rebase": "rebase"}
+    kinds = {
+        "scan": "report",
+        "check": "check",
+        "diff": "diff",
+        "running": "running",
+        "rebase": "rebase",
+        "bisect": "bisect",
+    }
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}
 
 

@@ -160,6 +160,27 @@ def _cli_document(*args: str, wheels: bool = True) -> Builder:
     return build
 
 
+def _bisect_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
+    """A real bisect of the broken environment (the dump in mla.py breaks the test), and a result whose
+    file and diff carry hostile names."""
+    from patchguard.env import Target
+    from patchguard.formats import BISECT
+    from patchguard.patchsets.bisect import BisectResult, By, Trial
+    from patchguard.patchsets.search import Outcome
+    from patchguard.patchsets.units import Unit, UnitKind
+
+    _break(env)
+    test = f"! grep -q torch.save {env.site / MLA}"
+    site = ["--site-packages", str(env.site), "--wheelhouse", str(wheel.parent), "--offline"]
+    code, out, err = cli("bisect", *site, "--test", test, "--format", "json")
+    assert code == 0 and out, err
+    unit = Unit(1, UnitKind.HUNK, f"pkg/{HOSTILE}.py", 2, (10, 12), f"+{HOSTILE}\n")
+    trial = Trial(1, "hunks", (1,), Outcome.BAD, 2, 1, (0, 1), 0.5, 0.01, HOSTILE)
+    target = Target("/v/bin/python", f"/v{HOSTILE}", (f"/v/{HOSTILE}",), None)
+    result = BisectResult(target, By.HUNK, (unit,), (unit,), (trial,), 3, ((1, 2),), 1, running=(42,))
+    return [out, BISECT.get("json").render(result)]
+
+
 # How this module gets documents of each kind the registry writes as JSON (a new kind needs one here).
 JSON_DOCUMENTS: dict[str, Builder] = {
     "report": _cli_document("scan", "--format", "json"),
@@ -168,6 +189,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "lock": _cli_document("lock", wheels=False),
     "running": _running_documents,
     "rebase": _rebase_documents,
+    "bisect": _bisect_documents,
 }
 
 
@@ -188,7 +210,7 @@ def test_every_json_document_kind_validates(kind: str, env: Env, tmp_path: Path,
 
 def test_the_reference_documents_every_field() -> None:
     text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
-    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1"):
+    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1", "bisect-1"):
         assert f"patchguard.{name.replace('-', '/')}" in text, name
     finding = _schema("report-1")["$defs"]["finding"]["properties"]
     missing = [key for key in finding if f"`{key}`" not in text]

@@ -281,7 +281,7 @@ class _Runner:
             if self.current.get(p) != data
         ]
         if changes:
-            commit(Plan(self.root, tuple(changes), "bisect trial", self.also))
+            commit(Plan(self.root, tuple(changes), "bisect trial", self.also), keep_backup=False)
             self.current.update({c.path: c.new for c in changes})
 
     def _run(self) -> tuple[Outcome, tuple[int, ...], float, str]:

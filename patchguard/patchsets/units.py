@@ -56,7 +56,9 @@ class Unit:
     def label(self) -> str:
         if self.kind is UnitKind.HUNK:
             assert self.lines is not None
-            return f"{self.name} hunk {self.hunk} (lines {self.lines[0]}-{self.lines[1]})"
+            first, last = self.lines
+            where = f"line {first}" if first == last else f"lines {first}-{last}"
+            return f"{self.name} hunk {self.hunk} ({where})"
         return f"set {self.name}" if self.kind is UnitKind.SET else self.name
 
 
