@@ -428,3 +428,19 @@ def test_a_session_file_that_cannot_be_trusted_changes_nothing(
     (line,) = [x for x in err.splitlines() if x.startswith("patchguard: error")]
     assert "session" in line and "not put back" in line
     assert tree(env.site) == before and victim.read_text() == "keep me\n"
+
+
+def test_keep_going_finds_every_independent_culprit(calc: tuple[Env, Path], tmp_path: Path) -> None:
+    env, wheels = calc
+    _touch_all(env)
+    _edit(env, 6, "VALUE = 6\n", "VALUE = 60\n")
+    _edit(env, 14, "VALUE = 14\n", "VALUE = 140\n")
+    before = tree(env.site)
+    test = _check(env, SUM + "sys.exit(0 if total == 136 else 1)\n", tmp_path)
+    code, doc, err = _bisect(env, wheels, test, "--by", "file")
+    assert code == 0, err
+    assert len(doc["culprits"]) == 1  # each breaks it alone: the first found is the answer
+    code, doc, err = _bisect(env, wheels, test, "--by", "file", "--keep-going")
+    assert code == 0, err
+    assert {c["path"] for c in doc["culprits"]} == {"calc/m06.py", "calc/m14.py"}
+    assert tree(env.site) == before

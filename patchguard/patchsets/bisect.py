@@ -429,7 +429,7 @@ def _search_all(
         culprit_files = [c for c in changes if any(u.name == c.shown for u in found)]
         hunks = by_hunks(culprit_files)
         if len(hunks.units) > len(found):
-            return _hunk_phase(runner, units, hunks, found)
+            return _hunk_phase(runner, units, hunks, keep_going)
     return units, found, unsplit
 
 
@@ -455,7 +455,7 @@ def _culprits(
 
 
 def _hunk_phase(
-    runner: _Runner, files: Units, hunks: Units, culprit_files: Sequence[Unit]
+    runner: _Runner, files: Units, hunks: Units, keep_going: bool
 ) -> tuple[Units, tuple[Unit, ...], tuple[tuple[int, ...], ...]]:
     """The hunks of the culprit files that break the test, every other file pristine."""
     pristine = files.state(frozenset())
@@ -463,7 +463,7 @@ def _hunk_phase(
     for path, data in pristine.items():
         merged.files.setdefault(path, _constant(data))
     every = frozenset(u.number for u in hunks.units)
-    found, unsplit = _culprits(runner, merged, every, "hunks", keep_going=False)
+    found, unsplit = _culprits(runner, merged, every, "hunks", keep_going)
     return merged, found, unsplit
 
 
