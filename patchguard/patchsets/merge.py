@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import PatchguardError
 
-__all__ = ["MergeFailed", "Merged", "has_markers", "line_counts", "merge", "similarity"]
+__all__ = ["MergeFailed", "Merged", "has_markers", "line_counts", "merge", "merge_file", "similarity"]
 
 _CLEAN_GIT = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -53,6 +53,8 @@ class Merged:
     data: bytes
     conflicts: int
     adjacent: int = 0
+    by: str = "lines"  # what carried it: "lines" (git's merge), "statements" (:mod:`.pymerge`)
+    doubt: str = ""  # why a clean merge was not accepted (then its carried lines are conflicts to review)
 
 
 def marker_size(*inputs: bytes) -> int:
@@ -99,6 +101,55 @@ def merge(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str])
         b">" * size + b" " + labels[2].encode(),
     )
     return _resolve_touching(out, heads, ours, theirs)
+
+
+def merge_file(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
+    """The merge ``rebase`` makes of one file. Every file: git's line merge. A ``.py`` file whose three
+    versions parse: where git conflicts, the merge by statement (:mod:`.pymerge`) is tried; a clean result
+    of either is accepted only when it is certain (:func:`.pymerge.doubt`), otherwise the lines it carried
+    become conflicts to review — never a silent wrong merge."""
+    from .pymerge import carry, doubt, parses
+
+    got = merge(ours, base, theirs, labels)
+    if not path.endswith(".py") or not all(parses(x) for x in (ours, base, theirs)):
+        return got
+    if got.conflicts == 0:
+        why = doubt(base, theirs, ours, got.data) if got.data != ours else None
+        if why is None:
+            return got
+    else:
+        why = ""
+    structured = carry(base, theirs, ours)
+    if structured is not None and doubt(base, theirs, ours, structured) is None:
+        return Merged(structured, 0, by="statements")
+    if got.conflicts:
+        return got
+    return _to_review(got.data, ours, labels, why)
+
+
+def _to_review(merged: bytes, ours: bytes, labels: tuple[str, str, str], why: str) -> Merged:
+    """A clean merge that is not certain, as conflicts: each region it changed in the target between
+    markers (the target's lines, then the merge's), for a person to confirm or move."""
+    size = marker_size(merged, ours)
+    a, b = ours.splitlines(keepends=True), merged.splitlines(keepends=True)
+    out: list[bytes] = []
+    regions = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += a[i1:i2]
+            continue
+        regions += 1
+        out.append(b"<" * size + b" " + labels[0].encode() + b"\n")
+        out += [_ended(x) for x in a[i1:i2]]
+        out.append(b"|" * size + b" " + labels[1].encode() + b"\n")
+        out.append(b"=" * size + b"\n")
+        out += [_ended(x) for x in b[j1:j2]]
+        out.append(b">" * size + b" " + labels[2].encode() + b"\n")
+    return Merged(b"".join(out), max(regions, 1), doubt=why)
+
+
+def _ended(line: bytes) -> bytes:
+    return line if line.endswith(b"\n") else line + b"\n"
 
 
 def has_markers(data: bytes, labels: tuple[str, str, str]) -> bool:

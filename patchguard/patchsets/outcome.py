@@ -42,6 +42,8 @@ class RebasedFile:
     similarity: float | None = None  # for a moved (or lost) file: the best match found
     review: str | None = None  # the file to resolve (conflict) or delete (lost)
     adjacent: int = 0  # regions where both sides' changes touch, merged line by line (see .merge)
+    merged_by: str = ""  # "statements" when the merge by statement carried it (see .pymerge)
+    doubt: str = ""  # why a clean line merge was not accepted: its carried lines are left to review
 
 
 @dataclass

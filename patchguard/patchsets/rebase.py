@@ -40,7 +40,7 @@ from ..state import read_state
 from ..txn import write_point
 from .inputs import RebaseInputs, checked_version, open_inputs
 from .installed import SetEnvironment, owned_paths
-from .merge import merge
+from .merge import merge, merge_file
 from .model import FilePatch, PatchSet, PatchSetError, SetTarget, find_set, patches_dir
 from .moves import MOVED_THRESHOLD, find_moves
 from .outcome import FileOutcome, Rebased, RebasedFile
@@ -349,15 +349,26 @@ def _rebase_file(inputs: RebaseInputs, path: str) -> Rebased:
         regions = max(got.conflicts, 1)
         conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, hunks, regions, score)
         return Rebased(conflict, got.data, ours, mode)
-    got = merge(ours, base or b"", theirs, inputs.labels)
+    got = merge_file(new_path, ours, base or b"", theirs, inputs.labels)
+    by = got.by if got.by != "lines" else ""
     if got.conflicts == 0:
         if got.data == ours:  # the release has the set's change, among others
             return Rebased(upstream, ours, ours)
-        carried = RebasedFile(path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent)
+        carried = RebasedFile(
+            path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent, merged_by=by
+        )
         return Rebased(carried, got.data, ours, mode)
-    bad = _conflicting_hunks(inputs, mine, base or b"", ours)
+    bad = _conflicting_hunks(inputs, mine, base or b"", ours, new_path)
     conflict = RebasedFile(
-        path, FileOutcome.CONFLICT, new_path, hunks, bad, got.conflicts, score, adjacent=got.adjacent
+        path,
+        FileOutcome.CONFLICT,
+        new_path,
+        hunks,
+        bad,
+        got.conflicts,
+        score,
+        adjacent=got.adjacent,
+        doubt=got.doubt,
     )
     return Rebased(conflict, got.data, ours, mode)
 
@@ -392,7 +403,9 @@ def _locate(
     return new_path, inputs.target.get(new_path), score
 
 
-def _conflicting_hunks(inputs: RebaseInputs, mine: Sequence[FilePatch], base: bytes, ours: bytes) -> int:
+def _conflicting_hunks(
+    inputs: RebaseInputs, mine: Sequence[FilePatch], base: bytes, ours: bytes, new_path: str
+) -> int:
     """How many of a conflicting file's hunks conflict on their own (each merged alone)."""
     from unidiff.patch import PatchedFile
 
@@ -406,6 +419,6 @@ def _conflicting_hunks(inputs: RebaseInputs, mine: Sequence[FilePatch], base: by
             except PlanFailed:
                 bad += 1
                 continue
-            if merge(ours, base, alone[0].after or b"", inputs.labels).conflicts:
+            if merge_file(new_path, ours, base, alone[0].after or b"", inputs.labels).conflicts:
                 bad += 1
     return max(bad, 1)
