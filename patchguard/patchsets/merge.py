@@ -24,11 +24,23 @@ import difflib
 import os
 import re
 import tempfile
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import PatchguardError
 
-__all__ = ["MergeFailed", "Merged", "has_markers", "line_counts", "merge", "merge_file", "similarity"]
+__all__ = [
+    "MergeFailed",
+    "MergeJob",
+    "Merged",
+    "has_markers",
+    "line_counts",
+    "merge",
+    "merge_all",
+    "merge_file",
+    "similarity",
+]
 
 _CLEAN_GIT = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -108,23 +120,103 @@ def merge_file(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple
     versions parse: where git conflicts, the merge by statement (:mod:`.pymerge`) is tried; a clean result
     of either is accepted only when it is certain (:func:`.pymerge.doubt`), otherwise the lines it carried
     become conflicts to review — never a silent wrong merge."""
-    from .pymerge import carry, doubt, parses
+    got = _merge_python(path, ours, base, theirs, labels)
+    if got.conflicts == 0 or not path.endswith(".py"):
+        return got
+    from .pymerge import doubt_outside
+
+    why = doubt_outside(base, theirs, ours, _target_side(got.data, marker_size(ours, base, theirs)))
+    return got if why is None else _whole_conflict(ours, base, theirs, labels, why)
+
+
+def _target_side(data: bytes, size: int) -> bytes:
+    """A merge with conflicts, each taken as the target has it (what is carried outside them stays)."""
+    out: list[bytes] = []
+    side = ""
+    marks = {b"<" * size: "ours", b"|" * size: "base", b"=" * size: "theirs", b">" * size: ""}
+    for line in data.splitlines(keepends=True):
+        head = line[:size]
+        rest = line[size : size + 1]
+        if head in marks and rest in (b"", b" ", b"\n", b"\r"):
+            side = marks[head]
+        elif side in ("", "ours"):
+            out.append(line)
+    return b"".join(out)
+
+
+def _whole_conflict(
+    ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], why: str
+) -> Merged:
+    """One conflict over the whole file — the target's, the base's and the set's — when what a merge
+    carried outside its conflicts is not certain: a person sees all of it."""
+    size = marker_size(ours, base, theirs)
+
+    def ended(data: bytes) -> bytes:
+        return data if not data or data.endswith(b"\n") else data + b"\n"
+
+    text = (
+        b"<" * size + b" " + labels[0].encode() + b"\n" + ended(ours)
+        + b"|" * size + b" " + labels[1].encode() + b"\n" + ended(base)
+        + b"=" * size + b"\n" + ended(theirs)
+        + b">" * size + b" " + labels[2].encode() + b"\n"
+    )  # fmt: skip
+    return Merged(text, 1, doubt=why)
+
+
+def _merge_python(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
+    from .pymerge import by_context, doubt, parses, split
 
     got = merge(ours, base, theirs, labels)
-    if not path.endswith(".py") or not all(parses(x) for x in (ours, base, theirs)):
+    if not path.endswith(".py"):
         return got
+    if got.conflicts == 0 and (
+        got.data == ours or (by_context(base, theirs, ours) == got.data and parses(got.data))
+    ):
+        return got  # every hunk where its whole context is, once: certain without reading statements
+    if not all(parses(x) for x in (ours, base, theirs)):
+        return got
+    why: str | None = ""
     if got.conflicts == 0:
-        why = doubt(base, theirs, ours, got.data) if got.data != ours else None
+        why = doubt(base, theirs, ours, got.data)
         if why is None:
             return got
-    else:
-        why = ""
-    structured = carry(base, theirs, ours)
-    if structured is not None and doubt(base, theirs, ours, structured) is None:
-        return Merged(structured, 0, by="statements")
-    if got.conflicts:
+    parts = split(base, theirs, ours)
+    if parts is None or parts.ours == ours or doubt(base, parts.placed, ours, parts.ours) is not None:
+        return got if got.conflicts else _to_review(got.data, ours, labels, why or "")
+    # what the statements carried is certain; the rest of the set's edits go through the line merge
+    rest = merge(parts.ours, base, parts.rest, labels) if parts.rest != base else Merged(parts.ours, 0)
+    if rest.conflicts == 0:
+        if doubt(base, theirs, ours, rest.data) is None:
+            return Merged(rest.data, 0, rest.adjacent, by="statements")
+        return got if got.conflicts else _to_review(got.data, ours, labels, why or "")
+    if got.conflicts and got.conflicts <= rest.conflicts:
         return got
-    return _to_review(got.data, ours, labels, why)
+    return Merged(rest.data, rest.conflicts, rest.adjacent, by="statements")
+
+
+MergeJob = tuple[str, bytes, bytes, bytes, tuple[str, str, str]]  # merge_file's arguments
+_PARALLEL_FROM = 8  # files: below this, forking helpers costs more than it saves
+
+
+def merge_all(jobs: Sequence[MergeJob]) -> list[Merged]:
+    """:func:`merge_file` of every job, in order — in helper processes on a machine with cores to spare
+    (reading each version's statements is most of a rebase's time). Errors are raised as they would be."""
+    workers = min(os.cpu_count() or 1, 4)
+    if len(jobs) < _PARALLEL_FROM or workers < 2 or threading.active_count() > 1:
+        return [merge_file(*job) for job in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            return list(pool.map(_merge_job, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
+    except (OSError, ValueError):  # no fork here, or no room for a process: one at a time
+        return [merge_file(*job) for job in jobs]
+
+
+def _merge_job(job: MergeJob) -> Merged:
+    return merge_file(*job)
 
 
 def _to_review(merged: bytes, ours: bytes, labels: tuple[str, str, str], why: str) -> Merged:

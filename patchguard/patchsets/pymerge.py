@@ -28,16 +28,19 @@ from __future__ import annotations
 import ast
 import collections
 import difflib
+import functools
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["carry", "doubt", "parses"]
+__all__ = ["Split", "by_context", "carry", "doubt", "doubt_outside", "parses", "split"]
 
 Key = tuple[str, ...]
 # Containers whose statements may be reordered by upstream without changing the program's meaning much:
 # a module's (imports, definitions) and a class's (its members).
 _ORDER_FREE = ("module", "class")
+_STRING = "<string>"  # the header of a statement that is a string alone (a docstring, or one demoted)
 _COMMENT = re.compile(r"\s+#[^'\"]*$")  # a trailing comment (not inside a string)
 
 
@@ -55,15 +58,15 @@ class _Body:
     start: int  # where its first statement may go: after the header (and the docstring)
     indent: str
     stmts: list[_Stmt]
+    doc: tuple[int, int] | None = None  # its docstring's lines [start, end)
 
 
 class _Shape:
     """The containers of one version of a file, by key, and its lines."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, tree: ast.Module) -> None:
         self.lines = text.splitlines(keepends=True)
         self.bodies: dict[Key, _Body] = {}
-        tree = ast.parse(text)
         self._body((), "module", tree.body, 0)
 
     def _head(self, node: ast.stmt) -> str:
@@ -74,15 +77,17 @@ class _Shape:
         if isinstance(node, ast.ClassDef):
             return f"class {node.name}"
         if isinstance(node, ast.Assign):
-            return "= " + ", ".join(ast.unparse(t) for t in node.targets)
+            return "= " + ", ".join(_target(t, self.lines) for t in node.targets)
         if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-            return "= " + ast.unparse(node.target)
+            return "= " + _target(node.target, self.lines)
         if isinstance(node, ast.Import):
             return "import " + ", ".join(a.name for a in node.names)
         if isinstance(node, ast.ImportFrom):
             return f"from {'.' * node.level}{node.module or ''} import " + ", ".join(
                 a.name for a in node.names
             )
+        if _is_docstring(node):
+            return _STRING  # a string statement, whatever its words (a docstring demoted is one too)
         first = _COMMENT.sub("", self.lines[node.lineno - 1])
         return f"{type(node).__name__} " + " ".join(first.split())
 
@@ -91,8 +96,10 @@ class _Shape:
         seen: collections.Counter[str] = collections.Counter()
         start = header_end
         body = list(nodes)
+        doc = None
         if body and kind in ("module", "class", "def") and _is_docstring(body[0]):
             start = body[0].end_lineno or body[0].lineno
+            doc = (body[0].lineno - 1, start)
             body = body[1:]
         for node in body:
             head = self._head(node)
@@ -101,7 +108,7 @@ class _Shape:
             seen[head] += 1
             self._children((*key, f"{head}#{seen[head] - 1}"), node)
         indent = _indent(self.lines[stmts[0].start]) if stmts else ""
-        self.bodies[key] = _Body(kind, start, indent, stmts)
+        self.bodies[key] = _Body(kind, start, indent, stmts, doc)
 
     def _children(self, key: Key, node: ast.stmt) -> None:
         kind = "def" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else "block"
@@ -120,6 +127,15 @@ class _Shape:
         if body is None:
             return None
         return next((i for i, s in enumerate(body.stmts) if s.head == head and s.nth == nth), None)
+
+
+def _target(node: ast.expr, lines: list[str]) -> str:
+    """An assignment target as written (a name, ``a.b``, ``a[i]``; a tuple of them), from the source."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if node.lineno == node.end_lineno and node.end_col_offset is not None:
+        return lines[node.lineno - 1].encode()[node.col_offset : node.end_col_offset].decode(errors="replace")
+    return ast.dump(node)[:200]
 
 
 def _is_docstring(node: ast.stmt) -> bool:
@@ -143,11 +159,25 @@ def _indent(line: str) -> str:
 
 
 def parses(text: bytes) -> bool:
+    return _tree(text) is not None
+
+
+@functools.lru_cache(maxsize=16)
+def _tree(data: bytes) -> tuple[str, ast.Module] | None:
+    """One version of a file parsed (each version once however often it is asked for); ``None`` when it is
+    not UTF-8 Python that parses."""
     try:
-        ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+        text = data.decode("utf-8")
+        return text, ast.parse(text)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def shape_of(data: bytes) -> _Shape | None:
+    """The shape of one version of a file; ``None`` when it does not parse."""
+    parsed = _tree(data)
+    return _Shape(*parsed) if parsed is not None else None
 
 
 # -- carrying the set's edits ------------------------------------------------------------------------------
@@ -166,20 +196,72 @@ class _Placed:
 def carry(base: bytes, theirs: bytes, ours: bytes) -> bytes | None:
     """The target with the set's edits carried by statement, or ``None`` when one cannot be placed for
     certain (any version that does not parse, as UTF-8 Python, included)."""
-    try:
-        b, t, o = (_Shape(x.decode("utf-8")) for x in (base, theirs, ours))
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+    got = split(base, theirs, ours)
+    return got.ours if got is not None and got.rest == base else None
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """The set's edits parted: ``ours`` is the target with those carried by statement, ``placed`` the base
+    with only those, ``rest`` the base with only the others (for the line merge to try, or to conflict)."""
+
+    ours: bytes
+    placed: bytes
+    rest: bytes
+
+
+def split(base: bytes, theirs: bytes, ours: bytes) -> Split | None:
+    """Carry every edit of the set (base → theirs) that can be placed by statement; ``None`` when a version
+    does not parse (as UTF-8 Python)."""
+    b, t, o = shape_of(base), shape_of(theirs), shape_of(ours)
+    if b is None or t is None or o is None:
         return None
     placed: list[_Placed] = []
-    matcher = difflib.SequenceMatcher(None, b.lines, t.lines, autojunk=False)
-    for n, (tag, i1, i2, j1, j2) in enumerate(matcher.get_opcodes()):
+    edits = [op for op in difflib.SequenceMatcher(None, b.lines, t.lines, autojunk=False).get_opcodes()]
+    carried: set[int] = set()
+    for n, (tag, i1, i2, j1, j2) in enumerate(edits):
         if tag == "equal":
             continue
+        if i1 == i2 and not _whole(t, j1, j2):
+            continue  # lines of the next statement (a decorator, say): a change of it, left to the line merge
         got = _insert(b, o, i1, t.lines[j1:j2], n) if i1 == i2 else _replace(b, o, i1, i2, t.lines[j1:j2], n)
-        if got is None:
-            return None
-        placed.append(got)
-    return _apply(o.lines, placed)
+        if got is not None:
+            placed.append(got)
+            carried.add(n)
+    merged = _apply(o.lines, placed)
+    if merged is None:
+        return Split(ours, base, theirs)
+    return Split(
+        merged, _some(b.lines, t.lines, edits, carried), _some(b.lines, t.lines, edits, None, carried)
+    )
+
+
+def _whole(shape: _Shape, start: int, end: int) -> bool:
+    """Whether lines [start, end) hold whole statements only (and blank lines or comments): no part of a
+    statement that reaches out of them."""
+    return all(
+        s.end <= start
+        or s.start >= end
+        or (start <= s.start and s.end <= end)
+        or (s.start < start and end <= s.end)
+        for body in shape.bodies.values()
+        for s in body.stmts
+    )
+
+
+def _some(
+    a: list[str],
+    b: list[str],
+    edits: Sequence[tuple[str, int, int, int, int]],
+    only: set[int] | None,
+    but: set[int] | None = None,
+) -> bytes:
+    """``a`` with the edits numbered in ``only`` (or all but those in ``but``) made."""
+    out: list[str] = []
+    for n, (tag, i1, i2, j1, j2) in enumerate(edits):
+        take = tag != "equal" and (n in only if only is not None else n not in (but or set()))
+        out += b[j1:j2] if take else a[i1:i2]
+    return "".join(out).encode("utf-8")
 
 
 def _apply(lines: list[str], placed: list[_Placed]) -> bytes | None:
@@ -235,25 +317,17 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
 def _spot(
     body: _Body, target: _Body, prev: _Stmt | None, nxt: _Stmt | None, p: int | None, q: int | None, at: int
 ) -> int | None:
-    """Where in the target an insertion between ``prev`` and ``nxt`` goes: right after ``prev``'s match
-    (when it was right after ``prev``), else right before ``nxt``'s; the two must be neighbours, unless the
-    body is order-free."""
-    if (prev is not None and p is None) or (nxt is not None and q is None):
+    """Where in the target an insertion goes: its anchors are its container and the statement before it
+    (or the start of the body). Right after that statement's match — or right before the next statement's
+    match, when the insertion was there (after blank lines or comments) and the two are still neighbours."""
+    if prev is None:
+        return target.start
+    if p is None:
         return None
-    neighbours = (
-        (p is None and q == 0)
-        or (q is None and p == len(target.stmts) - 1)
-        or (p is not None and q is not None and q == p + 1)
-    )
-    if prev is None and nxt is None:
-        return None
-    if not neighbours and not (body.kind in _ORDER_FREE and p is not None):
-        return None
-    if p is not None and ((prev is not None and at == prev.end) or q is None or not neighbours):
-        return target.stmts[p].end
-    if q is not None:
+    neighbours = q is not None and q == p + 1
+    if at != prev.end and neighbours and q is not None:
         return target.stmts[q].start
-    return target.start
+    return target.stmts[p].end
 
 
 def _replace(b: _Shape, o: _Shape, i1: int, i2: int, new: list[str], order: int) -> _Placed | None:
@@ -301,6 +375,60 @@ def _reindent(lines: list[str], old: str, new: str) -> list[str] | None:
 # -- is a merge certain? -----------------------------------------------------------------------------------
 
 
+def by_context(base: bytes, theirs: bytes, ours: bytes) -> bytes | None:
+    """The set's hunks (3 lines of context) applied to ``ours`` where each one's old lines, context
+    included, occur exactly once — what a patch applies with no offset doubt; ``None`` when one does not.
+    A line merge that gives the same bytes placed every edit where its context says, for certain."""
+    a, b = base.splitlines(keepends=True), theirs.splitlines(keepends=True)
+    text = ours.decode("utf-8", errors="surrogateescape")
+    base_lines = base.decode("utf-8", errors="surrogateescape").splitlines(keepends=True)
+    ours_lines = text.splitlines(keepends=True)
+    out = ours
+    edits: list[tuple[int, int, bytes]] = []
+    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(3):
+        old = b"".join(a[group[0][1] : group[-1][2]])
+        new = b"".join(b[group[0][3] : group[-1][4]])
+        needle = old.decode("utf-8", errors="surrogateescape")
+        at = text.find(needle)
+        if not needle or at < 0 or text.find(needle, at + 1) >= 0:
+            return None
+        if at and text[at - 1] != "\n":
+            return None  # not at a line start
+        start = len(text[:at].encode("utf-8", errors="surrogateescape"))
+        edits.append((start, start + len(old), new))
+        offset = next(op[1] for op in group if op[0] != "equal") - group[0][1]
+        where = _enclosing(base_lines, group[0][1] + offset)
+        if where != _enclosing(ours_lines, text.count("\n", 0, at) + offset):
+            return None  # the same lines under another definition (renamed, moved): the statements decide
+    for start, end, new in sorted(edits, reverse=True):
+        out = out[:start] + new + out[end:]
+    return out
+
+
+_HEADER = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
+
+
+def _enclosing(lines: Sequence[str], at: int) -> tuple[str, ...]:
+    """The names of the ``def``/``class`` headers above line ``at``, each less indented than the last —
+    read from the text, as a quick look (the statements decide where it matters)."""
+    names: list[str] = []
+    limit: int | None = None
+    for line in reversed(lines[: max(at, 0)]):
+        stripped = line.lstrip(" \t")
+        if not stripped.strip() or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        if limit is not None and indent >= limit:
+            continue
+        found = _HEADER.match(line)
+        if found:
+            names.append(found.group(1))
+            limit = indent
+            if indent == 0:
+                break
+    return tuple(reversed(names))
+
+
 def doubt(base: bytes, theirs: bytes, ours: bytes, merged: bytes) -> str | None:
     """Why a merge of the set's edits (base → theirs) onto ``ours`` is not certain, or ``None`` when it is:
     the merged file parses, holds exactly the target's lines plus the set's added minus its removed, and
@@ -317,9 +445,9 @@ def doubt(base: bytes, theirs: bytes, ours: bytes, merged: bytes) -> str | None:
     expected.subtract(count[0])
     if any(v < 0 for v in expected.values()) or +expected != count[3]:
         return "a line the set adds or removes is not there exactly once more or less"
-    try:
-        shapes = [_Shape(t) for t in texts]
-    except (SyntaxError, ValueError, RecursionError):
+    found = [shape_of(x) for x in (base, theirs, ours, merged)]
+    shapes = [x for x in found if x is not None]
+    if len(shapes) != 4:
         return None  # a version that does not parse: the line checks above are all there is
     heads = [collections.Counter(h for _k, h, _p in _anchors(s).elements()) for s in shapes]
     new = set(heads[1] - heads[0])  # the statements the set adds (by header)
@@ -331,7 +459,30 @@ def doubt(base: bytes, theirs: bytes, ours: bytes, merged: bytes) -> str | None:
     )
     if added != placed:
         return "a statement the set adds is not in the same place (its definition, the statement before it)"
+    lines = set(count[1] - count[0])  # the lines the set adds
+    if _owned(shapes[0], shapes[1], lines) != _owned(shapes[2], shapes[3], lines):
+        return "a line the set adds is not in the same statement"
     return None
+
+
+def doubt_outside(base: bytes, theirs: bytes, ours: bytes, view: bytes) -> str | None:
+    """For a merge left with conflicts, taken as the target has each (``view``): why a line of the set it
+    carried outside them is not certain — held by another statement than in the set — or ``None``."""
+    shapes = [shape_of(x) for x in (base, theirs, ours, view)]
+    if any(s is None for s in shapes):
+        return None  # nothing to read statements from: the conflicts are for a person anyway
+    b, t, o, v = (s for s in shapes if s is not None)
+    count = [collections.Counter(line.strip() for line in s.lines if line.strip()) for s in (b, t)]
+    lines = set(count[1] - count[0])
+    if _owned(o, v, lines) - _owned(b, t, lines):
+        return "a line the set adds, carried outside the conflicts, is not in the same statement"
+    return None
+
+
+def _owned(before: _Shape, after: _Shape, lines: set[str]) -> collections.Counter[tuple[Key, str, str]]:
+    """Of these lines, the ones ``after`` holds more of than ``before``, by the statement holding them."""
+    more = _owners(after) - _owners(before)
+    return collections.Counter({k: v for k, v in more.items() if k[2] in lines})
 
 
 def _added(before: _Shape, after: _Shape, heads: set[str]) -> collections.Counter[tuple[Key, str, str]]:
@@ -340,12 +491,35 @@ def _added(before: _Shape, after: _Shape, heads: set[str]) -> collections.Counte
     return collections.Counter({k: v for k, v in more.items() if k[1] in heads})
 
 
+def _owners(shape: _Shape) -> collections.Counter[tuple[Key, str, str]]:
+    """Every line of code as (the definitions around it, the header of the innermost statement holding it
+    — a decorator belongs to its definition —, the line stripped)."""
+    owner: dict[int, tuple[int, Key, str]] = {}
+    for key, body in shape.bodies.items():
+        defs = tuple(k for k in key if k.startswith(("def ", "class ")))
+        spans = [(s.start, s.end, s.head) for s in body.stmts]
+        if body.doc is not None:
+            spans.append((*body.doc, _STRING))
+        for start, end, head in spans:
+            for line in range(start, end):
+                if line not in owner or owner[line][0] <= len(key):
+                    owner[line] = (len(key), defs, head)
+    out: collections.Counter[tuple[Key, str, str]] = collections.Counter()
+    for line, (_depth, defs, head) in owner.items():
+        text = shape.lines[line].strip() if line < len(shape.lines) else ""
+        if text:
+            out[(defs, head, text)] += 1
+    return out
+
+
 def _anchors(shape: _Shape) -> collections.Counter[tuple[Key, str, str]]:
     """Every statement as (its container's definitions, its header, the header of the statement before
     it or ``<start>``)."""
     out: collections.Counter[tuple[Key, str, str]] = collections.Counter()
     for key, body in shape.bodies.items():
         defs = tuple(k for k in key if k.startswith(("def ", "class ")))
+        if body.doc is not None:  # part of the header: the first statement still comes at the start
+            out[(defs, _STRING, "<docstring>")] += 1
         for i, s in enumerate(body.stmts):
             out[(defs, s.head, body.stmts[i - 1].head if i else "<start>")] += 1
     return out

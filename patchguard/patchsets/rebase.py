@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..diffs import is_binary
@@ -40,8 +40,8 @@ from ..state import read_state
 from ..txn import write_point
 from .inputs import RebaseInputs, checked_version, open_inputs
 from .installed import SetEnvironment, owned_paths
-from .merge import merge, merge_file
-from .model import FilePatch, PatchSet, PatchSetError, SetTarget, find_set, patches_dir
+from .merge import Merged, MergeJob, merge, merge_all, merge_file
+from .model import PatchSet, PatchSetError, SetTarget, find_set, patches_dir
 from .moves import MOVED_THRESHOLD, find_moves
 from .outcome import FileOutcome, Rebased, RebasedFile
 from .planner import PlanFailed, plan_patches
@@ -239,7 +239,9 @@ def _carry(
     if ps is not whole:
         inputs.whole = whole
     inputs.moves = find_moves(ps.paths, inputs.base, inputs.target)
-    rebased = take_resolutions(inputs, review, [_rebase_file(inputs, path) for path in ps.paths])
+    merged = _merged_ahead(inputs, ps.paths)
+    files = _with_conflicting_hunks(inputs, [_rebase_file(inputs, path, merged) for path in ps.paths])
+    rebased = take_resolutions(inputs, review, files)
     result = RebaseResult(
         ps.name,
         dist_name,
@@ -328,7 +330,22 @@ def _finish(
 # -- one file ---------------------------------------------------------------------------------------------
 
 
-def _rebase_file(inputs: RebaseInputs, path: str) -> Rebased:
+def _merged_ahead(inputs: RebaseInputs, paths: Sequence[str]) -> dict[str, Merged]:
+    """The three-way merge of every file that needs one, made up front (in parallel: :func:`merge_all`)."""
+    jobs: list[tuple[str, MergeJob]] = []
+    for path in paths:
+        base, theirs = inputs.base.get(path), inputs.theirs[path]
+        found = _locate(inputs, path, base, theirs, 0)
+        if isinstance(found, Rebased):
+            continue
+        new_path, ours, _score = found
+        if ours is None or theirs is None or ours in (theirs, base) or is_binary(ours) or is_binary(theirs):
+            continue
+        jobs.append((path, (new_path, ours, base or b"", theirs, inputs.labels)))
+    return dict(zip((p for p, _ in jobs), merge_all([j for _, j in jobs]), strict=True))
+
+
+def _rebase_file(inputs: RebaseInputs, path: str, ahead: Mapping[str, Merged]) -> Rebased:
     mine = [fp for fp in inputs.ps.patches if fp.path == path]
     hunks = sum(max(len(fp.patched), 1) for fp in mine)
     mode = next((fp.mode for fp in mine if fp.creates or fp.deletes), None)
@@ -349,7 +366,7 @@ def _rebase_file(inputs: RebaseInputs, path: str) -> Rebased:
         regions = max(got.conflicts, 1)
         conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, hunks, regions, score)
         return Rebased(conflict, got.data, ours, mode)
-    got = merge_file(new_path, ours, base or b"", theirs, inputs.labels)
+    got = ahead.get(path) or merge_file(new_path, ours, base or b"", theirs, inputs.labels)
     by = got.by if got.by != "lines" else ""
     if got.conflicts == 0:
         if got.data == ours:  # the release has the set's change, among others
@@ -358,13 +375,12 @@ def _rebase_file(inputs: RebaseInputs, path: str) -> Rebased:
             path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent, merged_by=by
         )
         return Rebased(carried, got.data, ours, mode)
-    bad = _conflicting_hunks(inputs, mine, base or b"", ours, new_path)
     conflict = RebasedFile(
         path,
         FileOutcome.CONFLICT,
         new_path,
         hunks,
-        bad,
+        0,  # counted for every conflicting file at once: _with_conflicting_hunks
         got.conflicts,
         score,
         adjacent=got.adjacent,
@@ -403,22 +419,46 @@ def _locate(
     return new_path, inputs.target.get(new_path), score
 
 
-def _conflicting_hunks(
-    inputs: RebaseInputs, mine: Sequence[FilePatch], base: bytes, ours: bytes, new_path: str
-) -> int:
-    """How many of a conflicting file's hunks conflict on their own (each merged alone)."""
+def _with_conflicting_hunks(inputs: RebaseInputs, rebased: list[Rebased]) -> list[Rebased]:
+    """Each conflicting file with how many of its hunks conflict on their own: every hunk of every such
+    file merged alone, all at once (in parallel: :func:`merge_all`)."""
+    jobs: list[MergeJob] = []
+    owners: list[int] = []
+    failed = [0] * len(rebased)
+    for n, r in enumerate(rebased):
+        placeholder = r.file.outcome is FileOutcome.CONFLICT and r.file.conflicting == 0
+        if not placeholder or r.ours is None or r.file.new_path is None:
+            continue
+        for job in _hunk_jobs(inputs, r.file.path, r.file.new_path, r.ours):
+            if job is None:
+                failed[n] += 1
+            else:
+                jobs.append(job)
+                owners.append(n)
+    for n, got in zip(owners, merge_all(jobs), strict=True):
+        failed[n] += 1 if got.conflicts else 0
+    return [
+        dataclasses.replace(r, file=dataclasses.replace(r.file, conflicting=max(failed[n], 1)))
+        if r.file.outcome is FileOutcome.CONFLICT and r.file.conflicting == 0
+        else r
+        for n, r in enumerate(rebased)
+    ]
+
+
+def _hunk_jobs(inputs: RebaseInputs, path: str, new_path: str, ours: bytes) -> list[MergeJob | None]:
+    """The merge of each hunk of the set's file alone (``None``: the hunk does not apply to the base)."""
     from unidiff.patch import PatchedFile
 
-    bad = 0
-    for fp in mine:
+    base = inputs.base.get(path) or b""
+    out: list[MergeJob | None] = []
+    for fp in (fp for fp in inputs.ps.patches if fp.path == path):
         for hunk in fp.patched:
             pf = PatchedFile(fp.patched.patch_info, fp.patched.source_file, fp.patched.target_file)
             pf.append(hunk)
             try:
                 alone = plan_patches(inputs.ps.name, [dataclasses.replace(fp, patched=pf)], lambda _p: base)
             except PlanFailed:
-                bad += 1
+                out.append(None)
                 continue
-            if merge_file(new_path, ours, base, alone[0].after or b"", inputs.labels).conflicts:
-                bad += 1
-    return max(bad, 1)
+            out.append((new_path, ours, base, alone[0].after or b"", inputs.labels))
+    return out
