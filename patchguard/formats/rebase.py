@@ -48,6 +48,10 @@ def _file_lines(r: RebaseView, f: RebasedFileView) -> list[str]:
     }.get(f.outcome.value, f" ({f.hunks} hunk{plural})")
     if f.adjacent:
         extra += f" ({f.adjacent} next to an upstream change, merged line by line: review it)"
+    if f.merged_by:
+        extra += f" (merged by {f.merged_by})"
+    if f.doubt:
+        extra += f" (a clean merge that is not certain: {f.doubt})"
     lines = [f"  {f.outcome.value:<9} {for_terminal(f.path)}{where}{for_terminal(extra)}"]
     if f.review and f.outcome.open and not r.dry_run:
         what = "edit" if f.outcome.value == "conflict" else "delete to drop"
