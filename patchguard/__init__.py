@@ -20,7 +20,9 @@ from .model import Finding, GateKind, Kind, Loaded, Reach, Report, RuleId, SetSt
 if TYPE_CHECKING:
     from .audit import check, scan
     from .config import ConfigError
+    from .deploy.fleet import Aspect, Change, Chosen, Difference, FleetGroup, FleetResult, fleet
     from .deploy.gate import CheckResult
+    from .deploy.hostdocs import FleetInputError, HostDocument
     from .deploy.policy import Policy
     from .diffs import FileDiff
     from .patchsets.capture import capture_set
@@ -63,6 +65,15 @@ _LAZY = {
     "FilePlan": "patchsets.planner",
     "Policy": "deploy.policy",
     "CheckResult": "deploy.gate",
+    "fleet": "deploy.fleet",
+    "FleetResult": "deploy.fleet",
+    "FleetGroup": "deploy.fleet",
+    "Difference": "deploy.fleet",
+    "Aspect": "deploy.fleet",
+    "Change": "deploy.fleet",
+    "Chosen": "deploy.fleet",
+    "HostDocument": "deploy.hostdocs",
+    "FleetInputError": "deploy.hostdocs",
     "ConfigError": "config",
     "NoPristineSource": "pristine.sources",
     "TransactionError": "txn",
@@ -72,9 +83,13 @@ _LAZY = {
 
 __all__ = [
     "Action",
+    "Aspect",
+    "Change",
     "CheckResult",
+    "Chosen",
     "Committed",
     "ConfigError",
+    "Difference",
     "EnvironmentNotFound",
     "FileAction",
     "FileDiff",
@@ -82,7 +97,11 @@ __all__ = [
     "FilePlan",
     "FileVerdict",
     "Finding",
+    "FleetGroup",
+    "FleetInputError",
+    "FleetResult",
     "GateKind",
+    "HostDocument",
     "Kind",
     "Loaded",
     "LockTimeout",
@@ -111,6 +130,7 @@ __all__ = [
     "capture_set",
     "check",
     "diff",
+    "fleet",
     "load_sets",
     "rebase_set",
     "restore",

@@ -386,7 +386,14 @@ def test_every_format_option_offers_its_registry() -> None:
             if isinstance(param, click.Option) and "--format" in param.opts:
                 assert isinstance(param.type, click.Choice)
                 offered[name] = (tuple(param.type.choices), param.default)
-    kinds = {"scan": "report", "check": "check", "diff": "diff", "running": "running", "rebase": "rebase"}
+    kinds = {
+        "scan": "report",
+        "check": "check",
+        "diff": "diff",
+        "running": "running",
+        "rebase": "rebase",
+        "fleet": "fleet",
+    }
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}
 
 

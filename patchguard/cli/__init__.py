@@ -14,7 +14,7 @@ import sys
 import click
 
 from .._version import __version__
-from . import changing, rebasing, scanning
+from . import changing, fleet, rebasing, scanning
 
 __all__ = ["main"]
 
@@ -75,9 +75,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "check": (
         "patchguard check --policy /srv/patchguard.toml",
         "patchguard check --python /srv/venv/bin/python --lock env.lock --format json",
+        "patchguard check --python /srv/venv/bin/python --format status   # a health check's one line",
     ),
     "lock": ("patchguard lock -o env.lock", "patchguard check --lock env.lock"),
     "running": ("patchguard running --python /srv/venv/bin/python", "patchguard running --format json"),
+    "fleet": (
+        "patchguard fleet fleet/",
+        "patchguard fleet fleet/ --baseline gpu-01 --format json -o fleet.json",
+        "patchguard fleet fleet/*.json --baseline env.lock",
+    ),
 }
 
 for _command in (
@@ -93,6 +99,7 @@ for _command in (
     scanning.check,
     scanning.lock,
     scanning.running,
+    fleet.fleet,
 ):
     main.add_command(_command)
 

@@ -247,27 +247,38 @@ def check(
     frameworks: tuple[str, ...],
     output: str | None,
 ) -> None:
-    """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check."""
+    """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check.
 
+    The exit codes are what health checkers read (node-problem-detector's custom plugins, Slurm's NHC: 0 ok,
+    1 problem, other unknown); --format status writes their one line (OK:, PROBLEM:, UNKNOWN:).
+    """
     from ..audit import check as run_check
+    from ..errors import PatchguardError
+    from ._common import emit, error_text
 
-    result = run_check(
-        policy=policy,
-        lock=lock_file,
-        site_packages=site_packages or None,
-        python=python,
-        patches=patches,
-        use_cache=not no_cache,
-        architectures=architectures,
-        model_config=model_config,
-        frameworks=frameworks,
-        fetch=fetch,
-    )
+    chosen = CHECK.get(fmt)
+    try:
+        result = run_check(
+            policy=policy,
+            lock=lock_file,
+            site_packages=site_packages or None,
+            python=python,
+            patches=patches,
+            use_cache=not no_cache,
+            architectures=architectures,
+            model_config=model_config,
+            frameworks=frameworks,
+            fetch=fetch,
+        )
+    except PatchguardError as exc:
+        failed = chosen.failure(error_text(exc))
+        if failed:
+            emit(failed, output, chosen.what or "the verdict")
+        raise
     report = result.report
     say_recovered(report.recovered)
     for line in result.warnings:
         note(f"warning: {line}")
-    chosen = CHECK.get(fmt)
     applied = _applied(report, result.policy.patches) if chosen.needs_applied_sets else ()
     write(chosen, CheckDocument(result, lock_file is not None, applied), output, "the verdict")
     if not result.passed:

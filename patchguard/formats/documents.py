@@ -19,6 +19,10 @@ __all__ = [
     "Backups",
     "CheckDocument",
     "CheckView",
+    "DifferenceView",
+    "FleetGroupView",
+    "FleetHostView",
+    "FleetView",
     "PolicyView",
     "ProcessView",
     "RebaseView",
@@ -205,3 +209,60 @@ class Backups:
     site: str
     kept: Sequence[tuple[str, int]]
     keep: int
+
+
+class DifferenceView(Protocol):
+    """One difference of a fleet's group (:class:`patchguard.deploy.fleet.Difference`)."""
+
+    @property
+    def aspect(self) -> VerdictView: ...
+    @property
+    def change(self) -> VerdictView: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def reference(self) -> str | None: ...
+    @property
+    def here(self) -> str | None: ...
+    @property
+    def distribution(self) -> str | None: ...
+
+
+class FleetHostView(Protocol):
+    """One host's document (:class:`patchguard.deploy.hostdocs.HostDocument`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def time(self) -> str | None: ...
+
+
+class FleetGroupView(Protocol):
+    """Hosts with one environment (:class:`patchguard.deploy.fleet.FleetGroup`)."""
+
+    @property
+    def hosts(self) -> Sequence[FleetHostView]: ...
+    @property
+    def reference(self) -> bool: ...
+    @property
+    def differences(self) -> Sequence[DifferenceView]: ...
+
+
+class FleetView(Protocol):
+    """A fleet's environments (:class:`patchguard.deploy.fleet.FleetResult`)."""
+
+    @property
+    def groups(self) -> Sequence[FleetGroupView]: ...
+    @property
+    def chosen(self) -> VerdictView: ...
+    @property
+    def baseline(self) -> FleetHostView | None: ...
+    @property
+    def tied(self) -> int: ...
+    @property
+    def differing(self) -> Sequence[FleetHostView]: ...
+    def to_json(self) -> Mapping[str, Any]: ...
