@@ -575,7 +575,8 @@ def test_the_readme_nhc_check_drains_on_a_problem_only(env: Env, tmp_path: Path)
     assert line.startswith("* || check_patchguard ")
     # NHC's die: an optional numeric code first, then the reason (the node is marked offline with it).
     nhc = (
-        'die() { local RET=1; if [[ "$1" =~ ^[0-9]+$ ]]; then RET=$1; shift; fi; echo "DIE $*"; return $RET; }\n'
+        'die() { local RET=1; if [[ "$1" =~ ^[0-9]+$ ]]; then RET=$1; shift; fi; echo "DIE $*"; '
+        "return $RET; }\n"
         'log() { echo "LOG $*"; }\n' + script
     )
 

@@ -181,7 +181,7 @@ class _Fields:
         table = self.table(value, where)
         if not all(isinstance(v, str) for v in table.values()):
             raise self.bad(where, "an object of strings")
-        return {from_json_name(k): v for k, v in table.items()}
+        return {_name(k): v for k, v in table.items()}
 
     def items(self, value: object, where: str) -> list[dict[str, Any]]:
         if isinstance(value, list) and all(isinstance(v, dict) for v in value):
@@ -228,13 +228,10 @@ def _from_lock(name: str, path: str, read: _Fields) -> HostDocument:
     builds: dict[str, str] = {}
     files: dict[str, dict[str, str]] = {}
     for key, raw in dists.items():
-        where = f"distributions.{_short(key, 40)}"
-        entry = read.table(raw, where)
-        dist = canonicalize(from_json_name(key))
-        versions[dist] = read.text(entry.get("version"), f"{where}.version")
-        builds[dist] = read.text(entry.get("digest"), f"{where}.digest")
-        changes = read.texts(entry.get("changes", {}), f"{where}.changes")
-        files[dist] = {p: _lock_state(s) for p, s in changes.items()}
+        release, digest, changes = _lock_distribution(read, key, raw)
+        dist = canonicalize(_name(key))
+        versions[dist], builds[dist] = release, digest
+        files[dist] = {_name(p): _lock_state(s) for p, s in changes.items()}
     unowned: dict[str, str] = {}
     rows = doc.get("unowned", [])
     if not isinstance(rows, list) or not all(isinstance(r, str) and "\t" in r for r in rows):
@@ -254,6 +251,30 @@ def _from_lock(name: str, path: str, read: _Fields) -> HostDocument:
     return HostDocument(
         name=name, path=path, kind="lock", host=host, time=time, version=version, fingerprint=fingerprint
     )
+
+
+def _lock_distribution(read: _Fields, key: str, raw: object) -> tuple[str, str, dict[str, str]]:
+    """(version, digest, changes) of one distribution of a lock, each of the type a lock writes."""
+    entry = raw if isinstance(raw, dict) else {}
+    version, digest, changes = entry.get("version"), entry.get("digest"), entry.get("changes", {})
+    if (
+        isinstance(version, str)
+        and isinstance(digest, str)
+        and isinstance(changes, dict)
+        and all(isinstance(v, str) for v in changes.values())
+    ):
+        return version, digest, changes
+    where = f"distributions.{_short(key, 40)}"  # the slow way, to say which field is not what it must be
+    read.table(raw, where)
+    read.text(version, f"{where}.version")
+    read.text(digest, f"{where}.digest")
+    read.table(changes, f"{where}.changes")
+    raise read.bad(f"{where}.changes", "an object of strings")
+
+
+def _name(text: str) -> str:
+    """A name in the JSON name encoding, decoded (most hold no backslash: they are themselves)."""
+    return from_json_name(text) if "\\" in text else text
 
 
 def _unowned_state(state: str) -> str:
