@@ -20,8 +20,12 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import patchguard
+from patchguard.deploy.fleet import differences
+from patchguard.deploy.hostdocs import Fingerprint
 from patchguard.model import json_name
 
 from .helpers import REPO, Env, build_wheel, cli, patchguard_exe
@@ -315,6 +319,31 @@ def test_hostile_names_are_escaped_in_the_table_and_exact_in_json(
     assert lines[1] == "DIFFERS    evil\\x1b[31m\\n  HIGH  \\xff\\u202e (node\\x1b]0;pwned\\x07\\nHIGH)"
     assert not any(line.lstrip().startswith("HIGH") for line in lines)
     assert f"file minillm/{FORGED.replace(chr(10), chr(92) + 'n')} (minillm): unexpected " in table
+
+
+_NAMES = st.sampled_from(["a", "b", "c"])
+_VALUES = st.sampled_from(["1", "2"])
+_MAPS = st.dictionaries(_NAMES, _VALUES, max_size=3)
+_UNOWNED = st.sampled_from(["x.pth", "sitecustomize.py", "y.txt", "d/"])
+_FINGERPRINTS = st.builds(
+    Fingerprint,
+    python=st.sampled_from(["3.11", "3.12"]),
+    distributions=_MAPS,
+    builds=_MAPS,
+    files=st.dictionaries(_NAMES, _MAPS, max_size=3),
+    sets=_MAPS,
+    unowned=st.dictionaries(_UNOWNED, _VALUES, max_size=4),
+)
+
+
+@given(_FINGERPRINTS, _FINGERPRINTS, st.booleans())
+def test_two_environments_are_grouped_apart_exactly_when_a_difference_is_named(
+    a: Fingerprint, b: Fingerprint, builds: bool
+) -> None:
+    """No host is put in a group of its own without a word on why, nor with the reference while differing."""
+    named = differences(a, b, builds)
+    assert (a.key(builds) == b.key(builds)) == (named == ())
+    assert (named == ()) == (differences(b, a, builds) == ())
 
 
 # --- input that cannot be read: exit 2, one line naming the file, nothing on stdout -------------------------

@@ -133,7 +133,7 @@ def scan(
     say_recovered(report.recovered)
     chosen = REPORT.get(fmt)
     colour, wanted = use_colour(output, no_color), _wanted_sets()
-    applied = _applied(report, patches) if chosen.needs_applied_sets else ()
+    applied = _applied(report) if chosen.needs_applied_sets else ()
     write(chosen, ReportDocument(report, colour, wanted, applied), output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
@@ -151,14 +151,10 @@ def _wanted_sets() -> frozenset[str]:
         return frozenset()
 
 
-def _applied(report: Report, patches: str | None = None) -> tuple[str, ...]:
-    """The sets in place in the scanned environment: patchguard's state, and sets applied by hand."""
-    from ..deploy.lockfile import applied_sets
-    from ..env import resolve_target
-    from ..integrity.records import discover
-
-    target = resolve_target(site_packages=report.environment.site_packages)
-    return tuple(sorted(applied_sets(target, discover(target.site_packages), patches)))
+def _applied(report: Report) -> tuple[str, ...]:
+    """The sets in place in the scanned environment (patchguard's state, and sets applied by hand): what the
+    scan found, as its report says."""
+    return tuple(sorted(name for name, _digest in report.applied_sets))
 
 
 @click.command()
@@ -254,7 +250,7 @@ def check(
     """
     from ..audit import check as run_check
     from ..errors import PatchguardError
-    from ._common import emit, error_text
+    from ._common import emit, error_line
 
     chosen = CHECK.get(fmt)
     try:
@@ -270,8 +266,8 @@ def check(
             frameworks=frameworks,
             fetch=fetch,
         )
-    except PatchguardError as exc:
-        failed = chosen.failure(error_text(exc))
+    except (PatchguardError, OSError) as exc:  # on stderr (errors_to_exit), and in a health check's line
+        failed = chosen.failure(error_line(exc))
         if failed:
             emit(failed, output, chosen.what or "the verdict")
         raise
@@ -279,7 +275,7 @@ def check(
     say_recovered(report.recovered)
     for line in result.warnings:
         note(f"warning: {line}")
-    applied = _applied(report, result.policy.patches) if chosen.needs_applied_sets else ()
+    applied = _applied(report) if chosen.needs_applied_sets else ()
     write(chosen, CheckDocument(result, lock_file is not None, applied), output, "the verdict")
     if not result.passed:
         sys.exit(EXIT_FINDINGS)

@@ -250,12 +250,11 @@ def differences(reference: Fingerprint, here: Fingerprint, builds: bool = False)
     if reference.python != here.python:
         out.append(Difference(Aspect.PYTHON, Change.CHANGED, "python", reference.python, here.python))
     out += _compared(Aspect.DISTRIBUTION, reference.distributions, here.distributions)
-    same = [
-        d
-        for d in sorted(set(reference.distributions) & set(here.distributions))
-        if reference.distributions[d] == here.distributions[d]
-    ]
-    for dist in same:
+    # A distribution's files, where it is in the same version on both sides (another version, or installed on
+    # one side only, is one difference already).
+    for dist in sorted({*reference.files, *here.files, *reference.builds, *here.builds}):
+        if reference.distributions.get(dist) != here.distributions.get(dist):
+            continue
         files = _compared(Aspect.FILE, reference.files.get(dist, {}), here.files.get(dist, {}), dist)
         out += files
         a, b = reference.builds.get(dist), here.builds.get(dist)
