@@ -186,9 +186,13 @@ def test_every_kind_of_difference_is_named(
         f"           file {MLA} (minillm): modified {mla_hex} here, as RECORD says in the reference" in lines
     )
     assert f"           file {CUDA} (minillm): missing here, as RECORD says in the reference" in lines
-    assert any(line.startswith("           patch set sm120-support applied here (") for line in lines)
-    assert any(line.startswith("           startup hook nccl_env.pth here (") for line in lines)
-    assert lines[-1].startswith("7 hosts, 5 environments: 4 differ from the reference: bumped (")
+    assert f"           patch set sm120-support applied here ({digest[:12]}), not in the reference" in lines
+    hook = _digest(hooked.site / "nccl_env.pth")[7:19]
+    assert f"           startup hook nccl_env.pth here ({hook}), not in the reference" in lines
+    stray = _digest(hooked.site / "stray.txt")[7:19]
+    assert f"           unowned file stray.txt here ({stray}), not in the reference" in lines
+    summary = "7 hosts, 5 environments: 4 differ from the reference: bumped, edited, hooked, patched"
+    assert lines[-1] == summary
 
 
 def test_a_report_and_a_lock_of_one_environment_are_alike(tmp_path: Path, minillm_wheel: Path) -> None:
@@ -358,6 +362,8 @@ def _lock_text(tmp_path: Path, minillm_wheel: Path) -> dict[str, Any]:
 
 BAD_DOCUMENTS: dict[str, tuple[Any, str]] = {
     "malformed": ("{not json", "not JSON"),
+    "empty": ("", "not JSON (Expecting value: line 1 column 1 (char 0))"),
+    "not-utf8": (b'{"schema": "patchguard.lock/1", "python": "\xff\xfe"}', "not JSON ("),
     "list": ("[1, 2]", "not a lock or scan report (not a JSON object)"),
     "check": ({"schema": "patchguard.check/1", "passed": True}, "a patchguard.check/1 document, not a lock"),
     "unknown": ({"hello": 1}, "a document of no known schema, not a lock or scan report"),
@@ -408,7 +414,10 @@ def test_a_document_that_is_not_a_hosts_environment_is_one_line(
     if case.startswith("bad-"):
         content = _bad_lock(good, content)
     bad = fleet / "bad.json"
-    bad.write_text(content if isinstance(content, str) else json.dumps(content))
+    if isinstance(content, bytes):
+        bad.write_bytes(content)
+    else:
+        bad.write_text(content if isinstance(content, str) else json.dumps(content))
     err = _refused(str(fleet))
     assert f"{bad}: " in err and message in err, err
     assert "(write it again with patchguard lock" in err or "(write it again with this patchguard" in err

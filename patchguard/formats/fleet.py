@@ -8,6 +8,7 @@ line or speak to the terminal. Long lists are cut (``--format json`` has every h
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ..model import for_terminal
@@ -16,6 +17,7 @@ from .interface import Format
 
 __all__ = ["FleetTable", "format_fleet"]
 
+_HEX = re.compile(r"[0-9a-f]{64}")
 _HOSTS_SHOWN = 20  # host names per group, and in the last line
 _DIFFERENCES_SHOWN = 30  # differences per group
 
@@ -26,8 +28,9 @@ def _host(h: FleetHostView) -> str:
     return f"{shown} ({for_terminal(h.host)})" if h.host and h.host != h.name else shown
 
 
-def _names(hosts: Sequence[FleetHostView], limit: int = _HOSTS_SHOWN) -> str:
-    text = ", ".join(_host(h) for h in hosts[:limit])
+def _names(hosts: Sequence[FleetHostView], beside: bool = True, limit: int = _HOSTS_SHOWN) -> str:
+    """The hosts (with the names their documents give, ``beside``), the first ``limit`` of them."""
+    text = ", ".join(_host(h) if beside else for_terminal(h.name) for h in hosts[:limit])
     return text + (f", … and {len(hosts) - limit} more" if len(hosts) > limit else "")
 
 
@@ -65,7 +68,9 @@ def _state(value: str | None, file: bool) -> str:
             if rest == "dir"
             else f"unexpected {for_terminal(rest.split(':')[-1][:12])}"
         )
-    return "directory" if value == "dir" else for_terminal(value[:40])
+    if value == "dir":
+        return "directory"
+    return for_terminal(value[:12] if _HEX.fullmatch(value) else value[:40])  # a set's digest: bare hex
 
 
 # What a difference says, by (aspect, change); "*" for every change. {here} and {ref} are the values on each
@@ -132,8 +137,8 @@ def format_fleet(result: FleetView) -> str:
         lines.append(f"\n{_plural(hosts, 'host')}, {envs}: all alike")
     else:
         verb = "differs" if len(differing) == 1 else "differ"
-        head = f"{_plural(hosts, 'host')}, {envs}"
-        lines.append(f"\n{head}: {len(differing)} {verb} from the reference: {_names(differing)}")
+        head, which = f"{_plural(hosts, 'host')}, {envs}", _names(differing, beside=False)
+        lines.append(f"\n{head}: {len(differing)} {verb} from the reference: {which}")
     return "\n".join(lines) + "\n"
 
 
