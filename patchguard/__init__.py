@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from .audit import check, scan
     from .config import ConfigError
     from .deploy.bisecting import bisect
+    from .deploy.fleet import Aspect, Change, Chosen, Difference, FleetGroup, FleetResult, fleet
     from .deploy.gate import CheckResult
+    from .deploy.hostdocs import FleetInputError, HostDocument
     from .deploy.policy import Policy
     from .diffs import FileDiff
     from .patchsets.bisect import BisectError, BisectResult, Trial
@@ -65,6 +67,15 @@ _LAZY = {
     "FilePlan": "patchsets.planner",
     "Policy": "deploy.policy",
     "CheckResult": "deploy.gate",
+    "fleet": "deploy.fleet",
+    "FleetResult": "deploy.fleet",
+    "FleetGroup": "deploy.fleet",
+    "Difference": "deploy.fleet",
+    "Aspect": "deploy.fleet",
+    "Change": "deploy.fleet",
+    "Chosen": "deploy.fleet",
+    "HostDocument": "deploy.hostdocs",
+    "FleetInputError": "deploy.hostdocs",
     "ConfigError": "config",
     "NoPristineSource": "pristine.sources",
     "TransactionError": "txn",
@@ -79,11 +90,15 @@ _LAZY = {
 
 __all__ = [
     "Action",
+    "Aspect",
     "BisectError",
     "BisectResult",
+    "Change",
     "CheckResult",
+    "Chosen",
     "Committed",
     "ConfigError",
+    "Difference",
     "EnvironmentNotFound",
     "FileAction",
     "FileDiff",
@@ -91,7 +106,11 @@ __all__ = [
     "FilePlan",
     "FileVerdict",
     "Finding",
+    "FleetGroup",
+    "FleetInputError",
+    "FleetResult",
     "GateKind",
+    "HostDocument",
     "Kind",
     "Loaded",
     "LockTimeout",
@@ -123,6 +142,7 @@ __all__ = [
     "capture_set",
     "check",
     "diff",
+    "fleet",
     "load_sets",
     "rebase_set",
     "restore",

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .pristine.explain import Explainer
     from .pristine.sources import SourceOptions
 
-__all__ = ["Served", "check", "judge", "run", "scan"]
+__all__ = ["Served", "check", "judge", "run", "scan", "with_sets"]
 
 
 def scan(
@@ -78,27 +78,45 @@ def scan(
     """
     from .pristine.sources import SourceOptions
 
-    if patches or os.environ.get("PATCHGUARD_PATCHES"):  # named on purpose: must exist, changes or not
+    _named_patches(patches)
+    return with_sets(
+        run(
+            distributions,
+            site_packages=site_packages,
+            python=python,
+            use_cache=use_cache,
+            cache_dir=cache_dir,
+            workers=workers,
+            progress=progress,
+            against=against,
+            patches=patches,
+            analyse=analyse,
+            entries=entries,
+            architectures=architectures,
+            verify_record=verify_record,
+            fetch=SourceOptions.of(fetch, wheelhouse, offline),
+            frameworks=frameworks,
+        ),
+        patches,
+    )
+
+
+def _named_patches(patches: str | None) -> None:
+    """A patches directory named on purpose (``--patches``, ``$PATCHGUARD_PATCHES``) must exist, changes
+    or not."""
+    if patches or os.environ.get("PATCHGUARD_PATCHES"):
         from .patchsets.model import patches_dir
 
         patches_dir(patches)
-    return run(
-        distributions,
-        site_packages=site_packages,
-        python=python,
-        use_cache=use_cache,
-        cache_dir=cache_dir,
-        workers=workers,
-        progress=progress,
-        against=against,
-        patches=patches,
-        analyse=analyse,
-        entries=entries,
-        architectures=architectures,
-        verify_record=verify_record,
-        fetch=SourceOptions.of(fetch, wheelhouse, offline),
-        frameworks=frameworks,
-    ).report
+
+
+def with_sets(scanned: Scanned, patches: str | None) -> Report:
+    """The scan's report with the sets in place in its environment (``applied_sets``): those patchguard
+    applied and those applied by hand, as a lock lists them — what ``fleet`` compares."""
+    from .deploy.lockfile import applied_sets
+
+    found = applied_sets(scanned.target, scanned.dists, patches)
+    return replace(scanned.report, applied_sets=tuple(sorted(found.items())))
 
 
 def run(
@@ -140,7 +158,7 @@ def run(
         progress=progress,
     )
     if any(c.finding.kind in _ATTRIBUTED for c in scanned.changes):
-        scanned = _attributed(scanned, patches)
+        scanned = _attributed(_with_digests(scanned), patches)
     report = scanned.report
     if analyse or verify_record:
         served = Served(entries, architectures, cache_dir, use_cache, frameworks)
@@ -173,6 +191,24 @@ def _attributed(scanned: Scanned, patches: str | None) -> Scanned:
     if not sets:
         return scanned
     return scanned.evolve(changes=attribute(scanned.changes, sets, scanned.target.site_packages))
+
+
+def _with_digests(scanned: Scanned) -> Scanned:
+    """The scan with the digest of each changed file's bytes on its finding (``sha256:<hex>``), what
+    ``fleet`` compares: only the changed files are read, and never through a symbolic link (it may point
+    anywhere) or a directory."""
+    from ._fs import sha256_file
+
+    told: list[ChangedFile] = []
+    for c in scanned.changes:
+        f, digest = c.finding, None
+        if f.kind in _ATTRIBUTED and not f.path.endswith("/") and not os.path.islink(c.path):
+            try:
+                digest = sha256_file(c.path)
+            except OSError:
+                digest = None  # not a regular file, or unreadable: the finding says what it is
+        told.append(c.told(replace(f, digest=f"sha256:{digest}")) if digest else c)
+    return scanned.evolve(told)
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +474,7 @@ def _with_reach(
             evidence=(*file_reach.evidence, *why, *c.evidence),
             patch_set=f.patch_set,
             patch_set_exact=f.patch_set_exact,
+            digest=f.digest,
             message=c.message + partial,
         )
         for c in code
@@ -523,6 +560,7 @@ def check(
         frameworks=[*frameworks, *pol.frameworks],
         fetch=_policy_sources(pol, fetch),
     )
+    scanned = replace(scanned, report=with_sets(scanned, patches))
     states = None
     if pol.required_sets:
         from .patchsets.status import states_of

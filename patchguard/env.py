@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ._fs import not_a_directory
 from .errors import EnvironmentNotFound, UsageError
 
-__all__ = ["Target", "resolve_target"]
+__all__ = ["Target", "host_name", "resolve_target", "timestamp"]
 
 # Runs inside the *other* interpreter with -I -S. It must work on any Python >= 3.8 and import nothing
 # of that environment. Without `site`, a venv is not recognised by the interpreter itself, so the
@@ -47,6 +47,32 @@ print(json.dumps({
     "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
 }))
 """
+
+
+def host_name() -> str:
+    """This machine's name, as the documents patchguard writes name where they were written (``uname -n``)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket  # pragma: no cover - not POSIX
+
+    return socket.gethostname()  # pragma: no cover
+
+
+def timestamp(seconds: float | None = None) -> str:
+    """``seconds`` (default: now) as the documents write a time: ISO 8601, UTC, to the second.
+
+    ``$SOURCE_DATE_EPOCH`` (the reproducible-builds convention), when set to a whole number, is the time
+    instead: a lock written twice of one environment on one host is then the same bytes.
+
+    >>> timestamp(0)
+    '1970-01-01T00:00:00Z'
+    """
+    import time
+
+    if seconds is None:
+        fixed = os.environ.get("SOURCE_DATE_EPOCH", "")
+        seconds = int(fixed) if fixed.isdigit() else time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,6 +152,9 @@ class Finding:
     source: str | None = None  # the installed line a code finding points at
     # Whether the file's modification is exactly the patch set's (False: the set plus other changes).
     patch_set_exact: bool = True
+    # ``sha256:<hex>`` of the file as it is now, for a finding about a changed file's bytes (modified,
+    # unexpected, a startup hook, and the code findings of such a file); ``None`` otherwise.
+    digest: str | None = None
 
     @property
     def baseline_none(self) -> bool:
@@ -167,6 +170,7 @@ class Finding:
             "distribution": json_name_or_none(self.distribution),
             "version": json_name_or_none(self.version),
             "path": json_name(self.path),
+            "digest": self.digest,
             "line": self.line,
             "end_line": self.end_line,
             "function": _text(self.function),
@@ -234,6 +238,9 @@ class Report:
     files_hashed: int = 0
     recovered: tuple[str, ...] = ()  # files an interrupted transaction's rollback put back first
     no_baseline: tuple[NoBaseline, ...] = ()  # changed distributions no pristine source was found for
+    host: str = ""  # the host the scan ran on (what ``fleet`` shows beside a document's file name)
+    time: str = ""  # when it ran, ISO 8601 UTC (``2025-01-31T12:00:00Z``)
+    applied_sets: tuple[tuple[str, str], ...] = ()  # the sets in place (name, digest), as a lock lists them
 
     @property
     def worst(self) -> Severity:
@@ -253,6 +260,8 @@ class Report:
         return {
             "schema": REPORT_SCHEMA,
             "tool": {"name": "patchguard", "version": self.tool_version},
+            "host": json_name(self.host),
+            "time": self.time,
             "environment": {
                 "python": self.environment.python,
                 "prefix": json_name(self.environment.prefix),
@@ -264,6 +273,8 @@ class Report:
                 "findings": self.counts(),
                 **({"no_baseline": [n.to_json() for n in self.no_baseline]} if self.no_baseline else {}),
             },
+            "distributions": [{"name": json_name(n), "version": json_name(v)} for n, v in self.distributions],
+            "applied_sets": {json_name(name): printable(digest) for name, digest in self.applied_sets},
             "findings": [f.to_json() for f in self.findings],
         }
 

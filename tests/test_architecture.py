@@ -427,6 +427,7 @@ def test_every_format_option_offers_its_registry() -> None:
         "running": "running",
         "rebase": "rebase",
         "bisect": "bisect",
+        "fleet": "fleet",
     }
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -312,10 +313,23 @@ def lock_of(env: Env) -> str:
     return out
 
 
-def test_same_wheels_give_identical_locks(tmp_path: Path, minillm_wheel: Path) -> None:
+def test_same_wheels_give_identical_locks(
+    tmp_path: Path, minillm_wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b, _ = two_hosts(tmp_path, minillm_wheel)
+    # Where and when a lock was written is all that differs (never compared)...
+    where = ("host", "time", "tool")
+    doc_a, doc_b = json.loads(lock_of(a)), json.loads(lock_of(b))
+    assert {k: v for k, v in doc_a.items() if k not in where} == {
+        k: v for k, v in doc_b.items() if k not in where
+    }
+    assert doc_a["host"] == os.uname().nodename and doc_a["tool"]["version"] == patchguard.__version__
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", doc_a["time"])
+    # ... and with $SOURCE_DATE_EPOCH (reproducible builds' convention), not even that: the same bytes.
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     assert lock_of(a) == lock_of(b)
     doc = json.loads(lock_of(a))
+    assert doc["time"] == "2023-11-14T22:13:20Z"
     assert doc["schema"] == "patchguard.lock/1"
     assert set(doc["distributions"]) == {"minillm", "helper-lib"}
     assert doc["distributions"]["minillm"]["digest"].startswith("sha256:")

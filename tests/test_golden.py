@@ -4,7 +4,8 @@ The environment is the README's story: minillm installed from its wheel, the glm
 hand-made ``.pth`` startup hook and ``sitecustomize.py``, one owned file deleted, one stray module. The
 outputs are the stable contracts (report JSON, SARIF, diff, lock, check) and the human ones (tables, set
 states), with only what differs between machines replaced: the temporary directory, the Python version, the
-seconds a scan took. A change of structure must leave every one of them as it was.
+seconds a scan took, the host name and the time a document was written. A change of structure must leave
+every one of them as it was.
 
 To accept a deliberate change of output: ``PATCHGUARD_REGEN_GOLDEN=1 python -m pytest tests/test_golden.py``,
 then read the diff of ``tests/data/golden/`` before committing it.
@@ -12,6 +13,7 @@ then read the diff of ``tests/data/golden/`` before committing it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from patchguard.env import host_name
 
 from .helpers import REPO, Env, cli
 
@@ -50,7 +54,9 @@ def _normal(text: str, tmp: str) -> str:
     text = re.sub(r"checked in \d+\.\d s", "checked in N s", text)
     text = re.sub(r"/\.patchguard/backups/[^) \n\"]+", "/.patchguard/backups/<TXID>", text)
     text = re.sub(r"at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "at <TIME>", text)
-    return text
+    # Where and when a document was written (report, check, lock): the machine's name, the second it ran.
+    text = re.sub(r'"time": "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"', '"time": "<TIME>"', text)
+    return text.replace(f'"host": {json.dumps(host_name())}', '"host": "<HOST>"')
 
 
 def _compare(name: str, code: int, out: str, tmp: str) -> None:

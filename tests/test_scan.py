@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -269,10 +270,26 @@ def test_non_utf8_file_names_do_not_break_output(env: Env) -> None:
 
 def test_report_json_is_the_stable_schema(env: Env) -> None:
     (env.site / "minillm/models/mla.py").write_text("x = 1\n")
+    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
     doc = json.loads(format_json(run_scan(env)))
-    assert set(doc) == {"schema", "tool", "environment", "summary", "findings"}
+    # Issue 27 added where, when, what and which sets (additive: every key of /1 is still there).
+    assert set(doc) == {
+        "schema",
+        "tool",
+        "host",
+        "time",
+        "environment",
+        "summary",
+        "distributions",
+        "applied_sets",
+        "findings",
+    }
     assert doc["schema"] == "patchguard.report/1"
     assert doc["tool"] == {"name": "patchguard", "version": patchguard.__version__}
+    assert doc["host"] == os.uname().nodename
+    assert before <= doc["time"] <= time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    assert doc["distributions"] == [{"name": "minillm", "version": "0.4.0"}]
+    assert doc["applied_sets"] == {}
     assert doc["environment"]["site_packages"] == [str(env.site)]
     assert doc["environment"]["python"].startswith(f"{sys.version_info[0]}.")
     assert doc["summary"]["distributions"] == 1
@@ -285,6 +302,7 @@ def test_report_json_is_the_stable_schema(env: Env) -> None:
         "distribution": "minillm",
         "version": "0.4.0",
         "path": "minillm/models/mla.py",
+        "digest": "sha256:" + hashlib.sha256(b"x = 1\n").hexdigest(),
         "line": None,
         "end_line": None,
         "function": None,

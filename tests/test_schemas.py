@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -147,6 +148,26 @@ def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     return [out, CHECK.get("json").render(CheckDocument(result))]
 
 
+def _fleet_documents(env: Env, tmp_path: Path, _wheel: Path) -> list[str]:
+    """A fleet of two hosts — one named with the hostile name, its document naming a hostile host — the
+    second drifting (the broken environment), compared three ways."""
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    site = ["--site-packages", str(env.site)]
+    assert cli("lock", *site, "--output", str(tmp_path / "clean.lock"))[0] == 0
+    doc = json.loads((tmp_path / "clean.lock").read_text())
+    doc["host"] = HOSTILE
+    with open(os.fsencode(fleet / HOSTILE) + b".json", "w", encoding="utf-8") as out:
+        json.dump(doc, out)
+    _break(env)
+    assert cli("lock", *site, "--output", str(fleet / "drifting.json"))[0] == 0
+    texts = [cli("fleet", str(fleet), "--format", "json")[1]]
+    texts.append(cli("fleet", str(fleet), "--format", "json", "--baseline", str(tmp_path / "clean.lock"))[1])
+    texts.append(cli("fleet", str(fleet / "drifting.json"), "--format", "json")[1])
+    assert json.loads(texts[0])["differing"]
+    return texts
+
+
 def _cli_document(*args: str, wheels: bool = True) -> Builder:
     """Documents of a command run on the broken environment (with the pristine wheel, when it takes one)."""
 
@@ -190,6 +211,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "running": _running_documents,
     "rebase": _rebase_documents,
     "bisect": _bisect_documents,
+    "fleet": _fleet_documents,
 }
 
 
@@ -210,10 +232,29 @@ def test_every_json_document_kind_validates(kind: str, env: Env, tmp_path: Path,
 
 def test_the_reference_documents_every_field() -> None:
     text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
-    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1", "bisect-1"):
+    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1", "bisect-1", "fleet-1"):
         assert f"patchguard.{name.replace('-', '/')}" in text, name
     finding = _schema("report-1")["$defs"]["finding"]["properties"]
     missing = [key for key in finding if f"`{key}`" not in text]
+    assert not missing, missing
+    # Every field of the documents fleet reads and writes (issue 27), each in its own section.
+    sections = {
+        name: text.split(f"## `patchguard.{name.replace('-', '/')}`", 1)[1].split("\n## ")[0]
+        for name in ("report-1", "lock-1", "fleet-1")
+    }
+    fleet = _schema("fleet-1")
+    wanted = {
+        "report-1": list(_schema("report-1")["properties"]),
+        "lock-1": list(_schema("lock-1")["properties"]),
+        "fleet-1": [
+            *fleet["properties"],
+            *fleet["$defs"]["difference"]["properties"],
+            *fleet["$defs"]["document"]["properties"],
+        ],
+    }
+    missing = [
+        f"{name}: {key}" for name, keys in wanted.items() for key in keys if f"`{key}`" not in sections[name]
+    ]
     assert not missing, missing
 
 
@@ -237,5 +278,5 @@ def test_the_wheel_ships_the_schemas(tmp_path: Path) -> None:
     )
     (wheel,) = tmp_path.glob("patchguard-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1"):
+    for name in ("report-1", "check-1", "diff-1", "lock-1", "running-1", "rebase-1", "fleet-1"):
         assert f"patchguard/schemas/{name}.schema.json" in names

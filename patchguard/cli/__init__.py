@@ -14,7 +14,7 @@ import sys
 import click
 
 from .._version import __version__
-from . import bisecting, changing, rebasing, scanning
+from . import bisecting, changing, fleet, rebasing, scanning
 
 __all__ = ["main"]
 
@@ -75,6 +75,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "check": (
         "patchguard check --policy /srv/patchguard.toml",
         "patchguard check --python /srv/venv/bin/python --lock env.lock --format json",
+        "patchguard check --python /srv/venv/bin/python --format status   # a health check's one line",
     ),
     "lock": ("patchguard lock -o env.lock", "patchguard check --lock env.lock"),
     "running": ("patchguard running --python /srv/venv/bin/python", "patchguard running --format json"),
@@ -82,6 +83,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "patchguard bisect vllm --test './smoke.sh' --timeout 600",
         "patchguard bisect --sets sm120-support,nccl-tuning --test 'pytest -x tests/test_coherence.py'",
         "patchguard bisect vllm --by hunk --repeat 3 --test './flaky.sh' --format json",
+    ),
+    "fleet": (
+        "patchguard fleet fleet/",
+        "patchguard fleet fleet/ --baseline gpu-01 --format json -o fleet.json",
+        "patchguard fleet fleet/*.json --baseline env.lock",
     ),
 }
 
@@ -99,6 +105,7 @@ for _command in (
     scanning.lock,
     scanning.running,
     bisecting.bisect,
+    fleet.fleet,
 ):
     main.add_command(_command)
 

@@ -277,27 +277,29 @@ def errors_to_exit(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except PatchguardError as exc:
-            click.echo(f"patchguard: error: {error_text(exc)}", err=True)
-            sys.exit(EXIT_ERROR)
-        except OSError as exc:
-            name = exc.filename
-            where = (
-                f"{for_terminal(os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name))}: "
-                if name
-                else ""
-            )
-            click.echo(
-                f"patchguard: error: {where}{for_terminal(str(exc.strerror or exc))} "
-                "(check the permissions, or run as the environment's owner)",
-                err=True,
-            )
+        except (PatchguardError, OSError) as exc:
+            click.echo(f"patchguard: error: {error_line(exc)}", err=True)
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             click.echo("patchguard: interrupted", err=True)
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def error_line(exc: PatchguardError | OSError) -> str:
+    """An expected error as the one line ``patchguard: error:`` introduces: a :class:`PatchguardError` as
+    :func:`error_text` shows it; an ``OSError`` with the file it names and what to do."""
+    if isinstance(exc, PatchguardError):
+        return error_text(exc)
+    name = exc.filename
+    where = (
+        f"{for_terminal(os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name))}: "
+        if name
+        else ""
+    )
+    what = for_terminal(str(exc.strerror or exc))
+    return f"{where}{what} (check the permissions, or run as the environment's owner)"
 
 
 def error_text(exc: PatchguardError) -> str:

@@ -133,7 +133,7 @@ def scan(
     say_recovered(report.recovered)
     chosen = REPORT.get(fmt)
     colour, wanted = use_colour(output, no_color), _wanted_sets()
-    applied = _applied(report, patches) if chosen.needs_applied_sets else ()
+    applied = _applied(report) if chosen.needs_applied_sets else ()
     write(chosen, ReportDocument(report, colour, wanted, applied), output, "the report")
     if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
         sys.exit(EXIT_FINDINGS)
@@ -151,14 +151,10 @@ def _wanted_sets() -> frozenset[str]:
         return frozenset()
 
 
-def _applied(report: Report, patches: str | None = None) -> tuple[str, ...]:
-    """The sets in place in the scanned environment: patchguard's state, and sets applied by hand."""
-    from ..deploy.lockfile import applied_sets
-    from ..env import resolve_target
-    from ..integrity.records import discover
-
-    target = resolve_target(site_packages=report.environment.site_packages)
-    return tuple(sorted(applied_sets(target, discover(target.site_packages), patches)))
+def _applied(report: Report) -> tuple[str, ...]:
+    """The sets in place in the scanned environment (patchguard's state, and sets applied by hand): what the
+    scan found, as its report says."""
+    return tuple(sorted(name for name, _digest in report.applied_sets))
 
 
 @click.command()
@@ -247,28 +243,39 @@ def check(
     frameworks: tuple[str, ...],
     output: str | None,
 ) -> None:
-    """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check."""
+    """The pre-restart gate: scan, apply the policy (and a lock), exit 0 pass / 1 fail / 2 could not check.
 
+    The exit codes are what health checkers read (node-problem-detector's custom plugins, Slurm's NHC: 0 ok,
+    1 problem, other unknown); --format status writes their one line (OK:, PROBLEM:, UNKNOWN:).
+    """
     from ..audit import check as run_check
+    from ..errors import PatchguardError
+    from ._common import emit, error_line
 
-    result = run_check(
-        policy=policy,
-        lock=lock_file,
-        site_packages=site_packages or None,
-        python=python,
-        patches=patches,
-        use_cache=not no_cache,
-        architectures=architectures,
-        model_config=model_config,
-        frameworks=frameworks,
-        fetch=fetch,
-    )
+    chosen = CHECK.get(fmt)
+    try:
+        result = run_check(
+            policy=policy,
+            lock=lock_file,
+            site_packages=site_packages or None,
+            python=python,
+            patches=patches,
+            use_cache=not no_cache,
+            architectures=architectures,
+            model_config=model_config,
+            frameworks=frameworks,
+            fetch=fetch,
+        )
+    except (PatchguardError, OSError) as exc:  # on stderr (errors_to_exit), and in a health check's line
+        failed = chosen.failure(error_line(exc))
+        if failed:
+            emit(failed, output, chosen.what or "the verdict")
+        raise
     report = result.report
     say_recovered(report.recovered)
     for line in result.warnings:
         note(f"warning: {line}")
-    chosen = CHECK.get(fmt)
-    applied = _applied(report, result.policy.patches) if chosen.needs_applied_sets else ()
+    applied = _applied(report) if chosen.needs_applied_sets else ()
     write(chosen, CheckDocument(result, lock_file is not None, applied), output, "the verdict")
     if not result.passed:
         sys.exit(EXIT_FINDINGS)

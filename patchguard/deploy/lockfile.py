@@ -1,10 +1,12 @@
 """Environment locks: a deterministic, content-addressed description of an environment, for fleets.
 
 ``patchguard lock`` on a reference host writes one; ``patchguard check --lock FILE`` on every other host says
-whether it is the same environment, or exactly what differs. Two environments installed from the same
-wheels produce byte-identical locks: paths are relative to site-packages, and what legitimately differs
-between two installs (console scripts, whose shebang names the interpreter; ``INSTALLER``, ``REQUESTED``,
-``direct_url.json``; bytecode) is left out.
+whether it is the same environment, or exactly what differs; ``patchguard fleet`` compares the locks of many
+hosts. Two environments installed from the same wheels produce the same lock but for where and when it was
+written (``host``, ``time``, ``tool``: what ``fleet`` shows, never compared): paths are relative to
+site-packages, and what legitimately differs between two installs (console scripts, whose shebang names the
+interpreter; ``INSTALLER``, ``REQUESTED``, ``direct_url.json``; bytecode) is left out. With
+``$SOURCE_DATE_EPOCH`` set, the same environment on the same host gives the same bytes.
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ def make_lock(scanned: Scanned, patches: str | None = None) -> dict[str, Any]:
     python = report.environment.python
     return {
         "schema": LOCK_SCHEMA,
+        "tool": {"name": "patchguard", "version": report.tool_version},
+        "host": json_name(report.host),
+        "time": report.time,
         "python": python.rsplit(".", 1)[0] if python.count(".") > 1 else python,
         "distributions": dict(sorted(dists.items())),
         "applied_sets": dict(sorted(applied.items())),

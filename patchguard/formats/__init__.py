@@ -3,8 +3,9 @@ and diff values) below them.
 
 This face is the registry: one :class:`~.interface.Formats` per kind of document, the only thing the CLI
 takes from here besides the document values of :mod:`.documents`. The formats themselves live by family —
-:mod:`.text` (people), :mod:`.jsondoc` (the JSON documents), :mod:`.sarif`, :mod:`.prometheus`, and the
-tables of :mod:`.running` and :mod:`.rebase` — and are imported on first use.
+:mod:`.text` (people, and check's one-line status), :mod:`.jsondoc` (the JSON documents), :mod:`.sarif`,
+:mod:`.prometheus`, and the tables of :mod:`.running`, :mod:`.rebase` and :mod:`.fleet` — and are imported
+on first use.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from .interface import Format, Formats
 if TYPE_CHECKING:
     from ..diffs import FileDiff
     from ..model import SetState
-    from .documents import BisectView, RebaseView, RunningView
+    from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
     "BACKUPS",
     "BISECT",
     "CHECK",
     "DIFF",
+    "FLEET",
     "LOCK",
     "REBASE",
     "REGISTRY",
@@ -62,9 +64,9 @@ def _check() -> tuple[Format[CheckDocument], ...]:
     from .jsondoc import CheckJson
     from .prometheus import CheckGauges
     from .sarif import CheckSarif
-    from .text import CheckText
+    from .text import CheckStatus, CheckText
 
-    return CheckText(), CheckJson(), CheckSarif(), CheckGauges()
+    return CheckText(), CheckJson(), CheckSarif(), CheckGauges(), CheckStatus()
 
 
 def _diff() -> tuple[Format[Sequence[FileDiff]], ...]:
@@ -78,6 +80,13 @@ def _lock() -> tuple[Format[Mapping[str, Any]], ...]:
     from .jsondoc import LockJson
 
     return (LockJson(),)
+
+
+def _fleet() -> tuple[Format[FleetView], ...]:
+    from .fleet import FleetTable
+    from .jsondoc import FleetJson
+
+    return FleetTable(), FleetJson()
 
 
 def _running() -> tuple[Format[RunningView], ...]:
@@ -127,19 +136,21 @@ def _backups() -> tuple[Format[Backups], ...]:
 
 
 # The kinds of document and their formats' names (the first is the default): scan's report, check's verdict,
-# diff, lock, running, rebase, and the text of sets and status.
+# diff, lock, running, rebase, fleet, and the text of sets and status.
 REPORT: Formats[ReportDocument] = Formats("report", ("table", "text", "json", "sarif", "prometheus"), _report)
-CHECK: Formats[CheckDocument] = Formats("check", ("text", "json", "sarif", "prometheus"), _check)
+CHECK: Formats[CheckDocument] = Formats("check", ("text", "json", "sarif", "prometheus", "status"), _check)
 DIFF: Formats[Sequence[FileDiff]] = Formats("diff", ("text", "json"), _diff)
 LOCK: Formats[Mapping[str, Any]] = Formats("lock", ("json",), _lock)
 RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"), _running)
 REBASE: Formats[RebaseView] = Formats("rebase", ("text", "json"), _rebase)
 BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
+FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
 STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
 UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
 BACKUPS: Formats[Backups] = Formats("backups", ("text",), _backups)
 
 REGISTRY: Mapping[str, Formats[Any]] = {
-    f.kind: f for f in (REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, BISECT, SETS, STATUS, UNFINISHED, BACKUPS)
+    f.kind: f
+    for f in (REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, BISECT, FLEET, SETS, STATUS, UNFINISHED, BACKUPS)
 }

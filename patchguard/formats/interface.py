@@ -49,6 +49,11 @@ class Format(ABC, Generic[D_contra]):
         """Lines for stderr beside the document (``-q`` leaves them out), escaped for a terminal."""
         return ()
 
+    def failure(self, reason: str) -> str:
+        """The text written instead of the document when the command could not be done (exit 2), beside
+        the one-line error on stderr: nothing for most formats; a health check's verdict line says so."""
+        return ""
+
 
 @dataclass(frozen=True, slots=True)
 class Formats(Generic[D]):

@@ -1,10 +1,10 @@
 """The JSON documents: ``patchguard.report/1``, ``patchguard.check/1``, ``patchguard.diff/1``, the lock,
-``patchguard.running/1`` and ``patchguard.rebase/1``.
+``patchguard.running/1``, ``patchguard.rebase/1`` and ``patchguard.fleet/1``.
 
 Pure: each takes finished values and returns the text, ending in a newline. Each document's shape is defined
 once: by the ``to_json`` of its result (:meth:`patchguard.model.Report.to_json`, ``CheckResult.to_json``,
-``Running.to_json``, ``RebaseResult.to_json``), by the lock's :func:`~patchguard.deploy.lockfile.make_lock`,
-or here (the diff); this module only writes them.
+``Running.to_json``, ``RebaseResult.to_json``, ``FleetResult.to_json``), by the lock's
+:func:`~patchguard.deploy.lockfile.make_lock`, or here (the diff); this module only writes them.
 
 Names of outside origin (paths, site directories, prefixes, command lines, set and distribution names) are
 in the JSON name encoding of :func:`patchguard.model.json_name` (injective: valid UTF-8 without a backslash
@@ -20,13 +20,14 @@ from typing import Any
 
 from ..diffs import FileDiff, hunks_json
 from ..model import Report, printable
-from .documents import BisectView, CheckDocument, RebaseView, ReportDocument, RunningView
+from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
 __all__ = [
     "DIFF_SCHEMA",
     "CheckJson",
     "DiffJson",
+    "FleetJson",
     "LockJson",
     "RebaseJson",
     "ReportJson",
@@ -133,3 +134,10 @@ class RebaseJson(Format[RebaseView]):
 
     def render(self, document: RebaseView) -> str:
         return format_rebase(document)
+
+
+class FleetJson(Format[FleetView]):
+    name = "json"
+
+    def render(self, document: FleetView) -> str:
+        return _dumps(document.to_json())

@@ -19,6 +19,7 @@ from .interface import Format
 
 __all__ = [
     "BackupsText",
+    "CheckStatus",
     "CheckText",
     "DiffText",
     "SetsText",
@@ -26,6 +27,7 @@ __all__ = [
     "Table",
     "TextTable",
     "UnfinishedText",
+    "format_check_status",
     "format_check_text",
     "format_sets",
     "format_status",
@@ -245,6 +247,23 @@ def format_check_text(passed: bool, violations: Sequence[str], policy: str | Non
     return "\n".join(lines) + "\n"
 
 
+_STATUS_WIDTH = 200  # a health check's line: node-problem-detector keeps max_output_length (80 by default)
+
+
+def format_check_status(passed: bool, violations: Sequence[str], report: Report) -> str:
+    """``check``'s verdict as one line for a health checker (node-problem-detector's custom plugins, Slurm's
+    NHC): ``OK: ...`` (exit 0), ``PROBLEM: <n> violations; <the first>`` (exit 1); the count and the first
+    violation first, as a checker that keeps a line's start keeps what matters."""
+    n_dist = len(report.distributions)
+    summary = f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
+    if passed:
+        line = f"OK: {summary} checked, no violation"
+    else:
+        n = len(violations)
+        line = f"PROBLEM: {n} violation{'s' if n != 1 else ''}; {for_terminal(violations[0]) if n else ''}"
+    return (line if len(line) <= _STATUS_WIDTH else line[: _STATUS_WIDTH - 1] + "…") + "\n"
+
+
 def format_sets(states: Sequence[SetState]) -> str:
     """``patchguard sets``: one line per set (name, targets, state, files), its details below it."""
     w_name = max(len(for_terminal(s.name)) for s in states)
@@ -311,6 +330,22 @@ class CheckText(Format[CheckDocument]):
     def render(self, document: CheckDocument) -> str:
         r = document.result
         return format_check_text(r.passed, r.violations, r.policy.path, r.report)
+
+
+class CheckStatus(Format[CheckDocument]):
+    """``check --format status``: one line, ``OK:``/``PROBLEM:``/``UNKNOWN:``, for health checkers that read
+    the exit code (0 ok, 1 problem, other unknown) and a line of output."""
+
+    name = "status"
+    what = "the status"
+
+    def render(self, document: CheckDocument) -> str:
+        r = document.result
+        return format_check_status(r.passed, r.violations, r.report)
+
+    def failure(self, reason: str) -> str:
+        line = f"UNKNOWN: could not check: {for_terminal(reason)}"
+        return (line if len(line) <= _STATUS_WIDTH else line[: _STATUS_WIDTH - 1] + "…") + "\n"
 
 
 class DiffText(Format[Sequence[FileDiff]]):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from .._fs import transaction_left
 from .._version import __version__
-from ..env import Target
+from ..env import Target, host_name, timestamp
 from ..errors import UsageError
 from ..model import Environment, Finding, Kind, Report, RuleId, Severity
 from .cache import DirListing, StatCache
@@ -384,6 +384,7 @@ def take_inventory(
     """
     started = time.perf_counter()
     now_ns = time.time_ns()  # before anything is written or read: what is newer is racy
+    when = timestamp()
     recovered: tuple[str, ...] = ()
     if any(transaction_left(site) for site in target.site_packages):
         from ..txn import recover_all  # only then: a clean scan does not import the transaction machinery
@@ -407,6 +408,8 @@ def take_inventory(
         seconds=time.perf_counter() - started,
         files_hashed=verification.hashed,
         recovered=recovered,
+        host=host_name(),
+        time=when,
     )
     scanned = Scanned(report, target, all_dists, selected, recovered=recovered)
     return scanned.evolve(walk.s.changes, walk.s.findings)
