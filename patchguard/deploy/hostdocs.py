@@ -83,6 +83,9 @@ class HostDocument:
     fingerprint: Fingerprint = field(repr=False, compare=False)
 
 
+_NO_DIGEST = "(no digest: unreadable)"  # a changed file the host could not read
+
+
 def gather(paths: Sequence[str]) -> list[tuple[str, str]]:
     """``(host, file)`` for every document named: a file as it is, a directory's ``*.json`` files (not
     hidden ones, not below it), sorted by host. Two documents of one host, a path that does not exist and
@@ -330,13 +333,13 @@ def _report_files(read: _Fields) -> tuple[dict[str, dict[str, str]], dict[str, s
             continue  # outside site-packages (scripts name their interpreter), or the installer's own
         if dist is None:
             if kind in _UNOWNED_KINDS:
-                unowned[where] = "dir" if where.endswith("/") else digest or "unreadable"
+                unowned[where] = "dir" if where.endswith("/") else digest or _NO_DIGEST
             continue
         states = files.setdefault(canonicalize(from_json_name(dist)), {})
         if kind == _MISSING:
             states[where] = _MISSING
         elif kind == _UNEXPECTED:
-            states[where] = "unexpected:" + ("dir" if where.endswith("/") else digest or "unreadable")
+            states[where] = "unexpected:" + ("dir" if where.endswith("/") else digest or _NO_DIGEST)
         elif digest is not None and not states.get(where, "").startswith(_UNEXPECTED):
             states[where] = digest
     return files, unowned

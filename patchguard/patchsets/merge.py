@@ -164,15 +164,11 @@ def _whole_conflict(
 
 
 def _merge_python(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
-    from .pymerge import by_context, doubt, parses, split
+    from .pymerge import doubt, parses
 
     got = merge(ours, base, theirs, labels)
-    if not path.endswith(".py"):
+    if not path.endswith(".py") or _certain_at_once(got, base, theirs, ours):
         return got
-    if got.conflicts == 0 and (
-        got.data == ours or (by_context(base, theirs, ours) == got.data and parses(got.data))
-    ):
-        return got  # every hunk where its whole context is, once: certain without reading statements
     if not all(parses(x) for x in (ours, base, theirs)):
         return got
     why: str | None = ""
@@ -180,15 +176,37 @@ def _merge_python(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tu
         why = doubt(base, theirs, ours, got.data)
         if why is None:
             return got
+    carried = _by_statements(got, base, theirs, ours, labels)
+    if carried is not None:
+        return carried
+    return got if got.conflicts else _to_review(got.data, ours, labels, why or "")
+
+
+def _certain_at_once(got: Merged, base: bytes, theirs: bytes, ours: bytes) -> bool:
+    """A clean merge that changed nothing, or put every hunk where its whole context is, once, under the
+    same definitions, and parses: certain without reading statements."""
+    from .pymerge import by_context, parses
+
+    if got.conflicts:
+        return False
+    return got.data == ours or (by_context(base, theirs, ours) == got.data and parses(got.data))
+
+
+def _by_statements(
+    got: Merged, base: bytes, theirs: bytes, ours: bytes, labels: tuple[str, str, str]
+) -> Merged | None:
+    """What the statements carry for certain, the rest of the set's edits through the line merge; ``None``
+    when that is no better than ``got``."""
+    from .pymerge import doubt, split
+
     parts = split(base, theirs, ours)
     if parts is None or parts.ours == ours or doubt(base, parts.placed, ours, parts.ours) is not None:
-        return got if got.conflicts else _to_review(got.data, ours, labels, why or "")
-    # what the statements carried is certain; the rest of the set's edits go through the line merge
+        return None
     rest = merge(parts.ours, base, parts.rest, labels) if parts.rest != base else Merged(parts.ours, 0)
     if rest.conflicts == 0:
         if doubt(base, theirs, ours, rest.data) is None:
             return Merged(rest.data, 0, rest.adjacent, by="statements")
-        return got if got.conflicts else _to_review(got.data, ours, labels, why or "")
+        return None
     if got.conflicts and got.conflicts <= rest.conflicts:
         return got
     return Merged(rest.data, rest.conflicts, rest.adjacent, by="statements")

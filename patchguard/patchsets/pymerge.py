@@ -449,17 +449,16 @@ def doubt(base: bytes, theirs: bytes, ours: bytes, merged: bytes) -> str | None:
     shapes = [x for x in found if x is not None]
     if len(shapes) != 4:
         return None  # a version that does not parse: the line checks above are all there is
+    return _misplaced(shapes, set(count[1] - count[0]))
+
+
+def _misplaced(shapes: Sequence[_Shape], lines: set[str]) -> str | None:
+    """Why the statements the set adds (or the statements holding the lines it adds) are not where they
+    were: ``shapes`` are the base, the set, the target and the merge."""
     heads = [collections.Counter(h for _k, h, _p in _anchors(s).elements()) for s in shapes]
     new = set(heads[1] - heads[0])  # the statements the set adds (by header)
-    added = +collections.Counter(
-        {k: v for k, v in (_anchors(shapes[1]) - _anchors(shapes[0])).items() if k[1] in new}
-    )
-    placed = +collections.Counter(
-        {k: v for k, v in (_anchors(shapes[3]) - _anchors(shapes[2])).items() if k[1] in new}
-    )
-    if added != placed:
+    if _added(shapes[0], shapes[1], new) != _added(shapes[2], shapes[3], new):
         return "a statement the set adds is not in the same place (its definition, the statement before it)"
-    lines = set(count[1] - count[0])  # the lines the set adds
     if _owned(shapes[0], shapes[1], lines) != _owned(shapes[2], shapes[3], lines):
         return "a line the set adds is not in the same statement"
     return None

@@ -367,26 +367,30 @@ def _rebase_file(inputs: RebaseInputs, path: str, ahead: Mapping[str, Merged]) -
         conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, hunks, regions, score)
         return Rebased(conflict, got.data, ours, mode)
     got = ahead.get(path) or merge_file(new_path, ours, base or b"", theirs, inputs.labels)
+    if got.conflicts == 0 and got.data == ours:  # the release has the set's change, among others
+        return Rebased(upstream, ours, ours)
+    return Rebased(_merged(path, kind, new_path, hunks, score, got), got.data, ours, mode)
+
+
+def _merged(
+    path: str, kind: FileOutcome, new_path: str, hunks: int, score: float | None, got: Merged
+) -> RebasedFile:
+    """A file the three-way merge carried, or left in conflict (its conflicting hunks counted later, for
+    every conflicting file at once: :func:`_with_conflicting_hunks`)."""
     by = got.by if got.by != "lines" else ""
     if got.conflicts == 0:
-        if got.data == ours:  # the release has the set's change, among others
-            return Rebased(upstream, ours, ours)
-        carried = RebasedFile(
-            path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent, merged_by=by
-        )
-        return Rebased(carried, got.data, ours, mode)
-    conflict = RebasedFile(
+        return RebasedFile(path, kind, new_path, hunks, similarity=score, adjacent=got.adjacent, merged_by=by)
+    return RebasedFile(
         path,
         FileOutcome.CONFLICT,
         new_path,
         hunks,
-        0,  # counted for every conflicting file at once: _with_conflicting_hunks
+        0,
         got.conflicts,
         score,
         adjacent=got.adjacent,
         doubt=got.doubt,
     )
-    return Rebased(conflict, got.data, ours, mode)
 
 
 def _text_only(
