@@ -97,6 +97,7 @@ def test_the_culprit_among_16_changed_files_and_its_hunk(calc: tuple[Env, Path],
     assert not (env.site / ".patchguard" / "session.json").exists()
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_two_changes_that_break_only_together(calc: tuple[Env, Path], tmp_path: Path) -> None:
     env, wheels = calc
     _touch_all(env)
@@ -114,6 +115,7 @@ def test_two_changes_that_break_only_together(calc: tuple[Env, Path], tmp_path: 
     assert tree(env.site) == before
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_a_flaky_test_is_run_again_and_the_confidence_said(calc: tuple[Env, Path], tmp_path: Path) -> None:
     """The failure shows 3 runs in 10 (a counter kept outside the environment): with 4 runs per trial
     every failing state fails once at least, and the result says how flaky the test looked."""
@@ -137,6 +139,7 @@ def test_a_flaky_test_is_run_again_and_the_confidence_said(calc: tuple[Env, Path
     assert tree(env.site) == before
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_a_hanging_test_is_bad_after_the_timeout(calc: tuple[Env, Path], tmp_path: Path) -> None:
     env, wheels = calc
     _touch_all(env)
@@ -152,6 +155,7 @@ def test_a_hanging_test_is_bad_after_the_timeout(calc: tuple[Env, Path], tmp_pat
     assert tree(env.site) == before
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_a_test_that_cannot_tell_some_states_is_skipped_there(calc: tuple[Env, Path], tmp_path: Path) -> None:
     env, wheels = calc
     _touch_all(env)
@@ -199,6 +203,7 @@ def test_no_changes_is_one_line_exit_2(calc: tuple[Env, Path]) -> None:
     assert code == 2 and "no changes to bisect" in err
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_by_hunk_with_a_deleted_and_a_created_file(calc: tuple[Env, Path], tmp_path: Path) -> None:
     env, wheels = calc
     _touch_all(env)
@@ -218,6 +223,7 @@ def test_by_hunk_with_a_deleted_and_a_created_file(calc: tuple[Env, Path], tmp_p
     assert tree(env.site) == before
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_applied_sets_are_bisected_by_set(env: Env, patches: Path, tmp_path: Path) -> None:
     site = ["--site-packages", str(env.site), "--patches", str(patches)]
     for name in ("sm120-support", "glm5-debug"):
@@ -356,6 +362,7 @@ def test_a_skipped_interval_is_kept_whole() -> None:
     assert 5 in found.culprits and found.unsplit
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_the_library_returns_a_typed_result(calc: tuple[Env, Path], tmp_path: Path) -> None:
     env, wheels = calc
     _touch_all(env)
@@ -430,6 +437,7 @@ def test_a_session_file_that_cannot_be_trusted_changes_nothing(
     assert tree(env.site) == before and victim.read_text() == "keep me\n"
 
 
+@pytest.mark.slow  # a bisect: a test process per trial
 def test_keep_going_finds_every_independent_culprit(calc: tuple[Env, Path], tmp_path: Path) -> None:
     env, wheels = calc
     _touch_all(env)

@@ -195,6 +195,7 @@ def test_every_kind_of_difference_is_named(
     assert lines[-1] == summary
 
 
+@pytest.mark.slow  # CLI subprocesses or many environments
 def test_a_report_and_a_lock_of_one_environment_are_alike(tmp_path: Path, minillm_wheel: Path) -> None:
     """A fleet may send scan reports (judged code findings and all) or locks: the same environment is one
     group, whichever it sent — drifted or not."""
@@ -340,6 +341,7 @@ _FINGERPRINTS = st.builds(
 )
 
 
+@pytest.mark.slow  # CLI subprocesses or many environments
 @given(_FINGERPRINTS, _FINGERPRINTS, st.booleans())
 def test_two_environments_are_grouped_apart_exactly_when_a_difference_is_named(
     a: Fingerprint, b: Fingerprint, builds: bool
@@ -457,6 +459,7 @@ def test_what_is_not_a_readable_document_is_one_line(tmp_path: Path, minillm_whe
     assert err == f"patchguard: error: {fleet / 'loop.json'}: {cases['loop.json']} {NAME_THEM}\n"
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_a_fifo_in_the_directory_never_hangs_the_real_command(tmp_path: Path, minillm_wheel: Path) -> None:
     fleet = tmp_path / "fleet"
     fleet.mkdir()
@@ -573,6 +576,7 @@ def _seconds(duration: str) -> float:
     return float(duration[:-1])
 
 
+@pytest.mark.slow  # CLI subprocesses or many environments
 def test_the_readme_node_problem_detector_plugin_works_as_configured(env: Env, tmp_path: Path) -> None:
     """The README's custom-plugin-monitor configuration: valid as node-problem-detector checks it (its
     pluginConfig.Validate: a custom plugin, a permanent rule's condition among the defaults, no rule timeout
@@ -603,6 +607,7 @@ def test_the_readme_node_problem_detector_plugin_works_as_configured(env: Env, t
     assert code == 2 and out.startswith("UNKNOWN: could not check: ") and out.count("\n") == 1
 
 
+@pytest.mark.slow  # CLI subprocesses or many environments
 def test_the_readme_nhc_check_drains_on_a_problem_only(env: Env, tmp_path: Path) -> None:
     """The README's NHC check, sourced by bash as NHC sources /etc/nhc/scripts/*.nhc, with NHC's own
     ``die`` and ``log`` contract (die: the check failed, with its reason; log: a line in NHC's log)."""
