@@ -11,9 +11,12 @@ libcst is imported by :mod:`.judge` only, and only when there is a change to jud
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
+import keyword
+import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -550,7 +553,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[
     out: list[Finding] = []
     squeezed = _squeeze("".join(x for x in split_lines(after) if not x.lstrip().startswith("#")))
     asserts = [_squeeze(line) for line in split_lines(after) if line.lstrip().startswith("assert")]
-    gone_scopes = _gone_scopes(edit)
+    gone = _Gone.of(edit)
     for r in regions:
         line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
         added = [edit.lines[n - 1].strip() for n in r.lines]
@@ -561,7 +564,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[
             stmt = _squeeze(_statement(r.removed, i))
             if stmt in squeezed or _strengthened(stmt, asserts) or _replaced(s, added):
                 continue
-            if gone_scopes(r.old_start + i):
+            if gone.scope(r.old_start + i) or gone.subject(r.old_start + i, _statement(r.removed, i)):
                 continue
             out.append(
                 edit.finding(
@@ -615,15 +618,76 @@ def _strengthened(stmt: str, asserts: Sequence[str]) -> bool:
     return bool(cond) and any(cond in a for a in asserts)
 
 
-def _gone_scopes(edit: _Edit) -> Callable[[int], bool]:
-    """Whether a pristine line sat in a def or class the installed file no longer has at all."""
-    if edit.before is None:
-        return lambda _line: False
-    pristine = locate(edit.before)
-    names = {s.qualname for s in edit.st.scopes}
+@dataclass(frozen=True, slots=True)
+class _Gone:
+    """What of the pristine code the installed file no longer has: a whole def or class, or the things a
+    check tested. A check that left with what it checked is a refactor, not a check taken away."""
 
-    def gone(line: int) -> bool:
-        scope = pristine.innermost(line)
-        return scope is not None and scope.qualname not in names
+    before: Structure | None
+    before_lines: Sequence[str]
+    after: Structure
+    after_lines: Sequence[str]
 
-    return gone
+    @classmethod
+    def of(cls, edit: _Edit) -> _Gone:
+        if edit.before is None:
+            return cls(None, (), edit.st, edit.lines)
+        return cls(locate(edit.before), split_lines(edit.before), edit.st, edit.lines)
+
+    def scope(self, line: int) -> bool:
+        """Whether a pristine line sat in a def or class the installed file no longer has at all."""
+        if self.before is None:
+            return False
+        scope = self.before.innermost(line)
+        return scope is not None and scope.qualname not in {s.qualname for s in self.after.scopes}
+
+    def subject(self, line: int, statement: str) -> bool:
+        """Whether none of the names a removed check tested (an ``assert``'s condition, the ``if`` right
+        above a ``raise``) is left in the installed def around it (or the file, at module level)."""
+        if self.before is None:
+            return False
+        names = _tested_names(statement, self._guard(line))
+        if not names:
+            return False
+        scope = self.before.innermost(line)
+        region: Sequence[str] = self.after_lines
+        if scope is not None:
+            now = next((s for s in self.after.scopes if s.qualname == scope.qualname), None)
+            region = self.after_lines[now.start - 1 : now.end] if now is not None else region
+        text = "".join(region)
+        return not any(re.search(rf"\b{re.escape(n)}\b", text) for n in names)
+
+    def _guard(self, line: int) -> str:
+        """The header of the block pristine ``line`` sits in when it is an ``if``/``elif`` line, else ""."""
+        if not 0 < line <= len(self.before_lines):
+            return ""
+        text = self.before_lines[line - 1]
+        indent = len(text) - len(text.lstrip())
+        for above in reversed(self.before_lines[: line - 1]):
+            stripped = above.strip()
+            if stripped and not stripped.startswith("#") and len(above) - len(above.lstrip()) < indent:
+                return stripped if stripped.startswith(("if ", "elif ")) else ""
+        return ""
+
+
+_NOT_SUBJECTS = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
+
+
+def _tested_names(statement: str, guard: str) -> set[str]:
+    """The names and attributes a check tests: an ``assert``'s whole statement, a ``raise``'s guard."""
+    text = statement.strip()
+    if text.startswith("raise"):
+        if not guard:
+            return set()
+        text = guard.replace("elif ", "if ", 1) + " pass"
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in _NOT_SUBJECTS:
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found
