@@ -198,7 +198,8 @@ class _Walker(cst.CSTVisitor):
         """The names of the current function that hold tensors (worked out on first use)."""
         fn, known = self.functions[-1]
         if known is None:
-            known = tensor_names(fn, self.aliases) if fn is not None else set()
+            owner = self.names[-2] if len(self.names) >= 2 else None  # the class of a method
+            known = tensor_names(fn, self.aliases, self.st.tensor_fields, owner) if fn is not None else set()
             self.functions[-1] = (fn, known)
         return known
 

@@ -99,6 +99,15 @@ class Structure:
     dead: list[tuple[int, int]] = field(default_factory=list)
     local_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     _hot: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _fields: dict[str, frozenset[str]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def tensor_fields(self) -> dict[str, frozenset[str]]:
+        """Class name → its fields annotated as tensors (``seq_lens: torch.Tensor`` in a dataclass), for
+        every class of the file; worked out on first use."""
+        if self._fields is None:
+            self._fields = _tensor_fields(self.tree) if self.tree is not None else {}
+        return self._fields
 
     @property
     def hot(self) -> dict[str, str]:
@@ -381,3 +390,26 @@ def _without_docstring(body: object) -> object:
     ):
         return body[1:]
     return body
+
+
+def _tensor_fields(tree: ast.Module) -> dict[str, frozenset[str]]:
+    out: dict[str, frozenset[str]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        names = frozenset(
+            s.target.id
+            for s in node.body
+            if isinstance(s, ast.AnnAssign)
+            and isinstance(s.target, ast.Name)
+            and _tensor_annotation(s.annotation)
+        )
+        if names:
+            out[node.name] = names
+    return out
+
+
+def _tensor_annotation(annotation: ast.expr) -> bool:
+    """``Tensor``, ``torch.Tensor``, ``Optional[torch.Tensor]``, ``Tensor | None`` — not a list of them."""
+    text = ast.unparse(annotation)
+    return "Tensor" in text and "list[" not in text.lower() and "tuple[" not in text.lower()

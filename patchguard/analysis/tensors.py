@@ -34,14 +34,25 @@ _NOT_TENSORS = frozenset(
 )
 
 
-def tensor_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
+def tensor_names(
+    fn: cst.FunctionDef,
+    aliases: Mapping[str, str],
+    fields: Mapping[str, frozenset[str]] | None = None,
+    owner: str | None = None,
+) -> set[str]:
     """The names ``fn`` binds to tensors: its parameters annotated ``Tensor`` and locals assigned a
-    tensor expression (two passes: ``a = torch.ones(n)``; ``b = a * 2`` comes after)."""
+    tensor expression (two passes: ``a = torch.ones(n)``; ``b = a * 2`` comes after) — and, from the
+    tensor ``fields`` of the file's classes, the attributes that are tensors: ``batch.seq_lens`` for a
+    parameter ``batch: ForwardBatch``, ``self.cache`` in a method of ``owner``."""
+    params = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
     names = {
-        p.name.value
-        for p in (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
-        if p.annotation is not None and _names_tensor(p.annotation.annotation)
+        p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
     }
+    for p in params:
+        cls = _class_named(p.annotation.annotation) if p.annotation is not None else None
+        names |= {f"{p.name.value}.{f}" for f in (fields or {}).get(cls or "", ())}
+    if owner is not None and params and params[0].name.value == "self":
+        names |= {f"self.{f}" for f in (fields or {}).get(owner, ())}
     collect = _Assignments()
     fn.body.visit(collect)
     for _ in range(2):
@@ -73,6 +84,19 @@ class _Assignments(cst.CSTVisitor):
         return False
 
 
+def _class_named(annotation: cst.BaseExpression) -> str | None:
+    """The class an annotation names (``ForwardBatch``, ``"ForwardBatch"``, ``mod.ForwardBatch``)."""
+    if isinstance(annotation, cst.SimpleString):
+        value = annotation.evaluated_value
+        return (
+            value.rsplit(".", 1)[-1]
+            if isinstance(value, str) and value.replace(".", "").isidentifier()
+            else None
+        )
+    dotted = get_full_name_for_node(annotation)
+    return dotted.rsplit(".", 1)[-1] if dotted else None
+
+
 def _names_tensor(annotation: cst.BaseExpression) -> bool:
     """An annotation naming a tensor: ``Tensor``, ``torch.Tensor``, ``Optional[torch.Tensor]``…"""
     text = cst.Module(body=[]).code_for_node(annotation)
@@ -84,6 +108,8 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
     if isinstance(expr, cst.Name):
         return expr.value in tensors
     if isinstance(expr, cst.Attribute):
+        if get_full_name_for_node(expr) in tensors:
+            return True  # a field typed as a tensor (``batch.seq_lens``)
         return (
             expr.attr.value not in _METADATA_ATTRS
             and is_tensor(expr.value, tensors, aliases)
