@@ -123,3 +123,22 @@ def test_a_clean_line_merge_that_is_not_certain_goes_to_review(tmp_path: Path) -
     ours = twin.replace("def a():\n    x = 1\n    y = 2\n    return x + y\n\n\n", "")
     got = merge_file("pkg/m.py", ours.encode(), twin.encode(), theirs.encode(), LABELS)
     assert got.conflicts, got.data.decode()  # a() is gone: its line has nowhere certain to go
+
+
+def test_many_files_are_merged_in_helper_processes_alike() -> None:
+    """From 8 files on, merges run in helper processes: the same results, in the same order, as one by
+    one — a conflict, a merge by statement and a clean line merge among them."""
+    from patchguard.patchsets.merge import _PARALLEL_FROM, merge_all
+
+    docstring = BASE.replace("def forward(x, y):\n", 'def forward(x, y):\n    """Add them."""\n')
+    clash = (
+        BASE.replace("    return -g\n", "    return -g.clone()\n"),
+        BASE.replace("    return -g\n", "    return -g * 2\n"),
+    )
+    pairs = [(docstring, THEIRS), clash, (BASE.replace("def backward", "def backward_pass"), THEIRS)] * 4
+    jobs = [(f"pkg/m{n}.py", o.encode(), BASE.encode(), t.encode(), LABELS) for n, (o, t) in enumerate(pairs)]
+    assert len(jobs) >= _PARALLEL_FROM
+    together = merge_all(jobs)
+    alone = [merge_file(*job) for job in jobs]
+    assert together == alone
+    assert {m.by for m in together} == {"lines", "statements"} and any(m.conflicts for m in together)
