@@ -397,7 +397,15 @@ RULES: dict[str, Rule] = {
                     "torch.set_printoptions",
                     "logging.basicConfig",
                     "logging.disable",
+                    # transformers' own logging API: the library's verbosity for the whole process
+                    "transformers.utils.logging.set_verbosity_debug",
+                    "transformers.utils.logging.set_verbosity_info",
+                    "transformers.logging.set_verbosity_debug",
+                    "transformers.logging.set_verbosity_info",
+                    "diffusers.utils.logging.set_verbosity_debug",
                 ),
+                # transformers' logging API through a relative import (``from ...utils import logging``)
+                methods=("set_verbosity_debug",),
                 attributes=(
                     "torch.backends.",
                     "torch._dynamo.config.",

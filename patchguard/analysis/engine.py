@@ -552,6 +552,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[
     strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class."""
     out: list[Finding] = []
     squeezed = _squeeze("".join(x for x in split_lines(after) if not x.lstrip().startswith("#")))
+    before = _squeeze("".join(x for x in split_lines(edit.before or "") if not x.lstrip().startswith("#")))
     asserts = [_squeeze(line) for line in split_lines(after) if line.lstrip().startswith("assert")]
     gone = _Gone.of(edit)
     for r in regions:
@@ -562,7 +563,9 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[
             if not s.startswith(_CODE_START):
                 continue
             stmt = _squeeze(_statement(r.removed, i))
-            if stmt in squeezed or _strengthened(stmt, asserts) or _replaced(s, added):
+            # moved (as many copies as before: a copy of the same check elsewhere in the file is not this one)
+            moved = squeezed.count(stmt) >= max(before.count(stmt), 1)
+            if moved or _strengthened(stmt, [a for a in asserts if a != stmt]) or _replaced(s, added):
                 continue
             if gone.scope(r.old_start + i) or gone.subject(r.old_start + i, _statement(r.removed, i)):
                 continue

@@ -74,8 +74,11 @@ HOT_PATH = (
 
 
 def on_hot_path(name: str) -> bool:
-    """Whether a function named ``name`` is on the hot path (see :data:`HOT_PATH`); a test never is."""
-    return not name.startswith("test") and name.lstrip("_").startswith(HOT_PATH)
+    """Whether a function named ``name`` is on the hot path (see :data:`HOT_PATH`), or is a forward by its
+    name (``eager_attention_forward``, ``mlp_forward``: transformers' attention functions, reached through a
+    table of them); a test never is."""
+    bare = name.lstrip("_")
+    return not name.startswith("test") and (bare.startswith(HOT_PATH) or bare.endswith("_forward"))
 
 
 # Calls that run the callable they are given: ``functools.partial(torch.save, x)`` dumps as surely as

@@ -121,6 +121,12 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
         return is_tensor(expr.left, tensors, aliases) or is_tensor(expr.right, tensors, aliases)
     if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
         return is_tensor(expr.expression, tensors, aliases)
+    if isinstance(expr, cst.Comparison) and not any(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
+    ):  # ``sampled < 0``: a tensor of booleans
+        return any(
+            is_tensor(s, tensors, aliases) for s in (expr.left, *(c.comparator for c in expr.comparisons))
+        )
     if isinstance(expr, cst.Call):
         return _tensor_call(expr, tensors, aliases)
     return False
