@@ -132,13 +132,24 @@ def git_apply(base: bytes, theirs: bytes, ours: bytes, scratch: Path) -> str:
     return (scratch / "f.py").read_text()
 
 
-def git_merge_file(base: bytes, theirs: bytes, ours: bytes, scratch: Path) -> str | None:
+def git_merge_file(base: bytes, theirs: bytes, ours: bytes, scratch: Path) -> str:
     for name, data in (("o", ours), ("b", base), ("t", theirs)):
         (scratch / name).write_bytes(data)
     proc = subprocess.run(
         ["git", "merge-file", "-p", "--diff3", "o", "b", "t"], cwd=scratch, capture_output=True, check=False
     )
     return proc.stdout.decode()
+
+
+def carried_by(method: str, path: str, base: bytes, theirs: bytes, ours: bytes, scratch: Path) -> str:
+    """The file ``method`` makes of the set's edit (base -> theirs) on ``ours``, conflicts included."""
+    if method == "git apply":
+        return git_apply(base, theirs, ours, scratch)
+    if method == "git merge-file":
+        return git_merge_file(base, theirs, ours, scratch)
+    if method == "patchguard before":
+        return merge(ours, base, theirs, LABELS).data.decode()
+    return merge_file(path, ours, base, theirs, LABELS).data.decode()
 
 
 def carry_all(files: dict[str, tuple[bytes, bytes, bytes]], wanted: dict[str, list[str]]) -> dict[str, Any]:
@@ -149,14 +160,7 @@ def carry_all(files: dict[str, tuple[bytes, bytes, bytes]], wanted: dict[str, li
         for path, (base, theirs, ours) in files.items():
             for method in METHODS:
                 t0 = time.perf_counter()
-                if method == "git apply":
-                    result: str | None = git_apply(base, theirs, ours, scratch)
-                elif method == "git merge-file":
-                    result = git_merge_file(base, theirs, ours, scratch)
-                else:
-                    got = (merge(ours, base, theirs, LABELS) if method == "patchguard before"
-                           else merge_file(path, ours, base, theirs, LABELS))  # fmt: skip
-                    result = got.data.decode()
+                result: str | None = carried_by(method, path, base, theirs, ours, scratch)
                 seconds[method] += time.perf_counter() - t0
                 for key, n in judge(result, wanted[path]).items():
                     totals[method][key] += n
@@ -188,14 +192,7 @@ def downstream(wheels: Path) -> dict[str, Any]:
             theirs = base.replace(before.encode(), after.encode(), 1)
             row = {"file": path}
             for method in METHODS:
-                if method == "git apply":
-                    result: str | None = git_apply(base, theirs, ours, scratch)
-                elif method == "git merge-file":
-                    result = git_merge_file(base, theirs, ours, scratch)
-                else:
-                    got = (merge(ours, base, theirs, LABELS) if method == "patchguard before"
-                           else merge_file(path, ours, base, theirs, LABELS))  # fmt: skip
-                    result = got.data.decode() if got.conflicts == 0 else None
+                result = carried_by(method, path, base, theirs, ours, scratch)
                 if result is None or "<<<<<<<" in result:
                     row[method] = "left for review"
                 elif after in result and result.count(after.strip()) == 1 and before not in result:
