@@ -165,6 +165,9 @@ _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 # An early exit typed in: a possible hit only where the unit holds a check it could cut off.
 _EXIT = re.compile(r"^\s*(?:return|continue|break)\b", re.MULTILINE)
 _CHECK = re.compile(r"^\s*(?:raise|assert)\b", re.MULTILINE)
+# A statement that lets an error go, typed into a unit that has a handler it could be the body of.
+_QUIET = re.compile(r"^\s*(?:pass|\.\.\.|continue|break|return(?:\s+None)?)\s*(?:#.*)?$", re.MULTILINE)
+_HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
 )
@@ -199,6 +202,8 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
         return True
     if _EXIT.search(changed) and _CHECK.search(unit or changed):
         return True
+    if _QUIET.search(changed) and _HANDLER.search(unit or changed):
+        return True  # a handler's body emptied, its ``except`` line left as it was
     if _DECISION.search(changed) and any(on_hot_path(name) for name in _DEF.findall(unit)):
         return True
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
