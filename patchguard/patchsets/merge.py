@@ -106,13 +106,18 @@ def merge(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str])
         raise MergeFailed(f"git merge-file failed (exit {status}): {err!s:.200}")
     if status == 0:
         return Merged(out, 0)
-    heads = (
+    return _resolve_touching(out, _marks(size, labels), ours, theirs)
+
+
+def _marks(size: int, labels: tuple[str, str, str]) -> tuple[bytes, bytes, bytes, bytes]:
+    """The four marker lines of a ``diff3`` conflict (without their newline): ours, base, the
+    separator, theirs — as ``git merge-file`` writes them."""
+    return (
         b"<" * size + b" " + labels[0].encode(),
         b"|" * size + b" " + labels[1].encode(),
         b"=" * size,
         b">" * size + b" " + labels[2].encode(),
     )
-    return _resolve_touching(out, heads, ours, theirs)
 
 
 def merge_file(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
@@ -125,20 +130,20 @@ def merge_file(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple
         return got
     from .pymerge import doubt_outside
 
-    why = doubt_outside(base, theirs, ours, _target_side(got.data, marker_size(ours, base, theirs)))
+    view = _target_side(got.data, _marks(marker_size(ours, base, theirs), labels))
+    why = doubt_outside(base, theirs, ours, view)
     return got if why is None else _whole_conflict(ours, base, theirs, labels, why)
 
 
-def _target_side(data: bytes, size: int) -> bytes:
+def _target_side(data: bytes, marks: tuple[bytes, bytes, bytes, bytes]) -> bytes:
     """A merge with conflicts, each taken as the target has it (what is carried outside them stays)."""
     out: list[bytes] = []
     side = ""
-    marks = {b"<" * size: "ours", b"|" * size: "base", b"=" * size: "theirs", b">" * size: ""}
+    sides = dict(zip(marks, ("ours", "base", "theirs", ""), strict=True))
     for line in data.splitlines(keepends=True):
-        head = line[:size]
-        rest = line[size : size + 1]
-        if head in marks and rest in (b"", b" ", b"\n", b"\r"):
-            side = marks[head]
+        mark = line.rstrip(b"\r\n")
+        if mark in sides:
+            side = sides[mark]
         elif side in ("", "ours"):
             out.append(line)
     return b"".join(out)
@@ -149,18 +154,21 @@ def _whole_conflict(
 ) -> Merged:
     """One conflict over the whole file — the target's, the base's and the set's — when what a merge
     carried outside its conflicts is not certain: a person sees all of it."""
-    size = marker_size(ours, base, theirs)
-
-    def ended(data: bytes) -> bytes:
-        return data if not data or data.endswith(b"\n") else data + b"\n"
-
-    text = (
-        b"<" * size + b" " + labels[0].encode() + b"\n" + ended(ours)
-        + b"|" * size + b" " + labels[1].encode() + b"\n" + ended(base)
-        + b"=" * size + b"\n" + ended(theirs)
-        + b">" * size + b" " + labels[2].encode() + b"\n"
-    )  # fmt: skip
-    return Merged(text, 1, doubt=why)
+    head, middle, between, tail = _marks(marker_size(ours, base, theirs), labels)
+    parts = (
+        head,
+        b"\n",
+        _ended(ours),
+        middle,
+        b"\n",
+        _ended(base),
+        between,
+        b"\n",
+        _ended(theirs),
+        tail,
+        b"\n",
+    )
+    return Merged(b"".join(parts), 1, doubt=why)
 
 
 def _merge_python(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
@@ -240,7 +248,7 @@ def _merge_job(job: MergeJob) -> Merged:
 def _to_review(merged: bytes, ours: bytes, labels: tuple[str, str, str], why: str) -> Merged:
     """A clean merge that is not certain, as conflicts: each region it changed in the target between
     markers (the target's lines, then the merge's), for a person to confirm or move."""
-    size = marker_size(merged, ours)
+    head, middle, between, tail = (m + b"\n" for m in _marks(marker_size(merged, ours), labels))
     a, b = ours.splitlines(keepends=True), merged.splitlines(keepends=True)
     out: list[bytes] = []
     regions = 0
@@ -249,17 +257,13 @@ def _to_review(merged: bytes, ours: bytes, labels: tuple[str, str, str], why: st
             out += a[i1:i2]
             continue
         regions += 1
-        out.append(b"<" * size + b" " + labels[0].encode() + b"\n")
-        out += [_ended(x) for x in a[i1:i2]]
-        out.append(b"|" * size + b" " + labels[1].encode() + b"\n")
-        out.append(b"=" * size + b"\n")
-        out += [_ended(x) for x in b[j1:j2]]
-        out.append(b">" * size + b" " + labels[2].encode() + b"\n")
+        out += [head, *(_ended(x) for x in a[i1:i2]), middle, between, *(_ended(x) for x in b[j1:j2]), tail]
     return Merged(b"".join(out), max(regions, 1), doubt=why)
 
 
-def _ended(line: bytes) -> bytes:
-    return line if line.endswith(b"\n") else line + b"\n"
+def _ended(data: bytes) -> bytes:
+    """``data`` ending in a newline (empty stays empty): what goes between markers."""
+    return data if not data or data.endswith(b"\n") else data + b"\n"
 
 
 def has_markers(data: bytes, labels: tuple[str, str, str]) -> bool:
