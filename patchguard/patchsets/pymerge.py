@@ -9,10 +9,9 @@ siblings before them share it. A leading docstring belongs to the header, not th
 
 The set's edits (base → theirs, line by line) are carried one by one:
 
-* an **insertion** between two statements goes between their matches in the target (``ours``), wherever
-  upstream moved the container, with the target's indentation; the two must still be neighbours there —
-  except in an order-free body (the module's, a class's, where imports and definitions may be reordered),
-  where the statement before is enough;
+* an **insertion** keeps its anchors — its container and the statement before it (or the start of the
+  body): it goes right after that statement's match in the target (``ours``), wherever upstream moved the
+  container or reordered its statements, with the target's indentation;
 * a **change inside one statement**, or a change of whole statements, is made only when the target's
   statements are the same text as the base's (indentation aside).
 
@@ -37,9 +36,6 @@ from dataclasses import dataclass
 __all__ = ["Split", "by_context", "carry", "doubt", "doubt_outside", "parses", "split"]
 
 Key = tuple[str, ...]
-# Containers whose statements may be reordered by upstream without changing the program's meaning much:
-# a module's (imports, definitions) and a class's (its members).
-_ORDER_FREE = ("module", "class")
 _STRING = "<string>"  # the header of a statement that is a string alone (a docstring, or one demoted)
 _COMMENT = re.compile(r"\s+#[^'\"]*$")  # a trailing comment (not inside a string)
 
@@ -54,7 +50,6 @@ class _Stmt:
 
 @dataclass
 class _Body:
-    kind: str  # "module", "class", "def", "block"
     start: int  # where its first statement may go: after the header (and the docstring)
     indent: str
     stmts: list[_Stmt]
@@ -108,7 +103,7 @@ class _Shape:
             seen[head] += 1
             self._children((*key, f"{head}#{seen[head] - 1}"), node)
         indent = _indent(self.lines[stmts[0].start]) if stmts else ""
-        self.bodies[key] = _Body(kind, start, indent, stmts, doc)
+        self.bodies[key] = _Body(start, indent, stmts, doc)
 
     def _children(self, key: Key, node: ast.stmt) -> None:
         kind = "def" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else "block"
@@ -307,16 +302,14 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
     nxt = body.stmts[i] if i < len(body.stmts) else None
     p = o.find(key, prev.head, prev.nth) if prev else None
     q = o.find(key, nxt.head, nxt.nth) if nxt else None
-    spot = _spot(body, target, prev, nxt, p, q, at)
+    spot = _spot(target, prev, p, q, at)
     lines = _reindent(new, body.indent, target.indent)
     if spot is None or lines is None:
         return None
     return _Placed(spot, spot, tuple(lines), order)
 
 
-def _spot(
-    body: _Body, target: _Body, prev: _Stmt | None, nxt: _Stmt | None, p: int | None, q: int | None, at: int
-) -> int | None:
+def _spot(target: _Body, prev: _Stmt | None, p: int | None, q: int | None, at: int) -> int | None:
     """Where in the target an insertion goes: its anchors are its container and the statement before it
     (or the start of the body). Right after that statement's match — or right before the next statement's
     match, when the insertion was there (after blank lines or comments) and the two are still neighbours."""
