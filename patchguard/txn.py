@@ -78,6 +78,7 @@ __all__ = [
 _LOCK = "lock"
 JOURNAL_SCHEMA = "patchguard.journal/1"
 _BACKUPS = "backups"
+_SESSION_DIR = "session"  # a session's kept start bytes
 _TMP_MARK = ".pg-tmp-"
 
 
@@ -175,10 +176,10 @@ def _write_durable(path: str, data: bytes, mode: int) -> None:
 
 
 def check_state_dir(root: str) -> None:
-    """``.patchguard/`` and its ``backups/`` must be real directories inside ``root``: a symlink there would
-    send the lock, the journal, backups and their clean-up anywhere."""
+    """``.patchguard/``, its ``backups/`` and a session's kept files must be real directories inside
+    ``root``: a symlink there would send the lock, the journal, backups and their clean-up anywhere."""
     state = os.path.join(root, STATE_DIR)
-    for d in (state, os.path.join(state, _BACKUPS)):
+    for d in (state, os.path.join(state, _BACKUPS), os.path.join(state, _SESSION_DIR)):
         if os.path.islink(d):
             raise JournalError(
                 "is a symlink: patchguard keeps its state only in a real directory",
@@ -340,7 +341,7 @@ def commit(
     dropped once committed, and the backups of earlier transactions are not pruned for this one."""
     root = os.path.abspath(plan.root)
     keep = keep_backups()  # read before anything is written: a bad setting changes nothing
-    _check_paths(root, plan)
+    _check_paths(root, [c.path for c in plan.changes], plan.also)
     lock = (
         contextlib.nullcontext(os.path.join(root, STATE_DIR))
         if locked
@@ -473,9 +474,9 @@ def prune_backups(root: str, keep: int) -> list[str]:
     return [n for n in old if not n.startswith(".pruning-")]
 
 
-def _check_paths(root: str, plan: Plan) -> None:
-    """Raises :class:`TransactionError` listing every path of ``plan`` that :func:`check_path` refuses."""
-    problems = [f"{c.path}: {why}" for c in plan.changes if (why := check_path(root, c.path, plan.also))]
+def _check_paths(root: str, paths: Sequence[str], also: Sequence[str]) -> None:
+    """Raises :class:`TransactionError` listing every path that :func:`check_path` refuses."""
+    problems = [f"{p}: {why}" for p in paths if (why := check_path(root, p, also))]
     if problems:
         raise TransactionError(
             f"refused, nothing written: {len(problems)} path{'s' if len(problems) != 1 else ''} may not be "
@@ -851,7 +852,6 @@ def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: dict[s
 # -- sessions: an environment held in trial states, put back at the end ------------------------------------
 
 SESSION_SCHEMA = "patchguard.session/1"
-_SESSION_DIR = "session"
 _own_sessions: set[str] = set()  # the roots this process holds a session on (its commits do not undo it)
 
 
@@ -957,20 +957,9 @@ def _save_start(
         if p.endswith(".py"):
             with contextlib.suppress(OSError):
                 wanted += sorted(bytecode_of(p))
-    problems = [f"{p}: {why}" for p in wanted if (why := check_path(root, p, also))]
-    if problems:
-        raise TransactionError(
-            "refused, nothing written: " + "; ".join(problems[:3]),
-            path=root,
-            hint="every write stays inside the environment, on regular files, never through a symlink",
-        )
+    _check_paths(root, wanted, also)
+    check_state_dir(root)
     saved_dir = os.path.join(state, _SESSION_DIR)
-    if os.path.islink(saved_dir):
-        raise JournalError(
-            "is a symlink: patchguard keeps its state only in a real directory",
-            path=saved_dir,
-            hint="remove the link (and look at who made it)",
-        )
     import shutil
 
     shutil.rmtree(saved_dir, ignore_errors=True)
