@@ -216,7 +216,7 @@ def analyse(change: CodeChange) -> list[Finding]:
         out.append(_unparseable(edit, edit.st.syntax_error))
     if not out and before is not None and _only_cosmetic(before, edit.st):
         return _cosmetic(edit, regions)
-    out += _removed_checks(regions, edit, after)
+    out += _removed_checks(regions, edit)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _scripts_are_not_library(out, edit.st.tree)
@@ -547,14 +547,14 @@ def _command_line(name: str) -> bool:
     return bare in ("main", "cli") or bare.endswith(("_main", "_cli")) or bare.startswith(("cli_", "main_"))
 
 
-def _removed_checks(regions: Sequence[Region], edit: _Edit, after: str) -> list[Finding]:
+def _removed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     """A ``raise`` or ``assert`` of the pristine code that is gone — not one that moved, was re-wrapped or
     strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class."""
     out: list[Finding] = []
-    squeezed = _squeeze("".join(x for x in split_lines(after) if not x.lstrip().startswith("#")))
-    before = _squeeze("".join(x for x in split_lines(edit.before or "") if not x.lstrip().startswith("#")))
-    asserts = [_squeeze(line) for line in split_lines(after) if line.lstrip().startswith("assert")]
     gone = _Gone.of(edit)
+    squeezed = _squeeze("".join(x for x in edit.lines if not x.lstrip().startswith("#")))
+    before = _squeeze("".join(x for x in gone.before_lines if not x.lstrip().startswith("#")))
+    asserts = [_squeeze(line) for line in edit.lines if line.lstrip().startswith("assert")]
     for r in regions:
         line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
         added = [edit.lines[n - 1].strip() for n in r.lines]
@@ -630,19 +630,21 @@ class _Gone:
     before_lines: Sequence[str]
     after: Structure
     after_lines: Sequence[str]
+    after_scopes: frozenset[str]  # the qualified names of the installed file's defs and classes
 
     @classmethod
     def of(cls, edit: _Edit) -> _Gone:
+        scopes = frozenset(s.qualname for s in edit.st.scopes)
         if edit.before is None:
-            return cls(None, (), edit.st, edit.lines)
-        return cls(locate(edit.before), split_lines(edit.before), edit.st, edit.lines)
+            return cls(None, (), edit.st, edit.lines, scopes)
+        return cls(locate(edit.before), split_lines(edit.before), edit.st, edit.lines, scopes)
 
     def scope(self, line: int) -> bool:
         """Whether a pristine line sat in a def or class the installed file no longer has at all."""
         if self.before is None:
             return False
         scope = self.before.innermost(line)
-        return scope is not None and scope.qualname not in {s.qualname for s in self.after.scopes}
+        return scope is not None and scope.qualname not in self.after_scopes
 
     def subject(self, line: int, statement: str) -> bool:
         """Whether none of the names a removed check tested (an ``assert``'s condition, the ``if`` right
