@@ -339,10 +339,20 @@ def _merged_ahead(inputs: RebaseInputs, paths: Sequence[str]) -> dict[str, Merge
         if isinstance(found, Rebased):
             continue
         new_path, ours, _score = found
-        if ours is None or theirs is None or ours in (theirs, base) or is_binary(ours) or is_binary(theirs):
-            continue
-        jobs.append((path, (new_path, ours, base or b"", theirs, inputs.labels)))
+        job = _merge_job(inputs, new_path, ours, base, theirs)
+        if job is not None and not is_binary(job[1]) and not is_binary(job[3]):  # text only: _text_only says
+            jobs.append((path, job))
     return dict(zip((p for p, _ in jobs), merge_all([j for _, j in jobs]), strict=True))
+
+
+def _merge_job(
+    inputs: RebaseInputs, new_path: str, ours: bytes | None, base: bytes | None, theirs: bytes | None
+) -> MergeJob | None:
+    """The three-way merge a file of the set needs; ``None`` when it needs none: the release already has
+    the set's change or none of upstream's, or one side is absent (a file created or deleted)."""
+    if ours is None or theirs is None or ours in (theirs, base):
+        return None
+    return new_path, ours, base or b"", theirs, inputs.labels
 
 
 def _rebase_file(inputs: RebaseInputs, path: str, ahead: Mapping[str, Merged]) -> Rebased:
@@ -366,7 +376,9 @@ def _rebase_file(inputs: RebaseInputs, path: str, ahead: Mapping[str, Merged]) -
         regions = max(got.conflicts, 1)
         conflict = RebasedFile(path, FileOutcome.CONFLICT, new_path, hunks, hunks, regions, score)
         return Rebased(conflict, got.data, ours, mode)
-    got = ahead.get(path) or merge_file(new_path, ours, base or b"", theirs, inputs.labels)
+    job = _merge_job(inputs, new_path, ours, base, theirs)
+    assert job is not None  # the cases it has none for are above
+    got = ahead.get(path) or merge_file(*job)
     if got.conflicts == 0 and got.data == ours:  # the release has the set's change, among others
         return Rebased(upstream, ours, ours)
     return Rebased(_merged(path, kind, new_path, hunks, score, got), got.data, ours, mode)
