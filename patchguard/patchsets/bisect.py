@@ -218,6 +218,7 @@ class _Runner:
     trials: list[Trial] = field(default_factory=list)
     seen: dict[str, Outcome] = field(default_factory=dict)
     progress: Callable[[Trial], None] | None = None
+    last: tuple[tuple[int, frozenset[int]], dict[str, bytes | None], str] | None = None
 
     def key(self, files: dict[str, bytes | None]) -> str:
         merged = {**self.current, **files}
@@ -226,20 +227,28 @@ class _Runner:
             h.update(f"{path}\0{sha256_bytes(merged[path])}\0".encode())
         return h.hexdigest()
 
+    def _state(self, units: Units, included: frozenset[int]) -> tuple[dict[str, bytes | None], str]:
+        """The files of a state and its key, made once: the search asks if it is known, then tries it."""
+        asked = (id(units), included)
+        if self.last is None or self.last[0] != asked:
+            files = units.state(included)
+            self.last = (asked, files, self.key(files))
+        return self.last[1], self.last[2]
+
     def known(self, units: Units, included: frozenset[int]) -> Outcome | None:
         try:
-            return self.seen.get(self.key(units.state(included)))
+            return self.seen.get(self._state(units, included)[1])
         except StateImpossible:
             return Outcome.SKIP
 
     def trial(self, units: Units, included: frozenset[int], phase: str) -> Outcome:
         started = time.perf_counter()
         try:
-            files = units.state(included)
+            files, key = self._state(units, included)
         except StateImpossible as exc:
             return self._record(phase, included, Outcome.SKIP, (), 0.0, 0.0, str(exc))
-        key = self.key(files)
         self._put(files)
+        self.last = None  # the current files changed: a key is worked out against them
         overhead = time.perf_counter() - started
         outcome, codes, seconds, note = self._run()
         self.seen[key] = outcome
