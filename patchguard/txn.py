@@ -1019,19 +1019,26 @@ def _drop_session(state: str) -> None:
 def _back_to_start(
     root: str, state: str, held: Sequence[_Held], dirs: Sequence[str], also: Sequence[str], *, locked: bool
 ) -> None:
-    """Commit every held file back to its start bytes (only those that differ), then forget the session."""
-    changes: list[Change] = []
-    for h in held:
-        now = sha256_file(h.path)
-        if now == h.start:
-            continue
-        data = read_regular(os.path.join(state, _SESSION_DIR, h.saved)) if h.saved is not None else None
-        changes.append(Change(h.path, data, now, h.mode))
-    if changes:
-        gone = {c.path for c in changes if c.new is None}
-        plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))
-        commit(plan, locked=locked, keep_backup=False)
-    _drop_session(state)
+    """Commit every held file back to its start bytes (only those that differ), then forget the session.
+
+    The files are read under the environment lock, after a trial cut short (Ctrl-C, SIGTERM inside its
+    commit) is rolled back: planned before that roll-back, the plan would not match what is there."""
+    lock = contextlib.nullcontext(state) if locked else _locked(root, _lock_timeout())
+    with lock:
+        if not locked:
+            recover(root, allowed=also, _locked_already=True)
+        changes: list[Change] = []
+        for h in held:
+            now = sha256_file(h.path)
+            if now == h.start:
+                continue
+            data = read_regular(os.path.join(state, _SESSION_DIR, h.saved)) if h.saved is not None else None
+            changes.append(Change(h.path, data, now, h.mode))
+        if changes:
+            gone = {c.path for c in changes if c.new is None}
+            plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))
+            commit(plan, locked=True, keep_backup=False)
+        _drop_session(state)
 
 
 def _emptied(dirs: Sequence[str], gone: set[str]) -> tuple[str, ...]:

@@ -306,6 +306,45 @@ def test_interrupted_it_puts_every_file_back_first(calc: tuple[Env, Path], tmp_p
     assert tree(env.site) == before
 
 
+class _Interrupted(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("at", range(1, 9))
+def test_a_trial_cut_short_inside_its_commit_still_ends_at_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    """Ctrl-C (or SIGTERM, which a bisect turns into one) at any write point of a trial's commit: the session
+    rolls the half-made trial back and then puts the start bytes back — it does not plan against files the
+    roll-back is about to change (what CI once caught: "differs from what was planned against")."""
+    from patchguard import txn
+
+    root = tmp_path / "site"
+    (root / "pkg").mkdir(parents=True)
+    paths = [str(root / "pkg" / f"m{i}.py") for i in range(3)]
+    for i, p in enumerate(paths):
+        Path(p).write_text(f"VALUE = {i}\n")
+    before = tree(root)
+    points = {"n": 0}
+
+    def cut() -> None:
+        points["n"] += 1
+        if points["n"] == at:
+            raise _Interrupted
+
+    with pytest.raises(_Interrupted), txn.session(str(root), paths, label="bisect"):
+        changes = [txn.Change(p, b"VALUE = 99\n", txn.sha256_file(p)) for p in paths]
+        monkeypatch.setattr(txn, "write_point", cut)
+        try:
+            txn.commit(txn.Plan(str(root), tuple(changes), "bisect trial"), keep_backup=False)
+        finally:
+            monkeypatch.setattr(txn, "write_point", lambda: None)
+        raise _Interrupted  # the commit got through: the interrupt comes after it
+    assert tree(root) == before
+    assert not (root / ".patchguard" / "session.json").exists()
+    assert txn.pending(str(root)) is None
+
+
 @pytest.mark.slow
 def test_a_second_writer_is_refused_while_a_bisect_holds_the_environment(
     calc: tuple[Env, Path], tmp_path: Path
