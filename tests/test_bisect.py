@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 
 import patchguard
+from patchguard._fs import sha256_file
 from patchguard.patchsets.search import Outcome, search
 
 from .helpers import Env, build_wheel, cli, patchguard_exe, tree
@@ -333,7 +334,7 @@ def test_a_trial_cut_short_inside_its_commit_still_ends_at_the_start(
             raise _Interrupted
 
     with pytest.raises(_Interrupted), txn.session(str(root), paths, label="bisect"):
-        changes = [txn.Change(p, b"VALUE = 99\n", txn.sha256_file(p)) for p in paths]
+        changes = [txn.Change(p, b"VALUE = 99\n", sha256_file(p)) for p in paths]
         monkeypatch.setattr(txn, "write_point", cut)
         try:
             txn.commit(txn.Plan(str(root), tuple(changes), "bisect trial"), keep_backup=False)
