@@ -341,8 +341,10 @@ def test_killed_at_any_moment_the_set_is_old_or_new(
     after = _set_files(patches)
     assert after != before
     rng = random.Random(13)
-    outcomes = set()
-    for _ in range(16):
+    outcomes: set[bool] = set()
+    tries = 0
+    while tries < 16 or (len(outcomes) < 2 and tries < 48):  # a loaded machine may need more tries
+        tries += 1
         shutil.rmtree(patches)
         shutil.copytree(pristine, patches)
         proc = subprocess.Popen(args, env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
