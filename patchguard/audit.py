@@ -316,7 +316,8 @@ def judge_findings(
     )
     targets = [c for f, c in ordered if c is not None and _judged(f)]
     reach.prepare([c.path for c in targets])
-    prepared = [_prepare(c, explainer, kept) for c in targets]
+    hot = reach.hot_path()
+    prepared = [_prepare(c, explainer, kept, hot.of(c.path)) for c in targets]
     pending = [p for p in prepared if p.code is not None]
     for p, found in zip(pending, analyse_many([p.code for p in pending if p.code]), strict=True):
         kept.put(p.key, found)
@@ -403,8 +404,11 @@ class _Prepared:
     code: CodeChange | None = None
 
 
-def _prepare(c: ChangedFile, explainer: Explainer, kept: KeptAnalyses) -> _Prepared:
-    """What analysis says of one file if it is known, else the change to judge."""
+def _prepare(
+    c: ChangedFile, explainer: Explainer, kept: KeptAnalyses, hot: tuple[tuple[str, str], ...]
+) -> _Prepared:
+    """What analysis says of one file if it is known, else the change to judge (``hot``: its functions on
+    the framework's hot path from elsewhere)."""
     from .analysis import CodeChange
     from .pristine.explain import read_installed
 
@@ -418,7 +422,7 @@ def _prepare(c: ChangedFile, explainer: Explainer, kept: KeptAnalyses) -> _Prepa
         return _Prepared(c, found=[])
     recorded = f"{entry.algorithm}={entry.digest}" if entry is not None and entry.digest else None
     if f.kind is Kind.MODIFIED and c.dist is not None and recorded is not None:
-        key = kept.key(f.path, f.distribution, f.version, recorded, after)
+        key = kept.key(f.path, f.distribution, f.version, recorded, after, hot)
         found = kept.get(key)
         if found is not None:
             return _Prepared(c, found=found)
@@ -427,17 +431,18 @@ def _prepare(c: ChangedFile, explainer: Explainer, kept: KeptAnalyses) -> _Prepa
         except PatchguardError:
             before = None
         if before is not None:
-            return _Prepared(c, key=key, code=CodeChange(f.path, before, after, f.distribution, f.version))
+            code = CodeChange(f.path, before, after, f.distribution, f.version, hot)
+            return _Prepared(c, key=key, code=code)
     # A file nobody installed is all added (its baseline is empty); a modified one without a pristine
     # source is judged whole, and may be upstream code (``baseline: none``).
     added = f.kind in (Kind.UNEXPECTED, Kind.STARTUP_HOOK)
     if f.kind is Kind.STARTUP_HOOK:
         after = _hook_source(c.path, after)
-    key = kept.key(f.path, f.distribution, f.version, "added" if added else "none", after)
+    key = kept.key(f.path, f.distribution, f.version, "added" if added else "none", after, hot)
     found = kept.get(key)
     if found is not None:
         return _Prepared(c, found=found)
-    code = CodeChange(f.path, b"" if added else None, after, f.distribution, f.version)
+    code = CodeChange(f.path, b"" if added else None, after, f.distribution, f.version, hot)
     return _Prepared(c, key=key, code=code)
 
 

@@ -43,6 +43,8 @@ class CodeChange:
     after: bytes
     distribution: str | None = None
     version: str | None = None
+    # Functions of the file a framework's entry point elsewhere calls on every step → that entry point.
+    hot: tuple[tuple[str, str], ...] = ()
 
 
 @functools.lru_cache(maxsize=4)  # the pristine text is located for its scopes, then for the cosmetic test
@@ -207,7 +209,8 @@ def analyse(change: CodeChange) -> list[Finding]:
         return []
     lines = split_lines(after)
     finding = _Maker(change, lines, () if before is not None else ("baseline: none",))
-    edit = _Edit(before, locate(after), lines, finding)
+    st = locate(after)
+    edit = _Edit(before, st.with_hot(dict(change.hot)) if change.hot else st, lines, finding)
 
     changed = {line for r in regions for line in r.lines}
     covered: set[int] = set()

@@ -5,26 +5,33 @@ it calls on every step: ``self._compute_attention(...)`` from ``forward``, a mod
 from ``run_batch``. Calls are resolved by name within the file only — methods of the same class through
 ``self``/``cls``, the module's own functions by their name — and followed transitively. A call made under a
 condition (``if batch is None: self.check_memory()``, ``if step % 40 == 0: self.log_stats()``) is not taken
-as every step's. Nothing is imported.
+as every step's. Nothing is imported. Across files, the framework's own entry points say more
+(:mod:`.reach.hot`); what they make hot here is given as seeds.
 """
 
 from __future__ import annotations
 
 import ast
 from collections import deque
+from collections.abc import Mapping
 
+from .reach.calls import every_run
 from .rules import on_hot_path
 
 __all__ = ["hot_functions"]
 
 
-def hot_functions(tree: ast.Module) -> dict[str, str]:
+def hot_functions(tree: ast.Module, seeds: Mapping[str, str] | None = None) -> dict[str, str]:
     """Qualified name → the hot function that calls it (itself for a per-step function), for every function
-    of the file on the hot path."""
+    of the file on the hot path. ``seeds``: functions of the file known hot from elsewhere (a framework's
+    entry point in another module calls them: :mod:`.reach.hot`) → the entry point they are called from."""
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     owner: dict[str, str] = {}  # function qualname -> its class qualname ("" at module level)
     _collect(tree.body, "", "", functions, owner)
     hot = {q: q for q in functions if on_hot_path(q.rsplit(".", 1)[-1])}
+    for q, caller in (seeds or {}).items():
+        if q in functions:
+            hot.setdefault(q, caller)
     queue = deque(hot)
     while queue:
         caller = queue.popleft()
@@ -52,33 +59,13 @@ def _collect(
             _collect(node.body, name, name, functions, owner)
 
 
-def _unconditional(body: list[ast.stmt]) -> list[ast.AST]:
-    """The nodes of ``body`` not under an ``if``, a conditional expression or an ``except`` (loops are
-    every step's too), nor in a nested function or class."""
-    out: list[ast.AST] = []
-    stack: list[ast.AST] = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.If, ast.IfExp)):
-            stack.append(node.test)  # the test runs every time; the branches do not
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Try):
-            stack.extend([*node.body, *node.orelse, *node.finalbody])
-            continue
-        out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
 def _callees(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
     cls: str,
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
 ) -> list[str]:
     out = []
-    for node in _unconditional(fn.body):
+    for node in every_run(fn.body):
         if not isinstance(node, ast.Call):
             continue
         func = node.func

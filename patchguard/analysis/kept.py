@@ -1,10 +1,12 @@
 """Analysis results kept between runs, and many files judged at once.
 
-What :func:`~patchguard.analysis.analyse` says of a file depends only on the file's path and distribution, its
-pristine bytes, its installed bytes and the rules. So the findings are kept under a key of exactly those —
-the pristine file's RECORD digest (``none`` without a baseline), the sha256 of the installed bytes, and the
-version of the analysis code itself — in ``<cache>/analysis/``: a warm re-scan of an upgraded environment
-neither opens a wheel nor parses a line. A kept entry that cannot be read is judged again.
+What :func:`~patchguard.analysis.analyse` says of a file depends only on the file's path and distribution,
+its pristine bytes, its installed bytes, what of it is on the hot path from elsewhere, and the rules. So the
+findings are kept under a key of exactly those — the pristine file's RECORD digest (``none`` without a
+baseline), the sha256 of the installed bytes, the functions of it that a framework's per-step entry point
+in another module calls, and the version of the analysis code itself — in ``<cache>/analysis/``: a warm
+re-scan of an upgraded environment neither opens a wheel nor parses a line. A kept entry that cannot be
+read is judged again.
 
 :func:`analyse_many` judges the files that are not kept on every core: a large upgrade is a few thousand
 files, each judged on its own.
@@ -48,9 +50,19 @@ class KeptAnalyses:
         self.root = os.path.join(cache_dir or cache_root(), "analysis", _code_version()) if enabled else ""
         self.hits = 0
 
-    def key(self, path: str, dist: str | None, version: str | None, baseline: str, after: bytes) -> str:
+    def key(
+        self,
+        path: str,
+        dist: str | None,
+        version: str | None,
+        baseline: str,
+        after: bytes,
+        hot: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """The key of one file's findings; ``hot``: its functions a framework's entry point elsewhere calls
+        (what other files say of it), so a change there judges it again."""
         h = hashlib.sha256()
-        for part in (path, dist or "", version or "", baseline):
+        for part in (path, dist or "", version or "", baseline, *(f"{q}\1{c}" for q, c in hot)):
             h.update(part.encode("utf-8", "surrogateescape") + b"\0")
         h.update(hashlib.sha256(after).digest())
         return h.hexdigest()

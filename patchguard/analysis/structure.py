@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from ..diffs import split_lines
 from ..model import GateKind
@@ -118,6 +118,12 @@ class Structure:
 
             self._hot = hot_functions(self.tree) if self.tree is not None else {}
         return self._hot
+
+    def with_hot(self, seeds: Mapping[str, str]) -> Structure:
+        """This structure with functions hot from elsewhere (see :func:`.hotpath.hot_functions`)."""
+        from .hotpath import hot_functions
+
+        return replace(self, _hot=hot_functions(self.tree, seeds) if self.tree is not None else {})
 
     def innermost(self, line: int) -> Scope | None:
         """The innermost def/class containing ``line``."""

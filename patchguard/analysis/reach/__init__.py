@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 
 from ...errors import UsageError
 from ...model import Reach
-from . import sglang, vllm
+from . import sglang, transformers, vllm
 from .bytecode import loaded
 from .graph import Closure, Root, walk
+from .hot import HotPath
 from .index import FactIndex
 from .profile import Profile, load_profile
 
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 
-PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE)
+PROFILES: tuple[Profile, ...] = (vllm.PROFILE, sglang.PROFILE, transformers.PROFILE)
 """The frameworks patchguard ships profiles of: their model registry maps ``--arch`` to the module serving
 it. Others come from profile files (:func:`known_profiles`)."""
 
@@ -122,6 +123,7 @@ class ReachContext:
     _selected: dict[str, FileReach] = field(default_factory=dict)
     _index: FactIndex | None = None
     _known: tuple[Profile, ...] | None = None
+    _hot: HotPath | None = None
 
     @property
     def known(self) -> tuple[Profile, ...]:
@@ -152,6 +154,14 @@ class ReachContext:
                 hint=f"known: {', '.join(sorted(by_name))}",
             )
         return tuple(by_name[f] for f in dict.fromkeys(self.frameworks))
+
+    def hot_path(self) -> HotPath:
+        """The hot path of the installed frameworks (walked when a file inside one is first asked about)."""
+        if self._hot is None:
+            from ..rules import on_hot_path
+
+            self._hot = HotPath(self.index, self.known, on_hot_path)
+        return self._hot
 
     def resolve(self) -> list[Root]:
         """The served modules; a usage error for an ``--entry`` that is not there, an architecture no

@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..._fs import StatKey, cache_root, is_racy, read_regular, stat_key, write_atomically
+from .calls import NOTHING, CallFacts, absolute, read_calls
 from .facts import Facts, read_facts
 
 __all__ = ["FactIndex", "Registry", "Targets", "package_of", "targets_of"]
 
-_MAGIC = b"patchguard-reach/2\n"
+_MAGIC = b"patchguard-reach/3\n"
 
 Registry = dict[str, tuple[str, ...]]
 """Architecture → model module names."""
@@ -48,11 +49,7 @@ def targets_of(facts: Facts, package: str) -> Targets:
         if stmt.level == 0 and not stmt.names:
             out[(stmt.module, stmt.deferred)] = None
             continue
-        base = stmt.module
-        if stmt.level:
-            parts = package.split(".") if package else []
-            parts = parts[: len(parts) - stmt.level + 1] if stmt.level > 1 else parts
-            base = ".".join([*parts, stmt.module] if stmt.module else parts)
+        base = absolute(stmt.level, stmt.module, package)
         if base:
             out[(base, stmt.deferred)] = None
             for name in stmt.names:
@@ -73,6 +70,9 @@ class FactIndex:
         # path → (stat key, module, targets, entry classes), as kept in the cache file
         self._known: dict[str, tuple[StatKey, str, Targets, tuple[str, ...]]] = {}
         self._registries: dict[str, tuple[StatKey, Registry]] = {}
+        # path → (stat key, module, packed call facts): read only for the modules the hot path walks
+        self._known_calls: dict[str, tuple[StatKey, str, object]] = {}
+        self._call_memo: dict[str, CallFacts] = {}
         self._memo: dict[str, tuple[Targets, tuple[str, ...]]] = {}  # this run's, by path
         self._dirty = False
         self._now = time.time_ns()
@@ -95,17 +95,17 @@ class FactIndex:
         if head + b"\n" != _MAGIC or hashlib.sha256(payload).hexdigest().encode() != digest:
             return
         try:
-            known, registries = marshal.loads(payload)
+            known, registries, calls = marshal.loads(payload)
         except (ValueError, TypeError, EOFError):
             return
-        if isinstance(known, dict) and isinstance(registries, dict):
-            self._known, self._registries = known, registries
+        if isinstance(known, dict) and isinstance(registries, dict) and isinstance(calls, dict):
+            self._known, self._registries, self._known_calls = known, registries, calls
 
     def save(self) -> None:
         """Write the cache back when something new was read (failures are ignored: it is only a cache)."""
         if self._path is None or not self._dirty:
             return
-        payload = marshal.dumps((self._known, self._registries))
+        payload = marshal.dumps((self._known, self._registries, self._known_calls))
         blob = _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
         try:
             write_atomically(self._path, blob)
@@ -199,6 +199,29 @@ class FactIndex:
             self._known[path] = (key, module, targets, facts.entry_classes)
             self._dirty = True
         return self._memo[path]
+
+    def calls(self, module: str, path: str) -> CallFacts:
+        """What the functions of ``module`` (at ``path``) call on every run (:mod:`.calls`)."""
+        memo = self._call_memo.get(path)
+        if memo is not None:
+            return memo
+        key = self._key(path)
+        known = self._known_calls.get(path)
+        facts = None
+        if key is not None and known is not None and tuple(known[0]) == key and known[1] == module:
+            facts = CallFacts.unpack(known[2])
+        if facts is None:
+            try:
+                text = read_regular(path).decode("utf-8", "surrogateescape")
+            except OSError:
+                text = None
+            facts = read_calls(text, module, package_of(module, path)) if text is not None else NOTHING
+            self.read += 1
+            if key is not None and self._remember(key):
+                self._known_calls[path] = (key, module, facts.pack())
+                self._dirty = True
+        self._call_memo[path] = facts
+        return facts
 
     def registry(self, path: str, reader: Callable[[str], Registry]) -> Registry:
         """What ``reader`` makes of the registry file at ``path``, remembered like the facts."""

@@ -13,6 +13,7 @@ serves (only those that exist are used). The frameworks patchguard ships are mod
     registry = {dict_literals = "minillm/models/registry.py"}   # or {entry_class = "pkg/models"}
     server_modules = ["minillm.entrypoints.serve"]
     by_name = ["minillm.platforms.cuda"]
+    hot = ["minillm.engine.Engine.step"]                          # per-step entry points
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "dict_literal_registry",
     "entry_class_registry",
     "load_profile",
+    "no_registry",
     "read_dict_literals",
 ]
 
@@ -57,6 +59,9 @@ class Profile:
     # for the device), or one of them as its configuration selects (attention backends; ``*`` patterns).
     by_name: tuple[str, ...] = ()
     selected_by_name: tuple[str, ...] = ()
+    # Its per-step entry points, as ``module.Class.method`` symbols (``*`` patterns in the module's last
+    # name and in the function's qualified name): what they call on every run is the hot path (:mod:`.hot`).
+    hot: tuple[str, ...] = ()
 
 
 def read_dict_literals(path: str) -> dict[str, tuple[str, ...]]:
@@ -81,6 +86,11 @@ def read_dict_literals(path: str) -> dict[str, tuple[str, ...]]:
             ):
                 out[k.value] = (v.elts[0].value,)
     return out
+
+
+def no_registry(site_dir: str, index: FactIndex) -> dict[str, tuple[str, ...]]:
+    """The reader of a framework whose registry is not read: it serves no ``--arch``."""
+    return {}
 
 
 def dict_literal_registry(path: str) -> RegistryReader:
@@ -115,7 +125,7 @@ def entry_class_registry(models_dir: str, models_package: str) -> RegistryReader
     return read
 
 
-_STRING_LISTS = ("server_modules", "by_name", "selected_by_name")
+_STRING_LISTS = ("server_modules", "by_name", "selected_by_name", "hot")
 
 
 def load_profile(path: str) -> Profile:
@@ -136,7 +146,7 @@ def load_profile(path: str) -> Profile:
         raise ConfigError("name, package and models_package must be strings", path=path)
     lists = {k: doc.get(k, []) for k in _STRING_LISTS}
     if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists.values()):
-        raise ConfigError(f"{', '.join(_STRING_LISTS)} must be lists of module names", path=path)
+        raise ConfigError(f"{', '.join(_STRING_LISTS)} must be lists of dotted names", path=path)
     every = doc.get("imports_every_model", False)
     if not isinstance(every, bool):
         raise ConfigError("imports_every_model must be true or false", path=path)
@@ -150,6 +160,7 @@ def load_profile(path: str) -> Profile:
         imports_every_model=every,
         by_name=tuple(lists["by_name"]),
         selected_by_name=tuple(lists["selected_by_name"]),
+        hot=tuple(lists["hot"]),
     )
 
 
