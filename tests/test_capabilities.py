@@ -257,6 +257,8 @@ def test_a_tensor_read_on_the_host_in_a_forward_is_a_sync(line: str) -> None:
         "if meta:\n            pass",
         "n = int(hidden.size(0))",
         "if self.training:\n            pass",
+        "ids = meta.sample(probs).to('cuda')\n        if ids:\n            pass",  # a device: no dtype
+        "ids = meta.sample(probs).astype('int64')\n        if (ids < 0).any():\n            pass",  # numpy
     ],
 )
 def test_host_side_metadata_is_no_sync(line: str) -> None:
@@ -264,6 +266,24 @@ def test_host_side_metadata_is_no_sync(line: str) -> None:
         "        out = probs @ hidden\n", f"        {line}\n        out = probs @ hidden\n"
     )
     assert not [f for f in _forward_found(after) if f[0] == "device-sync"]
+
+
+@pytest.mark.parametrize(
+    ("made", "test"),
+    [
+        ("ids = meta.sample(probs).to(torch.int64)", "if (ids < 0).any():"),
+        ("ids = meta.sample(probs).to(hidden.device, dtype=torch.long)", "if ids.sum() > 0:"),
+        ("mask = meta.pick(probs).masked_fill(probs > 0, 0)", "if mask.any():"),
+    ],
+)
+def test_what_an_unknown_call_returns_is_a_tensor_once_a_tensor_only_method_converts_it(
+    made: str, test: str
+) -> None:
+    after = FORWARD.replace(
+        "        out = probs @ hidden\n",
+        f"        {made}\n        {test}\n            pass\n        out = probs @ hidden\n",
+    )
+    assert ("device-sync", "moderate", _line(after, test)) in _forward_found(after)
 
 
 CALLS = """import torch

@@ -34,6 +34,20 @@ _NOT_TENSORS = frozenset(
 )
 
 
+# Methods only a tensor has (numpy's arrays and nn.Module have none of them): whatever the receiver, the
+# result is a tensor — ``gumbel_sample(...).masked_fill(...)``.
+_TENSOR_ONLY_METHODS = frozenset(
+    {"contiguous", "masked_fill", "masked_fill_", "index_select", "view_as", "type_as", "new_zeros"}
+    | {"new_ones", "new_empty", "new_full", "new_tensor", "unsqueeze", "squeeze_", "long", "bfloat16"}
+)
+# torch's dtypes: ``x.to(torch.int64)`` converts a tensor (a module's ``to`` takes a dtype too, but a module
+# is never compared nor tested for its value).
+_DTYPES = frozenset(
+    {"float16", "float32", "float64", "bfloat16", "half", "float", "double", "int8", "int16", "int32"}
+    | {"int64", "long", "int", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "short", "complex64"}
+)
+
+
 def tensor_names(
     fn: cst.FunctionDef,
     aliases: Mapping[str, str],
@@ -136,10 +150,24 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
     func = call.func
     if isinstance(func, cst.Attribute) and is_tensor(func.value, tensors, aliases):
         return func.attr.value not in _METADATA_METHODS  # x.sum(), x.view(...), (x > 0).any()
+    if isinstance(func, cst.Attribute) and (
+        func.attr.value in _TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_dtype(call, aliases))
+    ):
+        return True  # sample(...).to(torch.int64): whatever sample returns, this is a tensor
     dotted = get_full_name_for_node(func)
     qualname = resolve(dict(aliases), dotted) if dotted else ""
     if qualname.startswith("torch.") and not qualname.startswith(("torch.cuda.", "torch.distributed.")):
         return qualname.rsplit(".", 1)[-1] not in _NOT_TENSORS
+    return False
+
+
+def _to_dtype(call: cst.Call, aliases: Mapping[str, str]) -> bool:
+    """``.to(torch.int64)``, ``.to(dtype=torch.float16)``, ``.to(device, torch.bfloat16)``."""
+    for arg in call.args:
+        dotted = get_full_name_for_node(arg.value)
+        qualname = resolve(dict(aliases), dotted) if dotted else ""
+        if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in _DTYPES:
+            return True
     return False
 
 

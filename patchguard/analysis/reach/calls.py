@@ -79,6 +79,24 @@ def every_run(body: list[ast.stmt]) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def statements(body: list[ast.stmt], *, into_defs: bool) -> Iterator[ast.AST]:
+    """Every statement of ``body`` and of the blocks inside it (``into_defs``: of nested functions and
+    classes too) — statements only, not the expressions in them: a fraction of :func:`ast.walk`."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not into_defs and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in _BLOCKS:
+            inner = getattr(node, name, None)
+            if inner:
+                stack.extend(reversed(inner))
+
+
 def absolute(level: int, module: str, package: str) -> str:
     """The absolute name of ``from <level dots><module> import …`` written in ``package``."""
     if not level:
@@ -126,7 +144,7 @@ class _Reader:
                 self.imports.pop(node.name, None)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._import(node, self.imports)
-        for each in ast.walk(self.tree):
+        for each in statements(self.tree.body, into_defs=True):
             if isinstance(each, (ast.Import, ast.ImportFrom)) and each.col_offset:
                 nested.append(each)
         for stmt in nested:  # a deferred import (inside a function) binds a name there: fill gaps only
@@ -169,7 +187,7 @@ class _Reader:
                 self._collect(node.body, name, "")
 
     def _fields_of(self, fn: Def, cls: str) -> None:
-        for node in ast.walk(fn):
+        for node in statements(fn.body, into_defs=False):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 for t in node.targets:
                     if _self_attr(t):
