@@ -224,6 +224,16 @@ def _open_lock_dir(path: str, where: str) -> int:
         raise TransactionError(f"cannot lock {where} ({exc.strerror or exc})", path=path) from None
 
 
+def _locked_unless_held(
+    root: str, held: bool, timeout: float | None = None
+) -> contextlib.AbstractContextManager[str]:
+    """The environment lock, taken (waiting ``timeout``, else the configured time) unless the caller
+    ``held`` it already; either way the state directory."""
+    if held:
+        return contextlib.nullcontext(os.path.join(root, STATE_DIR))
+    return _locked(root, _lock_timeout() if timeout is None else timeout)
+
+
 @contextlib.contextmanager
 def _locked(root: str, timeout: float) -> Iterator[str]:
     state = os.path.join(root, STATE_DIR)
@@ -342,12 +352,7 @@ def commit(
     root = os.path.abspath(plan.root)
     keep = keep_backups()  # read before anything is written: a bad setting changes nothing
     _check_paths(root, [c.path for c in plan.changes], plan.also)
-    lock = (
-        contextlib.nullcontext(os.path.join(root, STATE_DIR))
-        if locked
-        else _locked(root, _lock_timeout() if lock_timeout is None else lock_timeout)
-    )
-    with lock as state:
+    with _locked_unless_held(root, locked, lock_timeout) as state:
         recovered = recover(root, allowed=plan.also, _locked_already=True)
         _check_before(root, plan)
         plan, removed = _with_bytecode(root, plan)
@@ -1023,8 +1028,7 @@ def _back_to_start(
 
     The files are read under the environment lock, after a trial cut short (Ctrl-C, SIGTERM inside its
     commit) is rolled back: planned before that roll-back, the plan would not match what is there."""
-    lock = contextlib.nullcontext(state) if locked else _locked(root, _lock_timeout())
-    with lock:
+    with _locked_unless_held(root, locked):
         if not locked:
             recover(root, allowed=also, _locked_already=True)
         changes: list[Change] = []

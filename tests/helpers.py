@@ -117,6 +117,16 @@ class Env:
     def dist_info(self, name: str, version: str) -> Path:
         return self.site / f"{name}-{version}.dist-info"
 
+    def insert_after(self, rel: str, after: str, line: str) -> Path:
+        """A hand edit: ``line`` inserted after the (unique) line ``after`` of an installed file (``rel``
+        below site-packages), at that line's indent."""
+        path = self.site / rel
+        text = path.read_text()
+        (anchor,) = [ln for ln in text.splitlines(keepends=True) if ln.strip() == after]
+        indent = anchor[: len(anchor) - len(anchor.lstrip())]
+        path.write_text(text.replace(anchor, f"{anchor}{indent}{line}\n", 1))
+        return path
+
 
 def make_venv(path: Path) -> Env:
     """A real virtual environment (no pip in it: nothing needs one, and it is fast)."""

@@ -130,12 +130,8 @@ def box(tmp_path: Path) -> tuple[Env, Path]:
     return env, wheel.parent
 
 
-def _insert(env: Env, rel: str, after: str, line: str = SYNC) -> None:
-    path = env.site / rel
-    text = path.read_text()
-    (anchor,) = [ln for ln in text.splitlines(keepends=True) if ln.strip() == after]
-    indent = anchor[: len(anchor) - len(anchor.lstrip())]
-    path.write_text(text.replace(anchor, f"{anchor}{indent}{line}\n", 1))
+def _insert(env: Env, rel: str, after: str) -> None:
+    env.insert_after(rel, after, SYNC)
 
 
 def _syncs(env: Env, wheels: Path, cache: Path) -> dict[str, str]:

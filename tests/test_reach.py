@@ -129,13 +129,8 @@ def sg_env(env: Env, tmp_path: Path) -> Env:
 
 
 def put(env: Env, rel: str, after: str, line: str = DUMP) -> Path:
-    """Insert ``line`` after the (unique) line ``after`` of an installed file, at that line's indent."""
-    p = env.site / rel
-    text = p.read_text()
-    (anchor,) = [ln for ln in text.splitlines(keepends=True) if ln.strip() == after]
-    indent = anchor[: len(anchor) - len(anchor.lstrip())]
-    p.write_text(text.replace(anchor, f"{anchor}{indent}{line}\n", 1))
-    return p
+    """Insert ``line`` (a dump, unless told) after the line ``after`` of an installed file."""
+    return env.insert_after(rel, after, line)
 
 
 def findings(env: Env, *dists: str, **kw: object) -> dict[str, patchguard.Finding]:

@@ -137,21 +137,18 @@ class _Reader:
 
     def _bind(self) -> None:
         """Import bindings (those at module level first) and the module's own definitions."""
-        nested: list[ast.Import | ast.ImportFrom] = []
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.names[node.name] = f"{self.module}.{node.name}"
                 self.imports.pop(node.name, None)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._import(node, self.imports)
-        for each in statements(self.tree.body, into_defs=True):
+        late: dict[str, str] = {}  # deferred imports (inside a function) bind names there: the first wins
+        for each in reversed(list(statements(self.tree.body, into_defs=True))):
             if isinstance(each, (ast.Import, ast.ImportFrom)) and each.col_offset:
-                nested.append(each)
-        for stmt in nested:  # a deferred import (inside a function) binds a name there: fill gaps only
-            late: dict[str, str] = {}
-            self._import(stmt, late)
-            for k, v in late.items():
-                self.names.setdefault(k, v)
+                self._import(each, late)
+        for k, v in late.items():  # fills gaps only
+            self.names.setdefault(k, v)
         for k, v in self.imports.items():
             self.names.setdefault(k, v)
 

@@ -20,7 +20,6 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from .calls import CallFacts
 from .index import FactIndex
 from .profile import Profile
 
@@ -57,48 +56,39 @@ class HotPath:
 
     def _walk(self) -> dict[str, dict[str, str]]:
         hot: dict[str, dict[str, str]] = {}
+        roots: dict[Node, Node] = {}  # a hot function → the entry point it was first reached from
         queue: deque[Node] = deque()
         entered: set[str] = set()
         prefixes = tuple(p.package + "." for p in self.profiles)
 
-        def add(node: Node, origin: Node | None) -> None:
+        def add(node: Node, root: Node) -> None:
             module, path, qualname = node
             known = hot.setdefault(path, {})
             if qualname in known:
                 return
-            if origin is None or origin[0] == module:
-                known[qualname] = origin[2] if origin is not None else qualname
-            else:
-                known[qualname] = f"{origin[0]}:{origin[2]}"
+            known[qualname] = root[2] if root[0] == module else f"{root[0]}:{root[2]}"
+            roots[node] = root
             queue.append(node)
             if path not in entered:  # a module entered: its functions hot by name are entry points too
                 entered.add(path)
-                for q in self._facts(module, path).calls:
+                for q in self.index.calls(module, path).calls:
                     if self.named(q.rsplit(".", 1)[-1]):
-                        add((module, path, q), None)
+                        add((module, path, q), (module, path, q))
 
         for profile in self.profiles:
             for entry in profile.hot:
                 for node in self._entries(entry):
-                    add(node, None)
-        roots: dict[Node, Node] = {}
+                    add(node, node)
         count = 0
         while queue and count < _MAX_FUNCTIONS:
             node = queue.popleft()
             count += 1
-            root = roots.get(node, node)
             module, path, qualname = node
-            for symbol in self._facts(module, path).calls.get(qualname, ()):
-                if not symbol.startswith(prefixes):
-                    continue
-                for callee in self._resolve(symbol):
-                    if callee[2] not in hot.get(callee[1], {}):
-                        roots[callee] = root
-                        add(callee, root)
+            for symbol in self.index.calls(module, path).calls.get(qualname, ()):
+                if symbol.startswith(prefixes):
+                    for callee in self._resolve(symbol):
+                        add(callee, roots[node])
         return hot
-
-    def _facts(self, module: str, path: str) -> CallFacts:
-        return self.index.calls(module, path)
 
     def _entries(self, entry: str) -> list[Node]:
         """The functions an entry point names (``*`` in the module's last name and in the qualname)."""
@@ -112,7 +102,7 @@ class HotPath:
                 path = self.index.module_file(module)
                 modules = [(module, path)] if path is not None else []
             for mod, path in modules:
-                calls = self._facts(mod, path).calls
+                calls = self.index.calls(mod, path).calls
                 out += [(mod, path, q) for q in calls if fnmatch.fnmatchcase(q, qualname)]
             if modules:
                 return out
@@ -138,7 +128,7 @@ class HotPath:
         else:
             return []
         rest = parts[i:]
-        facts = self._facts(module, path)
+        facts = self.index.calls(module, path)
         qualname = ".".join(rest)
         if qualname in facts.calls:
             return [(module, path, qualname)]
