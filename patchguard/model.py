@@ -8,10 +8,12 @@ Pure values, importing nothing else of patchguard: the bottom of the house. Form
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +157,9 @@ class Finding:
     # ``sha256:<hex>`` of the file as it is now, for a finding about a changed file's bytes (modified,
     # unexpected, a startup hook, and the code findings of such a file); ``None`` otherwise.
     digest: str | None = None
+    # (name, version) of the distribution whose copy of a file is installed, for a file two distributions
+    # list (``overwritten``): this finding's distribution lost it to that one.
+    owned_by: tuple[str, str] | None = None
 
     @property
     def baseline_none(self) -> bool:
@@ -184,6 +189,9 @@ class Finding:
         }
         if self.baseline_none:
             doc["baseline"] = "none"
+        if self.owned_by is not None:
+            name, version = self.owned_by
+            doc["owned_by"] = {"distribution": json_name(name), "version": json_name(version)}
         return doc
 
     @property
@@ -337,6 +345,36 @@ def for_terminal(text: str) -> str:
     return _TERMINAL_UNSAFE.sub(_visible, text)
 
 
+# The environment selector the command line was given (``--python PATH``, ``--site-packages DIR``), set once
+# at the edge (the CLI): every command patchguard prints for a person to run carries it (:func:`command`).
+_SELECTOR: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("patchguard_selector", default=())
+
+
+@contextlib.contextmanager
+def selecting(python: str | None, site_packages: Sequence[str]) -> Iterator[None]:
+    """Within the block, the environment is the one the user selected so: the printed commands repeat it."""
+    words: list[str] = ["--python", python] if python else []
+    for site in site_packages:
+        words += ["--site-packages", site]
+    token = _SELECTOR.set(tuple(words))
+    try:
+        yield
+    finally:
+        _SELECTOR.reset(token)
+
+
+def command(*words: str) -> str:
+    """A patchguard command line to print for a person to run as shown: its words quoted for a shell, the
+    environment selector this run was given (:func:`selecting`) added, escaped for a terminal.
+
+    >>> command("revert", "--set", "glm5 debug")
+    "patchguard revert --set 'glm5 debug'"
+    """
+    import shlex
+
+    return for_terminal(" ".join(shlex.quote(w) for w in ("patchguard", *words, *_SELECTOR.get())))
+
+
 _JSON_UNSAFE = re.compile(r"[\\\ud800-\udfff]")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _JSON_ESCAPE = re.compile(r"\\(?:(\\)|x([0-9a-f]{2})|u([0-9a-f]{4}))")
@@ -422,6 +460,8 @@ class RuleId(str, enum.Enum):
     RECORD_ROW = "record-row"
     RECORD_HEX = "record-hex"
     RECORD_WRONG = "record-wrong"
+    RECORD_DUPLICATE = "record-duplicate"
+    OVERWRITTEN = "overwritten"
     RECORD_ABSENT = "record-absent"
     FILES_ELSEWHERE = "files-elsewhere"
     DUPLICATE_METADATA = "duplicate-metadata"

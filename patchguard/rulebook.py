@@ -465,6 +465,8 @@ FILE_RULES: dict[str, str] = {
     "record-row": "a malformed RECORD row",
     "record-hex": "RECORD hashes written in hex (uv_build before 0.8.13): files checked as hex, info",
     "record-wrong": "the wheel's own RECORD is wrong about a file: it is as shipped, info",
+    "record-duplicate": "a path RECORD lists twice, as installers write it (pip's compiled bytecode), info",
+    "overwritten": "a file another distribution installed over this one's copy (both list it), minor",
     "record-absent": "a distribution without RECORD",
     "files-elsewhere": "RECORD lists files outside the environment",
     "duplicate-metadata": "two metadata directories for one distribution",

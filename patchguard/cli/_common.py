@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..errors import PatchguardError
-from ..model import for_terminal
+from ..model import for_terminal, selecting
 
 if TYPE_CHECKING:
     from ..formats import Format
@@ -42,9 +42,10 @@ def environment_options(func: F) -> F:
 
     @functools.wraps(command)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        if _runs_from(kwargs.get("python"), kwargs.get("site_packages") or ()):
-            note(SELF_NOTE)
-        return command(*args, **kwargs)
+        with selecting(kwargs.get("python"), kwargs.get("site_packages") or ()):
+            if _runs_from(kwargs.get("python"), kwargs.get("site_packages") or ()):
+                note(SELF_NOTE)
+            return command(*args, **kwargs)
 
     func = checked  # type: ignore[assignment]
     func = click.option(
@@ -283,8 +284,29 @@ def errors_to_exit(func: F) -> F:
         except KeyboardInterrupt:
             click.echo("patchguard: interrupted", err=True)
             sys.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # a bug: still "could not be done" (exit 2), never 1, which means findings
+            click.echo(f"patchguard: error: {internal_error(exc)}", err=True)
+            if os.environ.get("PATCHGUARD_DEBUG"):
+                raise
+            sys.exit(EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]
+
+
+def internal_error(exc: BaseException) -> str:
+    """An unexpected exception as one line: what it was, where, and what to do (a monitor reads exit 2,
+    "could not check", never 1, "findings")."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
+    what = for_terminal(f"{exc.__class__.__name__}: {exc}")[:300]
+    return (
+        f"internal error ({what}{where}): nothing was changed; this is a bug in patchguard — rerun with "
+        "PATCHGUARD_DEBUG=1 for the traceback and report it"
+    )
 
 
 def error_line(exc: PatchguardError | OSError) -> str:

@@ -250,7 +250,7 @@ def check(
     """
     from ..audit import check as run_check
     from ..errors import PatchguardError
-    from ._common import emit, error_line
+    from ._common import emit, error_line, internal_error
 
     chosen = CHECK.get(fmt)
     try:
@@ -266,8 +266,9 @@ def check(
             frameworks=frameworks,
             fetch=fetch,
         )
-    except (PatchguardError, OSError) as exc:  # on stderr (errors_to_exit), and in a health check's line
-        failed = chosen.failure(error_line(exc))
+    except Exception as exc:  # on stderr (errors_to_exit), and in a health check's line: UNKNOWN, exit 2
+        known = error_line(exc) if isinstance(exc, (PatchguardError, OSError)) else internal_error(exc)
+        failed = chosen.failure(known)
         if failed:
             emit(failed, output, chosen.what or "the verdict")
         raise

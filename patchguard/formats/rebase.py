@@ -7,7 +7,7 @@ the rebase's notes are lines for stderr (:meth:`RebaseText.notes`), not part of 
 
 from __future__ import annotations
 
-from ..model import for_terminal
+from ..model import command, for_terminal
 from .documents import RebasedFileView, RebaseView
 from .interface import Format
 
@@ -67,12 +67,12 @@ def _outcome(r: RebaseView) -> str:
             return f"→ would write the files to resolve to patches/{name}.rebase/; the set stays as it is"
         return (
             f"→ resolve them in {for_terminal(str(r.review_dir))} (SUMMARY.txt says how), then run "
-            f"`patchguard rebase --set {name}` again; the set stays as it is until then"
+            f"`{command('rebase', '--set', r.name)}` again; the set stays as it is until then"
         )
     if r.written:
         return (
             f"rewrote {name} for {dist} =={to} (the {for_terminal(r.from_version)} set is kept in "
-            f"{for_terminal(str(r.history_dir))})\n→ patchguard apply --set {name}"
+            f"{for_terminal(str(r.history_dir))})\n→ {command('apply', '--set', r.name)}"
         )
     if r.dry_run:
         return f"→ would rewrite {name} for {dist} =={to}"

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, unified_diff
-from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, for_terminal
+from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, command, for_terminal
 from .documents import Backups, CheckDocument, ReportDocument, StatusDocument, Unfinished
 from .interface import Format
 
@@ -52,11 +52,21 @@ _SUMMARY_WORDS: Sequence[tuple[Kind, str, str]] = (
 )
 
 
+def _quirk(f: Finding) -> bool:
+    """A fact about an upstream RECORD (a wrong row, a path listed twice), or a file another distribution
+    installed over this one's: said, but no change of anyone's and no fault."""
+    return (f.kind is Kind.RECORD_INVALID and f.severity is Severity.INFO) or f.owned_by is not None
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def summary_line(report: Report) -> str:
     """``6557 files in 3 distributions checked in 0.4 s: 2 modified, 1 missing, 3 injected (2 files)``: the
     wall time of the whole run; each kind once per finding (one per changed line), and the files when a
     kind's findings spread over fewer files than findings."""
-    diffed = [f for f in report.findings if not f.baseline_none]
+    diffed = [f for f in report.findings if not f.baseline_none and not _quirk(f)]
     kinds = Counter(f.kind for f in diffed)
     files: dict[Kind, set[str]] = {}
     for f in diffed:
@@ -65,21 +75,33 @@ def summary_line(report: Report) -> str:
     for k, one, many in _SUMMARY_WORDS:
         if kinds.get(k):
             n_files = len(files[k])
-            spread = f" ({n_files} file{'s' if n_files != 1 else ''})" if n_files < kinds[k] else ""
-            parts.append(f"{kinds[k]} {one if kinds[k] == 1 else many}{spread}")
-    whole = [f for f in report.findings if f.baseline_none]
+            spread = f" ({_plural(n_files, 'file')})" if n_files < kinds[k] else ""
+            parts.append(f"{_plural(kinds[k], one, many)}{spread}")
+    parts += _facts(report.findings)
+    n_dist = len(report.distributions)
+    head = f"{report.files_checked} files in {_plural(n_dist, 'distribution')}"
+    head += f" checked in {report.seconds:.1f} s"
+    return f"{head}: {', '.join(parts)}" if parts else f"{head}: no findings"
+
+
+def _facts(findings: Sequence[Finding]) -> list[str]:
+    """The summary's words for what is no one's change: files two distributions install, upstream RECORD
+    quirks, and rule hits in files judged without a baseline."""
+    parts = []
+    shared = sum(1 for f in findings if f.owned_by is not None)
+    if shared:
+        parts.append(f"{shared} overwritten by another distribution")
+    quirks = sum(1 for f in findings if _quirk(f) and f.owned_by is None)
+    if quirks:
+        parts.append(f"{_plural(quirks, 'upstream RECORD quirk')} (info)")
+    whole = [f for f in findings if f.baseline_none]
     if whole:
         n_files = len({f.path for f in whole})
         parts.append(
-            f"{len(whole)} rule hit{'s' if len(whole) != 1 else ''} without a baseline "
-            f"({n_files} file{'s' if n_files != 1 else ''}: may be upstream code)"
+            f"{_plural(len(whole), 'rule hit')} without a baseline "
+            f"({_plural(n_files, 'file')}: may be upstream code)"
         )
-    n_dist = len(report.distributions)
-    head = (
-        f"{report.files_checked} files in {n_dist} distribution{'s' if n_dist != 1 else ''}"
-        f" checked in {report.seconds:.1f} s"
-    )
-    return f"{head}: {', '.join(parts)}" if parts else f"{head}: no findings"
+    return parts
 
 
 def _group(findings: Iterable[Finding]) -> dict[tuple[str | None, str | None], list[Finding]]:
@@ -204,7 +226,7 @@ def next_steps(
     wheel (once there is one: ``no_wheel`` says how to get it), delete what nobody installed, reinstall
     what has a broken RECORD (not one the wheel shipped so)."""
     sets = sorted({f.patch_set for f in findings if f.patch_set and f.patch_set not in wanted})
-    steps = [f"patchguard revert --set {for_terminal(name)}" for name in sets]
+    steps = [command("revert", "--set", name) for name in sets]
     if dist is None:  # files no distribution owns: a set's (wanted, or reverted), else deleted
         return steps + [
             f"delete {for_terminal(f.path)} (no distribution owns it)"
@@ -219,18 +241,16 @@ def next_steps(
 
 def _restore_step(dist: str, findings: Sequence[Finding], no_wheel: str | None) -> list[str]:
     """``patchguard restore`` of the changes no set explains (and files nobody installed)."""
-    rest = sorted({f.path for f in findings if f.kind in _RESTORED and not f.patch_set})
+    rest = sorted(
+        {f.path for f in findings if f.kind in _RESTORED and not f.patch_set and f.owned_by is None}
+    )
     unexpected = any(f.kind is Kind.UNEXPECTED for f in findings)
     if no_wheel is not None and rest:
-        return [f"{for_terminal(no_wheel)}, then patchguard restore {for_terminal(dist)}"]
+        return [f"{for_terminal(no_wheel)}, then {command('restore', dist)}"]
     if not rest and not unexpected:
         return []
-    paths = (
-        "".join(f" --path {for_terminal(p)}" for p in rest) if 0 < len(rest) <= 3 and not unexpected else ""
-    )
-    return [
-        f"patchguard restore {for_terminal(dist)}{paths}" + (" --remove-unexpected" if unexpected else "")
-    ]
+    paths = [w for p in rest for w in ("--path", p)] if 0 < len(rest) <= 3 and not unexpected else []
+    return [command("restore", dist, *paths, *(["--remove-unexpected"] if unexpected else []))]
 
 
 def format_check_text(passed: bool, violations: Sequence[str], policy: str | None, report: Report) -> str:

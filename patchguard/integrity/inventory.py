@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .._fs import transaction_left
+from .._fs import read_regular, sha256_file, transaction_left
 from .._version import __version__
 from ..env import Target, host_name, timestamp
 from ..errors import UsageError
 from ..model import Environment, Finding, Kind, Report, RuleId, Severity
 from .cache import DirListing, StatCache
+from .hashing import b64
 from .records import (
     META_SUFFIXES,
     Check,
@@ -31,6 +32,7 @@ from .records import (
     canonicalize,
     iter_metadata_dirs,
     load_distribution,
+    matches,
     package_dirs_in,
 )
 from .unowned import Ownership, is_extension, package_findings, pth_import_lines, toplevel_findings
@@ -397,6 +399,7 @@ def take_inventory(
             all_dists, selected, unowned = walk.verify(verifier)
             verification = verifier.finish(progress)
         walk.failures(verification.failures)
+        walk.shared(all_dists)
         walk.s.changes.extend(unowned)
         walk.remember(all_dists, selected, verification.known)
     report = Report(
@@ -524,6 +527,48 @@ class _Inventory:
                     f"could not check: {o.reason}",
                 )
 
+    def shared(self, all_dists: Sequence[InstalledDistribution]) -> None:
+        """A modified file that another distribution lists too belongs to one of them: the one whose RECORD
+        row it matches, else the one installed last (its RECORD is the newest) — ``torch_c_dlpack_ext`` and
+        ``flashinfer-python`` both ship a top-level ``build_backend.py``, and the second install replaced the
+        first's copy. The others are told so (``overwritten``, minor, naming the owner): no change of theirs
+        to diff or restore, since restoring their copy would break the owner."""
+        s = self.s
+        modified = [c for c in s.changes if c.finding.kind is Kind.MODIFIED and c.dist is not None]
+        paths = {c.path for c in modified}
+        if not paths:
+            return
+        listed: dict[str, list[tuple[InstalledDistribution, RecordEntry]]] = {}
+        for dist in all_dists:
+            if paths.isdisjoint(dist.paths):
+                continue
+            rows = dict(zip(dist.paths, dist.entries, strict=True))
+            for path in paths & rows.keys():
+                listed.setdefault(path, []).append((dist, rows[path]))
+        owners = {path: _owner(rows) for path, rows in listed.items() if len(rows) > 1}
+        if not owners:
+            return
+        kept = []
+        for c in s.changes:
+            owner = owners.get(c.path) if c.finding.kind is Kind.MODIFIED else None
+            if owner is None or owner[0] is c.dist:
+                kept.append(c)
+                continue
+            dist, matched = owner
+            how = "the file matches its RECORD" if matched else "installed after it; the file matches neither"
+            s.findings.append(
+                replace(
+                    c.finding,
+                    severity=Severity.MINOR,
+                    rule=RuleId.OVERWRITTEN,
+                    message=f"installed by {dist.name} {dist.version} too, whose copy is here ({how}): "
+                    f"{c.finding.distribution}'s own copy was overwritten; restoring it would break "
+                    f"{dist.name}",
+                    owned_by=(dist.name, dist.version),
+                )
+            )
+        s.changes = kept
+
     def remember(
         self,
         all_dists: Sequence[InstalledDistribution],
@@ -539,6 +584,35 @@ class _Inventory:
         if not self.names:
             cache.forget_missing({d.metadata_dir for d in all_dists}, self.target.site_packages)
         cache.save()
+
+
+def _owner(rows: Sequence[tuple[InstalledDistribution, RecordEntry]]) -> tuple[InstalledDistribution, bool]:
+    """Which of the distributions listing one path owns the file there, and whether it matches that one's
+    row: the one it matches, else the one installed last (the newest RECORD)."""
+    for dist, entry in rows:
+        if _file_matches(entry, dist.resolve(entry.path)):
+            return dist, True
+
+    def installed_at(dist: InstalledDistribution) -> int:
+        try:
+            return os.stat(dist.record_path).st_mtime_ns
+        except OSError:
+            return 0
+
+    return max((d for d, _ in rows), key=installed_at), False
+
+
+def _file_matches(entry: RecordEntry, path: str) -> bool:
+    """Whether the regular file at ``path`` has the hash ``entry`` gives it."""
+    if entry.algorithm is None or entry.digest is None:
+        return False
+    try:
+        if entry.algorithm == "sha256":
+            hexed = sha256_file(path)
+            return hexed is not None and b64(bytes.fromhex(hexed)) == entry.digest
+        return matches(entry, read_regular(path))
+    except OSError:
+        return False
 
 
 def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> None:
@@ -588,8 +662,15 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
             "its hex digest",
             line=hexed[0].line,
         )
+    doubled = [p for p in dist.problems if p.duplicate]
+    if doubled:
+        first = doubled[0]
+        more = len(doubled) - 1
+        what = f"{first.path}: {first.message}" + (f" (and {more} more such rows)" if more else "")
+        rule = RuleId.RECORD_DUPLICATE
+        s.add(dist, Kind.RECORD_INVALID, Severity.INFO, rule, record, what, line=first.line)
     for p in dist.problems:
-        if p.hex:
+        if p.hex or p.duplicate:
             continue
         what = f"{p.path}: {p.message}" if p.path else p.message
         s.add(

@@ -19,6 +19,7 @@ import io
 import marshal
 import operator
 import os
+import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -80,13 +81,17 @@ class RecordProblem(NamedTuple):
     """A RECORD row that does not follow the spec (1-based ``line`` in the RECORD file).
 
     ``hex`` marks a hash written as hex digits instead of urlsafe base64 (uv_build before 0.8.13 wrote
-    them so, and installers copy them): the row still verifies its file, read as hex.
+    them so, and installers copy them): the row still verifies its file, read as hex. ``duplicate`` marks a
+    path listed again in a way installers really write (the same row twice, ``./x`` beside ``x``, pip's
+    hashless row for bytecode it compiled over the wheel's own): a fact about the RECORD, not a fault — the
+    file is checked against the one row that describes it as installed (:func:`_merged`).
     """
 
     line: int
     message: str
     path: str | None = None
     hex: bool = False
+    duplicate: bool = False
 
 
 HEX_NOTE = "hash written in hex, not urlsafe base64"
@@ -219,10 +224,7 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
         if not path or "\0" in path:
             problems.append(RecordProblem(lineno, "empty path" if not path else "NUL byte in path"))
             continue
-        if path in seen:
-            problems.append(RecordProblem(lineno, f"listed twice (first on line {seen[path]})", path))
-            continue
-        seen[path] = lineno
+        key = path if plain_relpath_text(path) else posixpath.normpath(path)
         algo: str | None = None
         digest: str | None = None
         if hash_text:
@@ -241,8 +243,47 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
                 size = int(size_text)
             else:
                 problems.append(RecordProblem(lineno, f"size {size_text!r} is not a whole number", path))
-        entries.append(RecordEntry(path, algo, digest, size, lineno))
+        entry = RecordEntry(path, algo, digest, size, lineno)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = len(entries)
+            entries.append(entry)
+            continue
+        kept, why = _merged(entries[first], entry)
+        entries[first] = kept
+        problems.append(RecordProblem(lineno, why, path, duplicate=True))
     return entries, problems
+
+
+def plain_relpath_text(path: str) -> bool:
+    """Whether a RECORD path is already in normal form (no ``./``, ``../``, ``//``, no leading ``/``)."""
+    return not (path.startswith((".", "/")) or "/." in path or "//" in path or path.endswith("/"))
+
+
+def _merged(first: RecordEntry, again: RecordEntry) -> tuple[RecordEntry, str]:
+    """The one row two rows of one path stand for, and what to say about the pair.
+
+    Installers write such pairs: the same row twice; ``./x`` beside ``x``; and pip, byte-compiling a
+    source over the ``__pycache__/*.pyc`` the wheel itself shipped, appends its own hashless row for the
+    file it rewrote (numpy's ``conv_template.cpython-311.pyc``) — the file on disk is pip's, so the hashless
+    row describes it and the wheel's hash no longer can. Otherwise the hashed row is kept (a file that can be
+    verified is), and of two rows with different hashes the later one: the installer extracted members in
+    order, so the last copy is the one on disk.
+    """
+    where = f"listed twice (first on line {first.line})"
+    same = (first.algorithm, first.digest, first.size) == (again.algorithm, again.digest, again.size)
+    if same:
+        return first, f"{where}, the same row both times"
+    hashless = [e for e in (first, again) if e.digest is None]
+    if len(hashless) == 1:
+        hashed = first if first.digest is not None else again
+        if hashed.path.endswith(".pyc"):
+            return hashless[0]._replace(path=first.path), (
+                f"{where}: the wheel ships this bytecode and the installer compiled over it (its own row has "
+                "no hash): not verifiable, like all bytecode an installer compiles"
+            )
+        return hashed._replace(path=first.path), f"{where}, once without a hash: checked against the hash"
+    return again._replace(path=first.path), f"{where} with different hashes: checked against the last"
 
 
 @dataclass(frozen=True, slots=True)

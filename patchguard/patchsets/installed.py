@@ -10,6 +10,7 @@ from .._fs import read_regular
 from ..env import Target
 from ..errors import UsageError
 from ..integrity.records import InstalledDistribution, canonicalize, discover
+from ..model import command
 from ..txn import check_path, recover_all
 from .model import PatchSet, PatchSetError
 from .planner import Reader
@@ -46,7 +47,7 @@ class SetEnvironment:
             if not t.admits(dist.version) and not force_version:
                 problems.append(
                     f"{ps.name} is for {t.distribution} {t.version}; {dist.version} is installed "
-                    f"(carry it over: patchguard rebase --set {ps.name})"
+                    f"(carry it over: {command('rebase', '--set', ps.name)})"
                 )
             out.append(dist)
         if problems:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from .._fs import put_file, read_regular, staged_dir
 from ..errors import UsageError
+from ..model import command
 from ..txn import write_point
 from .inputs import RebaseInputs
 from .merge import has_markers
@@ -176,7 +177,7 @@ def _summary(inputs: RebaseInputs, review: str, rebased: Sequence[Rebased]) -> s
             "    to leave that change behind.",
         ]
     lines += [
-        f"  then run again: patchguard rebase --set {ps.name} (the same releases); the set is rewritten",
+        f"  then run again: {command('rebase', '--set', ps.name)} (the same releases); the set is rewritten",
         "  once nothing is left, and this directory removed.",
     ]
     return "\n".join(lines) + "\n"

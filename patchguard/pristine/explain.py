@@ -298,7 +298,8 @@ def _malformed_row(scanned: Scanned, explainer: Explainer, f: Finding) -> Findin
     entry = next((e for e in dist.entries if problem and e.path == problem.path), None) if dist else None
     if dist is None or problem is None or entry is None or entry.digest is not None:
         return f  # not a hash problem (columns, size, a duplicate row): nothing a wheel settles
-    verdict = as_shipped(ChangedFile(f, dist, entry, dist.resolve(entry.path)), explainer)
+    as_file = replace(f, kind=Kind.MODIFIED, path=scanned.display(dist.resolve(entry.path)))
+    verdict = as_shipped(ChangedFile(as_file, dist, entry, dist.resolve(entry.path)), explainer)
     if verdict is None:
         return replace(
             f,
@@ -404,7 +405,7 @@ def _same_release(dist: InstalledDistribution, sources: Sources) -> Pristine:
             tried.append(f"rejected {cand.location}: {exc.__class__.__name__}: {exc}")
             cand.close()
             continue
-        return Pristine.of(dist, cand, entries, sources.store)
+        return Pristine.of(dist, cand, entries, sources)
     raise NoPristineSource(
         f"no wheel of {dist.name} {dist.version} found; looked in: " + ("; ".join(tried) or "nowhere"),
         path=dist.metadata_dir,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .._fs import sha256_bytes, sha256_file
 from ..errors import UsageError
 from ..integrity.inventory import ChangedFile, Scanned, changed_files
-from ..model import Kind, Report
+from ..model import Kind, Report, command
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit
 from .explain import WRONG_RECORD, Explainer, survey, uv_note
@@ -147,7 +147,7 @@ def _refuse_undoing_sets(root: str, changes: Sequence[Change], scanned: Scanned)
         if hits:
             raise UsageError(
                 f"{scanned.display(hits[0])} holds patch set {name}, applied here: restoring it undoes it",
-                hint=f"patchguard revert --set {name} undoes it; pass --force to restore the file anyway",
+                hint=f"{command('revert', '--set', name)} undoes it; pass --force to restore the file anyway",
             )
 
 

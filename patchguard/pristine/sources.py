@@ -188,6 +188,32 @@ class Sources:
     extra_index_urls: Sequence[str] = ()
     find_links: Sequence[str] = ()
     unlisted: set[tuple[str, str]] = field(default_factory=set)  # releases no index listed at all
+    _published: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+
+    def published(self, release: Release) -> dict[str, str]:
+        """sha256 (hex) → where it is published, of every file the indexes list for ``release`` (asked once
+        per release; nothing when offline or unreachable): what vouches for a wheel file's bytes without
+        the RECORD inside it."""
+        key = (release.canonical_name, release.version)
+        if key not in self._published:
+            found: dict[str, str] = {}
+            if not self.offline:
+                from . import index
+
+                settings = self.index_settings()
+                for place in settings.places:
+                    try:
+                        files = index.list_files(
+                            release.name, release.version, place, settings, place in settings.indexes
+                        )
+                    except index.IndexError_:
+                        continue
+                    for f in files:
+                        if f.sha256 and index.local_path(place) is None:  # a local directory vouches nothing
+                            where = f"the sha256 {index.shown(place)} publishes for {f.filename}"
+                            found.setdefault(f.sha256, where)
+            self._published[key] = found
+        return self._published[key]
 
     def index_settings(self) -> IndexSettings:
         if self.index is None:
@@ -422,6 +448,36 @@ def _dist_info_matches(dirname: str, dist: Release) -> bool:
 # -- proving a candidate ----------------------------------------------------------------------------------
 
 
+def vouch(cand: Candidate, dist: InstalledDistribution, sources: Sources) -> str | None:
+    """What proves a candidate wheel file's bytes independently of the RECORD inside it, or ``None``.
+
+    A RECORD vouches for a member only when the two agree; when they disagree (an upstream RECORD that is
+    wrong, or a wheel whose member was swapped under a real RECORD) only this may: the sha256 an index
+    published for the file (checked as it was downloaded, or the file's own sha256 found among those the
+    box's indexes publish for the release), or the sha256 pip recorded in ``direct_url.json``. A local
+    directory, a cache or a wheelhouse vouches for nothing by itself.
+    """
+    if not isinstance(cand, WheelFile):
+        return None  # an unpacked wheel (uv's cache) may be the installed file itself, edited
+    if cand.vouched is not None:
+        return cand.vouched
+    from .._fs import sha256_file
+    from .vcs import direct_url
+
+    try:
+        digest = sha256_file(cand.location)
+    except OSError:
+        return None
+    if digest is None:
+        return None
+    url = direct_url(dist)
+    if url is not None and url.sha256 == digest:
+        cand.vouched = "the sha256 pip recorded in direct_url.json"
+    else:
+        cand.vouched = sources.published(dist).get(digest)
+    return cand.vouched
+
+
 @dataclass
 class Pristine:
     """A proven pristine source for one installed distribution — and, should one of its files not be the
@@ -438,6 +494,7 @@ class Pristine:
     # Installed RECORD paths whose row the wheel's own RECORD got wrong: the wheel file (proven the same
     # build by every other row) holds other bytes than its RECORD says, and the installer copied the row.
     record_wrong: set[str] = field(default_factory=set)
+    sources: Sources | None = None  # what may vouch for a wheel whose own RECORD is wrong (:func:`vouch`)
     _alternates: list[tuple[Candidate, dict[str, str]]] = field(default_factory=list)
 
     @classmethod
@@ -446,7 +503,7 @@ class Pristine:
         dist: InstalledDistribution,
         cand: Candidate,
         wheel_entries: Sequence[RecordEntry],
-        store: PristineStore,
+        sources: Sources,
         more: Iterator[Candidate] | None = None,
     ) -> Pristine:
         """The pristine source ``cand`` gives ``dist``, once it is trusted (proven or same release)."""
@@ -456,10 +513,11 @@ class Pristine:
             dist,
             cand,
             members,
-            store,
+            sources.store,
             f"{cand.kind} {cand.location}",
             {p: by_member[m] for p, m in members.items()},
             more if more is not None else iter(()),
+            sources=sources,
         )
 
     def bytes_for(self, entry: RecordEntry) -> bytes:
@@ -498,26 +556,43 @@ class Pristine:
     def _member(
         self, cand: Candidate, members: dict[str, str], entry: RecordEntry, tried: list[str]
     ) -> bytes | None:
-        """The entry's bytes from one candidate, or ``None`` with the reason added to ``tried``."""
+        """The entry's bytes from one candidate, or ``None`` with the reason added to ``tried``.
+
+        Bytes are the entry's when they hash to its row. When they do not — by hash, or by size — they are
+        taken only if the wheel's own RECORD gives the member the installed row (the upstream RECORD is
+        wrong, and the installer copied it) *and* something independent of that RECORD vouches for the wheel
+        file (:func:`vouch`): a member swapped under a real RECORD is never called pristine.
+        """
         member = members.get(entry.path)
         if member is None:
             tried.append(f"{cand.location} has no such file (generated at install time?)")
             return None
-        limit = entry.size if entry.size is not None and not is_script_member(member) else INSTALLED_LIMIT
+        script = is_script_member(member)
+        limit = entry.size if entry.size is not None and not script else INSTALLED_LIMIT
         why = "edited through a hard link?" if cand.kind == "uv-cache" else "modified?"
         try:
             data = cand.read(member, limit)
         except SizeMismatch as exc:
-            tried.append(f"{member} of {cand.location} does not match the installed RECORD: {exc} ({why})")
-            self.notes.append(tried[-1])
-            return None
+            if not self._vouched(cand, member, entry, tried):
+                tried.append(
+                    f"{member} of {cand.location} does not match the installed RECORD: {exc} ({why})"
+                )
+                self.notes.append(tried[-1])
+                return None
+            try:
+                data = cand.read(member, INSTALLED_LIMIT)  # the wheel file itself is proven: read it whole
+            except READ_ERRORS as again:
+                tried.append(f"cannot read {member} of {cand.location} ({again})")
+                return None
+            self.record_wrong.add(entry.path)
+            return data
         except READ_ERRORS as exc:
             tried.append(f"cannot read {member} of {cand.location} ({exc})")
             return None
-        if is_script_member(member) and data.startswith(b"#!python"):
+        if script and data.startswith(b"#!python"):
             data = self._rewrite_shebang(entry, data)
         if entry.digest is not None and not matches(entry, data):
-            if own_record_wrong(cand, member, entry):
+            if self._vouched(cand, member, entry, tried):
                 self.record_wrong.add(entry.path)
                 return data
             tried.append(f"{member} of {cand.location} does not match the installed RECORD hash ({why})")
@@ -525,6 +600,23 @@ class Pristine:
             logging.getLogger("patchguard").info("skipped: %s", tried[-1])
             return None
         return data
+
+    def _vouched(self, cand: Candidate, member: str, entry: RecordEntry, tried: list[str]) -> bool:
+        """Whether bytes of ``member`` that disagree with the installed row may still be taken as shipped:
+        the wheel's own RECORD row is the installed one, and :func:`vouch` proves the wheel file."""
+        if not own_record_wrong(cand, member, entry):
+            return False
+        proof = vouch(cand, self.dist, self.sources) if self.sources is not None else None
+        if proof is None:
+            tried.append(
+                f"{member} of {cand.location} is not what its own RECORD says, and nothing independent of "
+                "that RECORD vouches for the wheel file (no sha256 published by an index, none in "
+                "direct_url.json): refused"
+            )
+            self.notes.append(tried[-1])
+            return False
+        logging.getLogger("patchguard").info("%s: the wheel's own RECORD is wrong; %s vouches", member, proof)
+        return True
 
     def _rewrite_shebang(self, entry: RecordEntry, data: bytes) -> bytes:
         """Installers rewrite ``#!python`` to the interpreter: find the rewrite matching the RECORD hash."""
@@ -621,7 +713,8 @@ def _fetch(file: IndexFile, sources: Sources, tried: list[str]) -> Candidate | N
         tried.append(f"download of {file.filename} from {index.shown(file.where)} failed: {exc}")
         return None
     tried.append(f"downloaded {file.filename} from {index.shown(file.where)}")
-    return WheelFile("download", path)
+    vouched = f"the sha256 {index.shown(file.where)} publishes for it" if file.sha256 else None
+    return WheelFile("download", path, vouched)
 
 
 def remote(
@@ -697,7 +790,7 @@ def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
             tried.append(f"rejected {cand.location}: {exc.message}")
             cand.close()
             continue
-        return Pristine.of(dist, cand, proof, sources.store, more)
+        return Pristine.of(dist, cand, proof, sources, more)
     raise NoPristineSource(
         f"no wheel of {dist.name} {dist.version} (this build) found; looked in: "
         + "; ".join(t.strip() for t in tried),

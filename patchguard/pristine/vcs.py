@@ -40,6 +40,7 @@ class DirectUrl:
     vcs: str | None = None
     commit_id: str | None = None
     archive: bool = False  # ``archive_info``: a wheel or sdist file, at a URL or on disk
+    sha256: str | None = None  # hex: the archive's hash pip recorded (``archive_info.hashes``/``hash``)
 
     @property
     def local_dir(self) -> str | None:
@@ -62,7 +63,26 @@ def direct_url(dist: InstalledDistribution) -> DirectUrl | None:
             doc["url"], vcs=str(vcs_info.get("vcs", "")), commit_id=str(vcs_info.get("commit_id", ""))
         )
     editable = isinstance(dir_info, dict) and dir_info.get("editable") is True
-    return DirectUrl(doc["url"], editable=editable, archive=isinstance(doc.get("archive_info"), dict))
+    archive = doc.get("archive_info")
+    return DirectUrl(
+        doc["url"],
+        editable=editable,
+        archive=isinstance(archive, dict),
+        sha256=_archive_sha256(archive) if isinstance(archive, dict) else None,
+    )
+
+
+def _archive_sha256(info: dict[str, object]) -> str | None:
+    """The sha256 (hex) ``archive_info`` records: ``hashes: {"sha256": …}``, else the older ``hash``."""
+    hashes = info.get("hashes")
+    value = hashes.get("sha256") if isinstance(hashes, dict) else None
+    if not isinstance(value, str):
+        old = info.get("hash")
+        algo, _, value = old.partition("=") if isinstance(old, str) else ("", "", "")
+        value = value if algo == "sha256" else None
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value.lower()):
+        return value.lower()
+    return None
 
 
 @dataclass

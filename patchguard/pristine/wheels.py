@@ -76,8 +76,11 @@ class Candidate:
 
 
 class WheelFile(Candidate):
-    def __init__(self, kind: str, path: str) -> None:
-        self.kind, self.location = kind, path
+    """A wheel file. ``vouched`` says what proves its bytes independently of the RECORD inside it (the
+    sha256 an index published for it, checked as it was downloaded), when something does."""
+
+    def __init__(self, kind: str, path: str, vouched: str | None = None) -> None:
+        self.kind, self.location, self.vouched = kind, path, vouched
         self._zip: zipfile.ZipFile | None = None
         self._dist_info: str | None = None
 
