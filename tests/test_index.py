@@ -48,6 +48,8 @@ class Index:
     files: dict[str, bytes] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     url: str = ""
+    unhashed: bool = False  # list the files without their sha256 (a find-links page, a careless mirror)
+    requires_python: str = ">=3.99"  # excludes every interpreter: pip would install nothing from it
 
     def add(self, wheel: Path, filename: str | None = None) -> None:
         self.files[filename or wheel.name] = wheel.read_bytes()
@@ -58,18 +60,24 @@ class Index:
             (n, f"../../files/{n.replace('+', '%2B')}", hashlib.sha256(self.files[n]).hexdigest())
             for n in names
         ]
+        if self.unhashed:
+            links = "".join(f'<a href="{u}">{n}</a>\n' for n, u, _h in entries)
+            return "text/html", f"<!DOCTYPE html><html><body>{links}</body></html>".encode()
         if self.json_pages:
+            py = self.requires_python
             doc = {
                 "meta": {"api-version": "1.1"},
                 "name": project,
                 "files": [
-                    {"filename": n, "url": u, "hashes": {"sha256": h}, "requires-python": ">=3.99"}
+                    {"filename": n, "url": u, "hashes": {"sha256": h}, "requires-python": py}
                     for n, u, h in entries
                 ],
             }
             return "application/vnd.pypi.simple.v1+json", json.dumps(doc).encode()
         links = "".join(
-            f'<a href="{u}#sha256={h}" data-requires-python="&gt;=3.99">{n}</a>\n' for n, u, h in entries
+            f'<a href="{u}#sha256={h}" data-requires-python="{self.requires_python.replace(">", "&gt;")}">'
+            f"{n}</a>\n"
+            for n, u, h in entries
         )
         return "text/html", f"<!DOCTYPE html><html><body>{links}</body></html>".encode()
 
