@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
     from .patchsets.planner import FilePlan, PlanFailed
     from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_set
-    from .patchsets.status import set_states
+    from .patchsets.status import restore, set_states
     from .pristine.explain import diff
-    from .pristine.restore import Action, FileAction, RestoreResult, restore
+    from .pristine.restore import Action, FileAction, RestoreResult
     from .pristine.sources import NoPristineSource
     from .txn import Committed, LockTimeout, SessionBusy, TransactionError
 
@@ -44,7 +44,7 @@ _LAZY = {
     "check": "audit",
     "diff": "pristine.explain",
     "FileDiff": "diffs",
-    "restore": "pristine.restore",
+    "restore": "patchsets.status",
     "RestoreResult": "pristine.restore",
     "Action": "pristine.restore",
     "FileAction": "pristine.restore",

@@ -81,7 +81,9 @@ COMMANDS: dict[str, list[str]] = {
     "check.txt": ["check", "--patches", "{tmp}/patches"],
     "lock.json": ["lock"],
     "revert-dry-run.txt": ["revert", "--set", "glm5-debug", "--dry-run", "--patches", "{tmp}/patches"],
-    "restore-dry-run.txt": ["restore", "minillm", "--dry-run", "--wheelhouse", "{wheels}", "--offline"],
+    # The set in place is protected (the dry run refuses as the real run does): --force shows the whole plan.
+    "restore-dry-run.txt": ["restore", "minillm", "--dry-run", "--force", "--wheelhouse", "{wheels}",
+                            "--offline"],
 }
 
 

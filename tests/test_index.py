@@ -234,6 +234,8 @@ def test_diff_restore_and_capture_fetch_the_wheel_once(box: Env, primary: Index,
     code, _, err = cli("capture", "--set", "attn-dump", "gpukit", "--site-packages", str(box.site))
     assert code == 0, err
     code, out, err = cli("restore", "gpukit", "--site-packages", str(box.site))
+    assert code == 2 and "holds patch set attn-dump, in place" in err  # the set just captured is wanted
+    code, out, err = cli("restore", "gpukit", "--site-packages", str(box.site), "--force")
     assert code == 0, err
     assert (box.site / ATTN).read_text() == SOURCE
     assert len(_downloads(primary)) == 1  # diff fetched it; capture and restore found it where it was kept

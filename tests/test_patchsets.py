@@ -814,3 +814,31 @@ def test_one_set_for_a_distribution_and_the_environment(
     patchguard.apply_set("glm5", patches=sets, site_packages=[str(env.site)])
     report = patchguard.scan(site_packages=[str(env.site)], patches=sets)
     assert {f.patch_set for f in report.findings} == {"glm5"}
+
+
+def test_a_set_in_place_is_protected_by_what_is_on_disk(
+    env: Env, tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """Right after capture the set is in place, applied by no patchguard command: restore and its dry run
+    both refuse to undo it (the same words), and --force is the one way through."""
+    hand_edit_glm5(env)
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    where = ["--site-packages", str(env.site), "--patches", str(tmp_path / "sets")]
+    source = ["--wheelhouse", str(house), "--offline"]
+    code, _, err = cli("capture", "minillm", "--set", "mine", "--path", "*/mla.py", *where, *source)
+    assert code == 0, err
+    code, out, _ = cli("sets", *where)
+    assert "applied (by hand)" in out
+    edited = (env.site / MLA).read_bytes()
+    answers = []
+    for extra in (["--dry-run"], []):
+        code, out, err = cli("restore", "minillm", "--path", "*/mla.py", *where, *source, *extra)
+        answers.append((code, err))
+        assert (env.site / MLA).read_bytes() == edited
+    assert answers[0] == answers[1] and answers[0][0] == 2, answers
+    assert "holds patch set mine, in place (applied by hand)" in answers[0][1] and "--force" in answers[0][1]
+    assert f"patchguard revert --set mine --site-packages {env.site}" in answers[0][1]
+    code, out, err = cli("restore", "minillm", "--path", "*/mla.py", *where, *source, "--force")
+    assert code == 0 and (env.site / MLA).read_bytes() != edited, err

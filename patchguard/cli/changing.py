@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Also move files no RECORD lists out of the packages (into the transaction's backup).",
 )
-@click.option("--force", is_flag=True, help="Restore files that hold an applied patch set too (undoing it).")
+@click.option("--force", is_flag=True, help="Restore files that hold a set in place too (undoing it).")
+@patches_option
 @errors_to_exit
 def restore(
     distributions: tuple[str, ...],
@@ -49,11 +50,12 @@ def restore(
     dry_run: bool,
     remove_unexpected: bool,
     force: bool,
+    patches: str | None,
 ) -> None:
     """Put modified and missing files back to the wheel's bytes, all in one transaction."""
     from ..model import Kind
+    from ..patchsets.status import restore as run_restore
     from ..pristine.restore import FileAction
-    from ..pristine.restore import restore as run_restore
 
     result = run_restore(
         distributions,
@@ -64,6 +66,7 @@ def restore(
         remove_unexpected=remove_unexpected,
         fetch=fetch,
         force=force,
+        patches=patches,
     )
     say_recovered(result.recovered)
     for text in result.notes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._fs import sha256_bytes, sha256_file
@@ -22,7 +22,11 @@ from ..txn import Change, Committed, Plan, commit
 from .explain import WRONG_RECORD, Explainer, survey, uv_note
 from .sources import SourceOptions, uv_cache_link
 
-__all__ = ["Action", "FileAction", "RestoreResult", "restore"]
+__all__ = ["Action", "FileAction", "Protect", "RestoreResult", "restore"]
+
+# The files of sets in place that no state records (applied by hand): absolute path → set name. The patch
+# sets room knows them (:func:`patchguard.patchsets.status.by_hand`); restore only refuses to undo them.
+Protect = Callable[["Scanned"], Mapping[str, str]]
 
 
 class FileAction(str, enum.Enum):
@@ -66,6 +70,7 @@ def restore(
     offline: bool = False,
     fetch: SourceOptions | None = None,
     force: bool = False,
+    protect: Protect | None = None,
 ) -> RestoreResult:
     """Restore every modified and missing file of ``distributions`` to its wheel's bytes.
 
@@ -85,11 +90,11 @@ def restore(
     scanned = survey(names, site_packages=site_packages, python=python, paths=paths)
     explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target))
     changes, actions, notes, root = _planned(scanned, explainer, paths, remove_unexpected)
+    root = root or scanned.target.site_packages[0]
+    if changes and not force:  # a dry run says what the real one would: the same refusal
+        _refuse_undoing_sets(root, changes, scanned, protect)
     if dry_run or not changes:
         return RestoreResult(tuple(actions), dry_run, None, None, scanned.recovered, tuple(notes))
-    root = root or scanned.target.site_packages[0]
-    if not force:
-        _refuse_undoing_sets(root, changes, scanned)
     changes += _sets_undone(root, changes)
     # Writes stay inside the environment (its site dirs and scripts dir), whatever a RECORD says.
     also = [r for r in scanned.target.roots if r != root]
@@ -134,9 +139,27 @@ def _planned(
     return changes, actions, notes, root
 
 
-def _refuse_undoing_sets(root: str, changes: Sequence[Change], scanned: Scanned) -> None:
-    """Refuse to restore a file whose bytes are an applied set's post-image: the set is wanted (applied
-    on purpose, perhaps required by the policy); ``revert`` is how it is undone."""
+def _refuse_undoing_sets(
+    root: str, changes: Sequence[Change], scanned: Scanned, protect: Protect | None
+) -> None:
+    """Refuse to restore a file whose bytes are a set in place: the set is wanted (applied on purpose,
+    perhaps required by the policy) whoever put it there — patchguard (its post-image, as the state
+    records it) or a person (every edit of a set of the patches directory is in the files, as right after
+    ``capture``: ``protect`` says which, path → set); ``revert`` is how it is undone, ``--force`` the one
+    way through."""
+    _refuse_undoing_applied(root, changes, scanned)
+    by_hand = protect(scanned) if protect is not None else {}
+    for c in changes:
+        name = by_hand.get(c.path)
+        if name is not None:
+            raise UsageError(
+                f"{scanned.display(c.path)} holds patch set {name}, in place (applied by hand): "
+                "restoring it undoes it",
+                hint=f"{command('revert', '--set', name)} undoes it; pass --force to restore the file anyway",
+            )
+
+
+def _refuse_undoing_applied(root: str, changes: Sequence[Change], scanned: Scanned) -> None:
     for name, record in sorted(read_state(root)["applied"].items()):
         posts = {
             os.path.join(root, *rel.split("/")): h.get("post") for rel, h in record.get("files", {}).items()
