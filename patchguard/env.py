@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
@@ -122,6 +123,16 @@ def _other(python: str) -> Target:
     exe = os.path.abspath(python)
     if not os.path.exists(exe):
         raise EnvironmentNotFound("no such interpreter", path=python, hint="pass the path of a python binary")
+    if os.path.isdir(exe):  # the venv itself: its interpreter is inside
+        names = (os.path.join(python, "bin", n) for n in ("python", "python3"))
+        inside = [p for p in names if os.path.isfile(p)]
+        raise EnvironmentNotFound(
+            "is a directory, not an interpreter",
+            path=python,
+            hint=f"did you mean --python {shlex.quote(inside[0])}?"
+            if inside
+            else "pass the environment's python binary (e.g. VENV/bin/python), or --site-packages DIR",
+        )
     try:
         code, out, err = _run_bounded([exe, "-I", "-S", "-c", _PROBE])
     except (OSError, subprocess.SubprocessError) as exc:

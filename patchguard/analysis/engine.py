@@ -555,8 +555,8 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class."""
     out: list[Finding] = []
     gone = _Gone.of(edit)
-    squeezed = _squeeze("".join(x for x in edit.lines if not x.lstrip().startswith("#")))
-    before = _squeeze("".join(x for x in gone.before_lines if not x.lstrip().startswith("#")))
+    squeezed = _squeeze("".join(map(_code_of, edit.lines)))
+    before = _squeeze("".join(map(_code_of, gone.before_lines)))
     asserts = [_squeeze(line) for line in edit.lines if line.lstrip().startswith("assert")]
     for r in regions:
         line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
@@ -585,6 +585,23 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 )
             )
     return out
+
+
+def _code_of(line: str) -> str:
+    """A line without its comment (``pass  # assert x`` is ``pass``): a check written into a comment is not
+    a check that moved. Quotes are followed so that a ``#`` inside a string stays."""
+    if "#" not in line:
+        return line
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote and line[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            return line[:i] + "\n"
+    return line
 
 
 def _squeeze(text: str) -> str:

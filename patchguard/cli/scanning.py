@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 import click
 
 from ..formats import CHECK, DIFF, LOCK, REPORT, RUNNING, CheckDocument, ReportDocument
-from ..model import for_terminal
+from ..model import Severity, for_terminal
 
 if TYPE_CHECKING:
+    from ..deploy.policy import Policy
     from ..model import Report
     from ..pristine.sources import SourceOptions
 
@@ -58,9 +59,8 @@ from ._common import (
 @click.option(
     "--fail-on",
     type=click.Choice(FAIL_ON),
-    default="high",
-    show_default=True,
-    help="Exit 1 when a finding reaches this severity.",
+    default=None,
+    help="Exit 1 when a finding reaches this severity [default: fail_on of the configuration, else high].",
 )
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
 @click.option("--patches", "patches", metavar="DIR", help="Patch sets to attribute modifications to.")
@@ -86,7 +86,7 @@ def scan(
     verify_record: bool,
     against: str,
     fmt: str,
-    fail_on: str,
+    fail_on: str | None,
     no_cache: bool,
     patches: str | None,
     no_analysis: bool,
@@ -103,13 +103,14 @@ def scan(
     site-packages is searched for startup hooks (.pth files, sitecustomize) and unowned files.
     """
     from ..audit import scan as run_scan
-    from ..model import Severity
 
-    archs = list(architectures)
-    if model_config:
-        from ..analysis.reach import architectures_from_config
-
-        archs += architectures_from_config(model_config)
+    policy = _configured()
+    if policy is not None:  # what the command line leaves unsaid, the operator's configuration says
+        architectures = architectures or policy.architectures
+        frameworks = frameworks or policy.frameworks
+        model_config = model_config or policy.model_config
+    threshold = _threshold(fail_on, policy)
+    archs = _served(architectures, model_config)
     progress = Progress("verifying") if sys.stderr.isatty() else None
     try:
         report = run_scan(
@@ -131,24 +132,47 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
-    chosen = REPORT.get(fmt)
-    colour, wanted = use_colour(output, no_color), _wanted_sets()
-    applied = _applied(report) if chosen.needs_applied_sets else ()
-    write(chosen, ReportDocument(report, colour, wanted, applied), output, "the report")
-    if fail_on != "never" and report.at_or_above(Severity.parse(fail_on)):
+    _write_report(report, fmt, output, no_color, policy)
+    if threshold is not None and report.at_or_above(threshold):
         sys.exit(EXIT_FINDINGS)
 
 
-def _wanted_sets() -> frozenset[str]:
-    """The sets the nearest policy allows or requires (none when there is none, or it is broken: ``check``
-    is the place that says so)."""
+def _write_report(
+    report: Report, fmt: str, output: str | None, no_color: bool, policy: Policy | None
+) -> None:
+    chosen = REPORT.get(fmt)
+    wanted = policy.wanted_sets if policy is not None else frozenset()
+    applied = _applied(report) if chosen.needs_applied_sets else ()
+    write(chosen, ReportDocument(report, use_colour(output, no_color), wanted, applied), output, "the report")
+
+
+def _served(architectures: tuple[str, ...], model_config: str | None) -> list[str]:
+    """The architectures served: ``--arch``, and those of ``--model-config``'s ``config.json``."""
+    if not model_config:
+        return list(architectures)
+    from ..analysis.reach import architectures_from_config
+
+    return [*architectures, *architectures_from_config(model_config)]
+
+
+def _configured() -> Policy | None:
+    """The nearest policy (``patchguard.toml``, ``[tool.patchguard]``): what scan takes from it when the
+    command line does not say — the sets it allows or requires, ``arch``, ``framework``, ``model_config``,
+    ``fail_on``. ``None`` when there is none, or it is broken: ``check`` is the place that says so."""
     from ..deploy.policy import load_policy
     from ..errors import PatchguardError
 
     try:
-        return load_policy().wanted_sets
+        return load_policy()
     except PatchguardError:
-        return frozenset()
+        return None
+
+
+def _threshold(fail_on: str | None, policy: Policy | None) -> Severity | None:
+    """The severity at which scan exits 1: ``--fail-on``, else the configuration's ``fail_on``, else high."""
+    if fail_on is None:
+        return policy.fail_on if policy is not None else Severity.HIGH
+    return None if fail_on == "never" else Severity.parse(fail_on)
 
 
 def _applied(report: Report) -> tuple[str, ...]:

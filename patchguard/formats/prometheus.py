@@ -18,6 +18,9 @@ from .interface import Format
 __all__ = ["CheckGauges", "ReportGauges", "RunningGauges", "format_prometheus"]
 
 
+_SEVERITIES = (Severity.HIGH, Severity.MODERATE, Severity.MINOR, Severity.INFO)
+
+
 def _escape(value: str) -> str:
     """A label value as the text exposition format writes it."""
     return json_name(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -48,7 +51,7 @@ def format_prometheus(
         samples = [({"severity": s, "kind": k}, float(n)) for (s, k), n in sorted(counts.items())]
         samples += [
             ({"severity": s.label, "kind": "any"}, float(sum(1 for f in report.findings if f.severity is s)))
-            for s in (Severity.HIGH, Severity.MODERATE, Severity.MINOR, Severity.INFO)
+            for s in _SEVERITIES
         ]
         lines += _metric("patchguard_findings", "Findings of the last scan, by severity and kind.", samples)
         lines += _metric(
@@ -103,12 +106,27 @@ class CheckGauges(Format[CheckDocument]):
         lock_match = (
             not any(d.get("type") == "lock" for d in result.details) if document.lock_checked else None
         )
-        return format_prometheus(
+        text = format_prometheus(
             result.report,
             applied_sets=document.applied_sets,
             check_passed=result.passed,
             lock_match=lock_match,
         )
+        # What the gate counted: findings the policy lets through (an allowed set's, an ignored rule, below
+        # fail_on) are in patchguard_findings, not here — a dashboard that alerts on this agrees with it.
+        counted = Counter(f.severity.label for f in result.report.findings if result.policy.violates(f))
+        samples = [({"severity": s.label}, float(counted.get(s.label, 0))) for s in _SEVERITIES]
+        gate = _metric(
+            "patchguard_check_violating_findings",
+            "Findings the last check's policy counts as violations, by severity.",
+            samples,
+        )
+        gate += _metric(
+            "patchguard_check_violations",
+            "Violations of the last check (findings, required sets, lock differences).",
+            [({}, float(len(result.violations)))],
+        )
+        return text + "\n".join(gate) + "\n"
 
 
 class RunningGauges(Format[RunningView]):

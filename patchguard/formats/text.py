@@ -10,10 +10,20 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..diffs import FileDiff, unified_diff
-from ..model import Finding, Kind, Report, SetState, SetStatus, Severity, command, for_terminal
+from ..model import (
+    Finding,
+    Kind,
+    Loaded,
+    Report,
+    SetState,
+    SetStatus,
+    Severity,
+    command,
+    for_terminal,
+)
 from .documents import Backups, CheckDocument, ReportDocument, StatusDocument, Unfinished
 from .interface import Format
 
@@ -123,22 +133,35 @@ def _label(f: Finding, colour: bool) -> str:
     return f"{_COLOURS.get(word, '')}{word}\x1b[0m{text[len(word) :]}"
 
 
-def _finding_lines(f: Finding, kind_w: int, colour: bool = False) -> list[str]:
+def _code_tail(f: Finding, said: _Said) -> list[str]:
+    """What a code finding's last line says: other rules on its line, its gate, its reach and why (unless the
+    table says that once), whether it was loaded since the edit (and why that is unknown, when it is)."""
+    tail = []
+    also = [e[len("also: ") :] for e in f.evidence if e.startswith("also: ")]
+    if also:
+        tail.append(f"also: {for_terminal(', '.join(also))}")
+    if f.gate:
+        tail.append(f"gate: {for_terminal(str(f.gate.get('condition') or f.gate.get('kind')))}")
+    if f.reach:
+        why = f.evidence[0] if f.evidence and f.evidence[0] != said.reach else None
+        tail.append(f"reach: {f.reach.value}" + (f" ({for_terminal(why)})" if why else ""))
+    if f.loaded is Loaded.UNKNOWN:
+        why = _loaded_why(f)
+        tail.append(f.loaded.words + (f": {for_terminal(why)}" if why and why != said.loaded else ""))
+    elif f.loaded:
+        tail.append(f.loaded.words)
+    return tail
+
+
+def _finding_lines(f: Finding, kind_w: int, colour: bool = False, said: _Said | None = None) -> list[str]:
+    """A finding's lines in the table (``said``: the reasons the table says once, under it)."""
     pad = " " * 11
     if f.source is not None and f.line is not None:
         # A code finding: where and which rule, the line itself, then its gate and reach.
         rule = f"{f.rule} (no baseline)" if f.baseline_none else f.rule
         head = f"  {_label(f, colour)}{for_terminal(f.path)}:{f.line}  {rule}"
         out = [head + (f"  {for_terminal(f.function)}" if f.function else ""), pad + for_terminal(f.source)]
-        tail = []
-        if f.gate:
-            tail.append(f"gate: {for_terminal(str(f.gate.get('condition') or f.gate.get('kind')))}")
-        if f.reach:
-            tail.append(
-                f"reach: {f.reach.value}" + (f" ({for_terminal(f.evidence[0])})" if f.evidence else "")
-            )
-        if f.loaded:
-            tail.append(f.loaded.words)
+        tail = _code_tail(f, said or _Said(None, None))
         if f.patch_set:
             tail.append(f"patch set: {for_terminal(f.patch_set)}")
         if f.baseline_none:
@@ -160,6 +183,7 @@ def format_table(report: Report, colour: bool = False, wanted: frozenset[str] = 
     reverting a ``wanted`` set (one the policy allows or requires)."""
     lines: list[str] = []
     groups = _group(report.findings)
+    said = _said_once(report.findings)
     hints: dict[tuple[str | None, str | None], str] = {
         (n.distribution, n.version): n.hint for n in report.no_baseline
     }
@@ -170,7 +194,7 @@ def format_table(report: Report, colour: bool = False, wanted: frozenset[str] = 
         kind_w = max(len(f.rule) for f in items)  # the rule id, as in check, JSON, SARIF and policies
         shown, folded = _fold_minor_changes(items)
         for f in shown:
-            lines.extend(_finding_lines(f, kind_w, colour))
+            lines.extend(_finding_lines(f, kind_w, colour, said))
         lines += folded
         steps = next_steps(dist, version, items, hints.get((dist, version)), wanted)
         lines += [f"  → {step}" for step in steps]
@@ -181,8 +205,36 @@ def format_table(report: Report, colour: bool = False, wanted: frozenset[str] = 
             f"no pristine source for {dist} ({for_terminal(n.reason)}): its changes cannot be shown or "
             f"judged against upstream; {for_terminal(n.hint)}"
         )
+    if said.reach is not None:
+        lines.append(f"reach, where no other reason is given above: {for_terminal(said.reach)}")
+    if said.loaded is not None:
+        lines.append(f"loaded, where it cannot be told and no reason is given: {for_terminal(said.loaded)}")
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
+
+
+class _Said(NamedTuple):
+    """Reasons the table says once, under it, instead of on every row that shares them."""
+
+    reach: str | None
+    loaded: str | None
+
+
+def _loaded_why(f: Finding) -> str | None:
+    """Why it cannot be told whether a changed file was loaded since its edit (the bytecode's evidence)."""
+    return next((e for e in f.evidence[1:] if "bytecode" in e), None) if f.loaded is Loaded.UNKNOWN else None
+
+
+def _said_once(findings: Sequence[Finding]) -> _Said:
+    """The reach reason (``what is served is not known: pass --arch …``) and the reason a file's loading is
+    unknown that most code findings share, when several do: the table says each once."""
+    coded = [f for f in findings if f.reach is not None and f.line]
+    reach = Counter(f.evidence[0] for f in coded if f.evidence).most_common(1)
+    loaded = Counter(w for w in map(_loaded_why, coded) if w).most_common(1)
+    return _Said(
+        reach[0][0] if reach and reach[0][1] > 1 else None,
+        loaded[0][0] if loaded and loaded[0][1] > 1 else None,
+    )
 
 
 _FOLD_FROM = 4  # a file with this many minor changes shows them as one line
@@ -227,15 +279,28 @@ def next_steps(
     what has a broken RECORD (not one the wheel shipped so)."""
     sets = sorted({f.patch_set for f in findings if f.patch_set and f.patch_set not in wanted})
     steps = [command("revert", "--set", name) for name in sets]
-    if dist is None:  # files no distribution owns: a set's (wanted, or reverted), else deleted
-        return steps + [
-            f"delete {for_terminal(f.path)} (no distribution owns it)"
-            for f in findings
-            if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED) and not f.patch_set
-        ]
+    if dist is None:  # files no distribution owns: a set's (wanted, or reverted), else deleted or kept
+        return steps + _unowned_steps(findings)
     steps += _restore_step(dist, findings, no_wheel)
     if any(f.kind is Kind.RECORD_INVALID and f.severity > Severity.INFO for f in findings):
         steps.append(f"pip install --force-reinstall --no-deps {for_terminal(f'{dist}=={version}')}")
+    return steps
+
+
+def _unowned_steps(findings: Sequence[Finding]) -> list[str]:
+    """Files no distribution owns and no set explains: deleted — or, for a startup hook whose settings are
+    wanted (NCCL settings in ``sitecustomize.py``), kept in a set, so check, lock and a fleet know them."""
+    loose = sorted(
+        {f.path for f in findings if f.kind in (Kind.STARTUP_HOOK, Kind.UNEXPECTED) and not f.patch_set}
+    )
+    steps = [f"delete {for_terminal(p)} (no distribution owns it)" for p in loose]
+    hooks = sorted({f.path for f in findings if f.kind is Kind.STARTUP_HOOK and not f.patch_set})
+    if hooks:
+        paths = [w for p in hooks for w in ("--path", p)]
+        steps.append(
+            "or, if its settings are wanted, keep them in a set: "
+            + command("capture", "--set", "startup-hooks", "--unowned", *paths)
+        )
     return steps
 
 

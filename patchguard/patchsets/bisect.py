@@ -312,6 +312,42 @@ class _Runner:
         return Outcome.GOOD, tuple(codes), spent, ""
 
 
+def _runnable(command: str) -> None:
+    """A test whose program is not there is a mistake to name, before any trial: never "the test fails
+    without any of the changes too". Only the first word is looked at, when it names a file (``./smoke.sh``)
+    or a program on ``PATH``; anything the shell itself runs (``cd x && …``, builtins) is left to it."""
+    import shlex
+    import shutil
+
+    try:
+        first = shlex.split(command)[0] if command.strip() else ""
+    except ValueError as exc:
+        raise UsageError(f"--test is not a shell command ({exc})") from None
+    if not first or "=" in first or first in _SHELL_WORDS:
+        if not first:
+            raise UsageError("--test is empty", hint="e.g. --test './smoke.sh'")
+        return
+    if "/" in first:
+        if not os.path.exists(first):
+            raise UsageError(f"the test program {first!r} does not exist", path=os.path.abspath(first))
+        if not os.access(first, os.X_OK) or os.path.isdir(first):
+            raise UsageError(
+                f"the test program {first!r} is not executable",
+                path=os.path.abspath(first),
+                hint=f"chmod +x {shlex.quote(first)}, or run it through its interpreter (bash {first})",
+            )
+    elif shutil.which(first) is None:
+        raise UsageError(f"the test program {first!r} is not on PATH", hint="give its path, e.g. ./smoke.sh")
+
+
+# Words a shell runs itself: the first word of such a command is not a program to look for.
+_SHELL_WORDS = frozenset(
+    {"!", "(", "{", "[", "[[", ".", ":", "cd", "exec", "export", "set", "source", "test", "time", "true"}
+    | {"false", "if", "for", "while", "until", "case", "eval", "env", "exit", "return", "echo", "printf"}
+    | {"read", "wait", "ulimit", "umask", "trap", "unset", "type", "command", "builtin", "let", "pwd"}
+)
+
+
 def run_test(test: Test) -> tuple[int, bool]:
     """Run the test command in its own process group: (its exit code — minus the signal that killed it —,
     whether it ran past the timeout and was killed). Whatever it started in its group is killed after it.
@@ -376,6 +412,7 @@ def run_bisect(
     (nothing changed) when the test fails without any change, :class:`UsageError` on bad arguments."""
     if test.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    _runnable(test.command)
     started = time.time()
     if sets or by is By.SET:
         if not sets:
