@@ -55,6 +55,11 @@ from pathlib import Path
 from typing import Any
 
 DISTS = {"sglang": "0.5.23", "transformers": "4.57.6", "vllm": "0.34.0"}
+# A corpus file (--cases) may edit files of more distributions: its top-level package → distribution.
+TOP: dict[str, str] = {"flashinfer": "flashinfer-python"}
+EXTRA = {"flashinfer-python": "0.7.4"}
+# The words a blind corpus was given for some rules (written from intents, not from the rule table).
+SAID = {"environment": "env-mutation"}
 SEVERITIES = ("info", "minor", "moderate", "high")
 RANK = {s: n for n, s in enumerate(SEVERITIES)}
 
@@ -72,7 +77,8 @@ class Case:
 
     @property
     def dist(self) -> str:
-        return self.path.split("/", 1)[0]
+        top = self.path.split("/", 1)[0]
+        return TOP.get(top, top)
 
     @property
     def benign(self) -> bool:
@@ -751,19 +757,22 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def fetch(name: str, version: str, dirs: list[Path], dest: Path) -> Path:
+    stem = name.replace("-", "_")  # a wheel's file name spells the project with underscores
     for d in [*dirs, dest]:
-        found = sorted(d.glob(f"{name}-{version}-*.whl"))
+        found = sorted(d.glob(f"{stem}-{version}-*.whl"))
         if found:
             return found[0]
     run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dest), f"{name}=={version}"])
-    found = sorted(dest.glob(f"{name}-{version}-*.whl"))
+    found = sorted(dest.glob(f"{stem}-{version}-*.whl"))
     if not found:
         sys.exit(f"bench_unseen: no {name} {version} wheel")
     return found[0]
 
 
 def installed(site: Path) -> bool:
-    return all((site / f"{name}-{version}.dist-info").is_dir() for name, version in DISTS.items())
+    return all(
+        (site / f"{name.replace('-', '_')}-{version}.dist-info").is_dir() for name, version in DISTS.items()
+    )
 
 
 def build(work: Path, wheels: dict[str, Path]) -> Path:
@@ -843,6 +852,10 @@ def judge(v: Verdict, doc: dict[str, Any]) -> None:
         v.flagged = any(RANK[f["severity"]] >= RANK["moderate"] for f in v.found)
         return
     for rule, sev in c.expect:
+        if rule == "unreachable":  # dead code: reported at info only (anything higher is a false alarm)
+            top = max((RANK[f["severity"]] for f in v.found), default=-1)
+            v.rules[rule] = "hit" if top == RANK["info"] else "missing" if top < 0 else "too high"
+            continue
         named = [f for f in v.found if rule in _rules(f)]
         if any(RANK[f["severity"]] >= RANK[sev] for f in named):
             v.rules[rule] = "hit"
@@ -850,6 +863,8 @@ def judge(v: Verdict, doc: dict[str, Any]) -> None:
             v.rules[rule] = "lower" if named else "missing"
     v.exact = all(s == "hit" for s in v.rules.values())
     v.any_rule = any(RANK[f["severity"]] >= RANK[c.severity] for f in v.found)
+    if "unreachable" in v.rules:
+        v.any_rule = v.exact
 
 
 def _show(f: dict[str, Any]) -> str:
@@ -1071,6 +1086,25 @@ def prepare(
     return pristine, edits, skipped
 
 
+def load_cases(path: Path) -> list[Case]:
+    """The cases of a corpus file (TOML, ``[[case]]``), with the rule words it was written with translated."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for d in doc["case"]:
+        expect = ",".join(
+            f"{SAID.get(r.strip(), r.strip())}:{s}"
+            for r, s in (e.split(":") for e in d.get("expect", "").split(",") if e.strip())
+        )
+        text, span = d.get("text", ""), d.get("span", 0)
+        out.append(case(d["id"], d["path"], d["anchor"], d["mode"], text, expect, span))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -1089,6 +1123,13 @@ def main() -> int:
         "restored from the wheels)",
     )
     parser.add_argument("--only", default="", help="run the cases whose id contains this text")
+    parser.add_argument(
+        "--cases",
+        type=Path,
+        default=None,
+        help="a corpus file (benchmarks/corpora/*.toml: [[case]] id, path, anchor, mode, text, expect, span) "
+        "instead of the cases written in this script",
+    )
     parser.add_argument("--check", action="store_true", help="only check that every anchor applies")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -1097,7 +1138,12 @@ def main() -> int:
     work: Path = args.workdir or Path(tmp.name)  # type: ignore[union-attr]
     work.mkdir(parents=True, exist_ok=True)
     (work / "wheels").mkdir(exist_ok=True)
-    cases = [c for c in CASES if args.only in c.id]
+    if args.cases is not None:
+        cases = [c for c in load_cases(args.cases) if args.only in c.id]
+        for dist in {c.dist for c in cases} - set(DISTS):
+            DISTS[dist] = EXTRA[dist]
+    else:
+        cases = [c for c in CASES if args.only in c.id]
     try:
         wheels = {n: fetch(n, v, args.wheels, work / "wheels") for n, v in DISTS.items()}
         pristine, edits, verdicts = prepare(cases, wheels)
