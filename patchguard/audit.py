@@ -182,6 +182,7 @@ def _attributed(scanned: Scanned, patches: str | None) -> Scanned:
     """The scan with modifications (and files no distribution owns) attributed to the known sets. Sets
     that cannot be loaded attribute nothing: the scan is not the place to fail."""
     from .patchsets.attribution import attribute
+    from .patchsets.installed import SetEnvironment
     from .patchsets.model import load_sets
 
     try:
@@ -190,7 +191,9 @@ def _attributed(scanned: Scanned, patches: str | None) -> Scanned:
         return scanned
     if not sets:
         return scanned
-    return scanned.evolve(changes=attribute(scanned.changes, sets, scanned.target.site_packages))
+    env = SetEnvironment(scanned.target, scanned.dists)
+    forms = [env.form_for(ps) for ps in sets]  # each set as written for the versions installed here
+    return scanned.evolve(changes=attribute(scanned.changes, forms, scanned.target.site_packages))
 
 
 def _with_digests(scanned: Scanned) -> Scanned:

@@ -8,6 +8,7 @@ What upstream changed in 0.5.0 differs per test: the lines around the set's hunk
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -775,3 +776,35 @@ def test_one_target_of_several_in_conflict_is_resolved_in_review(
     ps = load_set(str(patches / SET))
     assert [str(t) for t in ps.targets] == ["minillm ==0.5.0", "sidecar ==1.0", "environment"]
     assert {fp.path for fp in ps.patches} == {CUDA, "sidecar/__init__.py", "sitecustomize.py"}
+
+
+def test_rebased_ahead_of_the_upgrade_today_s_box_stays_green(
+    tmp_path: Path, env: Env, minillm_wheel: Path, patches: Path
+) -> None:
+    """Carried to 0.5.0 on the 0.4.0 box that has not upgraded yet: sets, status and check still judge the
+    0.4.0 form (from the set's history), no hint carries it back, and the 0.5.0 box gets the new form."""
+    site = ("--patches", str(patches), "--site-packages", str(env.site))
+    assert cli("apply", "--set", SET, *site)[0] == 0
+    house = tmp_path / "house"
+    shutil.copytree(minillm_wheel.parent, house)
+    release(house, "0.5.0", around_the_hunks)
+    code, out, err = rebase(env, patches, house, "--to-version", "0.5.0")
+    assert code == 0, out + err
+    assert load_set(str(patches / SET)).targets[0].version == "==0.5.0"
+    code, out, _ = cli("sets", *site)
+    assert code == 0 and "n/a" not in out and "applied" in out and "rebase" not in out, out
+    code, out, err = cli("status", *site)
+    assert code == 0 and "n/a" not in out, out + err
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'required_sets = ["{SET}"]\n')
+    code, out, err = cli("check", "--policy", str(policy), *site)
+    assert code == 0, out + err
+    code, out, err = cli("scan", *site, "--format", "json", "--offline", "--wheelhouse", str(house))
+    assert {f["patch_set"] for f in json.loads(out)["findings"]} == {SET}, out
+    # Reverting and applying again on 0.4.0 uses the 0.4.0 form; the upgraded box takes the 0.5.0 one.
+    assert cli("revert", "--set", SET, *site)[0] == 0
+    code, out, err = cli("apply", "--set", SET, *site)
+    assert code == 0 and "rebase" not in out + err, out + err
+    new = installed(tmp_path, house / "minillm-0.5.0-py3-none-any.whl")
+    code, out, err = cli("apply", "--set", SET, "--patches", str(patches), "--site-packages", str(new.site))
+    assert code == 0, out + err

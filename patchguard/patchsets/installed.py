@@ -12,7 +12,7 @@ from ..errors import UsageError
 from ..integrity.records import InstalledDistribution, canonicalize, discover
 from ..model import command
 from ..txn import check_path, recover_all
-from .model import PatchSet, PatchSetError
+from .model import PatchSet, PatchSetError, load_set, safe_relpath
 from .planner import Reader
 
 __all__ = ["SetEnvironment", "check_paths", "owned_paths", "reader"]
@@ -33,6 +33,34 @@ class SetEnvironment:
         recovered = recover_all(target.site_packages, target.roots)
         return cls(target, discover(target.site_packages), recovered)
 
+    def form_for(self, ps: PatchSet) -> PatchSet:
+        """The form of ``ps`` written for the versions installed here: the set itself, or — when a rebase
+        carried it ahead of an upgrade this box has not had yet — the form its history keeps for them
+        (``history/<release>/``, newest first). A set carries a form per target version; the installed
+        version's form is what sets, status, check, apply and revert work with."""
+        if self._admits(ps):
+            return ps
+        for h in reversed(ps.history):
+            kept = h.get("kept", "")
+            if not kept or safe_relpath(kept):
+                continue
+            try:
+                form = load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
+            except PatchSetError:
+                continue  # a kept form that no longer loads speaks for no release
+            if self._admits(form):
+                return form
+        return ps
+
+    def _admits(self, ps: PatchSet) -> bool:
+        for t in ps.targets:
+            if t.is_environment:
+                continue
+            dist = next((d for d in self.dists if d.canonical_name == canonicalize(t.distribution)), None)
+            if dist is None or not t.admits(dist.version):
+                return False
+        return True
+
     def installed(self, ps: PatchSet, force_version: bool) -> list[InstalledDistribution]:
         """The installed distribution of every target of ``ps``; refuses missing ones and wrong versions."""
         out: list[InstalledDistribution] = []
@@ -47,7 +75,7 @@ class SetEnvironment:
             if not t.admits(dist.version) and not force_version:
                 problems.append(
                     f"{ps.name} is for {t.distribution} {t.version}; {dist.version} is installed "
-                    f"(carry it over: {command('rebase', '--set', ps.name)})"
+                    f"(carry it over: {command('rebase', '--set', ps.name, '--to-version', dist.version)})"
                 )
             out.append(dist)
         if problems:

@@ -146,8 +146,8 @@ def _move(
 ) -> SetOutcome:
     ps = find_set(name, patches)
     env = SetEnvironment.open(target)
-    if reverse:
-        ps = _applied_form(ps, env)
+    applied = _applied_form(ps, env) if reverse else ps
+    ps = applied if applied is not ps else env.form_for(ps)  # the form for the versions installed here
     dists = env.installed(ps, force_version)
     site = env.site(dists)
     check_paths(ps, site)

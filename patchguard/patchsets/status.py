@@ -56,6 +56,7 @@ def states_of(
     env = SetEnvironment(target, dists)
     out: list[SetState] = []
     for ps in load_sets(patches):
+        ps = env.form_for(ps)  # the form for the installed versions is the set here
         targets = ", ".join(str(t) for t in ps.targets)
         try:
             dists = env.installed(ps, force_version=False)
