@@ -286,8 +286,18 @@ def _startup_module_finding(name: str) -> Finding:
 
 
 def _directory_finding(name: str, path: str) -> Finding:
-    """The finding of an unowned top-level directory: moderate if it holds importable code, else minor."""
+    """The finding of an unowned top-level directory: moderate if it holds importable code, minor if it holds
+    other files, info when empty (what an uninstall leaves behind: installers remove files, not always the
+    directories that held them)."""
     count, code = _count_files(path)
+    if not count:
+        return Finding(
+            kind=Kind.UNEXPECTED,
+            severity=Severity.INFO,
+            rule=RuleId.UNEXPECTED_DIRECTORY,
+            path=name + "/",
+            message="empty directory no distribution installed (left by an uninstall?)",
+        )
     return Finding(
         kind=Kind.UNEXPECTED,
         severity=Severity.MODERATE if code else Severity.MINOR,
