@@ -90,7 +90,7 @@ class FileDiff:
         """The git-style unified diff of this file ("" when old and new are equal, or unreadable)."""
         if self.old == self.new or self.problem is not None:
             return ""
-        a, b = f"a/{self.path}", f"b/{self.path}"
+        a, b = git_quote(f"a/{self.path}"), git_quote(f"b/{self.path}")
         head = [f"diff --git {a} {b}\n"]
         if self.old is None:
             head.append(f"new file mode {self.mode}\n")
@@ -107,6 +107,57 @@ class FileDiff:
         old = _lines(self.old) if self.old is not None else []
         new = _lines(self.new) if self.new is not None else []
         return "".join(head) + "".join(_body(old, new, context))
+
+
+_C_ESCAPES = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 34: '"', 92: "\\"}
+_C_UNESCAPES = {v: k for k, v in _C_ESCAPES.items()}
+
+
+def git_quote(name: str) -> str:
+    """A path as git writes it in a diff header: as it is, unless it holds a control character, ``"``, ``\\``
+    or a byte that is not UTF-8 (a ``surrogateescape`` character) — then in double quotes, with C escapes
+    and octal for every byte outside printable ASCII (git's ``core.quotePath``), so no name can break a
+    line of the diff or speak to a terminal, and ``git apply`` reads it back.
+
+    >>> print(git_quote("a/x.py"), git_quote('a/"q".py'))
+    a/x.py "a/\\"q\\".py"
+    """
+    if not any(ord(c) < 0x20 or c in '"\\\x7f' or 0xD800 <= ord(c) <= 0xDFFF for c in name):
+        return name
+    out = []
+    for byte in name.encode("utf-8", "surrogateescape"):
+        if byte in _C_ESCAPES:
+            out.append("\\" + _C_ESCAPES[byte])
+        elif 0x20 <= byte < 0x7F:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def git_unquote(name: str) -> str:
+    """A path of a diff header as :func:`git_quote` (and git) writes it, back to the name (undecodable bytes
+    as ``surrogateescape``); a name not in double quotes is returned as it is. ``ValueError`` for a quoted
+    name that is not C-quoted text."""
+    if len(name) < 2 or not (name.startswith('"') and name.endswith('"')):
+        return name
+    body, out, i = name[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = body[i + 1 : i + 2]
+        if nxt in _C_UNESCAPES:
+            out.append(_C_UNESCAPES[nxt])
+            i += 2
+        elif len(body[i + 1 : i + 4]) == 3 and all(d in "01234567" for d in body[i + 1 : i + 4]):
+            out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            raise ValueError(f"bad escape in quoted path {name!r}")
+    return out.decode("utf-8", "surrogateescape")
 
 
 def unified_diff(diffs: Sequence[FileDiff], context: int = 3) -> str:

@@ -62,8 +62,10 @@ def host_name() -> str:
 def timestamp(seconds: float | None = None) -> str:
     """``seconds`` (default: now) as the documents write a time: ISO 8601, UTC, to the second.
 
-    ``$SOURCE_DATE_EPOCH`` (the reproducible-builds convention), when set to a whole number, is the time
-    instead: a lock written twice of one environment on one host is then the same bytes.
+    ``$SOURCE_DATE_EPOCH`` (the reproducible-builds convention), when it is what the specification says —
+    ASCII decimal digits, a time the documents can write (up to the end of year 9999) — is the time instead:
+    a lock written twice of one environment on one host is then the same bytes. Anything else is said once
+    on stderr and the current time is used.
 
     >>> timestamp(0)
     '1970-01-01T00:00:00Z'
@@ -71,9 +73,32 @@ def timestamp(seconds: float | None = None) -> str:
     import time
 
     if seconds is None:
-        fixed = os.environ.get("SOURCE_DATE_EPOCH", "")
-        seconds = int(fixed) if fixed.isdigit() else time.time()
+        seconds = source_date_epoch()
+        if seconds is None:
+            seconds = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+_LAST_SECOND = 253402300799  # 9999-12-31T23:59:59Z: the last time ISO 8601's four-digit year writes
+_warned: set[str] = set()
+
+
+def source_date_epoch() -> int | None:
+    """``$SOURCE_DATE_EPOCH`` as the reproducible-builds specification reads it, or ``None`` (unset, or not
+    a usable value: then one warning on stderr, once per value)."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or raw == "":
+        return None
+    if raw.isascii() and raw.isdigit() and int(raw) <= _LAST_SECOND:
+        return int(raw)
+    if raw not in _warned:
+        _warned.add(raw)
+        shown = raw.encode("unicode_escape", "backslashreplace").decode("ascii")[:40]
+        sys.stderr.write(
+            f"patchguard: warning: SOURCE_DATE_EPOCH={shown} is not a time in whole seconds up to the "
+            "year 9999 (ASCII digits): the current time is used\n"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

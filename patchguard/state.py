@@ -32,11 +32,11 @@ def read_state(site: str) -> dict[str, Any]:
 def _load_state(site: str) -> tuple[bytes | None, dict[str, Any]]:
     """The state file's bytes (``None``: absent) and its validated content."""
     path = os.path.join(site, STATE_DIR, STATE_FILE)
-    check_state_dir(site)  # a symlinked .patchguard: another environment's state, or anything at all
+    check_state_dir(site, writing=False)  # a symlinked .patchguard: another environment's state, or anything
     try:
         raw = read_input(path)
         doc = parse_json(raw)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no state (a stray file named .patchguard holds none)
         return None, {"schema": STATE_SCHEMA, "applied": {}}
     except (OSError, ValueError) as exc:
         raise PatchguardError(

@@ -175,7 +175,7 @@ def _write_durable(path: str, data: bytes, mode: int) -> None:
 # -- lock -------------------------------------------------------------------------------------------------
 
 
-def check_state_dir(root: str) -> None:
+def check_state_dir(root: str, *, writing: bool = True) -> None:
     """``.patchguard/``, its ``backups/`` and a session's kept files must be real directories inside
     ``root``: a symlink there would send the lock, the journal, backups and their clean-up anywhere."""
     state = os.path.join(root, STATE_DIR)
@@ -185,6 +185,12 @@ def check_state_dir(root: str) -> None:
                 "is a symlink: patchguard keeps its state only in a real directory",
                 path=d,
                 hint="remove the link (and look at who made it)",
+            )
+        if writing and os.path.lexists(d) and not os.path.isdir(d):
+            raise JournalError(
+                "is not a directory: patchguard keeps its state in a directory of that name",
+                path=d,
+                hint="move the file away (and look at who made it); reading commands do not need it",
             )
 
 
@@ -657,7 +663,7 @@ def pending(root: str) -> dict[str, object] | None:
     path = journal_path(root)
     try:
         doc = parse_json(read_input(path))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a stray file named .patchguard holds no journal
         return None
     except (OSError, ValueError) as exc:
         raise JournalError(

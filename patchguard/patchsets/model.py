@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 from .._fs import not_a_directory, parse_toml, read_input, read_regular
 from ..config import load_config
-from ..diffs import parse_patch
+from ..diffs import git_unquote, parse_patch
 from ..errors import PatchguardError
 
 __all__ = [
@@ -228,10 +228,19 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
     return out
 
 
+def _names(pf: PatchedFile) -> tuple[str, str]:
+    """The ``---``/``+++`` names of one file's diff, unquoted: git quotes a name holding control characters,
+    quotes or backslashes, and so does patchguard."""
+    try:
+        return git_unquote(pf.source_file or ""), git_unquote(pf.target_file or "")
+    except ValueError as exc:
+        raise RefusedDiff(str(exc)) from None
+
+
 def _file_patch(pf: PatchedFile, origin: str) -> FilePatch:
     """One file's part of a diff (``pf``: a ``unidiff.PatchedFile``); :class:`RefusedDiff` says why it is
     refused."""
-    source, target = pf.source_file or "", pf.target_file or ""
+    source, target = _names(pf)
     if pf.is_binary_file or "Binary files" in str(pf.patch_info or ""):
         raise RefusedDiff(f"{pf.path}: binary diffs are not supported (ship the file in a wheel instead)")
     src = "/dev/null" if source == "/dev/null" else _strip_prefix(source, "a/")
