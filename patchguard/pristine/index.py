@@ -60,6 +60,14 @@ DownloadProgress = Callable[[str, int, "int | None", bool], None]
 
 _PAGE_LIMIT = 64 * 1024 * 1024  # a project page of torch's size is a few MB
 _WHEEL_LIMIT = 16 * 1024 * 1024 * 1024
+_FILES_LIMIT = 500  # wheels of one release a page may list that are looked at (torch: a few dozen)
+FETCH_LIMIT = 6  # wheels of one release downloaded in one command before patchguard stops trying
+# How long one request may take in all, whatever the server trickles: a page, and a wheel (plus the time
+# it takes at 256 KiB/s, so a real 5 GB wheel on a slow link still arrives); and one command's network in all.
+_PAGE_DEADLINE = 120.0
+_WHEEL_DEADLINE = 300.0
+_SLOWEST = 256 * 1024
+_COMMAND_DEADLINE = float(os.environ.get("PATCHGUARD_NETWORK_DEADLINE", "") or 1800)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -74,6 +82,10 @@ class IndexSettings:
     proxy: str | None = None
     timeout: float = 60.0
     origins: tuple[str, ...] = ()  # where the settings came from, for messages
+    # Credentials the configured URLs carry, by origin (scheme, host, port): sent to that origin only, as
+    # pip sends an index URL's credentials with the files it lists on the same origin.
+    credentials: Mapping[tuple[str, str, int | None], tuple[str, str]] = field(default_factory=dict)
+    started: float = field(default_factory=lambda: _now())  # the command's network budget starts here
 
     @property
     def places(self) -> tuple[str, ...]:
@@ -146,7 +158,9 @@ def index_settings(
     extras += _words(conf.get("extra-index-url", ""))
     indexes = [] if no_index and not index_url else [primary or PYPI, *extras]
     links = [*find_links, *_words(env.get("UV_FIND_LINKS", "")), *_words(conf.get("find-links", ""))]
+    places = [*indexes, *links]
     return IndexSettings(
+        credentials=_credentials(places),
         indexes=tuple(dict.fromkeys(u.rstrip("/") for u in indexes if u)),
         find_links=tuple(dict.fromkeys(links)),
         cert=conf.get("cert") or None,
@@ -155,6 +169,32 @@ def index_settings(
         timeout=_timeout(timeout),
         origins=tuple(dict.fromkeys(origins)),
     )
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:
+        port = None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def _credentials(urls: Sequence[str]) -> dict[tuple[str, str, int | None], tuple[str, str]]:
+    """The credentials written into configured URLs (``https://user:token@host/simple``), by origin."""
+    out: dict[tuple[str, str, int | None], tuple[str, str]] = {}
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if parts.username is not None:
+            user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+            out.setdefault(_origin(url), (user, password))
+    return out
 
 
 def _timeout(text: str | None) -> float:
@@ -226,14 +266,18 @@ def _opener(settings: IndexSettings, url: str) -> Any:
     return urllib.request.build_opener(*handlers)
 
 
-def _request(url: str, accept: str | None) -> Any:
-    """A request for ``url`` with its credentials (in the URL, else ``~/.netrc``) as a header, never in
-    the URL that is logged or shown."""
+def _request(url: str, accept: str | None, settings: IndexSettings | None = None) -> Any:
+    """A request for ``url`` with its credentials as a header — those in the URL, else those a configured
+    URL of the same origin carries (scheme, host and port, as pip does), else ``~/.netrc``'s — never in the
+    URL that is logged or shown, and never sent on to another place a redirect names."""
     from .._version import __version__
 
     parts = urllib.parse.urlsplit(url)
     user, password = parts.username, parts.password
     clean = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else url
+    if user is None and settings is not None and _origin(url) in settings.credentials:
+        user, password = settings.credentials[_origin(url)]
+        user, password = urllib.parse.quote(user, safe=""), urllib.parse.quote(password, safe="")
     if user is None and parts.hostname:
         with contextlib.suppress(Exception):  # no ~/.netrc, or one netrc cannot parse: no credentials
             import netrc
@@ -244,10 +288,12 @@ def _request(url: str, accept: str | None) -> Any:
     headers = {"User-Agent": f"patchguard/{__version__}"}
     if accept:
         headers["Accept"] = accept
+    request = urllib.request.Request(clean, headers=headers)
     if user is not None:
         token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password or '')}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(token).decode("ascii")
-    return urllib.request.Request(clean, headers=headers)
+        # Unredirected: urllib carries ordinary headers over a redirect, to whatever host it names.
+        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(token).decode("ascii"))
+    return request
 
 
 def shown(url: str) -> str:
@@ -288,19 +334,64 @@ def _get_page(url: str, settings: IndexSettings) -> tuple[str, str, str]:
             raise IndexError_(f"cannot read {local} ({exc.strerror or exc})") from None
         kind = "application/vnd.pypi.simple.v1+json" if local.endswith(".json") else "text/html"
         return kind, data[:_PAGE_LIMIT].decode("utf-8", "replace"), "file://" + urllib.parse.quote(local)
-    try:
-        with _opener(settings, url).open(_request(url, _ACCEPT), timeout=settings.timeout) as resp:
-            data = resp.read(_PAGE_LIMIT + 1)
-            kind = resp.headers.get_content_type()
-            final = resp.geturl()
-    except urllib.error.HTTPError as exc:
-        raise IndexError_(f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise IndexError_(f"cannot reach it ({reason})") from None
-    if len(data) > _PAGE_LIMIT:
-        raise IndexError_(f"its page is larger than {_PAGE_LIMIT >> 20} MiB")
+    deadline = _deadline(settings, _PAGE_DEADLINE)
+    with _answers(), _open(settings, _request(url, _ACCEPT, settings), deadline) as resp:
+        data = b"".join(_chunks(resp, deadline, _PAGE_LIMIT, "its page"))
+        kind = resp.headers.get_content_type()
+        final = resp.geturl()
     return kind, data.decode("utf-8", "replace"), final
+
+
+def _deadline(settings: IndexSettings, seconds: float) -> float:
+    """When one request must be done: ``seconds`` from now, and never after the command's network budget."""
+    left = settings.started + _COMMAND_DEADLINE - _now()
+    if left <= 0:
+        raise IndexError_(
+            f"not asked: this command's network time is spent ({_COMMAND_DEADLINE:g} s; "
+            "$PATCHGUARD_NETWORK_DEADLINE)"
+        )
+    return _now() + min(seconds, left)
+
+
+@contextlib.contextmanager
+def _answers() -> Iterator[None]:
+    """Whatever a server or the network answers, as one line (:class:`IndexError_`): HTTP errors, refused and
+    dropped connections, TLS failures, and what ``http.client`` raises for a reply that is not HTTP at all (a
+    bad status line, a 70 KiB header line, a broken chunked body: not ``OSError``)."""
+    import http.client
+
+    try:
+        yield
+    except urllib.error.HTTPError as exc:
+        raise IndexError_(f"HTTP {exc.code} {_short(exc.reason)}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise IndexError_(f"cannot reach it ({_short(getattr(exc, 'reason', exc))})") from None
+    except http.client.HTTPException as exc:
+        raise IndexError_(f"its answer is not HTTP ({exc.__class__.__name__}: {_short(exc)})") from None
+
+
+def _short(what: object) -> str:
+    return _CONTROL.sub("?", str(what))[:200]
+
+
+def _open(settings: IndexSettings, request: Any, deadline: float) -> Any:
+    """The response to ``request``; every read of it waits at most the configured timeout, and no longer
+    than the deadline leaves."""
+    wait = max(0.1, min(settings.timeout, deadline - _now()))
+    return _opener(settings, request.full_url).open(request, timeout=wait)
+
+
+def _chunks(resp: Any, deadline: float, limit: int, what: str) -> Iterator[bytes]:
+    """The body of a response in chunks, ending it at ``limit`` bytes or at the deadline — a server that
+    trickles a byte now and then (slowloris) is cut off, not waited for."""
+    done = 0
+    while chunk := resp.read1(1 << 16) if hasattr(resp, "read1") else resp.read(1 << 16):
+        done += len(chunk)
+        if done > limit:
+            raise IndexError_(f"{what} is larger than {limit >> 20} MiB")
+        if _now() > deadline:
+            raise IndexError_(f"{what} did not arrive in time (cut off after {done} bytes)")
+        yield chunk
 
 
 def html_escape(text: str) -> str:
@@ -359,6 +450,8 @@ def list_files(
     kind, text, final = _get_page(url, settings)
     found: list[IndexFile] = []
     for filename, file_url, hashes, size in _entries(kind, text, final):
+        if len(found) >= _FILES_LIMIT:
+            break  # a page listing thousands of files of one release: the first ones are looked at
         if _CONTROL.search(filename) or "/" in filename or not filename.endswith(".whl"):
             continue
         try:
@@ -460,16 +553,15 @@ def _stream(
         with open(local, "rb") as f:
             yield iter(lambda: f.read(1 << 20), b""), os.fstat(f.fileno()).st_size
         return
-    try:
-        resp = _opener(settings, file.url).open(_request(file.url, None), timeout=settings.timeout)
-    except urllib.error.HTTPError as exc:
-        raise IndexError_(f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, ValueError) as exc:
-        raise IndexError_(f"cannot reach it ({getattr(exc, 'reason', exc)})") from None
-    with resp:
+    request = _request(file.url, None, settings)
+    expected = file.size if file.size is not None else _WHEEL_LIMIT
+    deadline = _deadline(settings, _WHEEL_DEADLINE + min(expected, _WHEEL_LIMIT) / _SLOWEST)
+    with _answers():
+        resp = _open(settings, request, deadline)
+    with resp, _answers():
         length = resp.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else file.size
-        yield iter(lambda: resp.read(1 << 20), b""), total
+        yield _chunks(resp, deadline, _WHEEL_LIMIT, file.filename), total
 
 
 def python_version_of(text: str | None) -> tuple[int, int]:

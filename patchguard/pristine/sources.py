@@ -548,7 +548,7 @@ class Pristine:
                 proof = _prove(self.dist, cand)
             except Rejected as exc:
                 self.notes.append(f"rejected {cand.location}: {exc.message}")
-                cand.close()
+                _drop(cand)
                 continue
             self._alternates.append((cand, member_map(proof, self.dist)))
             yield self._alternates[-1]
@@ -731,7 +731,7 @@ def remote(
     settings = sources.index_settings()
     supported = index.supported_tags(sources.python_version, sources.implementation)
     assert sources.download_dir is not None
-    listed = 0
+    listed = fetched = 0
     for place in settings.places:
         try:
             files = index.list_files(
@@ -753,6 +753,10 @@ def remote(
                 if os.path.isfile(local):
                     yield WheelFile("find-links" if place in settings.find_links else "index", local)
             elif not os.path.exists(os.path.join(sources.download_dir, f.filename)):
+                if fetched >= index.FETCH_LIMIT:
+                    tried.append(f"stopped after {fetched} downloads of {release.name} {release.version}")
+                    return
+                fetched += 1
                 got = _fetch(f, sources, tried)
                 if got is not None:
                     yield got
@@ -775,6 +779,15 @@ def unlisted_hint(release: Release, sources: Sources) -> str:
     )
 
 
+def _drop(cand: Candidate) -> None:
+    """A candidate that is not the build: closed, and when patchguard downloaded it for this, not kept (a
+    hostile page listing thousands of wheels must not fill the cache)."""
+    cand.close()
+    if cand.kind == "download" and isinstance(cand, WheelFile):
+        with contextlib.suppress(OSError):
+            os.unlink(cand.location)
+
+
 def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
     """A proven pristine source for ``dist``, or :class:`NoPristineSource` listing every place tried."""
     tried: list[str] = []
@@ -788,7 +801,7 @@ def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
             proof = _prove(dist, cand)
         except Rejected as exc:
             tried.append(f"rejected {cand.location}: {exc.message}")
-            cand.close()
+            _drop(cand)
             continue
         return Pristine.of(dist, cand, proof, sources, more)
     raise NoPristineSource(

@@ -41,6 +41,10 @@ def _within_cap(limit: int) -> None:
         raise ValueError(f"{limit} bytes, over the {INSTALLED_LIMIT >> 20} MiB patchguard reads of one file")
 
 
+RECORD_LIMIT = 64 * 1024 * 1024
+"""The most of a wheel's own RECORD that is read (torch's is about 3 MB): one that inflates to hundreds of MiB
+is refused, never read into memory."""
+
 # What reading a candidate wheel can raise when it is truncated, corrupt or not what it claims.
 READ_ERRORS = (OSError, KeyError, UnicodeDecodeError, zipfile.BadZipFile, EOFError, ValueError)
 
@@ -95,7 +99,14 @@ class WheelFile(Candidate):
 
     def record_text(self) -> str:
         zf = self._open()
-        return zf.read(f"{self._dist_info}/RECORD").decode("utf-8")
+        name = f"{self._dist_info}/RECORD"
+        if zf.getinfo(name).file_size > RECORD_LIMIT:
+            raise SizeMismatch(f"its RECORD is larger than {RECORD_LIMIT >> 20} MiB")
+        with zf.open(name) as f:
+            data = f.read(RECORD_LIMIT + 1)  # the header's size may lie: the stream is bounded too
+        if len(data) > RECORD_LIMIT:
+            raise SizeMismatch(f"its RECORD inflates beyond {RECORD_LIMIT >> 20} MiB")
+        return data.decode("utf-8")
 
     def read(self, member: str, limit: int) -> bytes:
         _within_cap(limit)
@@ -121,8 +132,10 @@ class UnpackedWheel(Candidate):
         self.kind, self.location, self._dist_info = "uv-cache", path, dist_info
 
     def record_text(self) -> str:
-        with open(os.path.join(self.location, self._dist_info, "RECORD"), encoding="utf-8") as f:
-            return f.read()
+        data = read_regular(os.path.join(self.location, self._dist_info, "RECORD"), RECORD_LIMIT + 1)
+        if len(data) > RECORD_LIMIT:
+            raise SizeMismatch(f"its RECORD is larger than {RECORD_LIMIT >> 20} MiB")
+        return data.decode("utf-8")
 
     def read(self, member: str, limit: int) -> bytes:
         _within_cap(limit)
