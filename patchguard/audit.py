@@ -503,6 +503,18 @@ def _code_reach(c: Finding, file: FileReach) -> Reach:
     return reach
 
 
+def _not_a_trial(scanned: Scanned) -> None:
+    """A trial state (a bisect under way) is not the environment the gate is asked about: could not check."""
+    if scanned.report.trial is not None:
+        from .txn import SessionBusy
+
+        raise SessionBusy(
+            f"{scanned.report.trial} holds this environment in trial states: it cannot be judged now",
+            path=scanned.target.site_packages[0],
+            hint="check again when the bisect has ended (it puts every file back first)",
+        )
+
+
 def _policy_sources(pol: Policy, fetch: SourceOptions | None) -> SourceOptions:
     """The command line's pristine sources with the policy's (``wheelhouse``, ``offline``, index keys)."""
     from .pristine.sources import SourceOptions
@@ -568,6 +580,7 @@ def check(
         frameworks=[*frameworks, *pol.frameworks],
         fetch=_policy_sources(pol, fetch),
     )
+    _not_a_trial(scanned)
     scanned = replace(scanned, report=with_sets(scanned, patches))
     states = None
     if pol.required_sets:

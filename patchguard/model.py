@@ -245,6 +245,9 @@ class Report:
     seconds: float = 0.0
     files_hashed: int = 0
     recovered: tuple[str, ...] = ()  # files an interrupted transaction's rollback put back first
+    # Who held the environment in trial states while it was read ("bisect (pid 4242)"): what the report
+    # says is a trial state, not the environment (``None``: no session ran).
+    trial: str | None = None
     no_baseline: tuple[NoBaseline, ...] = ()  # changed distributions no pristine source was found for
     host: str = ""  # the host the scan ran on (what ``fleet`` shows beside a document's file name)
     time: str = ""  # when it ran, ISO 8601 UTC (``2025-01-31T12:00:00Z``)

@@ -68,9 +68,12 @@ __all__ = [
     "directory_lock",
     "environment_lock",
     "keep_backups",
+    "live_session",
+    "note_trial",
     "prune_backups",
     "recover",
     "recover_all",
+    "refuse_during_session",
     "session",
     "write_point",
 ]
@@ -79,6 +82,7 @@ _LOCK = "lock"
 JOURNAL_SCHEMA = "patchguard.journal/1"
 _BACKUPS = "backups"
 _SESSION_DIR = "session"  # a session's kept start bytes
+_TRIALS = "trials"  # in it: the sha256 of every file a trial wrote, one "<hash>" a line
 _TMP_MARK = ".pg-tmp-"
 
 
@@ -920,6 +924,70 @@ def session(root: str, paths: Sequence[str], *, label: str, also: Sequence[str] 
             os.close(fd)  # after the session file is gone: then nobody finds it unlocked
 
 
+def note_trial(root: str, digests: Sequence[str | None]) -> None:
+    """Remember, before a trial's commit, the hashes of what it writes: a killed session put back later
+    tells its own trials' bytes from someone's edit made since (kept aside then)."""
+    path = os.path.join(os.path.abspath(root), STATE_DIR, _SESSION_DIR, _TRIALS)
+    lines = "".join(f"{d}\n" for d in digests if d)
+    if lines:
+        with open(path, "a", encoding="ascii") as f:
+            f.write(lines)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _trial_hashes(state: str) -> frozenset[str]:
+    try:
+        text = read_regular(os.path.join(state, _SESSION_DIR, _TRIALS), 64 << 20).decode("ascii", "replace")
+    except OSError:
+        return frozenset()
+    return frozenset(text.split())
+
+
+def live_session(root: str) -> str | None:
+    """Who holds ``root`` in trial states right now (``"bisect (pid 4242)"``), or ``None``: no session, its
+    process died (the next writer's recovery puts it back), or this very process holds it."""
+    import fcntl
+
+    root = os.path.abspath(root)
+    state = os.path.join(root, STATE_DIR)
+    path = os.path.join(state, _SESSION)
+    if root in _own_sessions or not os.path.lexists(path):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            doc = _read_session(state)
+        except JournalError:
+            doc = None
+        label = doc.get("label") if isinstance(doc, dict) and isinstance(doc.get("label"), str) else "bisect"
+        pid = doc.get("pid") if isinstance(doc, dict) and isinstance(doc.get("pid"), int) else None
+        return f"{printable(str(label))[:40]}" + (f" (pid {pid})" if pid is not None else "")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
+
+
+def refuse_during_session(roots: Sequence[str]) -> None:
+    """Refuse a write command while a session holds one of ``roots`` in trial states: what it would read
+    and change is a trial, and the session puts its own start back at the end (one line naming it)."""
+    for root in roots:
+        who = live_session(root)
+        if who is not None:
+            raise SessionBusy(
+                f"{who} holds this environment in trial states: nothing is changed while it runs",
+                path=root,
+                hint="wait for it to end, or stop it (Ctrl-C: it puts every file back first)",
+            )
+
+
 def _session_lock(root: str, state: str) -> int:
     """An exclusive ``flock`` on the session file itself, taken without waiting: its process holds it for
     the session's whole life (and deletes the file before letting go), so a session file nobody holds is
@@ -985,10 +1053,9 @@ def _save_start(
             dirs += [d for d in _missing_dirs(os.path.dirname(p)) if d not in dirs]
             continue
         name = f"{n:05d}"
-        try:
-            os.link(p, os.path.join(saved_dir, name))  # never written in place: the start inode stays
-        except OSError:
-            shutil.copy2(p, os.path.join(saved_dir, name))
+        # A copy, never a hard link: a test that appends to the file in place would change a linked
+        # "start" with it, and the way back would keep the test's bytes.
+        shutil.copyfile(p, os.path.join(saved_dir, name), follow_symlinks=False)
         held.append(_Held(p, sha256_file(os.path.join(saved_dir, name)), name, stat.S_IMODE(st.st_mode)))
     _fsync_dir(saved_dir)
     return held, dirs
@@ -1047,7 +1114,10 @@ def _back_to_start(
         if changes:
             gone = {c.path for c in changes if c.new is None}
             plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))
-            commit(plan, locked=True, keep_backup=False)
+            # A session put back by recovery (its process was killed) keeps what it replaces when that is no
+            # trial's: a hot-fix someone made to a held file since is kept in the backups, not lost.
+            foreign = locked and any(c.before not in _trial_hashes(state) for c in changes)
+            commit(plan, locked=True, keep_backup=foreign)
         _drop_session(state)
 
 
@@ -1118,10 +1188,25 @@ def _held_entry(f: object, root: str, state: str, also: Sequence[str]) -> _Held:
     path, start, saved, mode = (entry.get(k) for k in ("path", "start", "saved", "mode"))
     if not isinstance(path, str) or check_path(root, path, also) is not None:
         raise _bad_session(state, f"it names a file patchguard may not write ({printable(str(path))[:80]})")
+    mode = _tame(path, mode)
     if start is None:
-        return _Held(path, None, None, mode if isinstance(mode, int) else 0o644)
+        return _Held(path, None, None, mode)
     valid_name = isinstance(saved, str) and saved not in ("", ".", "..") and os.path.basename(saved) == saved
     kept = os.path.join(state, _SESSION_DIR, saved) if valid_name and isinstance(saved, str) else ""
     if not isinstance(start, str) or not kept or sha256_file(kept) != start:
         raise _bad_session(state, f"the kept start bytes of {printable(path)} are missing or changed")
-    return _Held(path, start, os.path.basename(kept), mode if isinstance(mode, int) else 0o644)
+    return _Held(path, start, os.path.basename(kept), mode)
+
+
+def _tame(path: str, mode: object) -> int:
+    """A mode read from a session file (which anyone who could write ``.patchguard/`` could have written),
+    as it may be given back: permission bits only, and setuid, setgid, sticky or world-write only where the
+    file has them now (a session kept them as it found them; it never grants them)."""
+    if not isinstance(mode, int) or isinstance(mode, bool):
+        return 0o644
+    try:
+        now = stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError:
+        now = 0
+    risky = 0o7002
+    return (mode & 0o777 & ~risky) | (mode & now & risky)

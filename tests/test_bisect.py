@@ -492,3 +492,100 @@ def test_keep_going_finds_every_independent_culprit(calc: tuple[Env, Path], tmp_
     assert code == 0, err
     assert {c["path"] for c in doc["culprits"]} == {"calc/m06.py", "calc/m14.py"}
     assert tree(env.site) == before
+
+
+# -- trust round three: nothing of the operator's lost, nothing judged on a trial -----------------------
+
+
+def test_a_test_that_appends_in_place_does_not_change_the_start(
+    calc: tuple[Env, Path], tmp_path: Path
+) -> None:
+    """The start is kept as copies: a test appending to a changed file in place (same inode) changes the
+    trial, not what the way back restores."""
+    env, wheels = calc
+    _broken_calc(env)
+    before = tree(env.site)
+    m13 = env.site / "calc" / "m13.py"
+    script = (
+        f"with open({str(m13)!r}, 'a') as f:\n    f.write('# the test was here\\n')\n"
+        + SUM
+        + "sys.exit(0 if total == 136 else 1)\n"
+    )
+    code, doc, err = _bisect(env, wheels, _check(env, "import sys\n" + script, tmp_path))
+    assert code in (0, 1), err
+    assert doc["changed_by_test"]["held"] == [str(m13)]
+    assert tree(env.site) == before
+
+
+def test_during_a_bisect_writers_refuse_and_readers_say_it_is_a_trial(
+    calc: tuple[Env, Path], tmp_path: Path
+) -> None:
+    env, wheels = calc
+    _broken_calc(env)
+    before = tree(env.site)
+    proc = _slow_bisect(env, wheels, tmp_path, delay="0")
+    try:
+        deadline = time.monotonic() + 20
+        while not (env.site / ".patchguard" / "session.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        site = ["--site-packages", str(env.site)]
+        for args in (
+            ["restore", "calc", "--path", "calc/m13.py", "--wheelhouse", str(wheels), "--offline"],
+            ["revert", "--set", "x", "--patches", str(tmp_path)],
+            [
+                "capture",
+                "calc",
+                "--set",
+                "x",
+                "--patches",
+                str(tmp_path / "sets"),
+                "--wheelhouse",
+                str(wheels),
+            ],
+        ):
+            code, _out, err = cli(*args, *site)
+            assert code == 2 and "holds this environment in trial states" in err, (args, err)
+        code, out, err = cli("check", *site, "--format", "status", "--wheelhouse", str(wheels), "--offline")
+        assert code == 2 and out.startswith("UNKNOWN") and "trial states" in out, (out, err)
+        code, _out, err = cli("scan", *site, "--wheelhouse", str(wheels), "--offline")
+        assert "trial states" in err, err
+    finally:
+        proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert tree(env.site) == before
+
+
+def test_a_hot_fix_after_a_kill_is_kept_aside_and_modes_are_never_granted(calc: tuple[Env, Path]) -> None:
+    """A killed session put back by the next command keeps what it replaces (an operator's hot-fix made
+    since) in the backups; and a mode the session file gives back never adds setuid, setgid or world-write."""
+    env, _wheels = calc
+    target = env.site / "calc" / "m01.py"
+    start = target.read_bytes()
+    state = _dead_session(
+        env,
+        [{"path": str(target), "start": hashlib.sha256(start).hexdigest(), "saved": "00000", "mode": 0o6777}],
+    )
+    (state / "session" / "00000").write_bytes(start)
+    target.write_text("VALUE = 'the operator fixed it by hand'\n")
+    _code, _out, err = cli("status", "--site-packages", str(env.site), "--patches", str(env.prefix))
+    assert target.read_bytes() == start, err
+    mode = target.stat().st_mode & 0o7777
+    assert mode & 0o6002 == 0, oct(mode)
+    kept = [p for p in (state / "backups").rglob("*") if p.is_file()]
+    assert any(p.read_text() == "VALUE = 'the operator fixed it by hand'\n" for p in kept), kept
+
+
+def test_a_file_the_test_changed_outside_the_changes_is_named(calc: tuple[Env, Path], tmp_path: Path) -> None:
+    env, wheels = calc
+    _broken_calc(env)
+    init = env.site / "calc" / "__init__.py"
+    script = f"import sys\nopen({str(init)!r}, 'a').write('# touched by the test\\n')\n" + SUM
+    script += "sys.exit(0 if total == 136 else 1)\n"
+    code, doc, err = _bisect(env, wheels, _check(env, script, tmp_path))
+    assert code in (0, 1), err
+    assert doc["changed_by_test"]["outside"] == [str(init)]
+    code, out, err = cli(
+        "bisect", "--site-packages", str(env.site), "--wheelhouse", str(wheels), "--offline",
+        "--test", _check(env, script, tmp_path),
+    )  # fmt: skip
+    assert "the test changed 1 of the files bisected" in out, out + err  # now a change of its own

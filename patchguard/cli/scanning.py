@@ -132,6 +132,8 @@ def scan(
         if progress is not None:
             progress.close()
     say_recovered(report.recovered)
+    if report.trial is not None:
+        note(f"warning: {report.trial} holds this environment in trial states: what is shown is a trial")
     _write_report(report, fmt, output, no_color, policy)
     if threshold is not None and report.at_or_above(threshold):
         sys.exit(EXIT_FINDINGS)

@@ -52,6 +52,7 @@ def format_bisect_text(result: BisectView) -> str:
             f"{result.repeat} runs per trial, confidence {result.confidence:.1%}"
         )
     lines.append("every file is back as it was before the bisect")
+    lines += _changed_by_test(result)
     if result.running:
         pids = ", ".join(map(str, result.running[:10]))
         lines.append(
@@ -59,6 +60,23 @@ def format_bisect_text(result: BisectView) -> str:
             "code; restart them (patchguard running)"
         )
     return "\n".join(lines) + "\n"
+
+
+def _changed_by_test(result: BisectView) -> list[str]:
+    """What the test command itself changed: the held files (put back with the rest), and those no change
+    touches (left as the test left them: only this says so)."""
+    out = []
+    if result.touched:
+        out.append(
+            f"the test changed {len(result.touched)} of the files bisected (put back to the start with the "
+            f"rest): {for_terminal(', '.join(result.touched[:5]))}"
+        )
+    if result.outside:
+        out.append(
+            f"the test changed {len(result.outside)} file{'s' if len(result.outside) != 1 else ''} no change "
+            f"touches, left as it left them: {for_terminal(', '.join(result.outside[:5]))}"
+        )
+    return out
 
 
 class BisectText(Format[BisectView]):

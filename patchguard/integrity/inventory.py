@@ -388,10 +388,12 @@ def take_inventory(
     now_ns = time.time_ns()  # before anything is written or read: what is newer is racy
     when = timestamp()
     recovered: tuple[str, ...] = ()
+    trial: str | None = None
     if any(transaction_left(site) for site in target.site_packages):
-        from ..txn import recover_all  # only then: a clean scan does not import the transaction machinery
+        from ..txn import live_session, recover_all  # only then: a clean scan does not import them
 
         recovered = recover_all(target.site_packages, target.roots, tolerant=True)
+        trial = next((who for who in map(live_session, target.site_packages) if who), None)
     cache = StatCache.for_environment(target.site_packages, cache_dir) if use_cache else StatCache.disabled()
     with _collector_paused():
         walk = _Inventory(target, cache, list(distributions or ()), paths, now_ns)
@@ -413,6 +415,7 @@ def take_inventory(
         recovered=recovered,
         host=host_name(),
         time=when,
+        trial=trial,
     )
     scanned = Scanned(report, target, all_dists, selected, recovered=recovered)
     return scanned.evolve(walk.s.changes, walk.s.findings)

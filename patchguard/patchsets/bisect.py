@@ -23,14 +23,14 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .._fs import sha256_bytes
+from .._fs import read_regular, sha256_bytes, sha256_file
 from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.inventory import changed_files
 from ..model import json_name
 from ..pristine.explain import Explainer, read_installed, survey
 from ..pristine.sources import SourceOptions
-from ..txn import Change, Plan, commit, session
+from ..txn import Change, Plan, commit, note_trial, session
 from .installed import SetEnvironment, reader
 from .model import load_set, patches_dir
 from .search import Outcome, search
@@ -97,6 +97,10 @@ class BisectResult:
     started: float = 0.0
     finished: float = 0.0
     running: tuple[int, ...] = ()  # processes of the environment alive at the end (filled by deploy)
+    # Files the test itself changed: held ones (put back to the start with the rest) and others (left as
+    # the test left them: no change of the bisect's, and nothing else would say so).
+    touched: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -145,6 +149,10 @@ class BisectResult:
             "unsplit": [list(group) for group in self.unsplit],
             "trials": [t.to_json() for t in self.trials],
             "running": list(self.running),
+            "changed_by_test": {
+                "held": [json_name(p) for p in self.touched],
+                "outside": [json_name(p) for p in self.outside],
+            },
         }
 
 
@@ -217,6 +225,7 @@ class _Runner:
     modes: dict[str, int]
     trials: list[Trial] = field(default_factory=list)
     seen: dict[str, Outcome] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)  # held files the test changed
     progress: Callable[[Trial], None] | None = None
     last: tuple[tuple[int, frozenset[int]], dict[str, bytes | None], str] | None = None
 
@@ -251,6 +260,7 @@ class _Runner:
         self.last = None  # the current files changed: a key is worked out against them
         overhead = time.perf_counter() - started
         outcome, codes, seconds, note = self._run()
+        self._after_test()
         self.seen[key] = outcome
         return self._record(phase, included, outcome, codes, seconds, overhead, note)
 
@@ -282,6 +292,20 @@ class _Runner:
             self.progress(t)
         return outcome
 
+    def _after_test(self) -> None:
+        """What the test did to the held files: a file it changed is what the next trial is planned against
+        (and is named at the end); the way back restores it to the start with the rest."""
+        for path, data in self.current.items():
+            try:
+                now: bytes | None = read_regular(path)
+            except FileNotFoundError:
+                now = None
+            except OSError:
+                continue  # not readable now: the next trial's commit says so
+            if now != data:
+                self.touched.add(path)
+                self.current[path] = now
+
     def _put(self, files: dict[str, bytes | None]) -> None:
         """One transaction: every file whose bytes differ from the state wanted."""
         changes = [
@@ -290,6 +314,7 @@ class _Runner:
             if self.current.get(p) != data
         ]
         if changes:
+            note_trial(self.root, [sha256_bytes(c.new) for c in changes])
             commit(Plan(self.root, tuple(changes), "bisect trial", self.also), keep_backup=False)
             self.current.update({c.path: c.new for c in changes})
 
@@ -428,8 +453,13 @@ def run_bisect(
         raise BisectError("there are no changes to bisect", hint="patchguard scan shows what differs")
     also = tuple(r for r in target.roots if r != root)
     runner = _Runner(root, also, test, dict(units.start), dict(units.modes), progress=progress)
+    before = _fingerprint(target, distributions)
     with _terminated_as_interrupt(), session(root, list(units.files), label="bisect", also=also):
         result = _search_all(runner, units, changes, by, keep_going)
+    after = _fingerprint(target, distributions)
+    held = set(units.files)
+    outside = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    outside = [p for p in outside if p not in held]
     return BisectResult(
         target,
         by,
@@ -441,7 +471,24 @@ def run_bisect(
         len(units.units),
         started,
         time.time(),
+        touched=tuple(sorted(runner.touched)),
+        outside=tuple(outside),
     )
+
+
+def _fingerprint(target: Target, distributions: Sequence[str]) -> dict[str, str]:
+    """Every changed file of the distributions (all, with none named) → what it is now: before and after a
+    bisect, what the test changed outside the changes shows as a difference."""
+    from ..integrity.inventory import take_inventory
+
+    scanned = take_inventory(distributions, target=target)
+    out: dict[str, str] = {}
+    for c in scanned.changes:
+        try:
+            out[c.path] = sha256_file(c.path) or "missing" if not os.path.isdir(c.path) else "dir"
+        except OSError:
+            out[c.path] = "could not be read"
+    return out
 
 
 def _root_of(target: Target, paths: Sequence[str]) -> str:

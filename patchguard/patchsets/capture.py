@@ -15,7 +15,7 @@ from ..integrity.records import InstalledDistribution, canonicalize, discover
 from ..model import Finding
 from ..pristine.explain import diff
 from ..pristine.sources import SourceOptions
-from ..txn import write_point
+from ..txn import refuse_during_session, write_point
 from .model import SET_NAME, FilePatch, PatchSet, load_set, load_sets, parse_diff, patches_dir
 from .setdir import set_lock
 
@@ -62,6 +62,7 @@ def capture_set(
             "--version pins one distribution", hint="capture without it, then edit patchset.toml"
         )
     env = resolve_target(python, site_packages)
+    refuse_during_session(env.site_packages)  # a bisect's trial is not the change to keep
     installed = {d.canonical_name: d for d in discover(env.site_packages)}
     missing = [n for n in names if canonicalize(n) not in installed]
     if missing:

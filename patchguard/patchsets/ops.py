@@ -17,7 +17,7 @@ from .._version import __version__
 from ..env import Target, resolve_target
 from ..integrity.records import InstalledDistribution, matches
 from ..state import read_state, state_change
-from ..txn import Change, Committed, Plan, commit, environment_lock
+from ..txn import Change, Committed, Plan, commit, environment_lock, refuse_during_session
 from .installed import SetEnvironment, check_paths, owned_paths, reader
 from .model import FilePatch, PatchSet, PatchSetError, find_set, load_set, safe_relpath
 from .planner import FilePlan, HunkFailure, PlanFailed, Reader, plan_patches
@@ -144,6 +144,7 @@ def revert_set(
 def _move(
     name: str, reverse: bool, patches: str | None, target: Target, dry_run: bool, force_version: bool
 ) -> SetOutcome:
+    refuse_during_session(target.site_packages)
     ps = find_set(name, patches)
     env = SetEnvironment.open(target)
     applied = _applied_form(ps, env) if reverse else ps

@@ -18,7 +18,7 @@ from ..errors import UsageError
 from ..integrity.inventory import ChangedFile, Scanned, changed_files
 from ..model import Kind, Report, command
 from ..state import read_state, state_change
-from ..txn import Change, Committed, Plan, commit
+from ..txn import Change, Committed, Plan, commit, refuse_during_session
 from .explain import WRONG_RECORD, Explainer, survey, uv_note
 from .sources import SourceOptions, uv_cache_link
 
@@ -88,6 +88,7 @@ def restore(
     if not names:
         raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
     scanned = survey(names, site_packages=site_packages, python=python, paths=paths)
+    refuse_during_session(scanned.target.site_packages)  # what it read is a trial; the session puts back
     explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target))
     changes, actions, notes, root = _planned(scanned, explainer, paths, remove_unexpected)
     root = root or scanned.target.site_packages[0]
