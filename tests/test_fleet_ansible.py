@@ -109,3 +109,47 @@ def test_the_play_fails_naming_the_drifting_host_and_passes_when_all_alike(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 hosts, 1 environment: all alike" in proc.stdout
     assert "failed=0" in proc.stdout and "failed=1" not in proc.stdout
+
+
+@pytest.mark.slow  # ansible-playbook, three hosts: seconds
+def test_the_play_fails_exactly_the_host_fleet_names_whatever_its_name(
+    tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """A host named like a path (``rack1/gpu-03``) drifts: the play fails that host and no other, under
+    ``--check`` too; a host named ``../../x`` writes its lock inside fleet_dir like every other."""
+    names = ("rack1/gpu-03", "../../x", "gpu-01")
+    hosts: dict[str, Env] = {}
+    for n, name in enumerate(names):
+        env = make_venv(tmp_path / "hosts" / f"h{n}")
+        env.install(minillm_wheel)
+        hosts[name] = env
+    dump_in_mla(hosts["rack1/gpu-03"])
+    hosts["extra"] = make_venv(tmp_path / "hosts" / "h3")
+    hosts["extra"].install(minillm_wheel)
+    inventory = _inventory(tmp_path, hosts)
+    for check in (False, True):
+        proc = subprocess.run(
+            [
+                str(BIN / "ansible-playbook"),
+                "-i",
+                str(inventory),
+                str(PLAYBOOK),
+                *(["--check"] if check else []),
+            ],
+            capture_output=True,
+            text=True,
+            env=_ansible_env(tmp_path),
+            cwd=tmp_path,
+            timeout=600,
+            check=False,
+        )
+        out = proc.stdout
+        assert proc.returncode == 2, out + proc.stderr
+        recap = {line.split()[0]: line for line in out.split("PLAY RECAP")[1].splitlines() if ":" in line}
+        assert "failed=1" in recap["rack1/gpu-03"], recap
+        assert all("failed=0" in recap[h] for h in ("../../x", "gpu-01", "extra")), recap
+        fleet = tmp_path / "fleet"
+        assert sorted(p.name for p in fleet.iterdir()) == sorted(
+            ["rack1%2Fgpu-03.json", "..%2F..%2Fx.json", "gpu-01.json", "extra.json"]
+        )
+        assert not (tmp_path / "x.json").exists() and not (tmp_path.parent / "x.json").exists()
