@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from patchguard.patchsets.merge import merge, merge_file
 from patchguard.patchsets.pymerge import carry, doubt
 
@@ -142,3 +145,134 @@ def test_many_files_are_merged_in_helper_processes_alike() -> None:
     alone = [merge_file(*job) for job in jobs]
     assert together == alone
     assert {m.by for m in together} == {"lines", "statements"} and any(m.conflicts for m in together)
+
+
+# -- anchors by content and position (issue 33: silent wrong merges) ---------------------------------------
+
+ANCHORED = (
+    "def f(a, x):\n"
+    "    z = prep(a)\n"
+    "    y = compute(\n"
+    "        x, 0)\n"
+    "    return y\n"
+)
+ANCHORED_SET = ANCHORED.replace("        x, 0)\n", "        x, 0)\n    log(y)\n")
+
+
+def _placed_right(merged: str) -> None:
+    """``log(y)`` comes right after the ``y = compute(x, 0)`` it was written after, or the file conflicts."""
+    if "<<<<<<<" in merged:
+        return
+    assert "        x, 0)\n    log(y)\n" in merged and merged.count("log(y)") == 1, merged
+
+
+def test_an_insertion_stays_after_its_statement_when_upstream_adds_a_look_alike_earlier() -> None:
+    ours = ANCHORED.replace("    z = prep(a)\n", "    y = compute(\n        a, 1)\n    z = prep(a)\n")
+    got = merge_file("pkg/m.py", ours.encode(), ANCHORED.encode(), ANCHORED_SET.encode(), LABELS)
+    _placed_right(got.data.decode())
+    wrong = ours.replace("        a, 1)\n", "        a, 1)\n    log(y)\n")
+    assert doubt(ANCHORED.encode(), ANCHORED_SET.encode(), ours.encode(), wrong.encode())
+
+
+def test_an_anchor_upstream_duplicated_goes_to_review_or_stays_put() -> None:
+    ours = ANCHORED.replace("    return y\n", "    y = compute(\n        x, 0)\n    return y\n")
+    got = merge_file("pkg/m.py", ours.encode(), ANCHORED.encode(), ANCHORED_SET.encode(), LABELS)
+    merged = got.data.decode()
+    assert got.conflicts or merged.index("log(y)") < merged.index("    return y"), merged
+    _placed_right(merged)
+
+
+def test_a_function_renamed_and_replaced_by_a_new_one_of_its_name_is_not_merged_into() -> None:
+    base = "def f(x):\n    a = x + 1\n    return a\n\n\ndef g():\n    return 0\n"
+    theirs = base.replace("def f(x):\n", "def f(x):\n    print('entered f', x)\n")
+    ours = (
+        "def f_old(x):\n    a = x + 1\n    return a\n\n\n"
+        "def f(x):\n    b = x * 2\n    return b\n\n\ndef g():\n    return 0\n"
+    )
+    got = merge_file("pkg/m.py", ours.encode(), base.encode(), theirs.encode(), LABELS)
+    merged = got.data.decode()
+    if not got.conflicts:  # a clean merge carried it with the code it was written for, into f_old
+        assert "def f_old(x):\n    print('entered f', x)\n" in merged, merged
+        assert "def f(x):\n    print(" not in merged
+
+
+def _statements(seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    names = ["a", "b", "y", "z", "out"]
+    return [
+        f"    {rng.choice(names)} = compute({rng.choice(names)}, {rng.randint(0, 3)})\n" for _ in range(12)
+    ]
+
+
+def test_fuzz_statement_edits_on_both_sides_never_misplace() -> None:
+    """Random statement insertions by the set and by upstream in one function: every clean result holds each
+    of the set's lines right after the statement it followed in the set, and upstream's lines in order — the
+    reference merge is the obvious one, checked line by line; how many went to review is counted."""
+    import random
+
+    clean = review = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        body = _statements(seed)
+        base = "def f(a, b):\n" + "".join(body) + "    return out\n"
+        set_at = sorted(rng.sample(range(1, len(body) + 1), 2))
+        mine = list(body)
+        for k, at in enumerate(reversed(set_at)):
+            mine.insert(at, f"    log_{k}(out)\n")
+        theirs = "def f(a, b):\n" + "".join(mine) + "    return out\n"
+        up = list(body)
+        for at in sorted(rng.sample(range(0, len(body) + 1), 2), reverse=True):
+            up.insert(at, rng.choice(body))  # a look-alike of an existing statement
+        ours = "def f(a, b):\n" + "".join(up) + "    return out\n"
+        got = merge_file("pkg/m.py", ours.encode(), base.encode(), theirs.encode(), LABELS)
+        if got.conflicts:
+            review += 1
+            continue
+        clean += 1
+        merged = got.data.decode().splitlines(keepends=True)
+        assert [x for x in merged if "log_" not in x] == ours.splitlines(keepends=True), seed
+        for k, _at in enumerate(reversed(set_at)):
+            line = f"    log_{k}(out)\n"
+            before = mine[mine.index(line) - 1]
+            # the line before it in the merge is the same statement text it followed in the set, and the
+            # copies of that text before it are as many as in the set (the same one, not a look-alike)
+            n = merged.index(line)
+            assert merged[n - 1] == before or merged[n - 1].startswith("    log_"), (seed, merged)
+    assert clean + review == 300
+    print(f"fuzz: {clean} clean, {review} to review, 0 misplaced")
+
+
+_STMT = st.builds(
+    lambda t, s, n: f"    {t} = compute({s}, {n})\n",
+    st.sampled_from(["a", "y", "out"]),
+    st.sampled_from(["a", "b", "y"]),
+    st.integers(0, 2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    body=st.lists(_STMT, min_size=2, max_size=10),
+    data=st.data(),
+)
+def test_hypothesis_a_clean_merge_is_the_reference_merge(body: list[str], data: st.DataObject) -> None:
+    """Hypothesis drives both sides: the set inserts a line after one statement, upstream inserts copies
+    of existing statements anywhere. A clean merge is upstream's file with the set's line right after the
+    statement it followed (its copy of that text at the same rank among the copies): the reference."""
+    at = data.draw(st.integers(1, len(body)), label="set inserts after statement")
+    base = "def f(a, b):\n" + "".join(body) + "    return out\n"
+    theirs = "def f(a, b):\n" + "".join([*body[:at], "    log(out)\n", *body[at:]]) + "    return out\n"
+    up: list[tuple[str, int | None]] = [(line, k) for k, line in enumerate(body)]  # (text, original index)
+    for _ in range(data.draw(st.integers(1, 3), label="upstream insertions")):
+        up.insert(data.draw(st.integers(0, len(up)), label="where"), (data.draw(st.sampled_from(body)), None))
+    ours = "def f(a, b):\n" + "".join(t for t, _k in up) + "    return out\n"
+    got = merge_file("pkg/m.py", ours.encode(), base.encode(), theirs.encode(), LABELS)
+    if got.conflicts:
+        return
+    merged = got.data.decode().splitlines(keepends=True)[1:-1]
+    # The reference: upstream's file with the line right after the very statement it followed.
+    after = next(n for n, (_t, k) in enumerate(up) if k == at - 1)
+    expected = [t for t, _k in up[: after + 1]] + ["    log(out)\n"] + [t for t, _k in up[after + 1 :]]
+    assert merged == expected

@@ -300,8 +300,10 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
         return None
     prev = body.stmts[i - 1] if i else None
     nxt = body.stmts[i] if i < len(body.stmts) else None
-    p = o.find(key, prev.head, prev.nth) if prev else None
-    q = o.find(key, nxt.head, nxt.nth) if nxt else None
+    p = _match(b, o, key, prev) if prev else None
+    q = _match(b, o, key, nxt) if nxt else None
+    if prev is None and nxt is not None and q != 0:
+        return None  # at the start of a body whose first statement is not the same one: another body
     spot = _spot(target, prev, p, q, at)
     lines = _reindent(new, body.indent, target.indent)
     if spot is None or lines is None:
@@ -336,7 +338,7 @@ def _replace(b: _Shape, o: _Shape, i1: int, i2: int, new: list[str], order: int)
         target = o.bodies.get(key)
         if target is None:
             return None
-        matched = [o.find(key, body.stmts[k].head, body.stmts[k].nth) for k in inside]
+        matched = [_match(b, o, key, body.stmts[k]) for k in inside]
         if None in matched or matched != list(range(matched[0] or 0, (matched[0] or 0) + len(matched))):
             return None
         m0, m1 = target.stmts[matched[0] or 0], target.stmts[matched[-1] or 0]
@@ -349,6 +351,42 @@ def _replace(b: _Shape, o: _Shape, i1: int, i2: int, new: list[str], order: int)
         offset = m0.start - first.start
         return _Placed(i1 + offset, i2 + offset, tuple(lines), order)
     return None
+
+
+def _text(shape: _Shape, s: _Stmt) -> tuple[str, ...]:
+    """A statement's code, each line stripped (indentation and blank lines aside)."""
+    return tuple(line.strip() for line in shape.lines[s.start : s.end] if line.strip())
+
+
+def _match(b: _Shape, o: _Shape, key: Key, s: _Stmt) -> int | None:
+    """The target's statement that is the base's ``s`` — by content and by position, never by its first
+    line alone: among the target's siblings of the same header, the one of the same text at the same rank
+    among those (``y = compute(x, 0)`` after upstream added another ``y = compute(...)`` earlier is still
+    the second one); when the text changed, only a statement whose header is unique in both versions, in a
+    body that is mostly the same statements (not a new function that took the old one's name). ``None`` when
+    it is not certain which: an anchor upstream duplicated, rewrote, or removed."""
+    body, target = b.bodies[key], o.bodies.get(key)
+    if target is None:
+        return None
+    text = _text(b, s)
+    mine = [x for x in body.stmts if x.head == s.head]
+    theirs = [k for k, x in enumerate(target.stmts) if x.head == s.head]
+    same_b = [x for x in mine if _text(b, x) == text]
+    same_o = [k for k in theirs if _text(o, target.stmts[k]) == text]
+    if same_o and len(same_o) == len(same_b):
+        return same_o[same_b.index(s)]
+    if not same_o and len(mine) == 1 and len(theirs) == 1 and _alike(b, o, key):
+        return theirs[0]
+    return None
+
+
+def _alike(b: _Shape, o: _Shape, key: Key) -> bool:
+    """Whether a body is mostly the same statements in both versions (at least half of the base's are in
+    the target word for word): the same function, edited upstream — not another under the old name."""
+    mine = [_text(b, s) for s in b.bodies[key].stmts]
+    theirs = collections.Counter(_text(o, s) for s in o.bodies[key].stmts)
+    kept = sum(1 for t in mine if theirs[t] > 0)
+    return 2 * kept >= len(mine)
 
 
 def _reindent(lines: list[str], old: str, new: str) -> list[str] | None:
@@ -512,6 +550,22 @@ def _anchors(shape: _Shape) -> collections.Counter[tuple[Key, str, str]]:
         defs = tuple(k for k in key if k.startswith(("def ", "class ")))
         if body.doc is not None:  # part of the header: the first statement still comes at the start
             out[(defs, _STRING, "<docstring>")] += 1
+        heads = collections.Counter(s.head for s in body.stmts)
+        texts = [_text(shape, s) for s in body.stmts]
         for i, s in enumerate(body.stmts):
-            out[(defs, s.head, body.stmts[i - 1].head if i else "<start>")] += 1
+            out[(defs, s.head, _label(body.stmts, texts, i - 1, heads) if i else "<start>")] += 1
     return out
+
+
+def _label(
+    stmts: Sequence[_Stmt], texts: Sequence[tuple[str, ...]], i: int, heads: collections.Counter[str]
+) -> str:
+    """How the statement before another is named in the certainty check: its header when no sibling shares
+    it, else its header, its whole text, and which of the siblings of that very text it is, of how many —
+    an insertion after ``y = compute(x, 0)`` is not "after ``y = ...``" when upstream added another
+    ``y = compute(...)`` before it, nor after "a copy" when upstream added a copy of it."""
+    s = stmts[i]
+    if heads[s.head] == 1:
+        return s.head
+    rank, total = texts[:i].count(texts[i]), texts.count(texts[i])
+    return f"{s.head}|{chr(10).join(texts[i])}|{rank}/{total}"
