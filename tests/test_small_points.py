@@ -115,3 +115,41 @@ def test_scan_takes_fail_on_and_arch_from_the_configuration(env: Env, tmp_path: 
     assert code == 1, err
     code, _, err = cli("scan", "--site-packages", str(env.site), "--fail-on", "high")
     assert code == 0, err  # the command line says it
+
+
+def test_a_refused_diff_is_one_line_that_says_why(env: Env, tmp_path: Path) -> None:
+    sets = tmp_path / "sets" / "bad"
+    sets.mkdir(parents=True)
+    (sets / "patchset.toml").write_text(
+        'name = "bad"\ntargets = [{distribution = "minillm", version = "==0.4.0"}]\nfiles = ["0001.patch"]\n'
+    )
+    where = ["--site-packages", str(env.site), "--patches", str(tmp_path / "sets")]
+    for diff, said in (
+        ("--- a/../escape.py\n+++ b/../escape.py\n@@ -1 +1 @@\n-a\n+b\n", "paths with '..' are refused"),
+        (
+            "--- a/x.bin\n+++ b/x.bin\nBinary files a/x.bin and b/x.bin differ\n",
+            "binary diffs are not supported",
+        ),
+    ):
+        (sets / "0001.patch").write_text(diff)
+        code, _out, err = cli("apply", "--set", "bad", *where)
+        assert code == 2 and err.count("\n") == 1 and said in err, err
+
+
+@pytest.mark.parametrize("name", ['a"b', "a\\b", "a\nb", "a\\nb", "x\udcffy"])
+def test_prometheus_label_values_read_back(name: str) -> None:
+    """What a Prometheus parser unescapes (backslash, quote, line feed) and then the JSON name encoding
+    decodes gives the name back: distinct names stay distinct."""
+    import re
+
+    from patchguard.formats.prometheus import _escape
+
+    text = _escape(name)
+    assert "\n" not in text and re.fullmatch(r'(?:[^"\\]|\\[\\"n])*', text)
+    unescaped = re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), text)
+    decoded = re.sub(
+        r"\\(\\|x([0-9a-f]{2}))",
+        lambda m: "\\" if m.group(2) is None else chr(0xDC00 + int(m.group(2), 16)),
+        unescaped,
+    )
+    assert decoded == name

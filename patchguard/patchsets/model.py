@@ -209,19 +209,21 @@ def parse_diff(text: str, origin: str) -> list[FilePatch]:
         ) from None
     except (ValueError, IndexError, TypeError) as exc:  # unidiff on some malformed input
         raise PatchSetError(f"not a unified diff ({exc.__class__.__name__}: {exc})", path=origin) from None
-    problems: list[str] = []
+    problems: dict[str, str] = {}  # per file, its first problem (a binary diff is not also "no hunks")
     out: list[FilePatch] = []
     for pf in parsed:
         try:
             out.append(_file_patch(pf, origin))
         except RefusedDiff as exc:
-            problems.append(exc.message)
+            where = exc.message.split(": ", 1)[0]
+            if where not in problems or "binary" in exc.message:  # what it is says more than "no hunks"
+                problems[where] = exc.message
     if problems:
+        first, *more = problems.values()
         raise PatchSetError(
-            f"refused: {len(problems)} file diff{'s' if len(problems) != 1 else ''} cannot be used\n  "
-            + "\n  ".join(problems),
+            f"refused: {first}" + (f"; and {len(more)} more:\n  " + "\n  ".join(more) if more else ""),
             path=origin,
-            hint="fix or remove them from the set",
+            hint="fix or remove it from the set" if not more else "fix or remove them from the set",
         )
     if not out:
         raise PatchSetError("the diff changes no file", path=origin)
