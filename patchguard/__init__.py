@@ -18,7 +18,7 @@ from .errors import EnvironmentNotFound, PatchguardError, UsageError
 from .model import Finding, GateKind, Kind, Loaded, Reach, Report, RuleId, SetState, SetStatus, Severity
 
 if TYPE_CHECKING:
-    from .audit import check, scan
+    from .audit import check, lock, scan
     from .config import ConfigError
     from .deploy.bisecting import bisect
     from .deploy.fleet import Aspect, Change, Chosen, Difference, FleetGroup, FleetResult, fleet
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .deploy.hostdocs import FleetInputError, HostDocument
     from .deploy.policy import Policy
     from .diffs import FileDiff
+    from .integrity.inventory import ProgressCallback
     from .patchsets.bisect import BisectError, BisectResult, Trial
     from .patchsets.capture import capture_set
     from .patchsets.model import PatchSet, PatchSetError, load_sets
@@ -35,13 +36,16 @@ if TYPE_CHECKING:
     from .patchsets.status import restore, set_states
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult
-    from .pristine.sources import NoPristineSource
+    from .pristine.sources import NoPristineSource, SourceOptions
     from .txn import Committed, LockTimeout, SessionBusy, TransactionError
 
 # Name -> the module that defines it, imported on first use (not at `import patchguard`).
 _LAZY = {
     "scan": "audit",
     "check": "audit",
+    "lock": "audit",
+    "SourceOptions": "pristine.sources",
+    "ProgressCallback": "integrity.inventory",
     "diff": "pristine.explain",
     "FileDiff": "diffs",
     "restore": "patchsets.status",
@@ -120,6 +124,7 @@ __all__ = [
     "PatchguardError",
     "PlanFailed",
     "Policy",
+    "ProgressCallback",
     "Reach",
     "RebaseResult",
     "RebasedFile",
@@ -132,6 +137,7 @@ __all__ = [
     "SetState",
     "SetStatus",
     "Severity",
+    "SourceOptions",
     "TransactionError",
     "Trial",
     "UsageError",
@@ -144,6 +150,7 @@ __all__ = [
     "diff",
     "fleet",
     "load_sets",
+    "lock",
     "rebase_set",
     "restore",
     "revert_set",

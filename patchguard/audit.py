@@ -19,24 +19,26 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+# The types of the public signatures, imported for real: typing.get_type_hints(patchguard.check) must resolve
+# them (pydantic, typer and sphinx read them so). None of them imports libcst or git.
+from .deploy.gate import CheckResult
+from .deploy.policy import Policy
 from .env import Target
 from .errors import PatchguardError
 from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
 from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report, RuleId
+from .pristine.sources import SourceOptions
 
 if TYPE_CHECKING:
     from .analysis import CodeChange
     from .analysis.kept import KeptAnalyses
     from .analysis.reach import FileReach, ReachContext
-    from .deploy.gate import CheckResult
-    from .deploy.policy import Policy
     from .deploy.running import Habit
     from .pristine.explain import Explainer
-    from .pristine.sources import SourceOptions
 
-__all__ = ["Served", "check", "judge", "run", "scan", "with_sets"]
+__all__ = ["Served", "check", "judge", "lock", "run", "scan", "with_sets"]
 
 
 def scan(
@@ -542,6 +544,8 @@ def check(
     model_config: str | None = None,
     frameworks: Sequence[str] = (),
     fetch: SourceOptions | None = None,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
 ) -> CheckResult:
     """The pre-restart gate: scan, apply the policy (and compare with a lock), and judge.
 
@@ -554,8 +558,10 @@ def check(
     unreadable lock, missing environment); violations are results, not errors. What is served
     (``architectures``, ``model_config``, ``frameworks``) and where pristine wheels come from (``fetch``)
     are judged as ``scan`` judges them, the policy's keys (``arch``, ``model_config``, ``framework``,
-    ``wheelhouse``, ``offline``, the index keys) added.
+    ``wheelhouse``, ``offline``, the index keys) added; ``wheelhouse`` and ``offline`` are the plain
+    keywords of the same (``fetch`` takes every source option).
     """
+    fetch = SourceOptions.of(fetch, wheelhouse, offline) if wheelhouse or offline else fetch
     from .deploy.gate import evaluate
     from .deploy.policy import Policy, load_policy
 
@@ -588,3 +594,31 @@ def check(
 
         states = states_of(scanned.target, scanned.dists, patches)
     return evaluate(scanned, pol, states, lock)
+
+
+def lock(
+    *,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    patches: str | None = None,
+    output: str | None = None,
+) -> dict[str, Any]:
+    """The environment's lock (``patchguard.lock/1``): what ``patchguard lock`` writes — versions, each
+    distribution's digest and changed files, the sets in place, the startup hooks. With ``output``, it is
+    also written there (atomically: complete or absent).
+
+    >>> import patchguard
+    >>> doc = patchguard.lock(python="/srv/venv/bin/python", output="env.lock")  # doctest: +SKIP
+    >>> patchguard.check(python="/srv/venv/bin/python", lock="env.lock").passed  # doctest: +SKIP
+    True
+    """
+    from .deploy.lockfile import make_lock
+
+    doc = make_lock(run(site_packages=site_packages, python=python), patches)
+    if output is not None:  # the bytes `patchguard lock -o FILE` writes
+        from ._fs import write_atomically
+        from .formats.jsondoc import format_lock
+
+        write_atomically(output, format_lock(doc).encode("utf-8", "surrogateescape"), make_dirs=False)
+    return doc
+

@@ -34,12 +34,14 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from packaging.tags import Tag
+
+from .wheels import DownloadProgress
 
 __all__ = [
     "DownloadProgress",
@@ -55,8 +57,6 @@ __all__ = [
 
 PYPI = "https://pypi.org/simple"
 
-# (label, bytes done, bytes in all or None, finished): what a download reports as it goes.
-DownloadProgress = Callable[[str, int, "int | None", bool], None]
 
 _PAGE_LIMIT = 64 * 1024 * 1024  # a project page of torch's size is a few MB
 _WHEEL_LIMIT = 16 * 1024 * 1024 * 1024

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from packaging.tags import Tag
 
     from ..env import Target
-    from .index import DownloadProgress, IndexFile, IndexSettings
+    from .index import IndexFile, IndexSettings
 
 from .._fs import not_a_directory
 from ..errors import PatchguardError, UsageError
@@ -58,6 +58,7 @@ from .wheels import (
     INSTALLED_LIMIT,
     READ_ERRORS,
     Candidate,
+    DownloadProgress,
     Rejected,
     SizeMismatch,
     UnpackedWheel,

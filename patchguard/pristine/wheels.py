@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._fs import plain_relpath, read_regular
 from ..errors import PatchguardError
@@ -18,6 +18,7 @@ __all__ = [
     "INSTALLED_LIMIT",
     "READ_ERRORS",
     "Candidate",
+    "DownloadProgress",
     "Rejected",
     "SizeMismatch",
     "UnpackedWheel",
@@ -28,6 +29,9 @@ __all__ = [
     "own_record_wrong",
     "wheel_record",
 ]
+
+# (label, bytes done, bytes in all or None, finished): what a download reports as it goes.
+DownloadProgress = Callable[[str, int, "int | None", bool], None]
 
 INSTALLED_LIMIT = 256 * 1024 * 1024
 """The most of one file read for a diff or for analysis, installed or from a wheel (whose member is capped
