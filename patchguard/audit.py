@@ -505,6 +505,16 @@ def _code_reach(c: Finding, file: FileReach) -> Reach:
     return reach
 
 
+def _served_by(pol: Policy, architectures: Sequence[str], model_config: str | None) -> list[str]:
+    """The architectures served: the caller's and the policy's, and those of either's ``config.json``."""
+    from .analysis.reach import architectures_from_config
+
+    archs = [*architectures, *pol.architectures]
+    for config in (model_config, pol.model_config):
+        archs += architectures_from_config(config) if config else []
+    return archs
+
+
 def _not_a_trial(scanned: Scanned) -> None:
     """A trial state (a bisect under way) is not the environment the gate is asked about: could not check."""
     if scanned.report.trial is not None:
@@ -557,13 +567,12 @@ def check(
     Raises :class:`~patchguard.errors.PatchguardError` when the check itself cannot be done (bad policy,
     unreadable lock, missing environment); violations are results, not errors. What is served
     (``architectures``, ``model_config``, ``frameworks``) and where pristine wheels come from (``fetch``)
-    are judged as ``scan`` judges them, the policy's keys (``arch``, ``model_config``, ``framework``,
-    ``wheelhouse``, ``offline``, the index keys) added; ``wheelhouse`` and ``offline`` are the plain
-    keywords of the same (``fetch`` takes every source option).
-    """
+    are judged as ``scan`` judges them (``wheelhouse``/``offline``: the plain keywords of ``fetch``), the
+    policy's keys (``arch``, ``model_config``, ``framework``, ``wheelhouse``, ``offline``, the index keys)
+    added."""
     fetch = SourceOptions.of(fetch, wheelhouse, offline) if wheelhouse or offline else fetch
     from .deploy.gate import evaluate
-    from .deploy.policy import Policy, load_policy
+    from .deploy.policy import load_policy
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     patches = patches or pol.patches
@@ -571,11 +580,7 @@ def check(
         from .patchsets.model import load_sets, patches_dir
 
         pol.check_set_names([s.name for s in load_sets(patches)], patches_dir(patches))
-    from .analysis.reach import architectures_from_config
-
-    archs = [*architectures, *pol.architectures]
-    for config in (model_config, pol.model_config):
-        archs += architectures_from_config(config) if config else []
+    archs = _served_by(pol, architectures, model_config)
     scanned = run(
         site_packages=site_packages,
         python=python,
@@ -617,8 +622,8 @@ def lock(
     doc = make_lock(run(site_packages=site_packages, python=python), patches)
     if output is not None:  # the bytes `patchguard lock -o FILE` writes
         from ._fs import write_atomically
-        from .formats.jsondoc import format_lock
+        from .deploy.lockfile import lock_bytes
 
-        write_atomically(output, format_lock(doc).encode("utf-8", "surrogateescape"), make_dirs=False)
+        write_atomically(output, lock_bytes(doc), make_dirs=False)
     return doc
 

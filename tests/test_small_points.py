@@ -153,3 +153,33 @@ def test_prometheus_label_values_read_back(name: str) -> None:
         unescaped,
     )
     assert decoded == name
+
+
+def test_quiet_and_verbose_after_the_command_and_forced_colour(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (env.site / "minillm" / "platforms" / "cuda.py").write_text("import pdb; pdb.set_trace()\n")
+    code, _out, err = cli("scan", "-q", "--site-packages", str(env.site))
+    assert code in (0, 1) and "Usage" not in err
+    code, _out, err = cli("scan", "--site-packages", str(env.site), "--verbose")
+    assert code in (0, 1) and "Usage" not in err
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    _code, out, _ = cli("scan", "--site-packages", str(env.site))
+    assert "\x1b[1;31mHIGH" in out
+    monkeypatch.setenv("NO_COLOR", "1")
+    _code, out, _ = cli("scan", "--site-packages", str(env.site))
+    assert "\x1b[" not in out
+
+
+def test_check_speaks_nagios(env: Env, minillm_wheel: Path) -> None:
+    """``check --format nagios``: one line, ``|`` performance data, exit 0 OK / 2 CRITICAL / 3 UNKNOWN."""
+    site = ["--site-packages", str(env.site), "--wheelhouse", str(minillm_wheel.parent), "--offline"]
+    code, out, _ = cli("check", *site, "--format", "nagios")
+    assert (
+        code == 0 and out.startswith("PATCHGUARD OK - ") and out.count("\n") == 1 and " | high=0;;;0" in out
+    )
+    (env.site / "minillm" / "platforms" / "cuda.py").write_text("import pdb; pdb.set_trace()\n")
+    code, out, _ = cli("check", *site, "--format", "nagios")
+    assert code == 2 and out.startswith("PATCHGUARD CRITICAL - 1 violation") and "high=1;;;0" in out
+    code, out, err = cli("check", "--site-packages", "/nonexistent/dir", "--format", "nagios")
+    assert code == 3 and out.startswith("PATCHGUARD UNKNOWN - could not check") and err.count("\n") == 1

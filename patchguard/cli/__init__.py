@@ -27,6 +27,12 @@ __all__ = ["main"]
 )
 def main(quiet: bool, verbose: bool) -> None:
     """Verify a hand-patched Python environment against the wheels it came from."""
+    _say(quiet, verbose)
+
+
+def _say(quiet: bool, verbose: bool) -> None:
+    """``-q``/``-v``: before the command (``patchguard -q scan``) or after it (``patchguard scan -q``, as
+    pip, ruff and bandit take them); either place counts."""
     from . import _common
 
     _common.QUIET = quiet and not verbose
@@ -39,6 +45,29 @@ def main(quiet: bool, verbose: bool) -> None:
         handler.patchguard_cli = True  # type: ignore[attr-defined]
         log.addHandler(handler)
         log.setLevel(logging.INFO)
+
+
+def _after_the_command(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        from . import _common
+
+        _say(param.name == "quiet" or _common.QUIET, param.name == "verbose")
+    return value
+
+
+def _takes_quiet_and_verbose(command: click.Command) -> None:
+    """``-q``/``-v`` on a command, unless it has its own (``bisect -q``: no progress lines)."""
+    taken = {opt for p in command.params for opt in getattr(p, "opts", [])}
+    for short, long, words in (
+        ("-q", "--quiet", "Errors only: no notes on stderr (also before the command)."),
+        ("-v", "--verbose", "Say more on stderr (also before the command)."),
+    ):
+        if short not in taken:
+            command.params.append(
+                click.Option(
+                    [short, long], is_flag=True, expose_value=False, callback=_after_the_command, help=words
+                )
+            )
 
 
 class _TerminalFormatter(logging.Formatter):
@@ -108,6 +137,9 @@ for _command in (
     fleet.fleet,
 ):
     main.add_command(_command)
+
+for _command in main.commands.values():
+    _takes_quiet_and_verbose(_command)
 
 for _name, _lines in EXAMPLES.items():
     main.commands[_name].epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in _lines)

@@ -114,10 +114,14 @@ output_option = click.option(
 
 
 def use_colour(output: str | None, no_color: bool) -> bool:
-    """Colour the severities only on a terminal, and never with ``--no-color`` or ``$NO_COLOR`` set."""
+    """Colour the severities on a terminal — or wherever ``$FORCE_COLOR`` / ``$CLICOLOR_FORCE`` ask for it
+    (a CI log that renders colour) — and never with ``--no-color``, ``$NO_COLOR`` or into a file."""
     import os
 
-    return not output and not no_color and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+    if output or no_color or os.environ.get("NO_COLOR"):
+        return False
+    forced = any(os.environ.get(v, "") not in ("", "0") for v in ("FORCE_COLOR", "CLICOLOR_FORCE"))
+    return forced or sys.stdout.isatty()
 
 
 def emit(text: str, output: str | None, what: str = "the output") -> None:

@@ -297,6 +297,9 @@ def check(
         failed = chosen.failure(known)
         if failed:
             emit(failed, output, chosen.what or "the verdict")
+        if chosen.exits[2] != EXIT_ERROR:  # a monitoring system's own code for "could not check"
+            click.echo(f"patchguard: error: {known}", err=True)
+            sys.exit(chosen.exits[2])
         raise
     report = result.report
     say_recovered(report.recovered)
@@ -305,7 +308,7 @@ def check(
     applied = _applied(report) if chosen.needs_applied_sets else ()
     write(chosen, CheckDocument(result, lock_file is not None, applied), output, "the verdict")
     if not result.passed:
-        sys.exit(EXIT_FINDINGS)
+        sys.exit(chosen.exits[1])
 
 
 @click.command("lock")

@@ -24,7 +24,7 @@ from ..integrity.records import INSTALLER_FILES, InstalledDistribution
 from ..model import Finding, Kind, json_name
 from ..state import read_state
 
-__all__ = ["LOCK_SCHEMA", "applied_sets", "compare_locks", "make_lock", "read_lock"]
+__all__ = ["LOCK_SCHEMA", "applied_sets", "compare_locks", "lock_bytes", "make_lock", "read_lock"]
 
 LOCK_SCHEMA = "patchguard.lock/1"
 
@@ -236,3 +236,12 @@ def compare_locks(
     if expected.get("python") != actual.get("python"):
         out.append(f"python {actual.get('python')} here, {expected.get('python')} in the lock")
     return out
+
+
+def lock_bytes(doc: dict[str, Any]) -> bytes:
+    """A lock as ``patchguard lock`` writes it: keys sorted, so one environment always gives the same bytes
+    (``formats.jsondoc.format_lock`` writes the same; a test holds the two together)."""
+    import json
+
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
+

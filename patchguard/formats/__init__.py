@@ -64,9 +64,9 @@ def _check() -> tuple[Format[CheckDocument], ...]:
     from .jsondoc import CheckJson
     from .prometheus import CheckGauges
     from .sarif import CheckSarif
-    from .text import CheckStatus, CheckText
+    from .text import CheckNagios, CheckStatus, CheckText
 
-    return CheckText(), CheckJson(), CheckSarif(), CheckGauges(), CheckStatus()
+    return CheckText(), CheckJson(), CheckSarif(), CheckGauges(), CheckStatus(), CheckNagios()
 
 
 def _diff() -> tuple[Format[Sequence[FileDiff]], ...]:
@@ -138,7 +138,9 @@ def _backups() -> tuple[Format[Backups], ...]:
 # The kinds of document and their formats' names (the first is the default): scan's report, check's verdict,
 # diff, lock, running, rebase, fleet, and the text of sets and status.
 REPORT: Formats[ReportDocument] = Formats("report", ("table", "text", "json", "sarif", "prometheus"), _report)
-CHECK: Formats[CheckDocument] = Formats("check", ("text", "json", "sarif", "prometheus", "status"), _check)
+CHECK: Formats[CheckDocument] = Formats(
+    "check", ("text", "json", "sarif", "prometheus", "status", "nagios"), _check
+)
 DIFF: Formats[Sequence[FileDiff]] = Formats("diff", ("text", "json"), _diff)
 LOCK: Formats[Mapping[str, Any]] = Formats("lock", ("json",), _lock)
 RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"), _running)

@@ -40,6 +40,9 @@ class Format(ABC, Generic[D_contra]):
     needs_applied_sets: ClassVar[bool] = False
     #: What an error about writing the text calls it, when not what its command calls the document.
     what: ClassVar[str | None] = None
+    #: The exit codes of the command in this format: (passed, failed, could not be done). patchguard's own
+    #: are 0, 1, 2; a format for a monitoring system may speak its language (Nagios: 0, 2, 3).
+    exits: ClassVar[tuple[int, int, int]] = (0, 1, 2)
 
     @abstractmethod
     def render(self, document: D_contra) -> str:

@@ -433,6 +433,35 @@ class CheckStatus(Format[CheckDocument]):
         return (line if len(line) <= _STATUS_WIDTH else line[: _STATUS_WIDTH - 1] + "…") + "\n"
 
 
+class CheckNagios(Format[CheckDocument]):
+    """``check --format nagios``: the Nagios plugin guidelines' one line, ``PATCHGUARD OK - …`` / ``CRITICAL``
+    / ``UNKNOWN`` with performance data, and their exit codes (0 OK, 2 CRITICAL, 3 UNKNOWN) — what Nagios,
+    Icinga, Sensu and Checkmk read (their 2 is CRITICAL: patchguard's own 2, "could not check", is 3 here)."""
+
+    name = "nagios"
+    what = "the status"
+    exits = (0, 2, 3)
+
+    def render(self, document: CheckDocument) -> str:
+        r = document.result
+        by = Counter(f.severity.label for f in r.report.findings)
+        levels = (Severity.HIGH, Severity.MODERATE, Severity.MINOR, Severity.INFO)
+        perf = " ".join(f"{s.label}={by[s.label]};;;0" for s in levels)
+        perf += f" violations={len(r.violations)};;;0"
+        if r.passed:
+            text = f"PATCHGUARD OK - {r.report.files_checked} files checked, no violation"
+        else:
+            n = len(r.violations)
+            first = for_terminal(r.violations[0]) if n else ""
+            text = f"PATCHGUARD CRITICAL - {n} violation{'s' if n != 1 else ''}; {first}"
+        text = text.replace("|", "/")  # '|' starts Nagios's performance data
+        return (text if len(text) <= _STATUS_WIDTH else text[: _STATUS_WIDTH - 1] + "…") + f" | {perf}\n"
+
+    def failure(self, reason: str) -> str:
+        text = f"PATCHGUARD UNKNOWN - could not check: {for_terminal(reason)}".replace("|", "/")
+        return (text if len(text) <= _STATUS_WIDTH else text[: _STATUS_WIDTH - 1] + "…") + "\n"
+
+
 class DiffText(Format[Sequence[FileDiff]]):
     """The unified diff, with the file names' bytes as they are on disk (``git apply`` must take them)."""
 

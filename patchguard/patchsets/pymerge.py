@@ -416,7 +416,10 @@ def by_context(base: bytes, theirs: bytes, ours: bytes) -> bytes | None:
     ours_lines = text.splitlines(keepends=True)
     out = ours
     edits: list[tuple[int, int, bytes]] = []
+    in_base, in_ours = collections.Counter(a), collections.Counter(ours.splitlines(keepends=True))
     for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(3):
+        if any(in_base[line] != in_ours[line] for line in a[group[0][1] : group[-1][2]]):
+            return None  # upstream added or removed copies of a line of this context: which one is it?
         old = b"".join(a[group[0][1] : group[-1][2]])
         new = b"".join(b[group[0][3] : group[-1][4]])
         needle = old.decode("utf-8", errors="surrogateescape")
