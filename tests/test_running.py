@@ -136,7 +136,7 @@ def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_whee
     for args, expected in (
         (
             ["scan", *site, "--format", "prometheus", "-o", str(out_file)],
-            'patchguard_findings{kind="any",severity="high"} 1',
+            'patchguard_findings_by_severity{severity="high"} 1',
         ),
         (["check", *site, "--format", "prometheus", "-o", str(out_file)], "patchguard_check_passed 0"),
         (["running", *site, "--format", "prometheus", "-o", str(out_file)], "patchguard_stale_processes 0"),

@@ -45,15 +45,21 @@ def format_prometheus(
 ) -> str:
     """Gauges for what is given: findings by severity and kind, scan duration, applied sets, the check's
     verdict, the lock match, stale processes."""
-    lines: list[str] = []
+    from .._version import __version__
+
+    info = [({"version": __version__}, 1.0)]
+    lines = _metric("patchguard_info", "The patchguard that wrote these gauges.", info)
     if report is not None:
         counts = Counter((f.severity.label, f.kind.value) for f in report.findings)
         samples = [({"severity": s, "kind": k}, float(n)) for (s, k), n in sorted(counts.items())]
-        samples += [
-            ({"severity": s.label, "kind": "any"}, float(sum(1 for f in report.findings if f.severity is s)))
+        lines += _metric("patchguard_findings", "Findings of the last scan, by severity and kind.", samples)
+        # The totals in a metric of their own: in the per-kind one, sum() would count them twice.
+        totals = [
+            ({"severity": s.label}, float(sum(1 for f in report.findings if f.severity is s)))
             for s in _SEVERITIES
         ]
-        lines += _metric("patchguard_findings", "Findings of the last scan, by severity and kind.", samples)
+        lines += _metric("patchguard_findings_by_severity", "Findings of the last scan, by severity.", totals)
+        lines += _live(report)
         lines += _metric(
             "patchguard_scan_duration_seconds", "Wall time of the last scan.", [({}, report.seconds)]
         )
@@ -83,6 +89,26 @@ def format_prometheus(
             "patchguard_processes", "Running processes of the environment.", [({}, float(processes or 0))]
         )
     return "\n".join(lines) + "\n"
+
+
+_WHEN = {"since-edit": "now", "before-edit": "after-restart", "never": "after-restart", "unknown": "unknown"}
+
+
+def _live(report: Report) -> list[str]:
+    """Per changed file of code, when its change runs: ``now`` (bytecode compiled from the edited source:
+    loaded since the edit), ``after-restart`` (not loaded since: the next start runs it), ``unknown``."""
+    seen: dict[tuple[str, str], str] = {}
+    for f in report.findings:
+        if f.loaded is not None:
+            seen.setdefault((f.distribution or "", f.path), _WHEN[f.loaded.value])
+    samples = [
+        ({"distribution": d, "path": p, "when": when}, 1.0) for (d, p), when in sorted(seen.items())
+    ]
+    return _metric(
+        "patchguard_change_live",
+        "A changed file's code: when it runs (now: loaded since the edit; after-restart; unknown).",
+        samples,
+    )
 
 
 class ReportGauges(Format[ReportDocument]):
