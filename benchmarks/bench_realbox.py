@@ -44,6 +44,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 CHUNK = 64 * 1024
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*:")  # "RuntimeError: failed to ..."
 HERE = Path(__file__).resolve().parent
 POPULATIONS = HERE / "populations"
 MARKER = ".patchguard-realbox.json"
@@ -71,6 +73,7 @@ TARGET_CRASHES = 0
 TARGET_COLD_RATIO = 0.5
 TARGET_WARM_RATIO = 0.1
 
+BIG_REFERENCE_S = 3.0  # venvs whose reference check takes this long are "big" (their ratios are printed too)
 EXAMPLES_PER_RULE = 5
 MESSAGE_CHARS = 300
 STDERR_TAIL_CHARS = 2000
@@ -222,19 +225,19 @@ def run_logged(cmd: Sequence[str], log_path: Path, timeout: float) -> Step:
 
 
 def failure_reason(step: Step) -> str:
-    """A short why from an install's output: its error lines, else its last lines."""
+    """A short why from an install's output: the last exception raised, then the installer's error lines."""
     if step.timed_out:
         return f"timed out after {step.seconds:.0f}s"
-    lines = [
-        line.strip() for line in step.tail.splitlines() if line.strip() and not line.startswith("# exit")
-    ]
+    lines = [line.strip() for line in step.tail.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("# exit", "note:", "hint:"))]
+    raised = [line for line in lines if EXCEPTION_LINE.match(line)]
     errors = [
         line
         for line in lines
-        if "error" in line.lower() or line.startswith(("\u00d7", "\u2570", "\u2502")) or "No matching" in line
+        if line.lower().startswith(("error", "caused by", "\u00d7", "\u2570")) or "No matching" in line
     ]
-    picked = (errors or lines)[-4:]
-    return " | ".join(picked)[:500] or f"exit {step.rc}"
+    picked = raised[-1:] + [e for e in errors[-3:] if e not in raised[-1:]]
+    return " | ".join(picked or lines[-3:])[:500] or f"exit {step.rc}"
 
 
 def create_command(installer: str, venv: Path, tools: Tools) -> list[str]:
@@ -678,6 +681,19 @@ def ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
+def big_venv_ratios(timed_venvs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Many small venvs: patchguard's fixed cost (start-up, asking the interpreter) weighs on the sums; the
+    big venvs alone say what a scan costs where it matters."""
+    big = [v for v in timed_venvs if v["reference_s"] >= BIG_REFERENCE_S]
+    big_ref = sum(v["reference_s"] for v in big)
+    return {
+        "big_venvs": len(big),
+        "big_cold_ratio": ratio(sum(v["cold_s"] for v in big), big_ref),
+        "big_warm_ratio": ratio(sum(v["warm_s"] for v in big), big_ref),
+        "min_warm_s": min((v["warm_s"] for v in timed_venvs), default=None),
+    }
+
+
 def summarize(
     population: str,
     installer: str,
@@ -817,6 +833,7 @@ def summarize(
         "cold_ratio": cold_ratio,
         "warm_ratio": warm_ratio,
         "cold_cpu_ratio": ratio(cold_cpu, ref_cpu),
+        **big_venv_ratios(timed_venvs),
         "ratio_basis": "median of per-round ratios" if len(timed_venvs) == 1 else "sums over venvs",
         "rounds": len(timed_venvs[0]["cold_ratios"]) if len(timed_venvs) == 1 else 1,
         "rules": rule_rows,
@@ -888,6 +905,14 @@ def format_table(res: Mapping[str, Any]) -> str:
         f"{verdict(None if wr is None else wr <= TARGET_WARM_RATIO)}",
         f"{'cold cpu / ref cpu':<24}{fmt_ratio(res['cold_cpu_ratio']):>12}  (CPU time, helpers included)",
         f"ratios          : {res['ratio_basis']} ({res['rounds']} round(s) a venv)",
+    ]
+    if res["venvs_measured"] > 1 and res.get("big_venvs"):
+        lines.append(
+            f"big venvs only  : cold/ref {fmt_ratio(res['big_cold_ratio'])}, warm/ref "
+            f"{fmt_ratio(res['big_warm_ratio'])} ({res['big_venvs']} venvs with a reference >= "
+            f"{BIG_REFERENCE_S:g} s); fastest warm scan {res['min_warm_s']:.2f} s (the fixed cost)"
+        )
+    lines += [
         f"wall            : install {res['build_wall_s']:.0f}s in this run "
         f"(recorded install time of the venvs "
         f"{res['build_s_recorded']:.0f}s), scans {res['scan_wall_s']:.0f}s",
@@ -902,7 +927,8 @@ def format_table(res: Mapping[str, Any]) -> str:
             )
             shown = r["examples"] if r["severity"] in ("high", "moderate") else r["examples"][:1]
             for ex in shown:
-                where = f"{ex['distribution']} {ex['version']}: {ex['path']}"
+                owner = f"{ex['distribution']} {ex['version']}" if ex["distribution"] else "(no distribution)"
+                where = f"{owner}: {ex['path']}"
                 if ex.get("line"):
                     where += f":{ex['line']}"
                 lines.append(f"      e.g. [{ex['venv']}] {where}")
@@ -996,6 +1022,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--base-python", metavar="PY", help="interpreter the venvs are made with")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="FILE",
+        help="print the tables of a JSON file written by --json-file (or --json), run nothing",
+    )
     parser.add_argument("--json-file", type=Path, metavar="FILE", help="also write the JSON object here")
     args = parser.parse_args(argv)
     args.population = POPULATION_NAMES.get(args.population, args.population)
@@ -1046,8 +1078,31 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str]]:
     return out
 
 
+def render(path: Path) -> int:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        code = doc["code"]
+        results = doc["results"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"bench_realbox: error: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"patchguard {code['version']!r}, commit {code['commit'][:12]}, "
+        f"{len(code['changed'])} changed file(s) under patchguard/ at {code['time']}"
+        + (" (partial: the run was cut short)" if doc.get("partial") else "")
+    )
+    for res in results:
+        if "big_venvs" not in res:  # written before these figures were added
+            res.update(big_venv_ratios([v for v in res["per_venv"] if v["reference_s"] is not None]))
+        print()
+        print(format_table(res))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render is not None:
+        return render(args.render)
     tools = Tools(
         patchguard=patchguard_command(),
         uv=uv_command(),

@@ -56,6 +56,7 @@ def _normal(text: str, tmp: str) -> str:
     text = re.sub(r"at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "at <TIME>", text)
     # Where and when a document was written (report, check, lock): the machine's name, the second it ran.
     text = re.sub(r'"time": "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"', '"time": "<TIME>"', text)
+    text = text.replace(f'"id": "patchguard/{host_name()}/"', '"id": "patchguard/<HOST>/"')
     return text.replace(f'"host": {json.dumps(host_name())}', '"host": "<HOST>"')
 
 

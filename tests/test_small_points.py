@@ -183,3 +183,26 @@ def test_check_speaks_nagios(env: Env, minillm_wheel: Path) -> None:
     assert code == 2 and out.startswith("PATCHGUARD CRITICAL - 1 violation") and "high=1;;;0" in out
     code, out, err = cli("check", "--site-packages", "/nonexistent/dir", "--format", "nagios")
     assert code == 3 and out.startswith("PATCHGUARD UNKNOWN - could not check") and err.count("\n") == 1
+
+
+def test_scan_writes_github_workflow_annotations(env: Env) -> None:
+    (env.site / "minillm" / "platforms" / "cuda.py").write_text("import pdb; pdb.set_trace()\n")
+    (env.site / "odd,na:me%.py").write_text("x = 1\n")
+    code, out, _ = cli("scan", "--site-packages", str(env.site), "--format", "github")
+    lines = out.splitlines()
+    assert (
+        code == 1
+        and lines
+        and all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+    )
+    assert any(line.startswith("::error file=minillm/platforms/cuda.py,line=1,") for line in lines), out
+    (odd,) = [line for line in lines if "odd" in line]
+    assert "file=odd%2Cna%3Ame%25.py," in odd
+
+
+def test_sarif_runs_are_categorised_by_host(env: Env) -> None:
+    _code, out, _ = cli("scan", "--site-packages", str(env.site), "--format", "sarif")
+    (run,) = json.loads(out)["runs"]
+    assert run["automationDetails"]["id"].startswith("patchguard/") and run["automationDetails"][
+        "id"
+    ].endswith("/")

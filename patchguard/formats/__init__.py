@@ -52,12 +52,13 @@ __all__ = [
 
 
 def _report() -> tuple[Format[ReportDocument], ...]:
+    from .github import ReportGithub
     from .jsondoc import ReportJson
     from .prometheus import ReportGauges
     from .sarif import ReportSarif
     from .text import Table, TextTable
 
-    return Table(), TextTable(), ReportJson(), ReportSarif(), ReportGauges()
+    return Table(), TextTable(), ReportJson(), ReportSarif(), ReportGauges(), ReportGithub()
 
 
 def _check() -> tuple[Format[CheckDocument], ...]:
@@ -137,7 +138,9 @@ def _backups() -> tuple[Format[Backups], ...]:
 
 # The kinds of document and their formats' names (the first is the default): scan's report, check's verdict,
 # diff, lock, running, rebase, fleet, and the text of sets and status.
-REPORT: Formats[ReportDocument] = Formats("report", ("table", "text", "json", "sarif", "prometheus"), _report)
+REPORT: Formats[ReportDocument] = Formats(
+    "report", ("table", "text", "json", "sarif", "prometheus", "github"), _report
+)
 CHECK: Formats[CheckDocument] = Formats(
     "check", ("text", "json", "sarif", "prometheus", "status", "nagios"), _check
 )

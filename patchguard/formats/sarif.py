@@ -93,6 +93,8 @@ def to_sarif(report: Report, suppressed: Sequence[Finding] = (), justification: 
                     }
                 },
                 "originalUriBaseIds": {"SITE_PACKAGES": {"uri": _file_uri(base)}},
+                # One category per host: code scanning keeps the uploads of many hosts apart.
+                "automationDetails": {"id": f"patchguard/{json_name(report.host or 'localhost')}/"},
                 "results": results,
             }
         ],
