@@ -29,11 +29,12 @@ if TYPE_CHECKING:
     from .integrity.inventory import ProgressCallback
     from .patchsets.bisect import BisectError, BisectResult, Trial
     from .patchsets.capture import capture_set
+    from .patchsets.keep import restore
     from .patchsets.model import PatchSet, PatchSetError, load_sets
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
     from .patchsets.planner import FilePlan, PlanFailed
     from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_set
-    from .patchsets.status import restore, set_states
+    from .patchsets.status import set_states
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult
     from .pristine.sources import NoPristineSource, SourceOptions
@@ -48,7 +49,7 @@ _LAZY = {
     "ProgressCallback": "integrity.inventory",
     "diff": "pristine.explain",
     "FileDiff": "diffs",
-    "restore": "patchsets.status",
+    "restore": "patchsets.keep",
     "RestoreResult": "pristine.restore",
     "Action": "pristine.restore",
     "FileAction": "pristine.restore",

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._fs import JOURNAL as _JOURNAL
-from ._fs import SESSION as _SESSION
 from ._fs import (
+    PYCACHE,
     STATE_DIR,
     STATE_FILE,
     bytecode_of,
@@ -51,6 +51,7 @@ from ._fs import (
     sha256_file,
     transaction_left,
 )
+from ._fs import SESSION as _SESSION
 from .errors import PatchguardError
 from .model import printable
 
@@ -1105,12 +1106,21 @@ def _back_to_start(
         if not locked:
             recover(root, allowed=also, _locked_already=True)
         changes: list[Change] = []
+        kept: list[_Held] = []  # held bytecode already at its start: kept as it is, not dropped
         for h in held:
             now = sha256_file(h.path)
             if now == h.start:
+                if h.saved is not None and os.sep + PYCACHE + os.sep in h.path:
+                    kept.append(h)
                 continue
             data = read_regular(os.path.join(state, _SESSION_DIR, h.saved)) if h.saved is not None else None
             changes.append(Change(h.path, data, now, h.mode))
+        if changes and kept:  # writing a .py drops its bytecode; the start's own bytecode stays (sed -i)
+            written = {c.path for c in changes}
+            for h in kept:
+                if any(h.path in bytecode_of(p) for p in written if p.endswith(".py")):
+                    data = read_regular(os.path.join(state, _SESSION_DIR, h.saved or ""))
+                    changes.append(Change(h.path, data, h.start, h.mode))
         if changes:
             gone = {c.path for c in changes if c.new is None}
             plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))

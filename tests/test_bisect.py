@@ -589,3 +589,26 @@ def test_a_file_the_test_changed_outside_the_changes_is_named(calc: tuple[Env, P
         "--test", _check(env, script, tmp_path),
     )  # fmt: skip
     assert "the test changed 1 of the files bisected" in out, out + err  # now a change of its own
+
+
+def test_a_test_that_rewrites_a_file_with_sed_keeps_its_start_bytecode(
+    calc: tuple[Env, Path], tmp_path: Path
+) -> None:
+    """``sed -i`` replaces a changed file under the trial: the way back restores it — and the bytecode
+    compiled from its start, which writing the .py would otherwise drop."""
+    import py_compile
+
+    env, wheels = calc
+    _broken_calc(env)
+    for n in range(1, N + 1):
+        py_compile.compile(str(env.site / "calc" / f"m{n:02d}.py"), doraise=True)
+    before = tree(env.site)
+    assert any("__pycache__" in k for k in before)
+    m05 = env.site / "calc" / "m05.py"
+    script = (
+        f"import subprocess, sys\nsubprocess.run(['sed', '-i', 's/helper_0/helper_zero/', {str(m05)!r}])\n"
+    )
+    script += SUM + "sys.exit(0 if total == 136 else 1)\n"
+    code, _doc, err = _bisect(env, wheels, _check(env, script, tmp_path))
+    assert code in (0, 1), err
+    assert tree(env.site) == before

@@ -54,7 +54,7 @@ def restore(
 ) -> None:
     """Put modified and missing files back to the wheel's bytes, all in one transaction."""
     from ..model import Kind
-    from ..patchsets.status import restore as run_restore
+    from ..patchsets.keep import restore as run_restore
     from ..pristine.restore import FileAction
 
     result = run_restore(

@@ -9,8 +9,7 @@ from typing import Any
 from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
-from ..model import Finding, Report, SetStatus, json_name, json_name_or_none
-from ..patchsets.status import SetState
+from ..model import Finding, Report, SetState, SetStatus, json_name, json_name_or_none
 from .lockfile import compare_locks, make_lock, read_lock
 from .policy import Policy
 

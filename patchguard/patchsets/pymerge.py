@@ -302,8 +302,8 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
     nxt = body.stmts[i] if i < len(body.stmts) else None
     p = _match(b, o, key, prev) if prev else None
     q = _match(b, o, key, nxt) if nxt else None
-    if prev is None and nxt is not None and q != 0:
-        return None  # at the start of a body whose first statement is not the same one: another body
+    if prev is None and nxt is not None and q != 0 and not _alike(b, o, key) and _moved_away(b, o, key):
+        return None  # the body it was written for is elsewhere now; a new function took the old name
     spot = _spot(target, prev, p, q, at)
     lines = _reindent(new, body.indent, target.indent)
     if spot is None or lines is None:
@@ -380,13 +380,20 @@ def _match(b: _Shape, o: _Shape, key: Key, s: _Stmt) -> int | None:
     return None
 
 
-def _alike(b: _Shape, o: _Shape, key: Key) -> bool:
+def _alike(b: _Shape, o: _Shape, key: Key, other: Key | None = None) -> bool:
     """Whether a body is mostly the same statements in both versions (at least half of the base's are in
-    the target word for word): the same function, edited upstream — not another under the old name."""
+    the target's body ``other``, by default the same one, word for word): the same function, edited
+    upstream — not another under the old name."""
     mine = [_text(b, s) for s in b.bodies[key].stmts]
-    theirs = collections.Counter(_text(o, s) for s in o.bodies[key].stmts)
+    theirs = collections.Counter(_text(o, s) for s in o.bodies[other or key].stmts)
     kept = sum(1 for t in mine if theirs[t] > 0)
-    return 2 * kept >= len(mine)
+    return bool(mine) and 2 * kept >= len(mine)
+
+
+def _moved_away(b: _Shape, o: _Shape, key: Key) -> bool:
+    """Whether the base's body ``key`` lives on under another name in the target (another body there is
+    mostly its statements): a function renamed, and a new one given its old name."""
+    return any(k != key and len(k) == len(key) and _alike(b, o, key, k) for k in o.bodies)
 
 
 def _reindent(lines: list[str], old: str, new: str) -> list[str] | None:
@@ -418,7 +425,8 @@ def by_context(base: bytes, theirs: bytes, ours: bytes) -> bytes | None:
     edits: list[tuple[int, int, bytes]] = []
     in_base, in_ours = collections.Counter(a), collections.Counter(ours.splitlines(keepends=True))
     for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(3):
-        if any(in_base[line] != in_ours[line] for line in a[group[0][1] : group[-1][2]]):
+        context = a[group[0][1] : group[-1][2]]
+        if any(in_base[line] != in_ours[line] for line in context if _telling(line)):
             return None  # upstream added or removed copies of a line of this context: which one is it?
         old = b"".join(a[group[0][1] : group[-1][2]])
         new = b"".join(b[group[0][3] : group[-1][4]])
@@ -437,6 +445,12 @@ def by_context(base: bytes, theirs: bytes, ours: bytes) -> bytes | None:
     for start, end, new in sorted(edits, reverse=True):
         out = out[:start] + new + out[end:]
     return out
+
+
+def _telling(line: bytes) -> bool:
+    """A line whose copies tell places apart: code, not a blank line, a comment or a lone bracket."""
+    text = line.strip()
+    return bool(text) and not text.startswith(b"#") and text.strip(b"()[]{},:") != b""
 
 
 _HEADER = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._fs import sha256_bytes
 from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
-from ..integrity.inventory import Scanned
 from ..integrity.records import InstalledDistribution
 from ..model import SetState, SetStatus
-from ..pristine.restore import RestoreResult
-from ..pristine.restore import restore as restore_files
-from ..pristine.sources import SourceOptions
 from ..state import read_state
 from .installed import SetEnvironment, reader
 from .model import PatchSet, load_sets
 from .planner import PlanFailed, Reader, plan_patches
 
-__all__ = ["SetState", "SetStatus", "by_hand", "restore", "set_states", "states_of"]
+__all__ = ["SetState", "SetStatus", "set_states", "states_of"]
 
 
 def _file_state(ps: PatchSet, rel: str, read: Reader) -> str:
@@ -122,57 +117,3 @@ def _overall(files: dict[str, str], recorded: bool, drifted: bool) -> SetStatus:
         return SetStatus.CONFLICT
     return SetStatus.PARTIAL
 
-
-def by_hand(scanned: Scanned, patches: str | None = None) -> dict[str, str]:
-    """The files of every set in place that patchguard did not apply (by hand, or right after ``capture``):
-    absolute path → set name. A patches directory that cannot be read names none."""
-    try:
-        sets = {ps.name: ps for ps in load_sets(patches)}
-        states = states_of(scanned.target, scanned.dists, patches) if sets else []
-    except PatchguardError:
-        return {}
-    out: dict[str, str] = {}
-    for s in states:
-        if s.state is SetStatus.BY_HAND:
-            for site in scanned.target.site_packages:
-                out.update({os.path.join(site, *rel.split("/")): s.name for rel in sets[s.name].paths})
-    return out
-
-
-def restore(
-    distributions: Iterable[str],
-    *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    paths: Sequence[str] = (),
-    dry_run: bool = False,
-    remove_unexpected: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
-    fetch: SourceOptions | None = None,
-    force: bool = False,
-    patches: str | None = None,
-) -> RestoreResult:
-    """Restore every modified and missing file of ``distributions`` to its wheel's bytes
-    (:func:`patchguard.pristine.restore.restore`), refusing — unless ``force``, and in a dry run as in the
-    real one — to undo a set in place, whoever applied it: a set is protected by what is on disk, not by
-    who put it there (``patches``: where the sets are, as for ``sets``).
-
-    >>> import patchguard
-    >>> result = patchguard.restore(["vllm"], paths=["*/deepseek_v2.py"])  # doctest: +SKIP
-    >>> [a.shown for a in result.actions]  # doctest: +SKIP
-    ['vllm/model_executor/models/deepseek_v2.py']
-    """
-    return restore_files(
-        distributions,
-        site_packages=site_packages,
-        python=python,
-        paths=paths,
-        dry_run=dry_run,
-        remove_unexpected=remove_unexpected,
-        wheelhouse=wheelhouse,
-        offline=offline,
-        fetch=fetch,
-        force=force,
-        protect=lambda scanned: by_hand(scanned, patches),
-    )
