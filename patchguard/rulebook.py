@@ -167,9 +167,9 @@ RULES: dict[str, Rule] = {
         Rule(
             "process-exit",
             Severity.HIGH,
-            "ends or signals the process",
+            "ends, signals or stops the process",
             Targets(
-                "ends or signals the process",
+                "ends, signals or stops the process",
                 calls=(
                     "sys.exit",
                     "os._exit",
@@ -186,6 +186,7 @@ RULES: dict[str, Rule] = {
                     "SystemExit",
                     "builtins.SystemExit",
                     "_thread.interrupt_main",
+                    "signal.pause",  # waits for a signal that may never come: the process hangs there
                 ),
             ),
         ),
@@ -313,7 +314,6 @@ RULES: dict[str, Rule] = {
                 calls=(
                     "time.sleep",
                     "asyncio.sleep",
-                    "signal.pause",
                     "trio.sleep",
                     "gevent.sleep",
                     "threading.Event.wait",

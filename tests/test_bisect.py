@@ -260,6 +260,13 @@ def _slow_bisect(env: Env, wheels: Path, tmp_path: Path, delay: str = "0.01") ->
     )  # fmt: skip
 
 
+def _wait_for_session(env: Env) -> None:
+    """Until the bisect started in another process holds the environment (its session file is there)."""
+    deadline = time.monotonic() + 20
+    while not (env.site / ".patchguard" / "session.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _findings(report: str) -> list[tuple[str, str, int | None]]:
     return [(f["path"], f["rule"], f.get("line")) for f in json.loads(report)["findings"]]
 
@@ -355,9 +362,7 @@ def test_a_second_writer_is_refused_while_a_bisect_holds_the_environment(
     before = tree(env.site)
     proc = _slow_bisect(env, wheels, tmp_path, delay="0")
     try:
-        deadline = time.monotonic() + 20
-        while not (env.site / ".patchguard" / "session.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_session(env)
         site = ["--site-packages", str(env.site), "--wheelhouse", str(wheels)]
         code, _out, err = cli("restore", "calc", *site)
         assert code == 2 and "holds this environment in trial states" in err, err
@@ -525,9 +530,7 @@ def test_during_a_bisect_writers_refuse_and_readers_say_it_is_a_trial(
     before = tree(env.site)
     proc = _slow_bisect(env, wheels, tmp_path, delay="0")
     try:
-        deadline = time.monotonic() + 20
-        while not (env.site / ".patchguard" / "session.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_session(env)
         site = ["--site-packages", str(env.site)]
         for args in (
             ["restore", "calc", "--path", "calc/m13.py", "--wheelhouse", str(wheels), "--offline"],

@@ -139,7 +139,7 @@ def test_every_family_names_a_rule_of_the_rulebook() -> None:
         ("import ctypes", 'ctypes.CDLL("/tmp/libhack.so")', "dynamic-exec"),
         ("import rich", "rich.print(batch)", "print"),
         ("import sys", "sys.__stdout__.write(str(batch))", "print"),
-        ("import signal", "signal.pause()", "sleep"),
+        ("import signal", "signal.pause()", "process-exit"),  # a hang: as bad as an exit
         ("import debugpy", "debugpy.configure(python='/usr/bin/python')", "debugger"),
         ("import sh", "sh.nvidia_smi()", "subprocess"),
     ],

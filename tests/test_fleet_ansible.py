@@ -63,9 +63,9 @@ def _inventory(tmp_path: Path, hosts: dict[str, Env]) -> Path:
     return inventory
 
 
-def _play(tmp_path: Path, inventory: Path) -> subprocess.CompletedProcess[str]:
+def _play(tmp_path: Path, inventory: Path, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK)],
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK), *more],
         capture_output=True,
         text=True,
         env=_ansible_env(tmp_path),
@@ -128,21 +128,7 @@ def test_the_play_fails_exactly_the_host_fleet_names_whatever_its_name(
     hosts["extra"].install(minillm_wheel)
     inventory = _inventory(tmp_path, hosts)
     for check in (False, True):
-        proc = subprocess.run(
-            [
-                str(BIN / "ansible-playbook"),
-                "-i",
-                str(inventory),
-                str(PLAYBOOK),
-                *(["--check"] if check else []),
-            ],
-            capture_output=True,
-            text=True,
-            env=_ansible_env(tmp_path),
-            cwd=tmp_path,
-            timeout=600,
-            check=False,
-        )
+        proc = _play(tmp_path, inventory, *(["--check"] if check else []))
         out = proc.stdout
         assert proc.returncode == 2, out + proc.stderr
         recap = {line.split()[0]: line for line in out.split("PLAY RECAP")[1].splitlines() if ":" in line}

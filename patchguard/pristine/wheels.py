@@ -102,25 +102,24 @@ class WheelFile(Candidate):
         return self._zip
 
     def record_text(self) -> str:
-        zf = self._open()
-        name = f"{self._dist_info}/RECORD"
-        if zf.getinfo(name).file_size > RECORD_LIMIT:
-            raise SizeMismatch(f"its RECORD is larger than {RECORD_LIMIT >> 20} MiB")
-        with zf.open(name) as f:
-            data = f.read(RECORD_LIMIT + 1)  # the header's size may lie: the stream is bounded too
-        if len(data) > RECORD_LIMIT:
-            raise SizeMismatch(f"its RECORD inflates beyond {RECORD_LIMIT >> 20} MiB")
-        return data.decode("utf-8")
+        self._open()  # which .dist-info holds the RECORD
+        why = f"its RECORD is larger than {RECORD_LIMIT >> 20} MiB"
+        return self._bounded(f"{self._dist_info}/RECORD", RECORD_LIMIT, why).decode("utf-8")
 
     def read(self, member: str, limit: int) -> bytes:
         _within_cap(limit)
+        return self._bounded(member, limit, f"larger than the {limit} bytes RECORD gives")
+
+    def _bounded(self, member: str, limit: int, why: str) -> bytes:
+        """A member's bytes, never more than ``limit``: its header's size is checked, and since that may
+        lie, the stream is read no further than the limit either (``SizeMismatch`` saying ``why``)."""
         zf = self._open()
         if zf.getinfo(member).file_size > limit:
-            raise SizeMismatch(f"larger than the {limit} bytes RECORD gives")
+            raise SizeMismatch(why)
         with zf.open(member) as f:
-            data = f.read(limit + 1)  # the header's size may lie: the stream is bounded too
+            data = f.read(limit + 1)
         if len(data) > limit:
-            raise SizeMismatch(f"inflates beyond the {limit} bytes RECORD gives")
+            raise SizeMismatch(f"{why} (it inflates beyond)")
         return data
 
     def close(self) -> None:
