@@ -332,3 +332,47 @@ def test_a_switch_made_for_one_block_is_undone_with_it() -> None:
     scoped = "with torch.set_grad_enabled(False):\n            pass"
     after = PRISTINE.replace("        try:\n", f"        {scoped}\n        try:\n", 1)
     assert not [f for f in _found(after) if f[0] == "global-switch"]
+
+
+KERNELS = """import torch
+
+
+def merge_state(v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor, s_b: torch.Tensor):
+    out = torch.empty_like(v_a)
+    return out
+
+
+def save_state(state: torch.Tensor, path: str) -> None:
+    torch.save(state, path)
+
+
+def describe(n: int) -> str:
+    return str(n)
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ("    if bool(torch.isneginf(s_a).all()):\n        raise RuntimeError('empty')\n", "moderate"),
+        ("    peak = int(v_b.max())\n", "moderate"),
+        ("    ids = s_b.cpu().tolist()\n", "moderate"),
+    ],
+)
+def test_a_device_sync_where_tensors_are_computed_on_whatever_the_function_is_called(
+    edit: str, expected: str
+) -> None:
+    """The device path by role: a function handed tensors to compute on (flashinfer's ``merge_state``, a
+    communicator's ``all_reduce``) is where reading one back stalls the device — no list of names needed;
+    a function whose role is storage (``save_state``) or that holds no tensor is not."""
+    after = KERNELS.replace(
+        "    out = torch.empty_like(v_a)\n", "    out = torch.empty_like(v_a)\n" + edit, 1
+    )
+    change = CodeChange("kern.py", KERNELS.encode(), after.encode(), "kern", "1.0")
+    found = {(f.rule, f.severity.label) for f in analyse(change)}
+    assert ("device-sync", expected) in found, found
+    elsewhere = KERNELS.replace(
+        "    torch.save(state, path)\n", "    torch.save(state, path)\n    n = state.sum().item()\n"
+    )
+    change = CodeChange("kern.py", KERNELS.encode(), elsewhere.encode(), "kern", "1.0")
+    assert "device-sync" not in {f.rule for f in analyse(change)}

@@ -10,6 +10,7 @@ lines are judged, and a hit that the same unit of the pristine file already has 
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -186,6 +187,21 @@ class _Walker(cst.CSTVisitor):
         name = self.names[-1] if self.names else ""
         return on_hot_path(name) or (not name.startswith("test") and self._function() in self.st.hot)
 
+    def on_device_path(self) -> bool:
+        """Where reading a tensor back to the host stalls the device: the hot path, or — by role, whatever
+        its name — a function that is handed tensors to compute on (a parameter annotated ``Tensor``: a
+        kernel's wrapper, a sampler's helper, a communicator's ``all_reduce``), unless its role is to set
+        things up, show them or move them to storage (``__init__``, ``__repr__``, ``save_*``, ``load_*``,
+        ``*checkpoint*``, ``to_dict``...), or it is a test."""
+        if self.in_hot_path():
+            return True
+        fn = self.functions[-1][0] if self.functions else None
+        name = self.names[-1] if self.names else ""
+        if fn is None or _off_device_role(name):
+            return False
+        given = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
+        return bool({p.name.value for p in given} & self.tensors())
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)
         self.functions.append((node, None))
@@ -348,7 +364,7 @@ class _Walker(cst.CSTVisitor):
             and is_tensor(node.args[0].value, self.tensors(), self.aliases)
         ):
             rule = RuleId.DEVICE_SYNC  # a tensor read back as a Python number
-        if rule == RuleId.DEVICE_SYNC and not self.in_hot_path() and not self.loops:
+        if rule == RuleId.DEVICE_SYNC and not self.on_device_path() and not self.loops:
             rule = None
         if rule == RuleId.MONKEYPATCH:
             target = get_full_name_for_node(node.args[0].value) if node.args else None
@@ -746,3 +762,16 @@ def _in_context(hit: Hit, st: Structure) -> Hit:
 def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[tuple[str, str]]:
     """(rule, qualified name) → how often a unit hits it over all its lines (for the pristine baseline)."""
     return Counter((h.rule, h.qualname) for h in judge_unit(unit, None, st, source_lines))
+
+
+_SETUP_AND_STORAGE = re.compile(
+    r"^_*(?:test|init|setup|build|create|save|load|dump|export|import|convert|serialize|deserialize|"
+    r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"
+    r"|checkpoint|state_dict|pretrained|_weights$"
+)
+
+
+def _off_device_role(name: str) -> bool:
+    """A function whose role is not to compute on the device each step: setting up, showing, or storing."""
+    return bool(_SETUP_AND_STORAGE.search(name.lower())) or name in ("__init__", "__repr__", "__str__")
+

@@ -51,6 +51,8 @@ class Scope(Protocol):
 
     def in_hot_path(self) -> bool: ...
 
+    def on_device_path(self) -> bool: ...
+
 
 def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node).strip()
@@ -212,8 +214,9 @@ def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
 
 def _decided_on_host(test: cst.BaseExpression, scope: Scope) -> Iterator[Seen]:
     """A tensor's value decided on the host (``if x.any():``, ``while n > 0`` with ``n`` a tensor) on the
-    hot path: the device must finish first."""
-    if scope.touches(test) and scope.in_hot_path() and decides_tensor(test, scope.tensors(), scope.aliases):
+    device path (the hot path, or a function handed tensors to compute on): the device must finish first."""
+    on_device = scope.touches(test) and scope.on_device_path()
+    if on_device and decides_tensor(test, scope.tensors(), scope.aliases):
         yield Seen(RuleId.DEVICE_SYNC, code(test)[:40], test, "a tensor's value decided on the host")
 
 
