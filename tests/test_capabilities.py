@@ -376,3 +376,27 @@ def test_a_device_sync_where_tensors_are_computed_on_whatever_the_function_is_ca
     )
     change = CodeChange("kern.py", KERNELS.encode(), elsewhere.encode(), "kern", "1.0")
     assert "device-sync" not in {f.rule for f in analyse(change)}
+
+
+def test_code_under_while_false_is_unreachable() -> None:
+    after = KERNELS.replace(
+        "    out = torch.empty_like(v_a)\n",
+        "    out = torch.empty_like(v_a)\n    while False:\n        print('merge', v_a.shape)\n",
+        1,
+    )
+    change = CodeChange("kern.py", KERNELS.encode(), after.encode(), "kern", "1.0")
+    found = [(f.rule, f.severity.label, (f.gate or {}).get("kind")) for f in analyse(change)]
+    assert found and all(sev == "info" and gate == "dead" for _r, sev, gate in found), found
+
+
+def test_a_handler_that_sets_a_flag_swallows_the_error() -> None:
+    after = KERNELS.replace(
+        "    out = torch.empty_like(v_a)\n",
+        "    try:\n        out = torch.empty_like(v_a)\n    except Exception:\n        _failed = True\n",
+        1,
+    )
+    change = CodeChange("kern.py", KERNELS.encode(), after.encode(), "kern", "1.0")
+    assert "swallowed-exception" in {f.rule for f in analyse(change)}
+    handled = after.replace("        _failed = True\n", "        _failed = True\n        raise\n")
+    change = CodeChange("kern.py", KERNELS.encode(), handled.encode(), "kern", "1.0")
+    assert "swallowed-exception" not in {f.rule for f in analyse(change)}

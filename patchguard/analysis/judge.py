@@ -233,6 +233,8 @@ class _Walker(cst.CSTVisitor):
         self.scoped.update(id(item.item) for item in node.items)
 
     def visit_While(self, node: cst.While) -> None:
+        if _always_false(node.test):  # `while False:` runs its body as often as `if False:`: never
+            self.dead_blocks.add(id(node.body))
         self._statements(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:

@@ -187,12 +187,15 @@ _QUIET_LOGS = {"debug", "info", "trace"}
 
 
 def _quiet(stmt: cst.BaseStatement) -> bool:
-    """A handler statement that lets the error go: ``pass``, ``...``, ``return``, ``continue``, ``break``,
-    or a log line below warning. Anything else (a raise, a warning, a fallback computed) is handling."""
+    """A handler statement that lets the error go: ``pass``, ``...``, ``return`` (a default too),
+    ``continue``, ``break``, a flag set to a constant (``self._failed = True``), or a log line below warning.
+    Anything else (a raise, a warning, a fallback computed) is handling."""
     if not isinstance(stmt, cst.SimpleStatementLine):
         return False
     for small in stmt.body:
         if isinstance(small, (cst.Pass, cst.Return, cst.Continue, cst.Break)):
+            continue
+        if isinstance(small, (cst.Assign, cst.AnnAssign)) and _constant(small.value):
             continue
         value = small.value if isinstance(small, cst.Expr) else None
         if isinstance(value, cst.Ellipsis):
@@ -204,6 +207,15 @@ def _quiet(stmt: cst.BaseStatement) -> bool:
                 continue
         return False
     return True
+
+
+def _constant(value: cst.BaseExpression | None) -> bool:
+    """``True``, ``False``, ``None``, a number, a string, an empty container: what a flag is set to."""
+    if isinstance(value, cst.Name):
+        return value.value in ("True", "False", "None")
+    if isinstance(value, (cst.List, cst.Dict, cst.Tuple, cst.Set)):
+        return not value.elements
+    return isinstance(value, (cst.Integer, cst.Float, cst.SimpleString))
 
 
 def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
