@@ -12,6 +12,7 @@ import base64
 import hashlib
 import http.server
 import json
+import os
 import socket
 import threading
 import time
@@ -81,9 +82,17 @@ def _slowloris(conn: socket.socket) -> None:
         time.sleep(0.05)
 
 
+def _slow_headers(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    for _ in range(200):
+        conn.sendall(b"X-Slow: 1\r\n")
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize(
     ("reply", "said"),
     [
+        (_slow_headers, "did not arrive in time"),
         (_not_http, "its answer is not HTTP (BadStatusLine"),
         (_long_header, "its answer is not HTTP (LineTooLong"),
         (_broken_chunks, "IncompleteRead"),
@@ -251,3 +260,35 @@ def test_a_record_that_inflates_without_end_is_refused_not_read(
     )
     assert code == 2 and ("RECORD is larger than" in err or "RECORD inflates" in err), err
     assert cuda.read_text() == "import pdb; pdb.set_trace()\n"
+
+
+def test_an_index_url_naming_the_user_gets_its_password_from_keyring(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip's ``keyring-provider = subprocess``: the URL names the user, ``keyring get URL USER`` gives the
+    password, sent to that origin only (the keyring here is a program on PATH, as pip calls it)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    keyring = bindir / "keyring"
+    asked = tmp_path / "asked.txt"
+    keyring.write_text(
+        f'#!/bin/sh\necho "$@" >> {asked}\n'
+        'if [ "$1" = get ] && [ "$3" = user ]; then echo s3cret; exit 0; fi\nexit 1\n'
+    )
+    keyring.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    decoy = build_wheel(tmp_path / "d", "minillm", "0.4.0", {"minillm/__init__.py": "# another build\n"})
+    _Private.wheels = {"minillm-0.4.0-py3-none-any.whl": decoy.read_bytes()}
+    _Private.seen = []
+    (env.site / "minillm" / "platforms" / "cuda.py").write_text("import pdb; pdb.set_trace()\n")
+    for where in _http(_Private):
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = http://user@{where}/simple\nkeyring-provider = subprocess\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+        monkeypatch.delenv("PIP_NO_INDEX", raising=False)
+        _code, _out, err = cli("diff", "minillm", "--site-packages", str(env.site))
+        assert "s3cret" not in err
+    good = "Basic " + base64.b64encode(b"user:s3cret").decode()
+    assert _Private.seen and all(auth == good for _p, auth in _Private.seen), _Private.seen
+    assert any(p.startswith("/files/") for p, _auth in _Private.seen)  # the page let it through
+    assert "get" in asked.read_text() and "user" in asked.read_text()

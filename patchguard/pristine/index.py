@@ -86,6 +86,9 @@ class IndexSettings:
     # pip sends an index URL's credentials with the files it lists on the same origin.
     credentials: Mapping[tuple[str, str, int | None], tuple[str, str]] = field(default_factory=dict)
     started: float = field(default_factory=lambda: _now())  # the command's network budget starts here
+    # pip's keyring-provider: the `keyring` command to ask for an index URL's password when the URL names
+    # the user but not the password (as pip's subprocess provider does); None: not configured, or no keyring
+    keyring: str | None = None
 
     @property
     def places(self) -> tuple[str, ...]:
@@ -146,7 +149,8 @@ def index_settings(
     origins: list[str] = []
     for path in _pip_files(prefix, env):
         _read_pip_file(path, conf, origins)
-    for key in ("index-url", "extra-index-url", "find-links", "no-index", "cert", "trusted-host", "proxy"):
+    keys = ("index-url", "extra-index-url", "find-links", "no-index", "cert", "trusted-host", "proxy")
+    for key in (*keys, "keyring-provider"):
         value = env.get("PIP_" + key.upper().replace("-", "_"))
         if value is not None:
             conf[key] = value
@@ -161,6 +165,7 @@ def index_settings(
     places = [*indexes, *links]
     return IndexSettings(
         credentials=_credentials(places),
+        keyring=_keyring_provider(conf.get("keyring-provider", "")),
         indexes=tuple(dict.fromkeys(u.rstrip("/") for u in indexes if u)),
         find_links=tuple(dict.fromkeys(links)),
         cert=conf.get("cert") or None,
@@ -195,6 +200,48 @@ def _credentials(urls: Sequence[str]) -> dict[tuple[str, str, int | None], tuple
             user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
             out.setdefault(_origin(url), (user, password))
     return out
+
+
+def _keyring_provider(value: str) -> str | None:
+    """The ``keyring`` executable pip would run for credentials: with ``keyring-provider = subprocess`` (or
+    ``auto``/``import``, which patchguard serves the same way: it imports nothing of the box), if found."""
+    import shutil
+
+    if value.strip().lower() not in _KEYRING_PROVIDERS:
+        return None
+    return shutil.which("keyring")
+
+
+_KEYRING: dict[tuple[str, str, str], str | None] = {}
+_KEYRING_PROVIDERS = frozenset("subprocess auto import".split())  # noqa: SIM905 - pip's values, not rule ids
+
+
+def _keyring_password(keyring: str, url: str, user: str) -> str | None:
+    """The password ``keyring get SERVICE USER`` gives for an index (pip asks for the URL, then its host),
+    asked once per command; ``None`` when it has none."""
+    import subprocess
+
+    parts = urllib.parse.urlsplit(url)
+    clean = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    for service in (clean, parts.hostname or ""):
+        key = (keyring, service, user)
+        if key not in _KEYRING:
+            try:
+                got = subprocess.run(
+                    [keyring, "get", service, user],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    stdin=subprocess.DEVNULL,
+                    check=False,
+                )
+                ok = got.returncode == 0 and got.stdout.strip()
+                _KEYRING[key] = got.stdout.splitlines()[0] if ok else None
+            except (OSError, subprocess.SubprocessError):
+                _KEYRING[key] = None
+        if _KEYRING[key]:
+            return _KEYRING[key]
+    return None
 
 
 def _timeout(text: str | None) -> float:
@@ -251,16 +298,38 @@ class _Links(html.parser.HTMLParser):
             self._href = None
 
 
-def _opener(settings: IndexSettings, url: str) -> Any:
+def _opener(settings: IndexSettings, url: str, sockets: list[Any] | None = None) -> Any:
+    """An opener for ``url`` (its TLS settings, the proxy); the sockets it connects are added to ``sockets``
+    (a request cut off at its deadline is cut off there, wherever it waits)."""
+    import http.client
     import ssl
 
-    handlers: list[Any] = []
     host = urllib.parse.urlsplit(url).hostname or ""
     if host in settings.trusted_hosts:
         context = ssl._create_unverified_context()
     else:
         context = ssl.create_default_context(cafile=settings.cert if settings.cert else None)
-    handlers.append(urllib.request.HTTPSHandler(context=context))
+    seen = sockets if sockets is not None else []
+
+    class _Http(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            seen.append(self.sock)
+
+    class _Https(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            seen.append(self.sock)
+
+    class _HttpHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(_Http, req)
+
+    class _HttpsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(_Https, req, context=context)
+
+    handlers: list[Any] = [_HttpHandler(), _HttpsHandler(context=context)]
     if settings.proxy:
         handlers.append(urllib.request.ProxyHandler({"http": settings.proxy, "https": settings.proxy}))
     return urllib.request.build_opener(*handlers)
@@ -278,6 +347,10 @@ def _request(url: str, accept: str | None, settings: IndexSettings | None = None
     if user is None and settings is not None and _origin(url) in settings.credentials:
         user, password = settings.credentials[_origin(url)]
         user, password = urllib.parse.quote(user, safe=""), urllib.parse.quote(password, safe="")
+    if user is not None and not password and settings is not None and settings.keyring:
+        index = next((u for u in settings.places if _origin(u) == _origin(url)), url)
+        kept = _keyring_password(settings.keyring, index, urllib.parse.unquote(user))
+        password = urllib.parse.quote(kept, safe="") if kept else password
     if user is None and parts.hostname:
         with contextlib.suppress(Exception):  # no ~/.netrc, or one netrc cannot parse: no credentials
             import netrc
@@ -375,10 +448,39 @@ def _short(what: object) -> str:
 
 
 def _open(settings: IndexSettings, request: Any, deadline: float) -> Any:
-    """The response to ``request``; every read of it waits at most the configured timeout, and no longer
-    than the deadline leaves."""
+    """The response to ``request``; every read of it waits at most the configured timeout, and the status
+    line and headers arrive by the deadline — a server trickling them a byte at a time is cut off (its socket
+    shut down from a timer), not waited for."""
+    import http.client
+    import socket
+    import threading
+
     wait = max(0.1, min(settings.timeout, deadline - _now()))
-    return _opener(settings, request.full_url).open(request, timeout=wait)
+    sockets: list[Any] = []
+    fired: list[bool] = []
+
+    def cut() -> None:
+        fired.append(True)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(max(0.0, deadline - _now()), cut)
+    timer.daemon = True
+    timer.start()
+    late = IndexError_("its answer did not arrive in time (cut off at the deadline)")
+    try:
+        resp = _opener(settings, request.full_url, sockets).open(request, timeout=wait)
+    except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
+        if fired or _now() >= deadline:
+            raise late from None
+        raise exc from None
+    finally:
+        timer.cancel()
+    if fired:  # cut off while its headers trickled in: what came is not the answer
+        resp.close()
+        raise late
+    return resp
 
 
 def _chunks(resp: Any, deadline: float, limit: int, what: str) -> Iterator[bytes]:
