@@ -400,3 +400,19 @@ def test_a_handler_that_sets_a_flag_swallows_the_error() -> None:
     handled = after.replace("        _failed = True\n", "        _failed = True\n        raise\n")
     change = CodeChange("kern.py", KERNELS.encode(), handled.encode(), "kern", "1.0")
     assert "swallowed-exception" not in {f.rule for f in analyse(change)}
+
+
+def test_a_save_method_writing_where_it_is_told_is_doing_its_job() -> None:
+    """``torch.save`` of extra metadata in a save method, to the directory its caller gave: minor (the
+    method's job); the same call to a literal ``/tmp`` path, or under a debug gate, stays a HIGH dump."""
+    extra = '    torch.save({"n": 1}, path + ".meta")\n'
+    after = KERNELS.replace("    torch.save(state, path)\n", "    torch.save(state, path)\n" + extra, 1)
+    change = CodeChange("kern.py", KERNELS.encode(), after.encode(), "kern", "1.0")
+    assert ("tensor-dump", "minor") in {(f.rule, f.severity.label) for f in analyse(change)}
+    for dump in (
+        '    torch.save(state, "/tmp/state.pt")\n',
+        '    if state.shape[0] == 5:\n        torch.save(state, path + ".dbg")\n',
+    ):
+        after = KERNELS.replace("    torch.save(state, path)\n", "    torch.save(state, path)\n" + dump, 1)
+        change = CodeChange("kern.py", KERNELS.encode(), after.encode(), "kern", "1.0")
+        assert ("tensor-dump", "high") in {(f.rule, f.severity.label) for f in analyse(change)}, dump

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
-from ..model import Finding, Kind, RuleId, Severity
+from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .bounds import too_wild
 from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
@@ -540,7 +540,21 @@ def _severity(hit: Hit, severity: Severity, name: str, path: str) -> Severity:
     command = _command_line(name) or path.endswith("__main__.py")
     if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
         severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
+    # A save or checkpoint method writing where its caller tells it (no /tmp, no literal path), under no
+    # debug-style gate (an env var, a shape, a debug flag), does its job: a checkpoint's extra metadata.
+    stores = hit.rule in (RuleId.TENSOR_DUMP, RuleId.FILE_WRITE) and _storing(name)
+    if stores and not hit.detail and hit.gate_kind in (None, GateKind.CONDITION):
+        severity = min(severity, Severity.MINOR)
     return severity
+
+
+_STORING = re.compile(r"(?:^|_)(?:save|export|serialize|to_disk|write_checkpoint)(?:$|_)")
+
+
+def _storing(name: str) -> bool:
+    """A function whose role is to store: ``save``, ``_save``, ``save_pretrained``, ``save_checkpoint``,
+    ``export``, ``serialize``, ``to_disk`` (not ``load_checkpoint``: loading is not storing)."""
+    return bool(_STORING.search(name.lower()))
 
 
 def _command_line(name: str) -> bool:
