@@ -226,6 +226,11 @@ class Served:
     use_cache: bool = True
     frameworks: Sequence[str] = ()
 
+    @property
+    def asked(self) -> bool:
+        """Whether anything was said to be served (then it is checked, even on a clean environment)."""
+        return bool(self.entries or self.architectures or self.frameworks)
+
 
 def judge(
     scanned: Scanned,
@@ -241,9 +246,13 @@ def judge(
     What is served is resolved first, whatever the findings: an architecture no installed framework serves,
     or an ``--entry`` that is not there, is a usage error even on a clean environment.
     """
+    findings = list(scanned.report.findings)
+    changed = any(f.kind is Kind.MODIFIED or f.rule == RuleId.RECORD_ROW for f in findings)
+    code_files = any(_judged(c.finding) for c in scanned.changes)
+    if not (verify_record or code_files or (analyse and changed) or served.asked):
+        return scanned.report  # nothing to judge and nothing served to check: analysis is not imported
     from .analysis.reach import ReachContext
 
-    findings = list(scanned.report.findings)
     reach = ReachContext(
         scanned.target.site_packages,
         served.entries,
@@ -254,8 +263,6 @@ def judge(
     )
     if analyse:
         reach.resolve()
-    changed = any(f.kind is Kind.MODIFIED or f.rule == RuleId.RECORD_ROW for f in findings)
-    code_files = any(_judged(c.finding) for c in scanned.changes)
     if not verify_record and not code_files and not (analyse and changed):
         return scanned.report  # nothing to judge: libcst is not even imported
     from .pristine.explain import Explainer, record_findings, record_truths
