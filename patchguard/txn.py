@@ -560,11 +560,7 @@ def _with_bytecode(root: str, plan: Plan) -> tuple[Plan, list[str]]:
     for c in plan.changes:
         if not c.path.endswith(".py"):
             continue
-        try:
-            pycs = bytecode_of(c.path)
-        except OSError:
-            continue
-        for pyc in sorted(pycs):
+        for pyc in sorted(_bytecode(c.path)):
             if pyc in planned or check_path(root, pyc, plan.also) is not None:
                 continue
             try:
@@ -966,14 +962,20 @@ def live_session(root: str) -> str | None:
             doc = _read_session(state)
         except JournalError:
             doc = None
-        label = doc.get("label") if isinstance(doc, dict) and isinstance(doc.get("label"), str) else "bisect"
-        pid = doc.get("pid") if isinstance(doc, dict) and isinstance(doc.get("pid"), int) else None
-        return f"{printable(str(label))[:40]}" + (f" (pid {pid})" if pid is not None else "")
+        return _holder(doc, "bisect")
     except OSError:
         return None
     finally:
         os.close(fd)
     return None
+
+
+def _holder(doc: object, default: str) -> str:
+    """Who a session file says holds the environment: its label (escaped, cut short) and pid."""
+    entry = doc if isinstance(doc, dict) else {}
+    label, pid = entry.get("label"), entry.get("pid")
+    who = printable(label)[:40] if isinstance(label, str) else default
+    return who + (f" (pid {pid})" if isinstance(pid, int) and not isinstance(pid, bool) else "")
 
 
 def refuse_during_session(roots: Sequence[str]) -> None:
@@ -1014,13 +1016,8 @@ def _session_lock(root: str, state: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        doc = _read_session(state)
-        who = f" (pid {doc.get('pid')})" if isinstance(doc, dict) and isinstance(doc.get("pid"), int) else ""
-        label = (
-            doc.get("label") if isinstance(doc, dict) and isinstance(doc.get("label"), str) else "a bisect"
-        )
         raise SessionBusy(
-            f"{printable(str(label))[:40]}{who} holds this environment in trial states",
+            f"{_holder(_read_session(state), 'a bisect')} holds this environment in trial states",
             path=root,
             hint="wait for it to end, or stop it (Ctrl-C: it puts every file back first)",
         ) from None
@@ -1105,30 +1102,45 @@ def _back_to_start(
     with _locked_unless_held(root, locked):
         if not locked:
             recover(root, allowed=also, _locked_already=True)
-        changes: list[Change] = []
-        kept: list[_Held] = []  # held bytecode already at its start: kept as it is, not dropped
-        for h in held:
-            now = sha256_file(h.path)
-            if now == h.start:
-                if h.saved is not None and os.sep + PYCACHE + os.sep in h.path:
-                    kept.append(h)
-                continue
-            data = read_regular(os.path.join(state, _SESSION_DIR, h.saved)) if h.saved is not None else None
-            changes.append(Change(h.path, data, now, h.mode))
-        if changes and kept:  # writing a .py drops its bytecode; the start's own bytecode stays (sed -i)
-            written = {c.path for c in changes}
-            for h in kept:
-                if any(h.path in bytecode_of(p) for p in written if p.endswith(".py")):
-                    data = read_regular(os.path.join(state, _SESSION_DIR, h.saved or ""))
-                    changes.append(Change(h.path, data, h.start, h.mode))
+        changes = _to_start(state, held)
         if changes:
             gone = {c.path for c in changes if c.new is None}
             plan = Plan(root, tuple(changes), "back to the start state", tuple(also), _emptied(dirs, gone))
             # A session put back by recovery (its process was killed) keeps what it replaces when that is no
             # trial's: a hot-fix someone made to a held file since is kept in the backups, not lost.
-            foreign = locked and any(c.before not in _trial_hashes(state) for c in changes)
+            trials = _trial_hashes(state) if locked else frozenset()
+            foreign = locked and any(c.before not in trials for c in changes)
             commit(plan, locked=True, keep_backup=foreign)
         _drop_session(state)
+
+
+def _to_start(state: str, held: Sequence[_Held]) -> list[Change]:
+    """The changes that put every held file that differs back to its start bytes — and the start bytecode of
+    a ``.py`` they write, even where it is unchanged (writing a ``.py`` drops its bytecode: ``sed -i``)."""
+    changes: list[Change] = []
+    kept: list[_Held] = []  # held bytecode already at its start
+    for h in held:
+        now = sha256_file(h.path)
+        if now == h.start:
+            if h.saved is not None and os.sep + PYCACHE + os.sep in h.path:
+                kept.append(h)
+            continue
+        data = read_regular(os.path.join(state, _SESSION_DIR, h.saved)) if h.saved is not None else None
+        changes.append(Change(h.path, data, now, h.mode))
+    if changes and kept:
+        dropped = {pyc for c in changes if c.path.endswith(".py") for pyc in _bytecode(c.path)}
+        for h in kept:
+            if h.path in dropped and h.saved is not None:
+                data = read_regular(os.path.join(state, _SESSION_DIR, h.saved))
+                changes.append(Change(h.path, data, h.start, h.mode))
+    return changes
+
+
+def _bytecode(py_path: str) -> list[str]:
+    try:
+        return bytecode_of(py_path)
+    except OSError:  # no __pycache__ beside it: nothing to drop
+        return []
 
 
 def _emptied(dirs: Sequence[str], gone: set[str]) -> tuple[str, ...]:

@@ -1,13 +1,15 @@
 """GitHub Actions workflow commands: each finding an annotation on the file and line it is about
 (``::error file=…,line=…,title=…::message``), as ``ruff --output-format github`` writes them.
 
-High findings are errors, moderate ones warnings, the rest notices. Values are escaped as the runner reads
-them: ``%``, carriage return and line feed in a message; those and ``:`` and ``,`` in a property.
+High findings are errors, moderate ones warnings, the rest notices. Names and messages are shown as a terminal
+shows them (control characters escaped: no name can write an escape sequence into the log), then escaped as
+the runner reads them: ``%``, carriage return and line feed in a message; those and ``:`` and ``,`` in a
+property.
 """
 
 from __future__ import annotations
 
-from ..model import Finding, Severity, json_name, printable
+from ..model import Finding, Severity, for_terminal
 from .documents import ReportDocument
 from .interface import Format
 
@@ -26,15 +28,15 @@ def _property(text: str) -> str:
 
 def annotation(f: Finding) -> str:
     """One finding as one workflow command line."""
-    props = [f"file={_property(json_name(f.path))}"]
+    props = [f"file={_property(for_terminal(f.path))}"]  # no control character reaches the log
     if f.line is not None:
         props.append(f"line={f.line}")
         if f.end_line is not None and f.end_line != f.line:
             props.append(f"endLine={f.end_line}")
     who = f" ({f.distribution} {f.version})" if f.distribution else ""
-    props.append(f"title={_property(printable(f'patchguard {f.rule}{who}'))}")
+    props.append(f"title={_property(for_terminal(f'patchguard {f.rule}{who}'))}")
     level = _LEVEL.get(f.severity, "notice")
-    return f"::{level} {','.join(props)}::{_data(printable(f.message))}"
+    return f"::{level} {','.join(props)}::{_data(for_terminal(f.message))}"
 
 
 class ReportGithub(Format[ReportDocument]):

@@ -551,10 +551,13 @@ class _Inventory:
         owners = {path: _owner(rows) for path, rows in listed.items() if len(rows) > 1}
         if not owners:
             return
+        reported = {(c.path, id(c.dist)) for c in modified}
         kept = []
         for c in s.changes:
             owner = owners.get(c.path) if c.finding.kind is Kind.MODIFIED else None
-            if owner is None or owner[0] is c.dist:
+            # The file is told the owner's: it matches the owner's row, or the owner's own check reports it
+            # (a file that matches no row stays a change of someone's; a scan of one distribution keeps it).
+            if owner is None or owner[0] is c.dist or not (owner[1] or (c.path, id(owner[0])) in reported):
                 kept.append(c)
                 continue
             dist, matched = owner

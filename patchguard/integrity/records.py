@@ -224,7 +224,7 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
         if not path or "\0" in path:
             problems.append(RecordProblem(lineno, "empty path" if not path else "NUL byte in path"))
             continue
-        key = path if plain_relpath_text(path) else posixpath.normpath(path)
+        key = path if _normal(path) else posixpath.normpath(path)
         algo: str | None = None
         digest: str | None = None
         if hash_text:
@@ -255,9 +255,10 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
     return entries, problems
 
 
-def plain_relpath_text(path: str) -> bool:
-    """Whether a RECORD path is already in normal form (no ``./``, ``../``, ``//``, no leading ``/``)."""
-    return not (path.startswith((".", "/")) or "/." in path or "//" in path or path.endswith("/"))
+def _normal(path: str) -> bool:
+    """Whether a RECORD path is already in normal form (no ``./``, ``../``, ``//``, no leading ``/``): what
+    needs no ``normpath`` (most rows: checked for all of them, so kept cheap)."""
+    return not (path.startswith((".", "/")) or "/." in path or "//" in path)
 
 
 def _merged(first: RecordEntry, again: RecordEntry) -> tuple[RecordEntry, str]:
@@ -376,7 +377,7 @@ class InstalledDistribution:
 
 def resolve_record_path(site_dir: str, entry_path: str) -> str:
     """Absolute, normalised path of a RECORD path written relative to ``site_dir`` (or absolute)."""
-    if os.sep == "/" and not (entry_path.startswith((".", "/")) or "/." in entry_path or "//" in entry_path):
+    if os.sep == "/" and _normal(entry_path):
         return site_dir + "/" + entry_path  # already normal: the common case, kept cheap
     return os.path.normpath(os.path.join(site_dir, entry_path))
 
@@ -573,7 +574,7 @@ def _locate_unusual(
 ) -> tuple[tuple[str, ...], set[str], list[tuple[int, str]]]:
     """What :func:`_locate` returns, for RECORD paths of which some are not already normal (``../``)."""
     prefix = site_dir + "/"
-    unusual = [n for n, rel in enumerate(rels) if rel.startswith((".", "/")) or "/." in rel or "//" in rel]
+    unusual = [n for n, rel in enumerate(rels) if not _normal(rel)]
     resolved = [prefix + rel for rel in rels]
     for n in unusual if os.sep == "/" else range(len(rels)):
         resolved[n] = resolve_record_path(site_dir, rels[n])

@@ -484,8 +484,11 @@ def _fingerprint(target: Target, distributions: Sequence[str]) -> dict[str, str]
     scanned = take_inventory(distributions, target=target)
     out: dict[str, str] = {}
     for c in scanned.changes:
+        if os.path.isdir(c.path):
+            out[c.path] = "dir"
+            continue
         try:
-            out[c.path] = sha256_file(c.path) or "missing" if not os.path.isdir(c.path) else "dir"
+            out[c.path] = sha256_file(c.path) or "missing"
         except OSError:
             out[c.path] = "could not be read"
     return out

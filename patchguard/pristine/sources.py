@@ -461,22 +461,23 @@ def vouch(cand: Candidate, dist: InstalledDistribution, sources: Sources) -> str
     if not isinstance(cand, WheelFile):
         return None  # an unpacked wheel (uv's cache) may be the installed file itself, edited
     if cand.vouched is not None:
-        return cand.vouched
+        return cand.vouched or None  # "": looked, and nothing vouches
     from .._fs import sha256_file
     from .vcs import direct_url
 
     try:
         digest = sha256_file(cand.location)
     except OSError:
-        return None
+        digest = None
     if digest is None:
+        cand.vouched = ""
         return None
     url = direct_url(dist)
     if url is not None and url.sha256 == digest:
         cand.vouched = "the sha256 pip recorded in direct_url.json"
     else:
-        cand.vouched = sources.published(dist).get(digest)
-    return cand.vouched
+        cand.vouched = sources.published(dist).get(digest, "")
+    return cand.vouched or None
 
 
 @dataclass
