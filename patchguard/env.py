@@ -110,11 +110,27 @@ class Target:
     site_packages: tuple[str, ...]
     scripts: str | None
     implementation: str = "cpython"
+    conda: str | None = None  # the prefix, when conda made the environment (it has ``conda-meta/``)
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """Where patchguard may ever write in this environment: its site dirs and its scripts dir."""
-        return (*self.site_packages, *([self.scripts] if self.scripts else []))
+        """Where patchguard may ever write in this environment: its site dirs and its scripts dir — and in a
+        conda environment its whole prefix (conda installs libraries and tools beside Python's files)."""
+        return (
+            *self.site_packages,
+            *([self.scripts] if self.scripts else []),
+            *([self.conda] if self.conda else []),
+        )
+
+
+def conda_prefix(prefix: str, site_packages: Sequence[str]) -> str | None:
+    """The prefix of the conda environment holding ``site_packages``, if conda made it: the interpreter's
+    prefix or ``<prefix>/lib/pythonX.Y/site-packages``'s, holding a ``conda-meta`` directory."""
+    ups = [os.path.dirname(os.path.dirname(os.path.dirname(os.path.normpath(s)))) for s in site_packages]
+    for candidate in dict.fromkeys([prefix, *ups]):
+        if candidate and os.path.isdir(os.path.join(candidate, "conda-meta")):
+            return os.path.abspath(candidate)
+    return None
 
 
 def _dedupe_existing(dirs: Iterable[str]) -> tuple[str, ...]:
@@ -133,12 +149,14 @@ def _running() -> Target:
     import platform
 
     paths = sysconfig.get_paths()
+    site = _dedupe_existing([paths["purelib"], paths["platlib"]])
     return Target(
         python=platform.python_version(),
         prefix=sys.prefix,
-        site_packages=_dedupe_existing([paths["purelib"], paths["platlib"]]),
+        site_packages=site,
         scripts=paths.get("scripts"),
         implementation=sys.implementation.name,
+        conda=conda_prefix(sys.prefix, site),
     )
 
 
@@ -178,12 +196,14 @@ def _other(python: str) -> Target:
             path=python,
             hint="pass a working python binary with --python",
         )
+    site = _dedupe_existing([info["purelib"], info["platlib"]])
     return Target(
         python=info["python"],
         prefix=info["prefix"],
-        site_packages=_dedupe_existing([info["purelib"], info["platlib"]]),
+        site_packages=site,
         scripts=info["scripts"],
         implementation=info["implementation"],
+        conda=conda_prefix(info["prefix"], site),
     )
 
 
@@ -246,7 +266,8 @@ def _given(dirs: Sequence[str]) -> Target:
     scripts = os.path.join(prefix, "bin") if prefix != first else None
     # lib/python3.11/site-packages names its Python; a --target directory names none.
     python = parts[-2][len("python") :] if len(parts) > 1 and parts[-2].startswith("python") else "unknown"
-    return Target(python=python, prefix=prefix or os.sep, site_packages=site, scripts=scripts)
+    conda = conda_prefix(prefix, site) if prefix != first else None
+    return Target(python=python, prefix=prefix or os.sep, site_packages=site, scripts=scripts, conda=conda)
 
 
 def resolve_target(python: str | None = None, site_packages: Sequence[str] | None = None) -> Target:

@@ -47,7 +47,7 @@ __all__ = [
     "user_cache_dir",
 ]
 
-_MAGIC = b"patchguard-statcache/7\n"  # 7: hex RECORD hashes read as hex
+_MAGIC = b"patchguard-statcache/8\n"  # 8: conda-meta records as baselines
 
 # A stat key packed into 40 bytes. A distribution's keys are kept as one bytes object (40 bytes per verified
 # file): a warm scan compares them all at once, and loading 30k files' keys is loading one object.
@@ -57,6 +57,12 @@ pack_key_size = _KEY.size
 
 
 def _metadata_keys(metadata_dir: str) -> tuple[StatKey, StatKey] | None:
+    if metadata_dir.endswith(".json"):  # a conda-meta record: the rows and the metadata in one file
+        try:
+            key = stat_key(os.stat(metadata_dir))
+        except OSError:
+            return None
+        return key, key
     try:
         return stat_key(os.stat(os.path.join(metadata_dir, "RECORD"))), stat_key(
             os.stat(os.path.join(metadata_dir, "METADATA"))
@@ -227,7 +233,16 @@ def _encode(entries: dict[str, _DistEntry], listings_stamp: str, listings: dict[
         d = e.dist
         dists[meta] = (
             e.keys,
-            (d.name, d.version, d.site_dir, d.has_record, d.top_level, d.canonical_name, d.package_dirs),
+            (
+                d.name,
+                d.version,
+                d.site_dir,
+                d.has_record,
+                d.top_level,
+                d.canonical_name,
+                d.package_dirs,
+                d.baseline,
+            ),
             _relative(d.site_dir, d.paths),
             tuple(map(tuple, d.problems)),
             d.packed_checks(),
@@ -269,7 +284,7 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
     for meta, (keys, info, paths, problems, checks, check_rows, outside, slots, known, odd) in payload[
         "dists"
     ].items():
-        name, version, site_dir, has_record, top_level, canonical_name, package_dirs = info
+        name, version, site_dir, has_record, top_level, canonical_name, package_dirs, baseline = info
         if (
             not isinstance(check_rows, bytes)
             or not isinstance(checks, bytes)
@@ -294,6 +309,7 @@ def _decode(blob: bytes) -> tuple[dict[str, _DistEntry], str, dict[str, DirListi
             verifiable=checks,
             check_rows=check_rows,
             outside=tuple(map(tuple, outside)),
+            baseline=str(baseline),
         )
         out[str(meta)] = _DistEntry((tuple(keys[0]), tuple(keys[1])), dist, slots, known, odd)
     listings_stamp, listings = payload["listings"]

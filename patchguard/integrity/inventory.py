@@ -23,8 +23,10 @@ from ..env import Target, host_name, timestamp
 from ..errors import UsageError
 from ..model import Environment, Finding, Kind, Report, RuleId, Severity
 from .cache import DirListing, StatCache
+from .conda import CondaInstall, conda_distributions
 from .hashing import b64
 from .records import (
+    CONDA,
     META_SUFFIXES,
     Check,
     InstalledDistribution,
@@ -208,9 +210,9 @@ def _modified_finding(s: _Scan, dist: InstalledDistribution, o: Outcome, outside
     c = o.check
     name = os.path.basename(c.path)
     if c.size is not None and o.actual_size is not None and o.actual_size != c.size:
-        how = f"size {o.actual_size} bytes, RECORD says {c.size}"
+        how = f"size {o.actual_size} bytes, {dist.baseline} says {c.size}"
     else:
-        how = f"{c.algorithm} differs from RECORD"
+        how = f"{c.algorithm} differs from {dist.baseline}"
     if is_extension(name):
         how = f"compiled extension: {how}"
         s.changed(dist, Kind.MODIFIED, Severity.HIGH, RuleId.MODIFIED_EXTENSION, c.path, how)
@@ -472,8 +474,15 @@ class _Inventory:
         # Without names, each distribution is verified as soon as it is read: the hashing threads start on
         # the first RECORD instead of waiting for the last.
         names, cache = self.names, self.cache
+        conda = conda_distributions(self.target, cache)
         all_dists: list[InstalledDistribution] = []
+        for dist in conda.dists:  # conda's packages hold the largest files (CUDA, torch): hashed first
+            all_dists.append(dist)
+            if not names:
+                self.check(dist, verifier)
         for site, meta in _largest_first(self.target.site_packages):
+            if os.path.join(site, meta) in conda.owned:
+                continue  # judged by its conda record, not by the RECORD conda-build left in it
             dist = cache.distribution(os.path.join(site, meta)) or load_distribution(site, meta)
             all_dists.append(dist)
             if not names:
@@ -488,6 +497,7 @@ class _Inventory:
                 self.owned_files.update(dist.paths)
         verifier.start_stats()  # a warm scan's stat keys: half of them taken in a helper from here on
         _duplicate_findings(self.s, selected)
+        _replaced_findings(self.s, conda, selected)
         # The directory walk is system calls too: it runs while the threads hash.
         listings = cache.dir_listings([d.metadata_dir for d in all_dists], self.now_ns)
         unowned = _unowned_findings(
@@ -518,7 +528,7 @@ class _Inventory:
                     Severity.MODERATE,
                     RuleId.MISSING_FILE,
                     o.check.path,
-                    "listed in RECORD but not installed",
+                    f"listed in {owner.baseline} but not installed",
                 )
             else:
                 s.add(
@@ -588,7 +598,10 @@ class _Inventory:
             if learnt is not None:  # else: nothing of it changed, what the cache holds is what it would write
                 cache.remember(dist, self.checked[id(dist)][1], *learnt, self.now_ns)
         if not self.names:
-            cache.forget_missing({d.metadata_dir for d in all_dists}, self.target.site_packages)
+            conda_meta = [os.path.join(self.target.conda, "conda-meta")] if self.target.conda else []
+            cache.forget_missing(
+                {d.metadata_dir for d in all_dists}, [*self.target.site_packages, *conda_meta]
+            )
         cache.save()
 
 
@@ -641,12 +654,36 @@ def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> 
             )
 
 
+def _replaced_findings(s: _Scan, conda: CondaInstall, selected: Sequence[InstalledDistribution]) -> None:
+    """A conda package another installer replaced is said once, on the replacement's record."""
+    if not conda.replaced:
+        return
+    by_meta = {d.metadata_dir: d for d in selected}
+    for package, meta in conda.replaced:
+        instead = by_meta.get(meta)
+        if instead is None:
+            continue  # not selected
+        s.add(
+            instead,
+            Kind.UNVERIFIABLE,
+            Severity.INFO,
+            RuleId.CONDA_REPLACED,
+            s.display(meta),
+            f"installed over the conda package {package.name} {package.version} "
+            f"({os.path.basename(package.metadata_dir)}): its files are checked against this RECORD; "
+            "conda's record of them is stale",
+        )
+
+
 def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) -> None:
     record = s.display(dist.record_path)
     if not dist.has_record and not dist.problems:
-        kind = (
-            "egg-info" if dist.metadata_dir.endswith(".egg-info") else "RECORD stripped by a distro package?"
-        )
+        if dist.baseline == CONDA:
+            kind = "its conda-meta record lists files without hashes (no paths_data)"
+        elif dist.metadata_dir.endswith(".egg-info"):
+            kind = "egg-info"
+        else:
+            kind = "RECORD stripped by a distro package?"
         s.add(
             dist,
             Kind.UNVERIFIABLE,

@@ -27,9 +27,11 @@ from typing import NamedTuple, cast
 
 from .._fs import read_regular
 from ..errors import PatchguardError
+from .condarecord import conda_rows, parse_conda_record
 from .hashing import b64, digest_length, final_digest
 
 __all__ = [
+    "CONDA",
     "HASH_ALGORITHMS",
     "INSTALLER_FILES",
     "META_SUFFIXES",
@@ -39,8 +41,10 @@ __all__ = [
     "RecordProblem",
     "discover",
     "iter_metadata_dirs",
+    "load_conda",
     "load_distribution",
     "matches",
+    "name_version",
     "name_version_from_dirname",
     "package_dirs_in",
     "parse_record",
@@ -311,6 +315,9 @@ class InstalledDistribution:
     verifiable: tuple[Check, ...] | bytes = field(default=(), compare=False)  # see ``checks``; lazy
     check_rows: bytes = b""  # index into ``entries`` of each check, as array("I") bytes
     outside: tuple[tuple[int, str], ...] = ()  # (index into ``checks``, RECORD path) of ``../`` entries
+    # What holds the rows: ``RECORD`` in ``metadata_dir``, or (:data:`CONDA`) the conda-meta record that
+    # ``metadata_dir`` then names (``<prefix>/conda-meta/<name>-<version>-<build>.json``).
+    baseline: str = "RECORD"
 
     @property
     def checks(self) -> tuple[Check, ...]:
@@ -355,7 +362,10 @@ class InstalledDistribution:
         rows = self.rows
         if rows is None:
             raw = _read_text(self.record_path)
-            parsed = parse_record(raw)[0] if raw is not None else []
+            if self.baseline == CONDA:
+                parsed = _conda_entries(self.record_path, raw, self.site_dir)[0] if raw is not None else []
+            else:
+                parsed = parse_record(raw)[0] if raw is not None else []
             if [resolve_record_path(self.site_dir, e.path) for e in parsed] != list(self.paths):
                 raise PatchguardError(
                     "RECORD changed while patchguard was reading it",
@@ -368,7 +378,8 @@ class InstalledDistribution:
 
     @property
     def record_path(self) -> str:
-        return os.path.join(self.metadata_dir, "RECORD")
+        """The file holding the rows: RECORD, or the conda-meta record."""
+        return self.metadata_dir if self.baseline == CONDA else os.path.join(self.metadata_dir, "RECORD")
 
     def resolve(self, entry_path: str) -> str:
         """Absolute, normalised path of a RECORD entry (relative paths are relative to ``site_dir``)."""
@@ -439,7 +450,7 @@ def _read_text(path: str) -> str | None:
         return data.decode("utf-8", "surrogateescape")
 
 
-def _name_version(meta_dir: str) -> tuple[str | None, str | None]:
+def name_version(meta_dir: str) -> tuple[str | None, str | None]:
     """``Name`` and ``Version`` from a metadata directory's core metadata headers.
 
     ``METADATA`` (``.dist-info``) or ``PKG-INFO`` (``.egg-info``) is read directly, headers only: the body
@@ -481,7 +492,7 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
     meta_dir = os.path.join(site_dir, meta_name)
     name, version = name_version_from_dirname(meta_name)
     if os.path.isdir(meta_dir):
-        meta_name_, meta_version = _name_version(meta_dir)
+        meta_name_, meta_version = name_version(meta_dir)
         name, version = meta_name_ or name, meta_version or version
     record_text: str | None = None
     entries: list[RecordEntry] = []
@@ -491,6 +502,23 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
         record_text, entries, problems = _read_record(os.path.join(meta_dir, "RECORD"))
     if record_text is None:
         top_level = _claimed_top_level(meta_dir, name)
+    return _distribution(
+        name, version, site_dir, meta_dir, record_text is not None, entries, problems, top_level
+    )
+
+
+def _distribution(
+    name: str,
+    version: str,
+    site_dir: str,
+    meta_dir: str,
+    has_record: bool,
+    entries: list[RecordEntry],
+    problems: list[RecordProblem],
+    top_level: tuple[str, ...] = (),
+    baseline: str = "RECORD",
+) -> InstalledDistribution:
+    """A distribution of rows read from its installer's record: where each file is, and what to check."""
     paths, tops, outside = _locate(site_dir, entries)
     rows = array.array(
         "I", [n for n, e in enumerate(entries) if e.digest is not None and e.algorithm is not None]
@@ -504,7 +532,7 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
         version=version,
         site_dir=site_dir,
         metadata_dir=meta_dir,
-        has_record=record_text is not None,
+        has_record=has_record,
         rows=tuple(entries),
         problems=tuple(problems),
         paths=paths,
@@ -514,7 +542,42 @@ def load_distribution(site_dir: str, meta_name: str) -> InstalledDistribution:
         verifiable=tuple(checks),
         check_rows=rows.tobytes(),
         outside=tuple(outside),
+        baseline=baseline,
     )
+
+
+CONDA = "conda-meta"
+"""The baseline of a distribution conda installed: its conda-meta record (:mod:`.condarecord`)."""
+
+
+def _conda_entries(
+    record_file: str, text: str, site_dir: str
+) -> tuple[list[RecordEntry], list[RecordProblem], bool]:
+    """The rows of a conda-meta record as RECORD entries, its problems, and whether it has hashes."""
+    try:
+        record = parse_conda_record(record_file, text)
+    except (ValueError, RecursionError) as exc:
+        return [], [RecordProblem(0, f"not a readable conda-meta record ({exc})")], False
+    rows, problems = conda_rows(record, site_dir)
+    entries = [_as_entry(row) for row in rows]
+    return entries, [RecordProblem(n, message, path) for n, message, path in problems], record.has_hashes
+
+
+def load_conda(record_file: str, site_dir: str, name: str, version: str) -> InstalledDistribution:
+    """A conda package as a distribution: its files from the conda-meta record at ``record_file``, paths
+    relative to ``site_dir`` (files elsewhere in the prefix as ``../`` rows, like a wheel's scripts).
+
+    ``name`` and ``version`` are the ones to show: the Python project's (from the ``.dist-info`` the package
+    ships) when it has one, else the conda package's.
+    """
+    try:
+        raw = read_regular(record_file).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        problems = [RecordProblem(0, f"cannot read the conda-meta record ({why})")]
+        return _distribution(name, version, site_dir, record_file, False, [], problems, baseline=CONDA)
+    entries, problems, hashed = _conda_entries(record_file, raw, site_dir)
+    return _distribution(name, version, site_dir, record_file, hashed, entries, problems, baseline=CONDA)
 
 
 def _read_record(record_file: str) -> tuple[str | None, list[RecordEntry], list[RecordProblem]]:

@@ -25,7 +25,7 @@ from ..integrity.inventory import (
     dist_finding,
     take_inventory,
 )
-from ..integrity.records import INSTALLER_FILES, InstalledDistribution, matches, parse_record
+from ..integrity.records import CONDA, INSTALLER_FILES, InstalledDistribution, matches, parse_record
 from ..model import Finding, Kind, RuleId, Severity
 from .sources import (
     NoPristineSource,
@@ -44,6 +44,7 @@ __all__ = [
     "WRONG_RECORD",
     "Explainer",
     "as_shipped",
+    "cache_link_note",
     "diff",
     "read_installed",
     "record_findings",
@@ -117,14 +118,27 @@ def _globs_match(scanned: Scanned, globs: Sequence[str]) -> None:
 
 
 def _uv_linked(c: ChangedFile) -> ChangedFile:
-    """A modified file that is a hard link into uv's cache says so: the edit is in the cache too (and in
-    every environment uv linked it into), and how to drop it."""
-    if c.finding.kind is not Kind.MODIFIED or c.entry is None or c.dist is None:
+    """A modified file that is a hard link into uv's or conda's cache says so: the edit is in the cache too
+    (and in every environment linked from it), and how to drop it."""
+    if c.finding.kind is not Kind.MODIFIED:
         return c
+    note = cache_link_note(c)
+    if note is None:
+        return c
+    return c.told(replace(c.finding, message=f"{c.finding.message}; {note}"))
+
+
+def cache_link_note(c: ChangedFile) -> str | None:
+    """What to tell when the installed file of ``c`` is a hard link of an installer's cache (uv, conda)."""
+    if c.entry is None or c.dist is None:
+        return None
+    if c.dist.baseline == CONDA:
+        from .conda import conda_cache_link, conda_note
+
+        twin = conda_cache_link(c.path, c.dist)
+        return conda_note(twin, c.dist) if twin is not None else None
     twin = uv_cache_link(c.path, c.entry.path, c.dist)
-    if twin is None:
-        return c
-    return c.told(replace(c.finding, message=f"{c.finding.message}; {uv_note(c.dist.name, twin)}"))
+    return uv_note(c.dist.name, twin) if twin is not None else None
 
 
 def uv_note(name: str, twin: str) -> str:

@@ -19,8 +19,8 @@ from ..integrity.inventory import ChangedFile, Scanned, changed_files
 from ..model import Kind, Report, command
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, refuse_during_session
-from .explain import WRONG_RECORD, Explainer, survey, uv_note
-from .sources import SourceOptions, uv_cache_link
+from .explain import WRONG_RECORD, Explainer, cache_link_note, survey
+from .sources import SourceOptions
 
 __all__ = ["Action", "FileAction", "Protect", "RestoreResult", "restore"]
 
@@ -131,9 +131,9 @@ def _planned(
             notes.append(f"{c.finding.path}: {WRONG_RECORD}; left alone")
             continue
         changes.append(change)
-        twin = uv_cache_link(c.path, c.entry.path, c.dist) if c.entry is not None else None
-        if twin is not None:
-            notes.append(f"{c.finding.path} was {uv_note(c.dist.name, twin)}")
+        note = cache_link_note(c)
+        if note is not None:
+            notes.append(f"{c.finding.path} was {note}")
         action = FileAction.RECREATE if change.before is None else FileAction.RESTORE
         actions.append(Action(action, c.path, c.finding.path))
         root = root or c.dist.site_dir

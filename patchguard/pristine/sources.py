@@ -47,6 +47,7 @@ from .._fs import not_a_directory
 from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
+    CONDA,
     InstalledDistribution,
     RecordEntry,
     canonicalize,
@@ -535,6 +536,7 @@ class Pristine:
             if got is not None:
                 self.store.put(got)
                 return got
+        tried += [n for n in self.notes if n.startswith("rejected ") and n not in tried]
         raise NoPristineSource(
             f"no pristine copy of {entry.path}: " + "; ".join(tried),
             path=self.dist.metadata_dir,
@@ -547,12 +549,12 @@ class Pristine:
         yield from self._alternates
         for cand in self.more:
             try:
-                proof = _prove(self.dist, cand)
+                members = _proven_members(self.dist, cand)
             except Rejected as exc:
                 self.notes.append(f"rejected {cand.location}: {exc.message}")
                 _drop(cand)
                 continue
-            self._alternates.append((cand, member_map(proof, self.dist)))
+            self._alternates.append((cand, members))
             yield self._alternates[-1]
 
     def _member(
@@ -635,6 +637,12 @@ class Pristine:
             if matches(entry, candidate):
                 return candidate
         return data
+
+
+def _proven_members(dist: InstalledDistribution, cand: Candidate) -> dict[str, str]:
+    """Installed path → member of a candidate proven the same build (:class:`Rejected` when it is not)."""
+    members = cand.members_for(dist)
+    return members if members is not None else member_map(_prove(dist, cand), dist)
 
 
 def _prove(dist: InstalledDistribution, cand: Candidate) -> list[RecordEntry]:
@@ -793,22 +801,49 @@ def _drop(cand: Candidate) -> None:
 def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
     """A proven pristine source for ``dist``, or :class:`NoPristineSource` listing every place tried."""
     tried: list[str] = []
-    more = itertools.chain(
-        candidates(dist, sources, tried),
-        _direct(dist, sources, tried),
-        remote(dist, sources, tried, wheel_tags(dist)),
-    )
+    if dist.baseline == CONDA:  # a conda build: its package, never a wheel of the same version
+        from .conda import conda_candidates
+
+        more: Iterator[Candidate] = conda_candidates(dist, sources.wheelhouses, tried)
+    else:
+        more = itertools.chain(
+            candidates(dist, sources, tried),
+            _direct(dist, sources, tried),
+            remote(dist, sources, tried, wheel_tags(dist)),
+        )
     for cand in more:
         try:
-            proof = _prove(dist, cand)
+            members = cand.members_for(dist)
+            if members is None:
+                proof = _prove(dist, cand)
+                return Pristine.of(dist, cand, proof, sources, more)
         except Rejected as exc:
             tried.append(f"rejected {cand.location}: {exc.message}")
             _drop(cand)
             continue
-        return Pristine.of(dist, cand, proof, sources, more)
+        # (``tried`` stays the notes: the package files refused later, while ``more`` is walked, say why)
+        return Pristine(
+            dist,
+            cand,
+            members,
+            sources.store,
+            f"{cand.kind} {cand.location}",
+            more=more,
+            notes=tried,
+            sources=sources,
+        )
+    what = "conda package" if dist.baseline == CONDA else "wheel"
     raise NoPristineSource(
-        f"no wheel of {dist.name} {dist.version} (this build) found; looked in: "
+        f"no {what} of {dist.name} {dist.version} (this build) found; looked in: "
         + "; ".join(t.strip() for t in tried),
         path=dist.metadata_dir,
-        hint=unlisted_hint(dist, sources),
+        hint=_conda_hint(dist) if dist.baseline == CONDA else unlisted_hint(dist, sources),
+    )
+
+
+def _conda_hint(dist: InstalledDistribution) -> str:
+    package = os.path.basename(dist.metadata_dir)[: -len(".json")]
+    return (
+        f"conda keeps packages in its package cache (pkgs/): put {package}'s package file (.conda or "
+        ".tar.bz2) back there (conda install --download-only), or pass --wheelhouse DIR holding it"
     )

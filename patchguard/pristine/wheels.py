@@ -74,6 +74,11 @@ class Candidate:
     def record_text(self) -> str:
         raise NotImplementedError
 
+    def members_for(self, dist: InstalledDistribution) -> dict[str, str] | None:
+        """Installed RECORD path → member, proven by the candidate itself; ``None`` (a wheel): the caller
+        proves it by its RECORD. Raises :class:`Rejected` when it is not the installed build."""
+        return None
+
     def read(self, member: str, limit: int) -> bytes:
         """The member's bytes; an error when it holds more than ``limit`` (the RECORD size): a member
         that inflates without end is never read into memory."""
