@@ -296,7 +296,9 @@ def _no_baseline(
     for dist, exc in explainer.missing():
         if (dist.name, dist.version) in changed:
             reason = exc.message.split("; looked in:")[0]
-            out.append(NoBaseline(dist.name, dist.version, reason, unlisted_hint(dist, explainer.sources)))
+            managed = dist.baseline != "RECORD" and exc.hint
+            hint = exc.hint if managed else unlisted_hint(dist, explainer.sources)
+            out.append(NoBaseline(dist.name, dist.version, reason, hint))
     return tuple(out)
 
 

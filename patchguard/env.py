@@ -38,6 +38,9 @@ for cfg in (os.path.join(bindir, "pyvenv.cfg"), os.path.join(os.path.dirname(bin
         prefix = os.path.dirname(cfg)
         break
 paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
+system = None
+if prefix == sys.base_prefix and "deb_system" in sysconfig.get_scheme_names():
+    system = sysconfig.get_paths("deb_system")["purelib"]
 print(json.dumps({
     "python": ".".join(map(str, sys.version_info[:3])),
     "implementation": sys.implementation.name,
@@ -45,6 +48,7 @@ print(json.dumps({
     "purelib": paths["purelib"],
     "platlib": paths["platlib"],
     "scripts": paths["scripts"],
+    "system": system,
     "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
 }))
 """
@@ -149,7 +153,10 @@ def _running() -> Target:
     import platform
 
     paths = sysconfig.get_paths()
-    site = _dedupe_existing([paths["purelib"], paths["platlib"]])
+    system = []
+    if sys.prefix == sys.base_prefix and "deb_system" in sysconfig.get_scheme_names():
+        system = [sysconfig.get_paths("deb_system")["purelib"]]  # Debian's own interpreter: apt's packages
+    site = _dedupe_existing([paths["purelib"], paths["platlib"], *system])
     return Target(
         python=platform.python_version(),
         prefix=sys.prefix,
@@ -196,7 +203,10 @@ def _other(python: str) -> Target:
             path=python,
             hint="pass a working python binary with --python",
         )
-    site = _dedupe_existing([info["purelib"], info["platlib"]])
+    # Debian's own interpreter: apt's python3-* packages are in /usr/lib/python3/dist-packages, beside pip's
+    # /usr/local/lib/python3.X/dist-packages (its purelib).
+    system = [info["system"]] if isinstance(info.get("system"), str) else []
+    site = _dedupe_existing([info["purelib"], info["platlib"], *system])
     return Target(
         python=info["python"],
         prefix=info["prefix"],

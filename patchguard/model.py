@@ -466,7 +466,7 @@ class RuleId(str, enum.Enum):
     RECORD_DUPLICATE = "record-duplicate"
     OVERWRITTEN = "overwritten"
     RECORD_ABSENT = "record-absent"
-    CONDA_REPLACED = "conda-replaced"
+    MANAGED_REPLACED = "managed-replaced"
     FILES_ELSEWHERE = "files-elsewhere"
     DUPLICATE_METADATA = "duplicate-metadata"
     UNREADABLE = "unreadable"

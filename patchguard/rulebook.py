@@ -468,7 +468,7 @@ FILE_RULES: dict[str, str] = {
     "record-duplicate": "a path RECORD lists twice, as installers write it (pip's compiled bytecode), info",
     "overwritten": "a file another distribution installed over this one's copy (both list it), minor",
     "record-absent": "a distribution without RECORD",
-    "conda-replaced": "a conda package pip installed over: checked by the new RECORD, info",
+    "managed-replaced": "a conda or Debian package pip installed over: checked by the new RECORD, info",
     "files-elsewhere": "RECORD lists files outside the environment",
     "duplicate-metadata": "two metadata directories for one distribution",
     "unreadable": "a file that could not be checked",

@@ -224,7 +224,7 @@ def test_pip_installed_over_a_conda_package_is_said_once(conda_env: Path, tmp_pa
     code, doc, err = _scan(conda_env)
     assert code == 0, err
     [finding] = _findings(doc)
-    assert finding["rule"] == "conda-replaced" and finding["severity"] == "info"
+    assert finding["rule"] == "managed-replaced" and finding["severity"] == "info"
     assert finding["distribution"] == "helper" and finding["version"] == "1.1"
     (site / "helper/__init__.py").write_text("VALUE = 12\nimport pdb; pdb.set_trace()\n")
     code, doc, _ = _scan(conda_env)
@@ -349,3 +349,23 @@ def test_the_package_file_beside_the_cache_is_found_and_a_lying_one_refused(
     record.write_text(json.dumps(doc))
     code, out, err = cli("diff", "helper", "--site-packages", str(_site(conda_env)))
     assert code == 2 and "VALUE = 666" not in out and "does not match" in err, err
+
+
+def test_capture_revert_and_apply_a_set_on_a_conda_package(conda_env: Path, tmp_path: Path) -> None:
+    site = ["--site-packages", str(_site(conda_env))]
+    patches = ["--patches", str(tmp_path / "patches")]
+    init = _site(conda_env) / "torchlike/__init__.py"
+    edited = _INIT.replace("x * 2", "x * 3")
+    init.unlink()  # a new inode: conda's package cache keeps the pristine copy
+    init.write_text(edited)
+    code, out, err = cli("capture", "--set", "triple", "torchlike", *site, *patches)
+    assert code == 0, err
+    assert (tmp_path / "patches/triple/patchset.toml").read_text().count("torchlike") >= 1
+    code, out, err = cli("revert", "--set", "triple", *site, *patches)
+    assert code == 0, err
+    assert init.read_text() == _INIT and _scan(conda_env)[1]["findings"] == []
+    code, out, err = cli("apply", "--set", "triple", *site, *patches)
+    assert code == 0, err
+    assert init.read_text() == edited
+    code, out, err = cli("sets", *site, *patches)
+    assert code == 0 and "applied" in out, (out, err)

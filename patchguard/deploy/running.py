@@ -28,7 +28,7 @@ from typing import Any
 from .._fs import PYCACHE, STATE_DIR, bytecode_of
 from ..env import Target, resolve_target
 from ..errors import PatchguardError
-from ..integrity.records import discover
+from ..integrity.managed import installed_distributions
 from ..model import json_name
 
 __all__ = ["RUNNING_SCHEMA", "Process", "Running", "Verdict", "running"]
@@ -337,7 +337,7 @@ def _package(path: str, sites: Sequence[str]) -> str:
 
 
 def _python_files(target: Target) -> Iterator[str]:
-    for dist in discover(target.site_packages):
+    for dist in installed_distributions(target):
         for path in dist.paths:
             if path.endswith(".py"):
                 yield path

@@ -57,7 +57,7 @@ pack_key_size = _KEY.size
 
 
 def _metadata_keys(metadata_dir: str) -> tuple[StatKey, StatKey] | None:
-    if metadata_dir.endswith(".json"):  # a conda-meta record: the rows and the metadata in one file
+    if metadata_dir.endswith((".json", ".md5sums", ".list")):  # conda's or dpkg's record: all in one file
         try:
             key = stat_key(os.stat(metadata_dir))
         except OSError:

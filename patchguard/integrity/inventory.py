@@ -23,10 +23,11 @@ from ..env import Target, host_name, timestamp
 from ..errors import UsageError
 from ..model import Environment, Finding, Kind, Report, RuleId, Severity
 from .cache import DirListing, StatCache
-from .conda import CondaInstall, conda_distributions
 from .hashing import b64
+from .managed import Managed, managed_distributions
 from .records import (
     CONDA,
+    DPKG,
     META_SUFFIXES,
     Check,
     InstalledDistribution,
@@ -474,15 +475,15 @@ class _Inventory:
         # Without names, each distribution is verified as soon as it is read: the hashing threads start on
         # the first RECORD instead of waiting for the last.
         names, cache = self.names, self.cache
-        conda = conda_distributions(self.target, cache)
+        managed = managed_distributions(self.target, cache)
         all_dists: list[InstalledDistribution] = []
-        for dist in conda.dists:  # conda's packages hold the largest files (CUDA, torch): hashed first
+        for dist in managed.dists:  # conda's packages hold the largest files (CUDA, torch): hashed first
             all_dists.append(dist)
             if not names:
                 self.check(dist, verifier)
         for site, meta in _largest_first(self.target.site_packages):
-            if os.path.join(site, meta) in conda.owned:
-                continue  # judged by its conda record, not by the RECORD conda-build left in it
+            if os.path.join(site, meta) in managed.owned:
+                continue  # judged by its manager's record, not by a RECORD conda-build or dh-python left
             dist = cache.distribution(os.path.join(site, meta)) or load_distribution(site, meta)
             all_dists.append(dist)
             if not names:
@@ -497,7 +498,7 @@ class _Inventory:
                 self.owned_files.update(dist.paths)
         verifier.start_stats()  # a warm scan's stat keys: half of them taken in a helper from here on
         _duplicate_findings(self.s, selected)
-        _replaced_findings(self.s, conda, selected)
+        _replaced_findings(self.s, managed, selected)
         # The directory walk is system calls too: it runs while the threads hash.
         listings = cache.dir_listings([d.metadata_dir for d in all_dists], self.now_ns)
         unowned = _unowned_findings(
@@ -654,12 +655,19 @@ def _duplicate_findings(s: _Scan, selected: Sequence[InstalledDistribution]) -> 
             )
 
 
-def _replaced_findings(s: _Scan, conda: CondaInstall, selected: Sequence[InstalledDistribution]) -> None:
-    """A conda package another installer replaced is said once, on the replacement's record."""
-    if not conda.replaced:
+_MANAGERS = {CONDA: "conda", DPKG: "Debian"}
+_NO_HASHES = {
+    CONDA: "its conda-meta record lists files without hashes (no paths_data)",
+    DPKG: "dpkg keeps no md5sums for it",
+}
+
+
+def _replaced_findings(s: _Scan, managed: Managed, selected: Sequence[InstalledDistribution]) -> None:
+    """A conda or Debian package another installer replaced is said once, on the replacement's record."""
+    if not managed.replaced:
         return
     by_meta = {d.metadata_dir: d for d in selected}
-    for package, meta in conda.replaced:
+    for package, meta in managed.replaced:
         instead = by_meta.get(meta)
         if instead is None:
             continue  # not selected
@@ -667,23 +675,20 @@ def _replaced_findings(s: _Scan, conda: CondaInstall, selected: Sequence[Install
             instead,
             Kind.UNVERIFIABLE,
             Severity.INFO,
-            RuleId.CONDA_REPLACED,
+            RuleId.MANAGED_REPLACED,
             s.display(meta),
-            f"installed over the conda package {package.name} {package.version} "
+            f"installed over the {_MANAGERS[package.baseline]} package {package.name} {package.version} "
             f"({os.path.basename(package.metadata_dir)}): its files are checked against this RECORD; "
-            "conda's record of them is stale",
+            f"{_MANAGERS[package.baseline]}'s record of them is stale",
         )
 
 
 def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) -> None:
     record = s.display(dist.record_path)
     if not dist.has_record and not dist.problems:
-        if dist.baseline == CONDA:
-            kind = "its conda-meta record lists files without hashes (no paths_data)"
-        elif dist.metadata_dir.endswith(".egg-info"):
-            kind = "egg-info"
-        else:
-            kind = "RECORD stripped by a distro package?"
+        kind = _NO_HASHES.get(dist.baseline) or (
+            "egg-info" if dist.metadata_dir.endswith(".egg-info") else "RECORD stripped by a distro package?"
+        )
         s.add(
             dist,
             Kind.UNVERIFIABLE,

@@ -28,10 +28,12 @@ from typing import NamedTuple, cast
 from .._fs import read_regular
 from ..errors import PatchguardError
 from .condarecord import conda_rows, parse_conda_record
+from .dpkgrecord import dpkg_rows
 from .hashing import b64, digest_length, final_digest
 
 __all__ = [
     "CONDA",
+    "DPKG",
     "HASH_ALGORITHMS",
     "INSTALLER_FILES",
     "META_SUFFIXES",
@@ -41,7 +43,7 @@ __all__ = [
     "RecordProblem",
     "discover",
     "iter_metadata_dirs",
-    "load_conda",
+    "load_baseline",
     "load_distribution",
     "matches",
     "name_version",
@@ -315,8 +317,9 @@ class InstalledDistribution:
     verifiable: tuple[Check, ...] | bytes = field(default=(), compare=False)  # see ``checks``; lazy
     check_rows: bytes = b""  # index into ``entries`` of each check, as array("I") bytes
     outside: tuple[tuple[int, str], ...] = ()  # (index into ``checks``, RECORD path) of ``../`` entries
-    # What holds the rows: ``RECORD`` in ``metadata_dir``, or (:data:`CONDA`) the conda-meta record that
-    # ``metadata_dir`` then names (``<prefix>/conda-meta/<name>-<version>-<build>.json``).
+    # What holds the rows: ``RECORD`` in ``metadata_dir``, or the package manager's record that
+    # ``metadata_dir`` then names: :data:`CONDA` (``<prefix>/conda-meta/<name>-<version>-<build>.json``),
+    # :data:`DPKG` (``<root>/var/lib/dpkg/info/<package>.md5sums``).
     baseline: str = "RECORD"
 
     @property
@@ -362,8 +365,8 @@ class InstalledDistribution:
         rows = self.rows
         if rows is None:
             raw = _read_text(self.record_path)
-            if self.baseline == CONDA:
-                parsed = _conda_entries(self.record_path, raw, self.site_dir)[0] if raw is not None else []
+            if self.baseline in _BASELINES:
+                parsed = _BASELINES[self.baseline](self.record_path, raw, self.site_dir)[0] if raw else []
             else:
                 parsed = parse_record(raw)[0] if raw is not None else []
             if [resolve_record_path(self.site_dir, e.path) for e in parsed] != list(self.paths):
@@ -379,7 +382,7 @@ class InstalledDistribution:
     @property
     def record_path(self) -> str:
         """The file holding the rows: RECORD, or the conda-meta record."""
-        return self.metadata_dir if self.baseline == CONDA else os.path.join(self.metadata_dir, "RECORD")
+        return self.metadata_dir if self.baseline != "RECORD" else os.path.join(self.metadata_dir, "RECORD")
 
     def resolve(self, entry_path: str) -> str:
         """Absolute, normalised path of a RECORD entry (relative paths are relative to ``site_dir``)."""
@@ -563,21 +566,40 @@ def _conda_entries(
     return entries, [RecordProblem(n, message, path) for n, message, path in problems], record.has_hashes
 
 
-def load_conda(record_file: str, site_dir: str, name: str, version: str) -> InstalledDistribution:
-    """A conda package as a distribution: its files from the conda-meta record at ``record_file``, paths
-    relative to ``site_dir`` (files elsewhere in the prefix as ``../`` rows, like a wheel's scripts).
+DPKG = "dpkg"
+"""The baseline of a Debian package's files: dpkg's ``md5sums`` (:mod:`.dpkgrecord`)."""
 
-    ``name`` and ``version`` are the ones to show: the Python project's (from the ``.dist-info`` the package
-    ships) when it has one, else the conda package's.
+
+def _dpkg_entries(
+    record_file: str, text: str, site_dir: str
+) -> tuple[list[RecordEntry], list[RecordProblem], bool]:
+    rows, problems = dpkg_rows(record_file, text, site_dir)
+    entries = [_as_entry(row) for row in rows]
+    hashed = record_file.endswith(".md5sums")
+    return entries, [RecordProblem(n, message, path) for n, message, path in problems], hashed
+
+
+_BASELINES = {CONDA: _conda_entries, DPKG: _dpkg_entries}
+
+
+def load_baseline(
+    record_file: str, site_dir: str, name: str, version: str, baseline: str
+) -> InstalledDistribution:
+    """A package another package manager installed, as a distribution: its files from that manager's record
+    at ``record_file`` (:data:`CONDA`: a conda-meta record; :data:`DPKG`: dpkg's md5sums), paths relative to
+    ``site_dir`` (files elsewhere as ``../`` rows, like a wheel's scripts).
+
+    ``name`` and ``version`` are the ones to show: the Python project's (from the metadata directory the
+    package ships) when it has one, else the package's.
     """
     try:
         raw = read_regular(record_file).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        problems = [RecordProblem(0, f"cannot read the conda-meta record ({why})")]
-        return _distribution(name, version, site_dir, record_file, False, [], problems, baseline=CONDA)
-    entries, problems, hashed = _conda_entries(record_file, raw, site_dir)
-    return _distribution(name, version, site_dir, record_file, hashed, entries, problems, baseline=CONDA)
+        problems = [RecordProblem(0, f"cannot read {os.path.basename(record_file)} ({why})")]
+        return _distribution(name, version, site_dir, record_file, False, [], problems, baseline=baseline)
+    entries, problems, hashed = _BASELINES[baseline](record_file, raw, site_dir)
+    return _distribution(name, version, site_dir, record_file, hashed, entries, problems, baseline=baseline)
 
 
 def _read_record(record_file: str) -> tuple[str | None, list[RecordEntry], list[RecordProblem]]:

@@ -11,7 +11,8 @@ from .._fs import put_file, staged_dir
 from ..diffs import FileDiff
 from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
-from ..integrity.records import InstalledDistribution, canonicalize, discover
+from ..integrity.managed import installed_distributions
+from ..integrity.records import InstalledDistribution, canonicalize
 from ..model import Finding
 from ..pristine.explain import diff
 from ..pristine.sources import SourceOptions
@@ -63,7 +64,7 @@ def capture_set(
         )
     env = resolve_target(python, site_packages)
     refuse_during_session(env.site_packages)  # a bisect's trial is not the change to keep
-    installed = {d.canonical_name: d for d in discover(env.site_packages)}
+    installed = {d.canonical_name: d for d in installed_distributions(env)}
     missing = [n for n in names if canonicalize(n) not in installed]
     if missing:
         raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from .._fs import read_regular
 from ..env import Target
 from ..errors import UsageError
-from ..integrity.records import InstalledDistribution, canonicalize, discover
+from ..integrity.managed import installed_distributions
+from ..integrity.records import InstalledDistribution, canonicalize
 from ..model import command
 from ..txn import check_path, recover_all
 from .model import PatchSet, PatchSetError, load_set, safe_relpath
@@ -31,7 +32,7 @@ class SetEnvironment:
         """The environment ``target`` (what ``--python``/``--site-packages`` resolved to), read; an
         unfinished transaction rolled back first."""
         recovered = recover_all(target.site_packages, target.roots)
-        return cls(target, discover(target.site_packages), recovered)
+        return cls(target, installed_distributions(target), recovered)
 
     def form_for(self, ps: PatchSet) -> PatchSet:
         """The form of ``ps`` written for the versions installed here: the set itself, or — when a rebase

@@ -48,6 +48,7 @@ from ..errors import PatchguardError, UsageError
 from ..integrity.cache import cache_root, user_cache_dir
 from ..integrity.records import (
     CONDA,
+    DPKG,
     InstalledDistribution,
     RecordEntry,
     canonicalize,
@@ -805,6 +806,10 @@ def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
         from .conda import conda_candidates
 
         more: Iterator[Candidate] = conda_candidates(dist, sources.wheelhouses, tried)
+    elif dist.baseline == DPKG:  # Debian's build: its .deb
+        from .debian import deb_candidates
+
+        more = deb_candidates(dist, sources.wheelhouses, tried)
     else:
         more = itertools.chain(
             candidates(dist, sources, tried),
@@ -832,16 +837,23 @@ def find_pristine(dist: InstalledDistribution, sources: Sources) -> Pristine:
             notes=tried,
             sources=sources,
         )
-    what = "conda package" if dist.baseline == CONDA else "wheel"
+    what = {CONDA: "conda package", DPKG: ".deb"}.get(dist.baseline, "wheel")
     raise NoPristineSource(
         f"no {what} of {dist.name} {dist.version} (this build) found; looked in: "
         + "; ".join(t.strip() for t in tried),
         path=dist.metadata_dir,
-        hint=_conda_hint(dist) if dist.baseline == CONDA else unlisted_hint(dist, sources),
+        hint=_managed_hint(dist) or unlisted_hint(dist, sources),
     )
 
 
-def _conda_hint(dist: InstalledDistribution) -> str:
+def _managed_hint(dist: InstalledDistribution) -> str | None:
+    """Where a conda or Debian package's pristine bytes are kept, and how to get them back."""
+    if dist.baseline == DPKG:
+        from .debian import deb_hint
+
+        return deb_hint(dist)
+    if dist.baseline != CONDA:
+        return None
     package = os.path.basename(dist.metadata_dir)[: -len(".json")]
     return (
         f"conda keeps packages in its package cache (pkgs/): put {package}'s package file (.conda or "
