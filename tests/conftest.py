@@ -23,8 +23,10 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "PATCHGUARD_LOCK_TIMEOUT",
         "PATCHGUARD_TEST_CRASH_AT",
         "PATCHGUARD_CONFIG",
+        "CONDA_PKGS_DIRS",
     ):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "rattler-cache"))  # not the user's package cache
     # No package index or find-links of this machine's pip or uv configuration: a test that wants an index
     # serves one itself (tests/test_index.py) and names it.
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
@@ -73,3 +75,23 @@ def patches(tmp_path: Path) -> Path:
     dest = tmp_path / "patches"
     shutil.copytree(REPO / "patches", dest, ignore=shutil.ignore_patterns("README.md"))
     return dest
+
+
+@pytest.fixture(scope="session")
+def promtool(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Prometheus' own checker of the text format: on PATH, or taken from Debian's prometheus package
+    (``apt-get download`` and ``dpkg-deb -x``: nothing installed, no service started)."""
+    found = shutil.which("promtool")
+    if found:
+        return found
+    import subprocess
+
+    where = tmp_path_factory.mktemp("promtool")
+    got = subprocess.run(
+        ["apt-get", "download", "prometheus"], cwd=where, capture_output=True, text=True, timeout=600
+    )
+    debs = list(where.glob("prometheus_*.deb"))
+    if got.returncode != 0 or not debs:
+        pytest.skip(f"no promtool: apt-get download prometheus failed: {got.stderr.strip()[-200:]}")
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(where / "root")], check=True)
+    return str(where / "root/usr/bin/promtool")

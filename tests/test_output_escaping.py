@@ -346,13 +346,18 @@ def test_sarif_absolute_uris_round_trip() -> None:
     assert doc["runs"][0]["originalUriBaseIds"]["SITE_PACKAGES"]["uri"] == "file:///srv/site%20packages/"
 
 
-def test_prometheus_output_is_utf8_with_escaped_labels(hostile: Env) -> None:
+def test_prometheus_output_is_utf8_with_escaped_labels(hostile: Env, promtool: str) -> None:
+    import subprocess
+
     code, out, _ = _run("scan", "--site-packages", str(hostile.site), "--format", "prometheus")
     assert code == 1 and "patchguard_findings" in out
     report = Report(Environment("3", "/v", ("/v/s",)), (), 0, ())
     names = ["glm5\udcff", 'a"b\\c\nd', "plain"]
     text = format_prometheus(report, applied_sets=names)
     text.encode("utf-8")
+    for doc in (out, text):  # hostile names through Prometheus' own parser
+        checked = subprocess.run([promtool, "check", "metrics"], input=doc, capture_output=True, text=True)
+        assert checked.returncode == 0, (checked.stdout, checked.stderr)
     labels = re.findall(r'^patchguard_set_applied\{set="((?:[^"\\]|\\.)*)"\} 1$', text, re.MULTILINE)
     assert sorted(from_json_name(_unescape_label(v)) for v in labels) == sorted(names)
     assert 'set="plain"' in text

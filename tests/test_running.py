@@ -123,7 +123,7 @@ def test_writes_name_the_processes_to_restart_and_check_can_refuse(
     assert code == 2 and "running = 'sometimes': expected fail, warn or ignore" in err
 
 
-def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_wheel: Path) -> None:
+def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_wheel: Path, promtool: str) -> None:
     import re
 
     venv = make_venv(tmp_path / "venv")
@@ -149,6 +149,9 @@ def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_whee
             if not line.startswith("#"):
                 assert sample.match(line), line
                 assert line.split("{")[0].split()[0] in names, line
+        # Prometheus' own parser and linter (naming, HELP/TYPE, duplicates) accept it
+        checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        assert checked.returncode == 0, (args, checked.stdout, checked.stderr)
 
 
 @pytest.mark.slow  # real processes, and seconds between their start and the change
