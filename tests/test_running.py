@@ -123,7 +123,9 @@ def test_writes_name_the_processes_to_restart_and_check_can_refuse(
     assert code == 2 and "running = 'sometimes': expected fail, warn or ignore" in err
 
 
-def test_prometheus_text_for_scan_check_and_running(tmp_path: Path, minillm_wheel: Path, promtool: str) -> None:
+def test_prometheus_text_for_scan_check_and_running(
+    tmp_path: Path, minillm_wheel: Path, promtool: str
+) -> None:
     import re
 
     venv = make_venv(tmp_path / "venv")
