@@ -296,8 +296,8 @@ def _no_baseline(
     for dist, exc in explainer.missing():
         if (dist.name, dist.version) in changed:
             reason = exc.message.split("; looked in:")[0]
-            managed = dist.baseline != "RECORD" and exc.hint
-            hint = exc.hint if managed else unlisted_hint(dist, explainer.sources)
+            managed = exc.hint if dist.baseline != "RECORD" else None
+            hint = managed or unlisted_hint(dist, explainer.sources)
             out.append(NoBaseline(dist.name, dist.version, reason, hint))
     return tuple(out)
 

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -495,3 +496,51 @@ def test_a_path_glob_that_matches_nothing_is_exit_2(env: Env, command: str) -> N
             *args[command], "--site-packages", str(env.site), "--path", "minillm/__init__.py"
         )
         assert code == 0, err
+
+
+def test_an_edit_through_uv_hard_links_names_every_environment_sharing_it(
+    tmp_path: Path, minillm_wheel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real uv installs one wheel into three projects' venvs as hard links of its cache: an edit made in
+    place in one is live in all three. scan names the other two and the command for each."""
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    run_env = {**os.environ, "UV_LINK_MODE": "hardlink", "UV_NO_CONFIG": "1", "UV_OFFLINE": "1"}
+    venvs = [tmp_path / "projects" / p / ".venv" for p in ("serve", "bench", "eval")]
+    for venv in venvs:
+        subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=run_env)
+        subprocess.run(
+            [
+                uv,
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--python",
+                str(venv / "bin/python"),
+                str(minillm_wheel),
+            ],
+            check=True,
+            env=run_env,
+        )
+    site = next((venvs[0] / "lib").glob("python*/site-packages"))
+    installed = site / MLA
+    assert installed.stat().st_nlink == 4  # uv's cache and three environments
+    with open(installed, "a") as f:  # an editor saving in place
+        f.write("print('debug')\n")
+    monkeypatch.setenv("PATCHGUARD_ENV_ROOTS", str(tmp_path / "elsewhere"))  # only the project's siblings
+    report = patchguard.scan(["minillm"], site_packages=[str(site)], analyse=False)
+    (finding,) = report.findings
+    for other in venvs[1:]:
+        assert str(other) in finding.message
+        assert f"patchguard restore minillm --python {other / 'bin/python'}" in finding.message
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(minillm_wheel, house)
+    code, _, err = cli(
+        "restore", "minillm", "--site-packages", str(site), "--wheelhouse", str(house), "--offline"
+    )
+    assert code == 0 and str(venvs[1]) in err, err
+    assert installed.stat().st_nlink == 1
+    # the others still hold the edit, as said
+    other_site = next((venvs[1] / "lib").glob("python*/site-packages"))
+    assert (other_site / MLA).read_bytes().endswith(b"print('debug')\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -34,6 +35,7 @@ from .sources import (
     Sources,
     candidates,
     find_pristine,
+    sharing_environments,
     uv_cache_link,
 )
 from .vcs import EditableSource, direct_url, editable_source, vcs_findings
@@ -136,9 +138,33 @@ def cache_link_note(c: ChangedFile) -> str | None:
         from .conda import conda_cache_link, conda_note
 
         twin = conda_cache_link(c.path, c.dist)
-        return conda_note(twin, c.dist) if twin is not None else None
-    twin = uv_cache_link(c.path, c.entry.path, c.dist)
-    return uv_note(c.dist.name, twin) if twin is not None else None
+        note = conda_note(twin, c.dist) if twin is not None else None
+    else:
+        twin = uv_cache_link(c.path, c.entry.path, c.dist)
+        note = uv_note(c.dist.name, twin) if twin is not None else None
+    if note is None or twin is None:
+        return None
+    return note + _shared_with(c)
+
+
+def _shared_with(c: ChangedFile) -> str:
+    """The other environments holding the same edited inode, and the command that puts each back."""
+    assert c.dist is not None
+    others, unfound = sharing_environments(c.path, c.dist.site_dir)
+    if not others and not unfound:
+        return ""
+    said = ""
+    if others:
+        fixes = "; ".join(
+            f"patchguard restore {shlex.quote(c.dist.name)} --python "
+            f"{shlex.quote(os.path.join(e, 'bin', 'python'))}"
+            for e in others
+        )
+        live = ", ".join(others)
+        said = f"; the same edited file (one inode) is live in {live}: put it back there too ({fixes})"
+    if unfound:
+        said += f"; {unfound} more link{'s' if unfound != 1 else ''} of it found in no environment searched"
+    return said
 
 
 def uv_note(name: str, twin: str) -> str:

@@ -26,6 +26,7 @@ an index is :mod:`.index`. This module decides where to look and proves what it 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import logging
@@ -80,6 +81,7 @@ __all__ = [
     "Sources",
     "find_pristine",
     "remote",
+    "sharing_environments",
     "uv_cache_link",
     "wheel_tags",
 ]
@@ -143,6 +145,82 @@ def uv_cache_link(path: str, relpath: str, dist: InstalledDistribution, uv: str 
             if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
                 return twin
     return None
+
+
+# Where environments usually live on a serving box, searched (to a few levels) for the other environments
+# that share an edited file's inode; ``$PATCHGUARD_ENV_ROOTS`` (``:``-separated) replaces them.
+_ENV_ROOTS = ("/opt", "/srv", "/home", "/root", "/workspace", "/data", "/usr/local")
+_ENV_DEPTH = 4
+_ENV_DIRS = 20000  # directories looked at, at most: the search is bounded whatever the box holds
+_SKIP_DIRS = frozenset({"site-packages", "dist-packages", "node_modules", "__pycache__", ".git"})
+
+
+def _environments(roots: Sequence[str]) -> Iterator[str]:
+    """Directories holding ``pyvenv.cfg`` or ``conda-meta/`` below ``roots``, breadth first, bounded."""
+    queue = collections.deque((os.path.abspath(r), 0) for r in roots if os.path.isdir(r))
+    seen: set[str] = set()
+    visited = 0
+    while queue and visited < _ENV_DIRS:
+        top, depth = queue.popleft()
+        if top in seen:
+            continue
+        seen.add(top)
+        visited += 1
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        names = {e.name for e in entries}
+        if "pyvenv.cfg" in names or "conda-meta" in names:
+            yield top
+        if depth >= _ENV_DEPTH:
+            continue
+        for e in sorted(entries, key=lambda e: e.name):
+            with contextlib.suppress(OSError):
+                if e.is_dir(follow_symlinks=False) and e.name not in _SKIP_DIRS:
+                    queue.append((e.path, depth + 1))
+
+
+def sharing_environments(path: str, site_dir: str) -> tuple[list[str], int]:
+    """The other environments whose copy of ``path`` (an installed file in ``site_dir``, a hard link of an
+    installer's cache entry) is the same inode, and how many more links exist that were not found.
+
+    The same edit is live in each of them. Searched: the directory holding this environment's project (its
+    siblings), and the usual places (:data:`_ENV_ROOTS`; ``$PATCHGUARD_ENV_ROOTS`` instead), a few levels
+    deep."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [], 0
+    expected = st.st_nlink - 2  # this file and the cache's
+    if expected <= 0:
+        return [], 0
+    rel = os.path.relpath(path, site_dir)
+    own = os.path.realpath(site_dir)
+    given = os.environ.get("PATCHGUARD_ENV_ROOTS")
+    project = os.path.dirname(os.path.dirname(_env_of(site_dir)))
+    roots = [project, *(given.split(os.pathsep) if given else _ENV_ROOTS)]
+    found: list[str] = []
+    for env in _environments([r for r in roots if r]):
+        for lib in ("lib", "lib64"):
+            with contextlib.suppress(OSError):
+                for py in sorted(os.listdir(os.path.join(env, lib))):
+                    site = os.path.join(env, lib, py, "site-packages")
+                    if os.path.realpath(site) == own:
+                        continue
+                    with contextlib.suppress(OSError):
+                        other = os.stat(os.path.join(site, rel))
+                        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino) and env not in found:
+                            found.append(env)
+        if len(found) >= expected:
+            break
+    return found, max(expected - len(found), 0)
+
+
+def _env_of(site_dir: str) -> str:
+    """The environment directory of ``<env>/lib/pythonX.Y/site-packages``."""
+    parts = os.path.normpath(site_dir).split(os.sep)
+    return os.sep.join(parts[:-3]) if len(parts) > 3 and parts[-3] in ("lib", "lib64") else site_dir
 
 
 _UV_ARCHIVES: dict[object, dict[tuple[str, str], list[str]]] = {}
