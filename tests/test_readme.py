@@ -45,3 +45,53 @@ def test_every_rule_id_is_documented() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     missing = [rule for rule in [*RULES, *FILE_RULES] if f"| `{rule}` |" not in text]
     assert not missing, missing
+
+
+def _deploy_script() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8").split("## From Python", 1)[1]
+    return text.split("A deploy script", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_deploy_script_passes_mypy_strict(tmp_path: Path) -> None:
+    script = tmp_path / "deploy.py"
+    script.write_text(_deploy_script())
+    import os
+
+    proc = subprocess.run(  # MYPYPATH: the package's own (typed) source, which an editable install hides
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "mc"),
+         str(script)],
+        capture_output=True, text=True, timeout=600, check=False, env={**os.environ, "MYPYPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_deploy_script_takes_out_a_forgotten_debug_set_and_gates(
+    tmp_path: Path, minillm_wheel: Path
+) -> None:
+    """A real venv with minillm, the repository's glm5-debug set applied by hand and forgotten: the script
+    locks, fails the gate, reverts the set, passes the gate."""
+    import shutil
+
+    from .helpers import make_venv
+
+    venv = make_venv(tmp_path / "venv")
+    venv.install(minillm_wheel)
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches, ignore=shutil.ignore_patterns("README.md"))
+    python = str(venv.bin / "python")
+    applied = subprocess.run(
+        [sys.executable, "-m", "patchguard", "apply", "--set", "glm5-debug", "--python", python,
+         "--patches", str(patches)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    script = tmp_path / "deploy.py"
+    script.write_text(_deploy_script())
+    lock = tmp_path / "env.lock"
+    proc = subprocess.run(
+        [sys.executable, str(script), python, str(patches), str(lock)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reverted glm5-debug" in proc.stdout and proc.stdout.rstrip().endswith("pass")
+    assert lock.exists() and "glm5-debug" in lock.read_text()
