@@ -24,7 +24,7 @@ from ..model import GateKind, RuleId
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
 from .families import ARGUMENT_METHODS, BOUND_WRITERS, IN_MEMORY, MEMMAPS, NATIVE_LOADERS, OPENERS
-from .rules import REDUCTIONS, WRAPPERS, on_hot_path, rule_for_call
+from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal
 from .structure import Structure, gate_kind_of
 from .tensors import is_tensor, tensor_names
@@ -144,10 +144,17 @@ class _Walker(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(
-        self, unit: Unit, changed: set[int] | None, st: Structure, aliases: dict[str, str] | None = None
+        self,
+        unit: Unit,
+        changed: set[int] | None,
+        st: Structure,
+        aliases: dict[str, str] | None = None,
+        source_lines: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.unit, self.changed, self.st = unit, changed, st
+        self.source_lines = source_lines
+        self.unit_text = "".join(source_lines[unit.start - 1 : unit.end]) if source_lines else ""
         self.aliases: dict[str, str] = dict(st.aliases if aliases is None else aliases)
         self.names: list[str] = unit.prefix.split(".") if unit.prefix else []
         self.ifs: list[tuple[cst.BaseExpression, bool]] = []
@@ -303,7 +310,23 @@ class _Walker(cst.CSTVisitor):
         if isinstance(node, (cst.For, cst.While)):
             self.loops += 1
             self.loop_nodes.append(node)
-        return super().on_visit(node)
+        if not super().on_visit(node):
+            return False
+        # A simple statement no rule could match (the prefilter on its own text) is not walked into: the
+        # bulk of a changed function, whose every node would be visited for nothing.
+        return not (isinstance(node, cst.SimpleStatementLine) and self.source_lines and self._inert(node))
+
+    def _inert(self, node: cst.SimpleStatementLine) -> bool:
+        """No rule can match in ``node`` (:func:`.rules.could_hit` of its lines), and it imports nothing (an
+        import binds names the rest of the walk resolves)."""
+        for small in node.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
+                return False
+            if isinstance(small, cst.Assign) and self._binds(small):
+                return False
+        start, end = self._lines(node)
+        text = "".join(self.source_lines[start - 1 : end])
+        return not could_hit(text, self.unit_text, self.aliases)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if (
@@ -432,24 +455,36 @@ class _Walker(cst.CSTVisitor):
         self._statements(node)
         self._bind_local_alias(node)
 
-    def _bind_local_alias(self, node: cst.Assign) -> None:
-        """``th = torch``, ``dump = np.save``: a local name for an imported module or function; and
-        ``p = pickle.Pickler(fh)``, ``buf = io.BytesIO()``: a name for what a call made."""
+    def _binds(self, node: cst.Assign) -> str:
+        """What ``node`` binds a local name to that the walk follows: ``"made"`` — ``p = pickle.Pickler(fh)``,
+        ``buf = io.BytesIO()`` (a writer or an in-memory buffer a call made) —, ``"alias"`` — ``th = torch``,
+        ``dump = np.save`` (an imported module or function) —, else ``""``."""
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
-            return
+            return ""
         if isinstance(node.value, cst.Call):
             func = node.value.func
             last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
             if isinstance(func, cst.Name) and func.value in self.aliases:  # from pickle import Pickler as P
                 last = self.aliases[func.value].rsplit(".", 1)[-1]
-            if last in _MADE_NAMES:  # only what a rule follows: writers and in-memory buffers
-                self.bound[node.targets[0].target.value] = self._made_by(node.value)
-            return
+            return "made" if last in _MADE_NAMES else ""  # only what a rule follows
         if not isinstance(node.value, (cst.Name, cst.Attribute)):
-            return
+            return ""
         dotted = get_full_name_for_node(node.value)
-        if dotted and dotted.split(".", 1)[0] in self.aliases:
-            self.aliases[node.targets[0].target.value] = resolve(self.aliases, dotted)
+        return "alias" if dotted and dotted.split(".", 1)[0] in self.aliases else ""
+
+    def _bind_local_alias(self, node: cst.Assign) -> None:
+        """Remember the local names :meth:`_binds` says the walk follows."""
+        how = self._binds(node)
+        name = node.targets[0].target
+        if not how or not isinstance(name, cst.Name):
+            return
+        if how == "made":
+            assert isinstance(node.value, cst.Call)
+            self.bound[name.value] = self._made_by(node.value)
+        else:
+            dotted = get_full_name_for_node(node.value)
+            assert dotted is not None
+            self.aliases[name.value] = resolve(self.aliases, dotted)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._statements(node)
@@ -708,7 +743,7 @@ def judge_unit(
     module = _parse(unit, source_lines)
     if module is None:
         return []
-    walker = _Walker(unit, changed, st, aliases)
+    walker = _Walker(unit, changed, st, aliases, source_lines)
     MetadataWrapper(module, unsafe_skip_copy=True).visit(walker)
     return walker.hits
 
