@@ -347,8 +347,19 @@ def judge_findings(
         if p.found is None:
             out.append(p.change.finding)  # not judged: the finding says why
         else:
-            out += _with_reach(p.change, p.found, reach, habits)
+            out += _noted(p.change, _with_reach(p.change, p.found, reach, habits))
     return out
+
+
+def _noted(c: ChangedFile, found: list[Finding]) -> list[Finding]:
+    """The code findings of a file, its most severe one carrying the file's note (an edit made through an
+    installer's hard link is in the cache too, and in the environments named)."""
+    if not c.note or not found:
+        return found
+    worst = max(range(len(found)), key=lambda n: found[n].severity)
+    found = list(found)
+    found[worst] = replace(found[worst], message=f"{found[worst].message}; {c.note}")
+    return found
 
 
 @dataclass

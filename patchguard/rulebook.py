@@ -119,6 +119,17 @@ RULES: dict[str, Rule] = {
                     "os.pwritev",
                     "shutil.copyfileobj",
                     "os.sendfile",
+                    # the standard library's writers of whole files (its docs: shutil, logging.handlers)
+                    "shutil.copy",
+                    "shutil.copy2",
+                    "shutil.copyfile",
+                    "shutil.copytree",
+                    "shutil.move",
+                    "shutil.make_archive",
+                    "logging.FileHandler",  # opens its file for appending when made
+                    "logging.handlers.RotatingFileHandler",
+                    "logging.handlers.TimedRotatingFileHandler",
+                    "logging.handlers.WatchedFileHandler",
                 ),
                 methods=(
                     "write_text",
@@ -376,6 +387,15 @@ RULES: dict[str, Rule] = {
                     "torch.set_num_threads",
                     "torch.set_flush_denormal",
                     "torch.cuda.set_sync_debug_mode",
+                    # torch.backends' setters (its docs): which kernels every attention and matmul uses
+                    "torch.backends.cuda.enable_flash_sdp",
+                    "torch.backends.cuda.enable_mem_efficient_sdp",
+                    "torch.backends.cuda.enable_math_sdp",
+                    "torch.backends.cuda.enable_cudnn_sdp",
+                    "torch.backends.cuda.preferred_linalg_library",
+                    "torch.backends.cuda.preferred_blas_library",
+                    "torch.backends.cuda.preferred_rocm_fa_library",
+                    "torch.backends.mha.set_fastpath_enabled",
                     "torch.autograd.profiler.profile",
                     "torch.autograd.set_multithreading_enabled",
                     "sys.settrace",

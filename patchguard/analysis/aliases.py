@@ -32,13 +32,16 @@ def bind_from_import(
 ) -> None:
     """``from m import x as y`` binds ``y`` (``x`` without ``as``) to ``m.x``.
 
-    A relative import (``level`` > 0) or a ``*`` binds nothing that can be known without importing.
+    A relative import (``level`` > 0) binds ``.m.x`` (one dot per level): a name of a sibling module, which
+    no rule's table names, but whose attributes are another module's (assigning one is a monkeypatch). A
+    ``*`` binds nothing that can be known without importing.
     """
-    if not module or level:
+    base = "." * level + (module or "") if level else module
+    if not base:
         return
     for name, asname in names:
         if name != "*":
-            aliases[asname or name] = f"{module}.{name}"
+            aliases[asname or name] = f"{base}.{name}" if not base.endswith(".") else f"{base}{name}"
 
 
 def bind_ast_imports(aliases: MutableMapping[str, str], nodes: Iterable[ast.stmt]) -> None:

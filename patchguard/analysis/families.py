@@ -19,6 +19,7 @@ __all__ = [
     "ARGUMENT_METHODS",
     "BOUND_WRITERS",
     "FAMILIES",
+    "IMPORTERS",
     "IN_MEMORY",
     "MEMMAPS",
     "NATIVE_LOADERS",
@@ -47,7 +48,9 @@ OPENERS = frozenset(
     {"open", "builtins.open", "io.open", "codecs.open", "os.open", "zipfile.ZipFile", "tarfile.open"}
 )
 MEMMAPS = frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"})
-ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | {"select.select", "contextlib.suppress"}
+# The calls that import a module by its name: code chosen at run time when the environment names it.
+IMPORTERS = frozenset({"importlib.import_module", "__import__", "builtins.__import__"})
+ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | {"select.select", "contextlib.suppress"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 
 

@@ -23,7 +23,15 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..model import GateKind, RuleId
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
-from .families import ARGUMENT_METHODS, BOUND_WRITERS, IN_MEMORY, MEMMAPS, NATIVE_LOADERS, OPENERS
+from .families import (
+    ARGUMENT_METHODS,
+    BOUND_WRITERS,
+    IMPORTERS,
+    IN_MEMORY,
+    MEMMAPS,
+    NATIVE_LOADERS,
+    OPENERS,
+)
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal
 from .structure import Structure, gate_kind_of
@@ -166,6 +174,7 @@ class _Walker(cst.CSTVisitor):
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
+        self.settings: set[str] = set()  # local names holding a value read from the environment
         self.hits: list[Hit] = []
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -322,7 +331,7 @@ class _Walker(cst.CSTVisitor):
         for small in node.body:
             if isinstance(small, (cst.Import, cst.ImportFrom)):
                 return False
-            if isinstance(small, cst.Assign) and self._binds(small):
+            if isinstance(small, cst.Assign) and (self._binds(small) or self._from_settings(small.value)):
                 return False
         start, end = self._lines(node)
         text = "".join(self.source_lines[start - 1 : end])
@@ -379,6 +388,17 @@ class _Walker(cst.CSTVisitor):
         wrapped = _wrapped(node, qualname, method)
         if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
             qualname, method, receiver = self._callee(wrapped)
+        rule = self._rule_here(node, qualname, method, receiver)
+        if rule is None:
+            return
+        detail = _env_call(node) if rule == RuleId.ENV_MUTATION else _literal_paths(node)
+        self._hit(rule, qualname, lines, detail)
+
+    def _rule_here(
+        self, node: cst.Call, qualname: str, method: str | None, receiver: str | None
+    ) -> RuleId | None:
+        """The rule a call hits where it stands: its own, then what the scope says of it (a switch undone by
+        its ``with``, a read-back off the device path, a setattr on a local object, a tensor's bytes out)."""
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
         if rule == RuleId.GLOBAL_SWITCH and id(node) in self.scoped:
             rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
@@ -395,10 +415,35 @@ class _Walker(cst.CSTVisitor):
             target = get_full_name_for_node(node.args[0].value) if node.args else None
             if not target or target.split(".", 1)[0] not in self.aliases:
                 rule = None  # setattr on a local object is ordinary code
-        if rule is None:
-            return
-        detail = _env_call(node) if rule == RuleId.ENV_MUTATION else _literal_paths(node)
-        self._hit(rule, qualname, lines, detail)
+        if rule is None and qualname in IMPORTERS and node.args and self._from_settings(node.args[0].value):
+            rule = RuleId.DYNAMIC_EXEC  # a module the environment names, imported: code chosen at run time
+        return self._dumped(node, method, rule)
+
+    def _dumped(self, node: cst.Call, method: str | None, rule: RuleId | None) -> RuleId | None:
+        """A write whose bytes are a tensor's is a dump, by whatever writer (``f.write(t.numpy().tobytes())``,
+        ``Path(p).write_bytes(...)``, ``os.write(fd, ...)``) — not into an in-memory buffer."""
+        if rule == RuleId.FILE_WRITE and self._tensor_payload(node):
+            return RuleId.TENSOR_DUMP
+        if rule is None and method in _WRITE_METHODS and self._tensor_payload(node):
+            owner = node.func.value if isinstance(node.func, cst.Attribute) else None
+            if owner is None or self.bound.get(code(owner), "") not in IN_MEMORY:
+                return RuleId.TENSOR_DUMP
+        return rule
+
+    def _tensor_payload(self, node: cst.Call) -> bool:
+        """Whether a call is given a tensor's data: an argument that is a tensor, or a chain of calls and
+        attributes on one (``q.float().cpu().numpy().tobytes()``)."""
+        for arg in node.args:
+            value = arg.value
+            while isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
+                if is_tensor(value, self.tensors(), self.aliases):
+                    return True
+                if isinstance(value, cst.Attribute) and value.attr.value in _TO_HOST:
+                    return True  # x.cpu().numpy(): a device array's data, brought to the host to go out
+                value = value.func if isinstance(value, cst.Call) else value.value
+            if is_tensor(value, self.tensors(), self.aliases):
+                return True
+        return False
 
     def _made_by(self, call: cst.Call) -> str:
         """What made a value: the qualified name of the call, ``+memory`` when a writer was given an in-memory
@@ -454,6 +499,14 @@ class _Walker(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         self._statements(node)
         self._bind_local_alias(node)
+        if self._from_settings(node.value):
+            for target in node.targets:
+                self.settings.update(_bound_names(target.target))
+
+    def _from_settings(self, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` is read from the environment, or made of a name that was."""
+        text = code(value)
+        return "environ" in text or "getenv" in text or bool(self.settings & set(_IDENTIFIER.findall(text)))
 
     def _binds(self, node: cst.Assign) -> str:
         """What ``node`` binds a local name to that the walk follows: ``"made"`` — ``p = pickle.Pickler(fh)``,
@@ -461,6 +514,8 @@ class _Walker(cst.CSTVisitor):
         ``dump = np.save`` (an imported module or function) —, else ``""``."""
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return ""
+        if isinstance(node.value, cst.Call) and self._getattr_of_alias(node.value):
+            return "alias"  # _save = getattr(torch, "save")
         if isinstance(node.value, cst.Call):
             func = node.value.func
             last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
@@ -472,6 +527,17 @@ class _Walker(cst.CSTVisitor):
         dotted = get_full_name_for_node(node.value)
         return "alias" if dotted and dotted.split(".", 1)[0] in self.aliases else ""
 
+    def _getattr_of_alias(self, call: cst.Call) -> str | None:
+        """``getattr(mod, "name")`` of an imported ``mod``, as ``mod.name``; else ``None``."""
+        if get_full_name_for_node(call.func) != "getattr" or len(call.args) < 2:
+            return None
+        owner = get_full_name_for_node(call.args[0].value)
+        name = call.args[1].value
+        if not owner or owner.split(".", 1)[0] not in self.aliases or not isinstance(name, cst.SimpleString):
+            return None
+        value = name.evaluated_value
+        return f"{owner}.{value}" if isinstance(value, str) and value.isidentifier() else None
+
     def _bind_local_alias(self, node: cst.Assign) -> None:
         """Remember the local names :meth:`_binds` says the walk follows."""
         how = self._binds(node)
@@ -481,6 +547,10 @@ class _Walker(cst.CSTVisitor):
         if how == "made":
             assert isinstance(node.value, cst.Call)
             self.bound[name.value] = self._made_by(node.value)
+        elif isinstance(node.value, cst.Call):  # getattr(module, "literal")
+            dotted = self._getattr_of_alias(node.value)
+            assert dotted is not None
+            self.aliases[name.value] = resolve(self.aliases, dotted)
         else:
             dotted = get_full_name_for_node(node.value)
             assert dotted is not None
@@ -491,6 +561,15 @@ class _Walker(cst.CSTVisitor):
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         self._statements(node)
+
+
+def _bound_names(target: cst.BaseExpression) -> list[str]:
+    """The plain names an assignment target binds (``a``, ``a, b``, ``(a, [b, c])``)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    return []
 
 
 def _imported_by_name(node: cst.BaseExpression) -> str | None:
@@ -518,6 +597,12 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
     ]
 
 
+# Methods that bring an array's data to the host as such: what they give is tensor data.
+_TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump.
+_WRITE_METHODS = frozenset({"write", "writelines", "write_bytes", "send", "sendall", "put_object"})
+
 # The last names of the calls whose results are followed to their use (writers, in-memory buffers).
 _MADE_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in (*BOUND_WRITERS, *IN_MEMORY))
 
@@ -542,6 +627,8 @@ def _first(node: cst.Call) -> cst.BaseExpression | None:
 
 _MATCHERS: tuple[_Matcher, ...] = (
     _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _writes(n), qualnames=OPENERS),
+    # a path object's or a filesystem's open for writing: Path(p).open("a"), fs.open(p, "wb")
+    _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _opens_to_write(n), methods=frozenset({"open"})),
     _Matcher(RuleId.DEVICE_SYNC, lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
     _Matcher(
         RuleId.DEVICE_SYNC,
@@ -680,6 +767,23 @@ def _gate_kind(text: str, flags: set[str]) -> GateKind:
     kind = gate_kind_of(text, test, flags)
     # A dead body never reaches here; its else is live.
     return GateKind.CONDITION if kind is GateKind.DEAD else kind
+
+
+_MODE = re.compile(r"[rwxabt+]{1,3}")
+
+
+def _opens_to_write(call: cst.Call) -> bool:
+    """``x.open(mode)`` (a ``pathlib.Path``) or ``x.open(path, mode)`` (a filesystem, an archive) with a mode
+    that writes."""
+    modes = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"]
+    modes += [a.value for a in call.args if a.keyword is None][:2]
+    for mode in modes:
+        if isinstance(mode, cst.SimpleString):
+            value = mode.evaluated_value
+            text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            if _MODE.fullmatch(text):
+                return any(c in text for c in "wax+")
+    return False
 
 
 def _writes(call: cst.Call) -> bool:

@@ -165,6 +165,8 @@ _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 # An early exit typed in: a possible hit only where the unit holds a check it could cut off.
 _EXIT = re.compile(r"^\s*(?:return|continue|break)\b", re.MULTILINE)
 _CHECK = re.compile(r"^\s*(?:raise|assert)\b", re.MULTILINE)
+# A name set to a constant (``eligible = True``): a check below that tests it is decided.
+_CONSTANT_SET = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*(?:True|False|None|-?\d+)\s*(?:#.*)?$", re.MULTILINE)
 # A statement that lets an error go, typed into a unit that has a handler it could be the body of.
 _QUIET = re.compile(r"^\s*(?:pass|\.\.\.|continue|break|return(?:\s+None)?)\s*(?:#.*)?$", re.MULTILINE)
 _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
@@ -191,6 +193,16 @@ def _unit_imports(unit: str) -> dict[str, str]:
     return out
 
 
+def _in_context(changed: str, unit: str) -> bool:
+    """Whether the changed lines could make a statement rule fire given the unit around them."""
+    checks = _CHECK.search(unit) is not None
+    if checks and (_EXIT.search(changed) or _DECISION.search(changed) or _CONSTANT_SET.search(changed)):
+        return True  # an early exit, a condition or a flag changed in a unit that checks: it may not fire
+    if _QUIET.search(changed) and _HANDLER.search(unit):
+        return True  # a handler's body emptied, its ``except`` line left as it was
+    return bool(_DECISION.search(changed)) and any(on_hot_path(name) for name in _DEF.findall(unit))
+
+
 def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     """Whether a rule could match on the ``changed`` lines of a unit (whose whole text is ``unit``): a word
     some rule matches (a call's last name, a method, a module family), a logger, an alias of a module or
@@ -200,11 +212,7 @@ def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
     words = set(_IDENT.findall(changed))
     if words & _WORDS or any("log" in w.lower() for w in words) or _FORMS.search(changed):
         return True
-    if _EXIT.search(changed) and _CHECK.search(unit or changed):
-        return True
-    if _QUIET.search(changed) and _HANDLER.search(unit or changed):
-        return True  # a handler's body emptied, its ``except`` line left as it was
-    if _DECISION.search(changed) and any(on_hot_path(name) for name in _DEF.findall(unit)):
+    if _in_context(changed, unit or changed):
         return True
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):

@@ -237,10 +237,66 @@ def _tested(node: cst.If | cst.While | cst.IfExp | cst.Assert, scope: Scope) -> 
 
 
 def _never_fires(node: cst.If, scope: Scope) -> Iterator[Seen]:
-    """``if False:`` (or ``cond and False``) put over a raise: the check can never fire."""
-    if truth(node.test) is False and _holds_check(node.body):
+    """``if False:`` (or ``cond and False``) put over a raise: the check can never fire. A check made to
+    wait for a switch (``if bad and os.environ.get("STRICT"):``): it fires only when someone sets it."""
+    if not _holds_check(node.body):
+        return
+    if truth(node.test) is False:
         detail = f"the check under `if {code(node.test)[:60]}` can never fire"
         yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
+        return
+    switch = _switched(node.test)
+    if switch is not None:
+        detail = f"the check fires only when `{switch[:60]}`: off unless someone sets it"
+        yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
+
+
+def _switched(test: cst.BaseExpression) -> str | None:
+    """The environment switch ``test`` requires besides its condition (``cond and os.getenv("X")``)."""
+    if not isinstance(test, cst.BooleanOperation) or not isinstance(test.operator, cst.And):
+        return None
+    for side in (test.left, test.right):
+        text = code(side)
+        if "environ" in text or "getenv" in text:
+            return text
+        found = _switched(side)
+        if found is not None:
+            return found
+    return None
+
+
+def _decided_flag(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
+    """A name set to a constant just before a check that tests it (``eligible = True`` above
+    ``if not eligible: raise``): the check is decided, it can never fire."""
+    for i, stmt in enumerate(node.body):
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        assign = stmt.body[0]
+        if not (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and truth(assign.value) is not None
+        ):
+            continue
+        name, value = assign.targets[0].target.value, truth(assign.value)
+        for later in node.body[i + 1 : i + 3]:
+            if not isinstance(later, cst.If):
+                continue
+            if _holds_check(later.body) and _decides(later.test, name, value):
+                detail = f"`{code(stmt).strip()[:40]}` decides `if {code(later.test)[:40]}`: it never fires"
+                yield Seen(RuleId.REMOVED_CHECK, name, stmt, detail)
+                break
+
+
+def _decides(test: cst.BaseExpression, name: str, value: bool | None) -> bool:
+    """Whether ``test`` is ``name`` or ``not name``, false when ``name`` holds ``value``."""
+    if isinstance(test, cst.Name) and test.value == name:
+        return value is False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return isinstance(inner, cst.Name) and inner.value == name and value is True
+    return False
 
 
 def _always_holds(node: cst.Assert, scope: Scope) -> Iterator[Seen]:
@@ -271,6 +327,6 @@ STATEMENT_RULES: dict[type[cst.CSTNode], tuple[StatementRule, ...]] = {
     cst.Assert: (_tested, _always_holds),
     cst.While: (_tested,),
     cst.IfExp: (_tested,),
-    cst.IndentedBlock: (_early_exit,),
+    cst.IndentedBlock: (_early_exit, _decided_flag),
 }
 """The statement rules by the node kind they look at, in the order their findings are made."""

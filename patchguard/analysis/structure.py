@@ -45,7 +45,10 @@ def changed_regions(before: str | None, after: str) -> list[Region]:
         return [Region(1, len(new))] if new else []
     old = split_lines(before)
     out: list[Region] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+    # A last line that only gained its newline (a line added after it) is the same line.
+    old_keys, new_keys = ([ln[:-1] if ln.endswith("\n") else ln for ln in side] for side in (old, new))
+    opcodes = difflib.SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in opcodes:
         if tag == "equal":
             continue
         out.append(Region(j1 + 1, j2, tuple(old[i1:i2]), i1 + 1))

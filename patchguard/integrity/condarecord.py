@@ -40,11 +40,10 @@ Row = tuple[str, "str | None", "str | None", "int | None", int]
 Problem = tuple[int, str, "str | None"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-# Installed files conda generates or links rather than copies: owned, with no hash to check.
-_GENERATED = frozenset(
-    {"pyc_file", "unix_python_entry_point", "windows_python_entry_point_script",
-     "windows_python_entry_point_exe", "linked_package_record", "softlink"}
-)  # fmt: skip
+# Installed paths whose recorded hash is not of the file itself: a symlink (its target is checked as itself).
+# Anything else with a sha256 is checked — console scripts conda or rattler generated included (their record
+# holds the hash of the script as written); bytecode compiled at install has none, and is owned unchecked.
+_UNCHECKED = frozenset({"softlink"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +173,7 @@ def conda_rows(record: CondaRecord, site_dir: str) -> tuple[list[Row], list[Prob
 
     A file hashed as shipped is checked by ``sha256`` and size; one whose prefix the installer rewrote, by
     ``sha256_in_prefix`` (no size: the rewrite changes it). A rewritten file with no installed hash, a
-    symlink, bytecode and entry points made at install are owned rows with no hash; directories are no row.
+    symlink and bytecode compiled at install are owned rows with no hash; directories are no row.
     """
     prefix = record.prefix
     site_rel = os.path.relpath(site_dir, prefix).replace(os.sep, "/")
@@ -190,7 +189,7 @@ def conda_rows(record: CondaRecord, site_dir: str) -> tuple[list[Row], list[Prob
             problems.append((n, "the path leaves the environment's prefix: not checked", f.path))
             continue
         path = norm[len(inside) :] if norm.startswith(inside) else up + norm
-        if f.path_type in _GENERATED or f.sha256 is None:
+        if f.path_type in _UNCHECKED or f.sha256 is None:
             rows.append((path, None, None, None, n))
         elif f.rewritten:
             digest = b64(bytes.fromhex(f.in_prefix)) if f.in_prefix else None

@@ -278,14 +278,17 @@ class ChangedFile:
     dist: InstalledDistribution | None
     entry: RecordEntry | None
     path: str
+    # Said of the file whatever finding ends up telling about it (the code findings that replace a bare
+    # ``modified`` one carry it too): an edit shared through an installer's hard link, and where.
+    note: str = ""
 
     @property
     def status(self) -> str:
         return FILE_KINDS[self.finding.kind]
 
-    def told(self, finding: Finding) -> ChangedFile:
-        """The same file with another finding (a message added, a patch set named)."""
-        return ChangedFile(finding, self.dist, self.entry, self.path)
+    def told(self, finding: Finding, note: str | None = None) -> ChangedFile:
+        """The same file with another finding (a message added, a patch set named), and the note to carry."""
+        return ChangedFile(finding, self.dist, self.entry, self.path, self.note if note is None else note)
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def _uv_linked(c: ChangedFile) -> ChangedFile:
     note = cache_link_note(c)
     if note is None:
         return c
-    return c.told(replace(c.finding, message=f"{c.finding.message}; {note}"))
+    return c.told(replace(c.finding, message=f"{c.finding.message}; {note}"), note=note)
 
 
 def cache_link_note(c: ChangedFile) -> str | None:
