@@ -26,7 +26,8 @@ def _found(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[tu
     "text",
     [
         "        import shutil\n        shutil.copy(path, '/tmp/last_checkpoint')\n",
-        "        import logging\n        logging.getLogger('audit').addHandler(logging.FileHandler('/var/log/m.log'))\n",
+        "        import logging\n"
+        "        logging.getLogger('audit').addHandler(logging.FileHandler('/var/log/m.log'))\n",
         "        from pathlib import Path\n        with Path.home().joinpath('m.jsonl').open('a') as f:\n"
         "            f.write(path + '\\n')\n",
     ],
