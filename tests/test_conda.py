@@ -142,6 +142,7 @@ def test_an_edit_through_the_hard_link_is_found_explained_and_restored(
     )
     assert code == 0, err
     assert init.read_text() == _INIT and init.stat().st_ino != before  # replaced, never written in place
+    assert "verified pristine against conda-meta" in out
     assert "conda's package cache" in err and "rm -r" in err
     assert _scan(conda_env)[0] == 0
 

@@ -122,7 +122,7 @@ def test_an_edit_is_found_explained_from_the_deb_and_restored(root: Path, tmp_pa
     code, out, err = cli("diff", "--site-packages", str(root / SITE))
     assert code == 0 and "+import pdb; pdb.set_trace()" in out, err
     code, out, err = cli("restore", "debdemo", "--site-packages", str(root / SITE))
-    assert code == 0, err
+    assert code == 0 and "verified pristine against dpkg" in out, err
     assert init.read_text() == _INIT and _scan(root)[0] == 0
 
 

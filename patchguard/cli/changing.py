@@ -89,7 +89,8 @@ def restore(
     assert result.committed is not None
     click.echo(
         f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
-        f"verified pristine against RECORD (originals kept in {for_terminal(result.committed.backup_dir)})"
+        f"verified pristine against {' and '.join(result.records)} "
+        f"(originals kept in {for_terminal(result.committed.backup_dir)})"
     )
     _say_restart(python, site_packages)
 

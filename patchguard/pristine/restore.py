@@ -56,6 +56,8 @@ class RestoreResult:
     after: Report | None
     recovered: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what else to do: e.g. uv's cache still holds an edit
+    # The installers' records the files were verified against: "RECORD", "conda-meta", "dpkg".
+    records: tuple[str, ...] = ("RECORD",)
 
 
 def restore(
@@ -101,7 +103,8 @@ def restore(
     also = [r for r in scanned.target.roots if r != root]
     committed = commit(Plan(root, tuple(changes), label="restore " + " ".join(names), also=tuple(also)))
     after = survey(names, target=scanned.target).report
-    return RestoreResult(tuple(actions), False, committed, after, scanned.recovered, tuple(notes))
+    records = tuple(sorted({d.baseline for d in scanned.selected})) or ("RECORD",)
+    return RestoreResult(tuple(actions), False, committed, after, scanned.recovered, tuple(notes), records)
 
 
 def _planned(
