@@ -115,3 +115,17 @@ def test_a_line_added_after_a_last_line_without_newline_changes_only_itself() ->
     after = "def f():\n    return 1\nVALUE = 2\n"
     findings = analyse(CodeChange("m.py", before.encode(), after.encode()))
     assert {f.line for f in findings} <= {3}
+
+
+def test_a_gate_forced_open_makes_the_code_behind_it_live() -> None:
+    """``if DEBUG_SYNC:`` around a sync the pristine file has, made ``if DEBUG_SYNC or True:``: the sync's
+    line did not change, but it now runs every step."""
+    before = (MINILLM_SRC / LINEAR).read_text().replace(
+        ROW_FORWARD, ROW_FORWARD + "        if self.debug_sync:\n            torch.cuda.synchronize()\n", 1
+    )
+    after = before.replace("        if self.debug_sync:\n", "        if self.debug_sync or True:\n", 1)
+    findings = analyse(CodeChange(LINEAR, before.encode(), after.encode(), "minillm", "0.4.0"))
+    [sync] = [f for f in findings if f.rule == "device-sync"]
+    assert sync.severity.name == "MODERATE" and "is now always open" in sync.message
+    untouched = analyse(CodeChange(LINEAR, before.encode(), before.replace("x, self", "x,  self").encode()))
+    assert not [f for f in untouched if f.rule == "device-sync"]

@@ -443,11 +443,13 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
 
     pristine = _Pristine.of(edit.before)
     reported: list[Hit] = []
+    opened = _forced_open(edit.st, changed) if pristine is not None else []
     if pristine is None and edit.st.grammar == "ast":  # a whole file: statement by statement
         reported = list(judge_statements(edit.st, edit.lines))
     else:
         for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
             all_hits, hits = _unit_hits(edit, unit, ulines)
+            reported += _newly_live(all_hits, hits, opened)
             if not hits:
                 continue
             baseline = pristine.counts(unit, edit.st) if pristine is not None else None
@@ -461,6 +463,47 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
     return _one_per_site(reported, edit.finding)
+
+
+def _forced_open(st: Structure, changed: set[int]) -> list[tuple[int, int, str]]:
+    """The ``if`` statements the edit made always true (``if cond or True:``, ``if 1:``): (first and last
+    line of the body that now always runs, the test)."""
+    out = []
+    for span in st.ifs:
+        if span.start in changed and _always_true(span.test):
+            last = (span.orelse - 1) if span.orelse is not None else span.end
+            out.append((span.start + 1, last, span.test))
+    return out
+
+
+def _always_true(test: str) -> bool:
+    """Whether a condition's source is true whatever it reads: a true constant, or ``… or True``."""
+    import ast
+
+    try:
+        node = ast.parse(test.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    if isinstance(node, ast.Constant):
+        return bool(node.value)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        return any(isinstance(v, ast.Constant) and bool(v.value) for v in node.values)
+    return False
+
+
+def _newly_live(
+    all_hits: Sequence[Hit], hits: Sequence[Hit], opened: Sequence[tuple[int, int, str]]
+) -> list[Hit]:
+    """The hits of code the pristine file had behind a gate that the edit forced open: unchanged lines, but
+    they now run every time (a debug sync, a dump, behind ``if X or True:``)."""
+    out = []
+    for h in all_hits:
+        gate = next(((first, test) for first, last, test in opened if first <= h.line <= last), None)
+        if gate is not None and h not in hits:
+            # reported from the gate the edit changed down to the code that now runs
+            detail = f"its gate `if {gate[1].strip()[:60]}` is now always open"
+            out.append(replace(h, line=gate[0] - 1, detail=detail))
+    return out
 
 
 def _unit_hits(edit: _Edit, unit: Unit, ulines: Sequence[int]) -> tuple[list[Hit], list[Hit]]:
