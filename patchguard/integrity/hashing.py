@@ -26,6 +26,7 @@ system call; larger ones are streamed through a 1 MiB buffer (memory stays bound
 
 from __future__ import annotations
 
+import base64
 import binascii
 import gc
 import hashlib
@@ -97,6 +98,11 @@ def b64(raw: bytes) -> str:
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def b64_hex(text: str) -> str:
+    """A digest as RECORD writes it (urlsafe base64, padding optional), as lower-case hex."""
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).hex()
 
 
 # hot loop: runs once per hashed file (~40k on a cold scan), mostly in a helper process that must start fast.

@@ -31,13 +31,34 @@ from .wheels import READ_ERRORS, Candidate, Rejected, SizeMismatch
 __all__ = ["CondaPackage", "conda_cache_link", "conda_candidates", "conda_note", "package_dirs"]
 
 _INFO_LIMIT = 64 << 20  # info/paths.json of the largest packages (CUDA toolkits) is a few MiB
+_KEEP_EACH = 4 << 20  # a source file, kept while streaming to another member ...
+_KEEP_ALL = 128 << 20  # ... up to this much in all
+
+
+_RECORDS: dict[tuple[str, int, int], CondaRecord] = {}
 
 
 def _record(dist: InstalledDistribution) -> CondaRecord:
+    """The conda-meta record of ``dist``, parsed once while the file keeps its size and mtime (a scan asks
+    for it for every changed file of the package: pytorch's lists tens of thousands of paths)."""
     try:
-        return parse_conda_record(dist.metadata_dir, read_regular(dist.metadata_dir).decode("utf-8"))
+        st = os.stat(dist.metadata_dir)
+        key = (dist.metadata_dir, st.st_mtime_ns, st.st_size)
+        if key not in _RECORDS:
+            text = read_regular(dist.metadata_dir).decode("utf-8")
+            _RECORDS.clear()  # one package at a time is what callers ask for
+            _RECORDS[key] = parse_conda_record(dist.metadata_dir, text)
+        return _RECORDS[key]
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise Rejected(f"cannot read its conda-meta record ({exc})") from None
+
+
+def _extracted_dirs(record: CondaRecord) -> list[str]:
+    """Where the package may be extracted: the directory conda-meta names, then ``<cache>/<name-ver-build>``
+    in every package cache of the environment."""
+    stem = f"{record.name}-{record.version}-{record.build}"
+    dirs = [record.extracted] if record.extracted else []
+    return list(dict.fromkeys([*dirs, *(os.path.join(d, stem) for d in package_dirs(record.prefix))]))
 
 
 def _shipped_path(f: CondaFile, record: CondaRecord) -> str:
@@ -111,6 +132,7 @@ class CondaPackage(Candidate):
                 self._rewrites[member] = f
         if compared == 0:
             raise Rejected("shares no hashed file with the conda-meta record")
+        self._open().wanted = frozenset(members.values()) if not os.path.isdir(self.location) else frozenset()
         return members
 
     def record_text(self) -> str:
@@ -143,12 +165,24 @@ class _Archive:
     def __init__(self, path: str) -> None:
         self.path = path
         self._tar: tarfile.TarFile | None = None
+        self.wanted: frozenset[str] = frozenset()  # the members a restore may ask for next
+        self._kept: dict[str, bytes] = {}  # small wanted members met while streaming to another
 
     def member(self, name: str, limit: int, info: bool = False) -> bytes:
         if self.path.endswith(".tar.bz2"):
             if self._tar is None:
                 self._tar = tarfile.open(self.path, "r:bz2")  # noqa: SIM115 (closed by close())
             return _bounded(self._tar, self._tar.getmember(name), limit)
+        kept = self._kept.pop(name, None)
+        if kept is not None and not info:
+            if len(kept) > limit:
+                raise SizeMismatch(f"larger than the {limit} bytes conda-meta gives")
+            return kept
+        return self._streamed(name, limit, info)
+
+    def _streamed(self, name: str, limit: int, info: bool) -> bytes:
+        """``name`` read by streaming the component that holds it (a ``.conda`` cannot seek), keeping the
+        small wanted members passed on the way: a restore of many files decompresses the package once."""
         from conda_package_streaming.package_streaming import (  # type: ignore[import-untyped]
             CondaComponent,
             stream_conda_component,
@@ -161,10 +195,16 @@ class _Archive:
                 for tar, m in stream:
                     if m.name == name:
                         return _bounded(tar, m, limit)
+                    if not info and self._keeps(m):
+                        self._kept[m.name] = _bounded(tar, m, _KEEP_EACH)
             finally:
                 with contextlib.suppress(Exception):
                     stream.close()
         raise KeyError(f"{name} is not in {os.path.basename(self.path)}")
+
+    def _keeps(self, m: tarfile.TarInfo) -> bool:
+        small = m.isfile() and m.size <= _KEEP_EACH
+        return small and m.name in self.wanted and sum(map(len, self._kept.values())) + m.size <= _KEEP_ALL
 
     def close(self) -> None:
         if self._tar is not None:
@@ -234,9 +274,8 @@ def conda_candidates(
         return
     stem = f"{record.name}-{record.version}-{record.build}"
     places = package_dirs(record.prefix)
-    extracted = [record.extracted] if record.extracted else []
-    extracted += [os.path.join(d, stem) for d in places]
-    for directory in dict.fromkeys(extracted):
+    extracted = _extracted_dirs(record)
+    for directory in extracted:
         if os.path.isdir(os.path.join(directory, "info")):
             yield CondaPackage("conda-pkgs", directory, record)
     names = [record.filename] if record.filename else [stem + ".conda", stem + ".tar.bz2"]
@@ -273,9 +312,7 @@ def conda_cache_link(path: str, dist: InstalledDistribution) -> str | None:
     f = next((f for f in record.files if f.path == rel), None)
     if f is None:
         return None
-    stem = f"{record.name}-{record.version}-{record.build}"
-    dirs = [record.extracted] if record.extracted else []
-    for directory in dict.fromkeys([*dirs, *(os.path.join(d, stem) for d in package_dirs(record.prefix))]):
+    for directory in _extracted_dirs(record):
         twin = os.path.join(directory, *_shipped_path(f, record).split("/"))
         with contextlib.suppress(OSError):
             other = os.stat(twin)

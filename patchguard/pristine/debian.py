@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from .._fs import read_regular
 from ..integrity.dpkgrecord import dpkg_root, parse_status
+from ..integrity.hashing import b64_hex
 from ..integrity.records import InstalledDistribution
 from .wheels import READ_ERRORS, Candidate, Rejected, SizeMismatch
 
@@ -108,15 +109,13 @@ class DebPackage(Candidate):
         return self._matched(dist, theirs)
 
     def _matched(self, dist: InstalledDistribution, theirs: dict[str, str]) -> dict[str, str]:
-        import base64
-
         root = dpkg_root(dist.metadata_dir)
         members: dict[str, str] = {}
         for entry in dist.entries:
             if entry.digest is None:
                 continue
             rel = os.path.relpath(os.path.normpath(os.path.join(dist.site_dir, entry.path)), root)
-            ours = base64.urlsafe_b64decode(entry.digest + "=" * (-len(entry.digest) % 4)).hex()
+            ours = b64_hex(entry.digest)
             shipped = theirs.get(rel.replace(os.sep, "/"))
             if shipped is None:
                 continue
@@ -163,14 +162,30 @@ def _installed(dist: InstalledDistribution) -> tuple[str, str, str] | None:
     """(package, version, the root) of the Debian package ``dist`` is."""
     root = dpkg_root(dist.metadata_dir)
     package = os.path.basename(dist.metadata_dir).rsplit(".", 1)[0]
-    try:
-        status = read_regular(os.path.join(root, "var", "lib", "dpkg", "status"))
-    except OSError:
+    versions = _versions(os.path.join(root, "var", "lib", "dpkg", "status"))
+    if versions is None:
         return None
-    versions = parse_status(status.decode("utf-8", "replace"))
     version = versions.get(package)
     base = package.partition(":")[0]
     return (base, version, root) if version else None
+
+
+_STATUS: dict[tuple[str, int, int], dict[str, str]] = {}
+
+
+def _versions(status: str) -> dict[str, str] | None:
+    """dpkg's installed versions (:func:`parse_status`), read once while ``status`` keeps its size and mtime
+    (its hundreds of KiB are asked for per package: for its .deb, then for the hint)."""
+    try:
+        st = os.stat(status)
+        key = (status, st.st_mtime_ns, st.st_size)
+        if key not in _STATUS:
+            text = read_regular(status).decode("utf-8", "replace")
+            _STATUS.clear()
+            _STATUS[key] = parse_status(text)
+        return _STATUS[key]
+    except OSError:
+        return None
 
 
 def deb_name(package: str, version: str) -> str:

@@ -5,19 +5,16 @@ the key, and what is read back is verified against it.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 
 from .._fs import sha256_bytes, write_atomically
 from ..integrity.cache import cache_root
+from ..integrity.hashing import b64_hex
 from ..integrity.records import RecordEntry
 
 __all__ = ["PristineStore"]
 
-
-def _b64_to_hex(b64: str) -> str:
-    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
 
 
 class PristineStore:
@@ -50,10 +47,10 @@ class PristineStore:
         """Whether the store holds bytes for a sha256 RECORD row (a stat, nothing read)."""
         if entry.algorithm != "sha256" or entry.digest is None:
             return False
-        return os.path.isfile(self._path(_b64_to_hex(entry.digest)))
+        return os.path.isfile(self._path(b64_hex(entry.digest)))
 
     def for_entry(self, entry: RecordEntry) -> bytes | None:
         """The bytes a sha256 RECORD row names, if the store has them."""
         if entry.algorithm != "sha256" or entry.digest is None:
             return None
-        return self.get(_b64_to_hex(entry.digest))
+        return self.get(b64_hex(entry.digest))
