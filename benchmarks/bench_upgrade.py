@@ -10,10 +10,17 @@ included) — from wheels found in ``--wheels DIR`` or fetched with ``pip downlo
 * warm: the same again, in the cold run's cache directory;
 * no baseline: the same cold, with no wheelhouse (every changed file judged whole).
 
-It prints the wall times, the number of changed files, and the findings per rule and severity.
-Targets (issue 12): cold <= 90 s using both cores, warm <= 5 s, no-baseline bounded like cold.
+* reference: with ``--reference REV``, the same cold scan by patchguard as it was at that git revision
+  (its ``patchguard/`` exported with ``git archive`` and run from there, by the same interpreter), in the
+  same run: the ratio of the two cold times, and whether both found the same (every finding's rule,
+  severity, path and lines).
 
-    python benchmarks/bench_upgrade.py [--wheels DIR] [--workdir DIR] [--skip-no-baseline] [--json]
+It prints the wall times, the number of changed files, and the findings per rule and severity.
+Targets (issue 12): cold <= 90 s using both cores, warm <= 5 s, no-baseline bounded like cold; (issue 34)
+cold <= 0.5x the reference's, the same findings.
+
+    python benchmarks/bench_upgrade.py [--wheels DIR] [--workdir DIR] [--skip-no-baseline]
+                                       [--reference REV] [--json]
 """
 
 from __future__ import annotations
@@ -94,11 +101,31 @@ def patchguard() -> list[str]:
     return [exe] if Path(exe).exists() else [sys.executable, "-m", "patchguard"]
 
 
-def scan(site: Path, cache: Path, wheels: Path | None) -> tuple[float, dict[str, object]]:
-    cmd = [*patchguard(), "scan", "vllm", "--site-packages", str(site), "--offline", "--format", "json"]
+def reference(rev: str, into: Path) -> Path:
+    """patchguard's package as it was at git revision ``rev``, exported under ``into``."""
+    repo = Path(__file__).resolve().parent.parent
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev, "patchguard"],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        sys.exit(f"bench_upgrade: git archive {rev}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def scan(
+    site: Path, cache: Path, wheels: Path | None, code: Path | None = None
+) -> tuple[float, dict[str, object]]:
+    exe = [sys.executable, "-m", "patchguard"] if code is not None else patchguard()
+    cmd = [*exe, "scan", "vllm", "--site-packages", str(site), "--offline", "--format", "json"]
     if wheels is not None:
         cmd += ["--wheelhouse", str(wheels)]
     env = {**os.environ, "PATCHGUARD_CACHE_DIR": str(cache)}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     t = time.perf_counter()
     proc = run(cmd, env)
     wall = time.perf_counter() - t
@@ -112,11 +139,44 @@ def per_rule(doc: dict[str, object]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def keys(doc: dict[str, object]) -> collections.Counter[tuple[object, ...]]:
+    findings = doc["findings"]
+    assert isinstance(findings, list)
+    return collections.Counter(
+        (f["rule"], f["severity"], f.get("path"), f.get("line"), f.get("end_line")) for f in findings
+    )
+
+
+def compare(
+    result: dict[str, object],
+    site: Path,
+    work: Path,
+    house: Path,
+    rev: str,
+    cold: float,
+    doc: dict[str, object],
+) -> None:
+    """The reference's cold scan of the same environment: the time ratio and the findings compared."""
+    code = reference(rev, work / "reference")
+    ref_cache = work / "cache-reference"
+    shutil.rmtree(ref_cache, ignore_errors=True)
+    ref_cold, ref_doc = scan(site, ref_cache, house, code)
+    mine, theirs = keys(doc), keys(ref_doc)
+    result["reference"] = rev
+    result["reference_cold_s"] = round(ref_cold, 1)
+    result["cold_ratio"] = round(cold / ref_cold, 2)
+    result["verdict_ratio"] = "PASS" if cold <= 0.5 * ref_cold else "FAIL"
+    result["same_findings_as_reference"] = mine == theirs
+    result["only_reference"] = sum((theirs - mine).values())
+    result["only_current"] = sum((mine - theirs).values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--skip-no-baseline", action="store_true")
+    parser.add_argument("--reference", default=None, metavar="REV", help="git revision to compare with")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     tmp = None if args.workdir else tempfile.TemporaryDirectory()
@@ -149,6 +209,8 @@ def main() -> int:
             "findings": len(doc["findings"]),  # type: ignore[arg-type]
             "per_rule": per_rule(doc),
         }
+        if args.reference:
+            compare(result, site, work, house, args.reference, cold, doc)
         if not args.skip_no_baseline:
             bare = work / "cache-no-baseline"
             shutil.rmtree(bare, ignore_errors=True)

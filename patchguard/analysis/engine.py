@@ -219,7 +219,8 @@ def analyse(change: CodeChange) -> list[Finding]:
         out.append(_unparseable(edit, edit.st.syntax_error))
     if not out and before is not None and _only_cosmetic(before, edit.st):
         return _cosmetic(edit, regions)
-    out += _removed_checks(regions, edit)
+    out += _removed_checks(regions, edit, out)
+    out += _narrowed_checks(regions, edit)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _scripts_are_not_library(out, edit.st.tree)
@@ -242,6 +243,7 @@ def _scripts_are_not_library(findings: list[Finding], tree: ast.Module | None) -
     ]
     if not spans:
         return findings
+    spans += _script_only(tree, spans)
     out = []
     for f in findings:
         inside = f.line is not None and any(a <= f.line <= b for a, b in spans)
@@ -249,6 +251,41 @@ def _scripts_are_not_library(findings: list[Finding], tree: ast.Module | None) -
             f = replace(f, severity=Severity.MINOR, message=f.message + _SCRIPT_NOTE)
         out.append(f)
     return out
+
+
+def _script_only(tree: ast.Module, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The module-level functions only the script block uses (a ``demo()`` it calls): named nowhere else in
+    the file (``__all__`` included), and private or named for a script's role (a demo, an example, a test,
+    a benchmark) — a public one may be imported by another module, which the file cannot tell."""
+    defs = {
+        node.name: (node.lineno, node.end_lineno or node.lineno)
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    used_elsewhere: set[str] = set()
+    for node in ast.walk(tree):
+        # a use by name, or by string (``__all__``, ``getattr(module, "demo")``)
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "value", None)
+        if isinstance(node, (ast.Name, ast.Constant)) and isinstance(name, str) and name in defs:
+            line = getattr(node, "lineno", 0)
+            if not any(a <= line <= b for a, b in spans) and not (defs[name][0] <= line <= defs[name][1]):
+                used_elsewhere.add(name)
+    only = [name for name in defs if name not in used_elsewhere and _script_role(name)]
+    return [defs[name] for name in only if _called_in(name, tree, spans)]
+
+
+_SCRIPT_WORDS = frozenset({"demo", "example", "test", "bench", "benchmark"})
+
+
+def _script_role(name: str) -> bool:
+    return name.startswith("_") or bool(_SCRIPT_WORDS & set(name.split("_")))
+
+
+def _called_in(name: str, tree: ast.Module, spans: Sequence[tuple[int, int]]) -> bool:
+    return any(
+        isinstance(node, ast.Name) and node.id == name and any(a <= node.lineno <= b for a, b in spans)
+        for node in ast.walk(tree)
+    )
 
 
 def _is_main_test(test: ast.expr) -> bool:
@@ -441,21 +478,24 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     unit has as often (moved or re-indented, not injected); the lines they span are added to ``covered``."""
     from .judge import judge_statements, units_for
 
-    pristine = _Pristine.of(edit.before)
+    pristine: _Pristine | None = None  # located on first need: most changed units hit nothing
     reported: list[Hit] = []
-    opened = _forced_open(edit.st, changed) if pristine is not None else []
-    if pristine is None and edit.st.grammar == "ast":  # a whole file: statement by statement
+    opened = _forced_open(edit.st, changed) if edit.before is not None else []
+    if edit.before is None and edit.st.grammar == "ast":  # a whole file: statement by statement
         reported = list(judge_statements(edit.st, edit.lines))
     else:
         for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
-            all_hits, hits = _unit_hits(edit, unit, ulines)
+            all_hits, hits = _unit_hits(edit, unit, ulines, opened)
             reported += _newly_live(all_hits, hits, opened)
             if not hits:
                 continue
+            if pristine is None and edit.before is not None:
+                pristine = _Pristine.of(edit.before)
             baseline = pristine.counts(unit, edit.st) if pristine is not None else None
             after_counts = Counter((h.rule, h.qualname) for h in all_hits)
+            done = {rule for rule, _ in baseline} if baseline else set()
             reported += [
-                h
+                replace(h, familiar=h.rule in done)
                 for h in hits
                 if baseline is None
                 or baseline.get((h.rule, h.qualname), 0) < after_counts[(h.rule, h.qualname)]
@@ -506,22 +546,24 @@ def _newly_live(
     return out
 
 
-def _unit_hits(edit: _Edit, unit: Unit, ulines: Sequence[int]) -> tuple[list[Hit], list[Hit]]:
-    """One walk of the unit: (every hit, for the counts; those on its changed lines ``ulines``, for the
-    report). Without a pristine source every hit is reported. A unit whose changed lines hold nothing any
-    rule could match is not parsed at all (:func:`.rules.could_hit`)."""
-    from .judge import judge_unit
+def _unit_hits(
+    edit: _Edit, unit: Unit, ulines: Sequence[int], opened: Sequence[tuple[int, int, str]] = ()
+) -> tuple[list[Hit], list[Hit]]:
+    """(every hit of the unit, for the counts; those on its changed lines ``ulines``, for the report).
+    Without a pristine source every hit is reported. A unit whose changed lines hold nothing any rule could
+    match is not parsed at all (:func:`.rules.could_hit`); one with no hit on them is not walked whole,
+    unless a gate the edit forced open is in it (what runs behind it now is its news)."""
+    from .judge import judge_changed, judge_unit
 
     text = "".join(edit.lines[unit.start - 1 : unit.end])
     changed = text if edit.before is None else "".join(edit.lines[n - 1] for n in ulines)
     if not could_hit(changed, text, edit.st.aliases):
         return [], []
-
-    all_hits = judge_unit(unit, None, edit.st, edit.lines)
     if edit.before is None:
+        all_hits = judge_unit(unit, None, edit.st, edit.lines)
         return all_hits, all_hits
-    mine = set(ulines)
-    return all_hits, [h for h in all_hits if any(n in mine for n in range(h.line, h.end_line + 1))]
+    whole = any(unit.start <= first and last <= unit.end for first, last, _ in opened)
+    return judge_changed(unit, ulines, edit.st, edit.lines, whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +605,8 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
         + (f": {hit.detail}" if hit.detail else "")
         + (", on the forward path" if forward else "")
         + (f" (called from {hit.hot_caller})" if hit.hot_caller and hit.hot_caller != hit.function else "")
+        + (", where it is handed tensors" if hit.device and not (forward or hit.hot_caller) else "")
+        + (" (the pristine function does the same already)" if _familiar(hit) else "")
         + (" (unreachable: it cannot run)" if hit.dead else "")
     )
     return finding(
@@ -575,20 +619,36 @@ def _severity(hit: Hit, severity: Severity, name: str, path: str) -> Severity:
     waiting, for a command's own output; info when dead."""
     if hit.dead:
         return Severity.INFO
-    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller)
+    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller) or hit.device
     if hit.rule == RuleId.LOGGING and not hot:
         severity = Severity.MINOR  # a log line costs every request on the hot path only
-    if hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller):
+    if hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller or hit.device):
         severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
     command = _command_line(name) or path.endswith("__main__.py")
     if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
         severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
-    # A save or checkpoint method writing where its caller tells it (no /tmp, no literal path), under no
-    # debug-style gate (an env var, a shape, a debug flag), does its job: a checkpoint's extra metadata.
-    stores = hit.rule in (RuleId.TENSOR_DUMP, RuleId.FILE_WRITE) and _storing(name)
-    if stores and not hit.detail and hit.gate_kind in (None, GateKind.CONDITION):
+    if _its_job(hit, name):
         severity = min(severity, Severity.MINOR)
     return severity
+
+
+def _its_job(hit: Hit, name: str) -> bool:
+    """A save or checkpoint method writing where its caller tells it, or a function whose pristine code
+    already has this effect (a build step that runs ninja, a client that posts) doing one more: its job
+    — when it writes to no literal path (``/tmp``…) under no debug-style gate (an env var, a shape, a
+    debug flag)."""
+    stores = hit.rule in (RuleId.TENSOR_DUMP, RuleId.FILE_WRITE) and _storing(name)
+    return (stores or _familiar(hit)) and not hit.detail and hit.gate_kind in (None, GateKind.CONDITION)
+
+
+def _familiar(hit: Hit) -> bool:
+    return hit.familiar and hit.rule in _ROLE_EFFECTS
+
+
+# Effects a function may have as its job (not a debugger, an exit or a sync: never a job of library code).
+_ROLE_EFFECTS = frozenset(
+    {RuleId.SUBPROCESS, RuleId.NETWORK, RuleId.FILE_WRITE, RuleId.TENSOR_DUMP, RuleId.DYNAMIC_EXEC}
+)
 
 
 _STORING = re.compile(r"(?:^|_)(?:save|export|serialize|to_disk|write_checkpoint)(?:$|_)")
@@ -607,9 +667,11 @@ def _command_line(name: str) -> bool:
     return bare in ("main", "cli") or bare.endswith(("_main", "_cli")) or bare.startswith(("cli_", "main_"))
 
 
-def _removed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Finding] = ()) -> list[Finding]:
     """A ``raise`` or ``assert`` of the pristine code that is gone — not one that moved, was re-wrapped or
-    strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class."""
+    strengthened (``assert a`` → ``assert a and b``), nor one that left with its whole function or class.
+    The raise of an ``except`` block whose handler stays: the error is swallowed there (unless ``found``
+    says so already, of the handler's own lines)."""
     out: list[Finding] = []
     gone = _Gone.of(edit)
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
@@ -620,7 +682,10 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         added = [edit.lines[n - 1].strip() for n in r.lines]
         for i, old in enumerate(r.removed):
             s = old.strip()
-            if not s.startswith(_CODE_START):
+            at = gone.handler_raise(r.old_start + i, s, line)  # the except line of one that swallows now
+            said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
+            handler = bool(at) and not said
+            if not s.startswith(_CODE_START) and not handler:
                 continue
             stmt = _squeeze(_statement(r.removed, i))
             # moved (as many copies as before: a copy of the same check elsewhere in the file is not this one)
@@ -629,19 +694,88 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 continue
             if gone.scope(r.old_start + i) or gone.subject(r.old_start + i, _statement(r.removed, i)):
                 continue
-            out.append(
-                edit.finding(
-                    Kind.INJECTED_CODE,
-                    RuleId.REMOVED_CHECK,
-                    Severity.MODERATE,
-                    line,
-                    line,
-                    edit.st.qualname_at(line),
-                    f"removed: {s[:100]}",
-                    edit.st.gate_at(line),
-                )
-            )
+            out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Finding]:
+    """The findings of a check taken away at ``line``: the raise of an ``except`` block is a check gone and
+    the error it passed on now stops there — swallowed (one finding on the line, naming both rules)."""
+    rules = [RuleId.REMOVED_CHECK, RuleId.SWALLOWED_EXCEPTION] if handler else [RuleId.REMOVED_CHECK]
+    return [
+        edit.finding(
+            Kind.INJECTED_CODE,
+            rule,
+            Severity.MODERATE,
+            line,
+            line,
+            edit.st.qualname_at(line),
+            ("the handler no longer raises: " if rule == RuleId.SWALLOWED_EXCEPTION else "")
+            + f"removed: {text[:100]}",
+            edit.st.gate_at(line),
+        )
+        for rule in rules
+    ]
+
+
+def _caught(handler: ast.ExceptHandler) -> str:
+    return ast.unparse(handler.type) if handler.type is not None else ""
+
+
+def _raises(handler: ast.ExceptHandler) -> bool:
+    return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
+
+
+def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A check whose condition the edit narrowed: ``if bad:`` over a raise became ``if bad and X:`` — it
+    now fires only when ``X`` also holds (``backend == "__never__"``, a flag nobody sets)."""
+    out: list[Finding] = []
+    for r in regions:
+        before = [_condition(old) for old in r.removed]
+        for n in r.lines:
+            after = _condition(edit.lines[n - 1])
+            if not isinstance(after, ast.BoolOp) or not isinstance(after.op, ast.And):
+                continue
+            parts = [ast.dump(v) for v in after.values]
+            for cond in before:
+                if cond is None or ast.dump(cond) not in parts or not _guards_raise(edit.st.tree, n):
+                    continue
+                extra = [ast.unparse(v) for v in after.values if ast.dump(v) != ast.dump(cond)]
+                detail = f"the check now fires only when also `{' and '.join(extra)[:60]}`"
+                out.append(
+                    edit.finding(
+                        Kind.INJECTED_CODE,
+                        RuleId.REMOVED_CHECK,
+                        Severity.MODERATE,
+                        n,
+                        n,
+                        edit.st.qualname_at(n),
+                        f"check neutralised: {detail}",
+                        edit.st.gate_at(n),
+                    )
+                )
+                break
+    return out
+
+
+def _condition(line: str) -> ast.expr | None:
+    """The test of an ``if``/``elif`` line (``None`` for any other line)."""
+    text = line.strip()
+    for word in ("if ", "elif "):
+        if text.startswith(word) and text.endswith(":"):
+            try:
+                return ast.parse(text[len(word) : -1].strip(), mode="eval").body
+            except SyntaxError:
+                return None
+    return None
+
+
+def _guards_raise(tree: ast.Module | None, line: int) -> bool:
+    """Whether the ``if`` at ``line`` holds a ``raise`` or an ``assert`` in its body."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and node.lineno == line:
+            return any(isinstance(s, (ast.Raise, ast.Assert)) for b in node.body for s in ast.walk(b))
+    return False
 
 
 def _code_of(line: str) -> str:
@@ -681,10 +815,14 @@ _VOID_ASSERTS = ("assert True", "assert 1", "assert(True)")
 
 def _replaced(old: str, added: Sequence[str]) -> bool:
     """The same edit puts another check in its place: a raise rewritten (a new message, an f-string), an
-    assert changed — not one made void (``assert True``)."""
+    assert changed, an assert turned into ``if not …: raise ValueError(…)`` (which ``python -O`` keeps) or
+    back — not one made void (``assert True``), nor a bare ``raise`` for a ``raise`` that said what."""
     word = old.split(None, 1)[0].split("(", 1)[0]  # "raise" or "assert"
     return any(
-        a.split(None, 1)[0].split("(", 1)[0] == word and not a.startswith(_VOID_ASSERTS) and a != word
+        a.split(None, 1)[0].split("(", 1)[0] in ("raise", "assert")
+        and not a.startswith(_VOID_ASSERTS)
+        and a != "raise"
+        and a != word
         for a in added
         if a
     )
@@ -708,6 +846,32 @@ class _Gone:
     after: Structure
     after_lines: Sequence[str]
     after_scopes: frozenset[str]  # the qualified names of the installed file's defs and classes
+
+    def handler_raise(self, line: int, text: str, now: int) -> int:
+        """The ``except`` line of the handler around installed line ``now`` when pristine ``line``
+        (``text``) was a ``raise`` inside it (a bare one too) and it still catches what it caught, raising
+        nothing now: its error no longer goes on (a handler that catches something else is another
+        handler); else 0."""
+        if not (text == "raise" or text.startswith(("raise ", "raise("))):
+            return 0
+        tree = self.before.tree if self.before is not None else None
+        if tree is None or self.after.tree is None:
+            return 0
+        caught = [
+            _caught(node)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ExceptHandler)
+            and any(isinstance(r, ast.Raise) and r.lineno == line for r in ast.walk(node))
+        ]
+        around = [
+            node
+            for node in ast.walk(self.after.tree)
+            if isinstance(node, ast.ExceptHandler) and node.lineno <= now <= (node.end_lineno or node.lineno)
+        ]
+        inner = max(around, key=lambda n: n.lineno, default=None)
+        if caught and inner is not None and _caught(inner) == caught[-1] and not _raises(inner):
+            return inner.lineno
+        return 0
 
     @classmethod
     def of(cls, edit: _Edit) -> _Gone:

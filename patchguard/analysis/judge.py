@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 from ..model import GateKind, RuleId
+from ..rulebook import RULES
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
+from .cstwalk import positions, run, walk
 from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
@@ -69,6 +71,9 @@ class Hit:
     loop: bool = False
     retry: bool = False  # in a loop that catches errors: waiting between attempts (a backoff)
     hot_caller: str = ""  # on the hot path: the per-step function that calls it (itself, for one)
+    # by role, whatever its name: in a function handed tensors to compute on (:meth:`_Walker.on_device_path`)
+    device: bool = False
+    familiar: bool = False  # the pristine scope does the same already (its role: one more is its job)
 
 
 def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) -> dict[Unit, list[int]]:
@@ -149,6 +154,7 @@ def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
 
 
 class _Walker(cst.CSTVisitor):
+    SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(
@@ -158,9 +164,13 @@ class _Walker(cst.CSTVisitor):
         st: Structure,
         aliases: dict[str, str] | None = None,
         source_lines: Sequence[str] = (),
+        horizon: int | None = None,
     ) -> None:
         super().__init__()
         self.unit, self.changed, self.st = unit, changed, st
+        # Only the hits on ``changed`` are wanted, the last of which is ``horizon``: code that touches none
+        # of them is walked only as far as it binds names, and nothing past the horizon is walked into.
+        self.horizon = horizon
         self.source_lines = source_lines
         self.unit_text = "".join(source_lines[unit.start - 1 : unit.end]) if source_lines else ""
         self.aliases: dict[str, str] = dict(st.aliases if aliases is None else aliases)
@@ -321,9 +331,25 @@ class _Walker(cst.CSTVisitor):
             self.loop_nodes.append(node)
         if not super().on_visit(node):
             return False
+        if self.horizon is not None and self._beside(node):
+            return False
         # A simple statement no rule could match (the prefilter on its own text) is not walked into: the
         # bulk of a changed function, whose every node would be visited for nothing.
         return not (isinstance(node, cst.SimpleStatementLine) and self.source_lines and self._inert(node))
+
+    def _beside(self, node: cst.CSTNode) -> bool:
+        """With a horizon: whether ``node``'s inside can give no hit on the changed lines — it begins after
+        the last of them, or touches none and holds no statement (whose names the walk must still bind: a
+        node's own ``visit_`` hook has run)."""
+        pos = self.get_metadata(PositionProvider, node, None)
+        if pos is None or isinstance(node, (cst.Module, cst.IndentedBlock)):
+            return False
+        start = pos.start.line + self.unit.start - 1
+        if start > (self.horizon or 0):
+            return True
+        if isinstance(node, (cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return False
+        return self._touched(node) is None
 
     def _inert(self, node: cst.SimpleStatementLine) -> bool:
         """No rule can match in ``node`` (:func:`.rules.could_hit` of its lines), and it imports nothing (an
@@ -376,6 +402,7 @@ class _Walker(cst.CSTVisitor):
                 and bool(self.loop_nodes)
                 and _waits(self.loop_nodes[-1]),
                 self.st.hot.get(self._function(), "") if self.names else "",
+                rule in (RuleId.LOGGING, RuleId.SLEEP) and self.on_device_path(),
             )
         )
 
@@ -409,15 +436,29 @@ class _Walker(cst.CSTVisitor):
             and is_tensor(node.args[0].value, self.tensors(), self.aliases)
         ):
             rule = RuleId.DEVICE_SYNC  # a tensor read back as a Python number
-        if rule == RuleId.DEVICE_SYNC and not self.on_device_path() and not self.loops:
-            rule = None
+        if rule == RuleId.DEVICE_SYNC:
+            rule = self._device_sync_here(node)
         if rule == RuleId.MONKEYPATCH:
             target = get_full_name_for_node(node.args[0].value) if node.args else None
             if not target or target.split(".", 1)[0] not in self.aliases:
                 rule = None  # setattr on a local object is ordinary code
         if rule is None and qualname in IMPORTERS and node.args and self._from_settings(node.args[0].value):
             rule = RuleId.DYNAMIC_EXEC  # a module the environment names, imported: code chosen at run time
+        rule = _hang(node, method, self._made_here(node.func)) or rule
         return self._dumped(node, method, rule)
+
+    def _device_sync_here(self, node: cst.Call) -> RuleId | None:
+        """A device sync where it stands: on the device path or in a loop, and not of a value named for the
+        host (``seq_lens_cpu.max().item()``); off it, reading a value back is ordinary host code."""
+        if _host_named(node):
+            return None
+        return RuleId.DEVICE_SYNC if self.on_device_path() or self.loops else None
+
+    def _made_here(self, func: cst.BaseExpression) -> str:
+        """The last name of the class a method's receiver is made of on the spot (``threading.Event()``)."""
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
+            return self._callee(func.value.func)[0].rsplit(".", 1)[-1]
+        return ""
 
     def _dumped(self, node: cst.Call, method: str | None, rule: RuleId | None) -> RuleId | None:
         """A write whose bytes are a tensor's is a dump, by whatever writer (``f.write(t.numpy().tobytes())``,
@@ -505,6 +546,14 @@ class _Walker(cst.CSTVisitor):
 
     def _from_settings(self, value: cst.BaseExpression) -> bool:
         """Whether ``value`` is read from the environment, or made of a name that was."""
+        pos = self.get_metadata(PositionProvider, value, None) if self.source_lines else None
+        if pos is not None:  # the lines it stands on first: most values are plainly not
+            start = pos.start.line + self.unit.start - 1
+            around = "".join(self.source_lines[start - 1 : pos.end.line + self.unit.start - 1])
+            if "environ" not in around and "getenv" not in around and not (
+                self.settings and self.settings & set(_IDENTIFIER.findall(around))
+            ):
+                return False
         text = code(value)
         return "environ" in text or "getenv" in text or bool(self.settings & set(_IDENTIFIER.findall(text)))
 
@@ -560,6 +609,9 @@ class _Walker(cst.CSTVisitor):
         self._statements(node)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self._statements(node)
+
+    def visit_Try(self, node: cst.Try) -> None:
         self._statements(node)
 
 
@@ -744,10 +796,72 @@ def _reduction(arg: cst.BaseExpression) -> bool:
     )
 
 
+def _host_named(call: cst.Call) -> bool:
+    """A read-back (``x.item()``, ``int(x)``…) of a value whose name says it is on the host, as serving
+    frameworks name their host copies (``seq_lens_cpu``, ``kv_lens_arr_host``, ``positions_np``)."""
+    func = call.func
+    node: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
+    if isinstance(func, cst.Name) and call.args:
+        node = call.args[0].value
+    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    name = node.value if isinstance(node, cst.Name) else ""
+    return bool(_HOST_WORDS & set(name.lower().split("_")))
+
+
+_HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
+
+
+# What a waiter waits on until another holder sets it: made on the spot, nobody else holds one.
+_NEVER_SET = frozenset({"Event", "Condition", "Barrier", "Semaphore", "BoundedSemaphore", "Future"})
+
+def _hang(node: cst.Call, method: str | None, made: str) -> RuleId | None:
+    """``threading.Event().wait()``: a wait, without a timeout, on something made on the spot — nobody else
+    holds it to set it, so the process hangs there as surely as on ``signal.pause()``."""
+    return RuleId.PROCESS_EXIT if method == "wait" and not node.args and made in _NEVER_SET else None
+
+
 def _waits(loop: cst.CSTNode) -> bool:
     """Whether a loop's job is waiting: it catches errors in its body (a retry, whose sleep is a backoff) or
-    it is a ``while`` (polling for a condition)."""
-    return isinstance(loop, cst.While) or holds(loop, cst.ExceptHandler)
+    it is a ``while`` polling for a condition — not one that already waits for its work each time round
+    (``outputs = await queue.get()``), where a sleep only holds the work up."""
+    if holds(loop, cst.ExceptHandler):
+        return True
+    return isinstance(loop, cst.While) and not _awaits_work(loop)
+
+
+def _awaits_work(loop: cst.While) -> bool:
+    """Whether a loop's body awaits something other than a sleep."""
+    found = _Awaits()
+    walk(loop.body, found)
+    return found.work
+
+
+# The waits that only pass time (``asyncio.sleep``), from the rule table: awaiting one is no work arriving.
+_SLEEPS = RULES[RuleId.SLEEP].targets
+_NAPS = frozenset(
+    q.rsplit(".", 1)[-1]
+    for q in (_SLEEPS.calls if _SLEEPS is not None else ())
+    if q.rsplit(".", 2)[-2] in ("time", "asyncio", "trio", "gevent")
+)
+
+
+class _Awaits(cst.CSTVisitor):
+    SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.work = False
+
+    def visit_Await(self, node: cst.Await) -> bool:
+        call = node.expression
+        func = call.func if isinstance(call, cst.Call) else None
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        self.work = self.work or str(name) not in _NAPS
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
 
 
 def _always_false(test: cst.BaseExpression) -> bool:
@@ -848,8 +962,29 @@ def judge_unit(
     if module is None:
         return []
     walker = _Walker(unit, changed, st, aliases, source_lines)
-    MetadataWrapper(module, unsafe_skip_copy=True).visit(walker)
+    run(module, walker)
     return walker.hits
+
+
+def judge_changed(
+    unit: Unit, mine: Sequence[int], st: Structure, source_lines: Sequence[str], whole: bool = False
+) -> tuple[list[Hit], list[Hit]]:
+    """(every hit of the unit, those on the lines ``mine``): what :func:`judge_unit` of all its lines and
+    its hits there would say. A first walk looks at ``mine`` only, which is how most changed units end (no
+    hit there); the whole unit is walked, for the counts, only after it found one — or when ``whole``."""
+    module = _parse(unit, source_lines)
+    if module is None:
+        return [], []
+    places = positions(module)
+    if not whole and mine:
+        first = _Walker(unit, set(mine), st, None, source_lines, horizon=max(mine))
+        run(module, first, places)
+        if not first.hits:
+            return [], []
+    walker = _Walker(unit, None, st, None, source_lines)
+    run(module, walker, places)
+    wanted = set(mine)
+    return walker.hits, [h for h in walker.hits if any(n in wanted for n in range(h.line, h.end_line + 1))]
 
 
 def judge_statements(st: Structure, source_lines: Sequence[str]) -> list[Hit]:

@@ -34,6 +34,8 @@ def _code_version() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
     files = sorted(n for n in os.listdir(here) if n.endswith(".py"))
+    reach = os.path.join(here, "reach")  # the hot path and reach change verdicts too
+    files += sorted(os.path.join("reach", n) for n in os.listdir(reach) if n.endswith(".py"))
     for path in [*(os.path.join(here, n) for n in files), os.path.join(here, "..", "rulebook.py")]:
         try:
             h.update(read_regular(path))

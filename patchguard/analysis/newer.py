@@ -14,10 +14,11 @@ import ast
 from collections.abc import Callable, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 from .aliases import bind_ast_imports, bind_from_import, bind_import
 from .bounds import too_wild
+from .cstwalk import run
 from .structure import IfSpan, Scope, Structure
 
 __all__ = ["CONFLICT_MARKERS", "structure_of_newer"]
@@ -34,12 +35,11 @@ def structure_of_newer(source: str) -> Structure:
         return Structure([], _textual_aliases(source), set(), grammar=None, syntax_error=where)
     except (RecursionError, MemoryError, ValueError) as exc:
         return Structure([], {}, set(), grammar=None, syntax_error=(1, type(exc).__name__))
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    walker = _Locator(wrapper.module.code_for_node)
-    wrapper.visit(walker)
+    walker = _Locator(module.code_for_node)
+    run(module, walker)
     aliases: dict[str, str] = {}
     flags: set[str] = set()
-    for stmt in _module_level(wrapper.module.body):
+    for stmt in _module_level(module.body):
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
             _bind(aliases, small)
             if isinstance(small, cst.Assign) and _constant(small.value):
@@ -66,6 +66,8 @@ def _constant(node: cst.BaseExpression) -> bool:
 
 class _Locator(cst.CSTVisitor):
     """Collects scopes and ``if`` spans with their lines."""
+
+    SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 

@@ -7,6 +7,7 @@ Calls are matched on their *qualified* name after import aliases are resolved (`
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..model import RuleId
@@ -170,11 +171,15 @@ _CONSTANT_SET = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*(?:True|False|None|-?\d+)\s*
 # A statement that lets an error go, typed into a unit that has a handler it could be the body of.
 _QUIET = re.compile(r"^\s*(?:pass|\.\.\.|continue|break|return(?:\s+None)?)\s*(?:#.*)?$", re.MULTILINE)
 _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
+# `mod.attr = …`, `mod.attr += …`, `mod.TABLE[key] = …` (another module's attribute or table changed),
+# `TABLE[key] = …` (an imported table): the head name, which an import must have bound
 _ATTR_ASSIGN = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][\w.]*\s*(?:[-+*/|&]?=)(?!=)", re.MULTILINE
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z_][\w.]*(?:\[[^\n=]*\])?|\[[^\n=]*\])\s*(?:[-+*/|&]?=)(?!=)",
+    re.MULTILINE,
 )
 
 
+@functools.lru_cache(maxsize=64)  # the same unit's imports, asked for each of its statements
 def _unit_imports(unit: str) -> dict[str, str]:
     """Names the import statements inside a unit bind (each parsed on its own line)."""
     import ast
@@ -193,14 +198,21 @@ def _unit_imports(unit: str) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
+def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
+    """Whether a unit checks (a raise, an assert), handles errors, and holds a hot function's def."""
+    hot = any(on_hot_path(name) for name in _DEF.findall(unit))
+    return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
+
+
 def _in_context(changed: str, unit: str) -> bool:
     """Whether the changed lines could make a statement rule fire given the unit around them."""
-    checks = _CHECK.search(unit) is not None
+    checks, handles, hot = _unit_facts(unit)
     if checks and (_EXIT.search(changed) or _DECISION.search(changed) or _CONSTANT_SET.search(changed)):
         return True  # an early exit, a condition or a flag changed in a unit that checks: it may not fire
-    if _QUIET.search(changed) and _HANDLER.search(unit):
+    if _QUIET.search(changed) and handles:
         return True  # a handler's body emptied, its ``except`` line left as it was
-    return bool(_DECISION.search(changed)) and any(on_hot_path(name) for name in _DEF.findall(unit))
+    return bool(_DECISION.search(changed)) and hot
 
 
 def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:

@@ -11,6 +11,7 @@ rules are the families' (:mod:`.families`) and the matchers of :mod:`.judge`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,8 +21,9 @@ from libcst.helpers import get_full_name_for_node
 
 from ..model import RuleId
 from .aliases import resolve
+from .cstwalk import walk
 from .rules import SWITCH_ATTRIBUTES
-from .tensors import decides_tensor
+from .tensors import ANY_NAME, decides_tensor
 
 __all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal"]
 
@@ -79,6 +81,8 @@ def env_key(target: cst.BaseExpression) -> str:
 class _Holds(cst.CSTVisitor):
     """Whether a node holds one of ``kinds`` — not inside a nested def or class, whose code is its own."""
 
+    SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
+
     def __init__(self, kinds: tuple[type[cst.CSTNode], ...]) -> None:
         super().__init__()
         self.kinds, self.found = kinds, False
@@ -91,7 +95,7 @@ class _Holds(cst.CSTVisitor):
 
 def holds(node: cst.CSTNode, *kinds: type[cst.CSTNode]) -> bool:
     found = _Holds(kinds)
-    node.visit(found)
+    walk(node, found)
     return found.found
 
 
@@ -156,10 +160,12 @@ def _assigned_to(
             shown = f"{env_key(target)}={literal(value)}" if value is not None else env_key(target)
             yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
             continue
-        dotted = get_full_name_for_node(target) if isinstance(target, cst.Attribute) else None
+        item = isinstance(target, cst.Subscript)  # `mod.ACT2FN["gelu"] = …`: another module's table changed
+        held = target.value if isinstance(target, cst.Subscript) else target
+        dotted = get_full_name_for_node(held) if isinstance(held, cst.Attribute) or item else None
         if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
             continue
-        qualname = resolve(scope.aliases, dotted)
+        qualname = resolve(scope.aliases, dotted) + ("[…]" if item else "")
         rule = RuleId.DEBUGGER if qualname == "sys.breakpointhook" else RuleId.MONKEYPATCH
         if qualname.startswith(SWITCH_ATTRIBUTES):
             rule = RuleId.GLOBAL_SWITCH
@@ -224,12 +230,72 @@ def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
         yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", node)
 
 
+# A call whose job is to raise when something is wrong: ``_check_special_mm_tokens``, ``validate_config``.
+_CHECKING = re.compile(r"^_*(?:check|validate|verify|assert|ensure|require)(?:_|$)")
+
+
+def _check_silenced(node: cst.Try, scope: Scope) -> Iterator[Seen]:
+    """A check whose error is let go: a handler of a named exception that only lets it pass, over a call
+    whose role is to raise (``try: self._check_tokens(…) except ValueError: pass``). A broad handler is
+    :func:`_swallowed`'s."""
+    checks = [name for name in _called_names(node.body) if _CHECKING.search(name)]
+    if not checks:
+        return
+    for handler in node.handlers:
+        body = handler.body.body if isinstance(handler.body, cst.IndentedBlock) else []
+        if not _broad(handler.type) and all(_quiet(s) for s in body):
+            detail = f"the error of `{checks[0]}` is let go"
+            yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", handler, detail)
+
+
+def _called_names(node: cst.CSTNode) -> list[str]:
+    """The last names of the calls ``node`` makes (not inside a nested def or class)."""
+    found = _Calls()
+    walk(node, found)
+    return found.names
+
+
+class _Calls(cst.CSTVisitor):
+    SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            self.names.append(func.attr.value)
+        elif isinstance(func, cst.Name):
+            self.names.append(func.value)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return super().on_visit(node) and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+
 def _decided_on_host(test: cst.BaseExpression, scope: Scope) -> Iterator[Seen]:
     """A tensor's value decided on the host (``if x.any():``, ``while n > 0`` with ``n`` a tensor) on the
     device path (the hot path, or a function handed tensors to compute on): the device must finish first."""
-    on_device = scope.touches(test) and scope.on_device_path()
-    if on_device and decides_tensor(test, scope.tensors(), scope.aliases):
+    # (whether it could decide a tensor at all is asked first: the names are worked out per function)
+    could = scope.touches(test) and decides_tensor(test, ANY_NAME, scope.aliases)
+    if could and scope.on_device_path() and decides_tensor(test, scope.tensors(), scope.aliases):
         yield Seen(RuleId.DEVICE_SYNC, code(test)[:40], test, "a tensor's value decided on the host")
+
+
+def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
+    """``while not stream.query(): pass``: the host polls a stream or event (``query()``, no argument)
+    until the device has finished — a synchronisation by busy wait."""
+    test = node.test
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if (
+        isinstance(test, cst.Call)
+        and isinstance(test.func, cst.Attribute)
+        and test.func.attr.value == "query"
+        and not test.args
+        and scope.touches(node)
+    ):
+        yield Seen(RuleId.DEVICE_SYNC, "query", node.test, "the host spins until the device has finished")
 
 
 def _tested(node: cst.If | cst.While | cst.IfExp | cst.Assert, scope: Scope) -> Iterator[Seen]:
@@ -239,16 +305,16 @@ def _tested(node: cst.If | cst.While | cst.IfExp | cst.Assert, scope: Scope) -> 
 def _never_fires(node: cst.If, scope: Scope) -> Iterator[Seen]:
     """``if False:`` (or ``cond and False``) put over a raise: the check can never fire. A check made to
     wait for a switch (``if bad and os.environ.get("STRICT"):``): it fires only when someone sets it."""
-    if not _holds_check(node.body):
-        return
-    if truth(node.test) is False:
+    never = truth(node.test) is False
+    switch = None if never else _switched(node.test)
+    if (not never and switch is None) or not _holds_check(node.body):
+        return  # (the body is searched last: most tests are neither)
+    if never:
         detail = f"the check under `if {code(node.test)[:60]}` can never fire"
         yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
         return
-    switch = _switched(node.test)
-    if switch is not None:
-        detail = f"the check fires only when `{switch[:60]}`: off unless someone sets it"
-        yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
+    detail = f"the check fires only when `{(switch or '')[:60]}`: off unless someone sets it"
+    yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
 
 
 def _switched(test: cst.BaseExpression) -> str | None:
@@ -323,9 +389,10 @@ STATEMENT_RULES: dict[type[cst.CSTNode], tuple[StatementRule, ...]] = {
     cst.Assign: (_assigned,),
     cst.AugAssign: (_aug_assigned,),
     cst.ExceptHandler: (_swallowed,),
+    cst.Try: (_check_silenced,),
     cst.If: (_tested, _never_fires),
     cst.Assert: (_tested, _always_holds),
-    cst.While: (_tested,),
+    cst.While: (_tested, _spins),
     cst.IfExp: (_tested,),
     cst.IndentedBlock: (_early_exit, _decided_flag),
 }

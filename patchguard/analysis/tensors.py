@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from .aliases import resolve
+from .cstwalk import walk
 
 __all__ = ["decides_tensor", "is_tensor", "tensor_names"]
 
@@ -68,7 +69,7 @@ def tensor_names(
     if owner is not None and params and params[0].name.value == "self":
         names |= {f"self.{f}" for f in (fields or {}).get(owner, ())}
     collect = _Assignments()
-    fn.body.visit(collect)
+    walk(fn.body, collect)
     for _ in range(2):
         for target, value, annotation in collect.found:
             if (annotation is not None and _names_tensor(annotation)) or (
@@ -80,6 +81,8 @@ def tensor_names(
 
 class _Assignments(cst.CSTVisitor):
     """``name = value`` and ``name: T = value`` of a function body (not of nested functions)."""
+
+    SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
     def __init__(self) -> None:
         super().__init__()
@@ -169,6 +172,16 @@ def _to_dtype(call: cst.Call, aliases: Mapping[str, str]) -> bool:
         if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in _DTYPES:
             return True
     return False
+
+
+class _AnyName(set[str]):
+    """Every name a tensor: what a test could decide at most, before the names are worked out."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+ANY_NAME: set[str] = _AnyName()
 
 
 def decides_tensor(test: cst.BaseExpression, tensors: set[str], aliases: Mapping[str, str]) -> bool:

@@ -62,13 +62,20 @@ NOTHING = CallFacts({}, {}, {})
 
 
 def every_run(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """The nodes of ``body`` that run every time it does: not under an ``if`` (its test runs), a
-    conditional expression or an ``except``, nor in a nested function or class. Loops count."""
+    """The nodes of ``body`` that run every time it does: not under an ``if`` (its test runs), nor in an
+    ``except``, a nested function or class. Loops count. The ``else`` of an ``if`` is the way taken when
+    nothing special holds — a scheduler's ``if …: … else: plan = self.get_new_batch_prefill(…)`` — so it
+    counts, where a branch taken on a condition (``if step % 40 == 0: self.log_stats()``, ``helper() if
+    verbose else 0``) is an occasional extra."""
     stack: list[ast.AST] = list(body)
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.If, ast.IfExp)):
-            stack.append(node.test)  # the test runs every time; the branches do not
+        if isinstance(node, ast.IfExp):
+            stack.extend((node.test, node.orelse))
+            continue
+        if isinstance(node, ast.If):
+            stack.append(node.test)  # the test runs every time; the way taken when it fails, too
+            stack.extend(node.orelse)
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue

@@ -26,7 +26,7 @@ from .facts import Facts, read_facts
 
 __all__ = ["FactIndex", "Registry", "Targets", "package_of", "targets_of"]
 
-_MAGIC = b"patchguard-reach/3\n"
+_MAGIC = b"patchguard-reach/4\n"
 
 Registry = dict[str, tuple[str, ...]]
 """Architecture → model module names."""

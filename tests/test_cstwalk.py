@@ -1,0 +1,81 @@
+"""The walk without libcst's rebuilding makes the same calls, in the same order, as libcst's own visit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from patchguard.analysis import cstwalk
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = sorted((REPO / "patchguard").rglob("*.py")) + sorted((REPO / "fixtures").rglob("*.py"))
+TRICKY = """
+x = f"{a!r:>{width}} {b=} {c:{d}.{e}}"
+match p:
+    case {"k": [1, *rest]} | Point(x=0) if rest: pass
+async def g():
+    async with a as (b, c), d: await e
+    async for i in j: yield i
+lambda *a, b=1, **k: (yield)
+del a[1:2, ::3], b.c
+try: pass
+except* ValueError as e: raise
+finally: pass
+"""
+
+
+class _Recorder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, ...]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.log.append(("visit", type(node).__name__))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.log.append(("leave", type(original_node).__name__))
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        self.log.append(("visit", type(node).__name__, attribute))
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        self.log.append(("leave", type(original_node).__name__, attribute))
+
+
+@pytest.mark.parametrize("text", [TRICKY, *(p.read_text() for p in SOURCES[:: max(1, len(SOURCES) // 60)])])
+def test_the_same_calls_in_the_same_order(text: str) -> None:
+    module = cst.parse_module(text)
+    theirs, mine = _Recorder(), _Recorder()
+    module.visit(theirs)
+    cstwalk.walk(module, mine)
+    assert mine.log == theirs.log
+
+
+class _Hooks(cst.CSTVisitor):
+    SKIPS_TRIVIA = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self.seen.append("if-body")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.seen.append("call")
+
+    def visit_Comma(self, node: cst.Comma) -> None:
+        self.seen.append("comma")  # trivia: never reached when the visitor skips it
+
+
+def test_hooks_are_called_and_trivia_skipped_on_request() -> None:
+    module = cst.parse_module("if a:\n    f(1, 2)\n")
+    hooks = _Hooks()
+    cstwalk.walk(module, hooks)
+    assert hooks.seen == ["if-body", "call"]
+    positions = cstwalk.positions(module)
+    calls = [n for n in positions if isinstance(n, cst.Call)]
+    assert [positions[c].start.line for c in calls] == [2]

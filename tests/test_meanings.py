@@ -1,0 +1,157 @@
+"""Meanings (issue 34, third blind batch): what an edit does to a check, a handler, a wait or another
+module — judged by what the code means where it stands, each on a real fixture file, edited."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from patchguard.analysis import CodeChange, analyse
+from patchguard.analysis.hotpath import hot_functions
+
+from .helpers import MINILLM_SRC
+
+LINEAR = "minillm/layers/linear.py"
+REGISTRY = "minillm/models/registry.py"
+CUDA = "minillm/platforms/cuda.py"
+WEIGHTS = "minillm/model_loader/weights.py"
+LOADER = (
+    "    def weight_loader(self, param: nn.Parameter, loaded: torch.Tensor) -> None:\n"
+    "        shard = self.output_size_per_partition\n"
+)
+DIVIDE_CHECK = (
+    "    if numerator % denominator != 0:\n"
+    '        raise ValueError(f"{numerator} is not divisible by {denominator}")\n'
+)
+RESOLVE_HANDLER = (
+    "        except KeyError:\n"
+    "            raise ValueError(\n"
+    '                f"unsupported architecture {arch!r}; "\n'
+    '                f"choose one of {self.supported_architectures()}"\n'
+    "            ) from None\n"
+)
+
+
+def _found(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[tuple[str, str]]:
+    before = (MINILLM_SRC / rel).read_text()
+    assert before.count(anchor) == 1, anchor
+    after = before.replace(anchor, text if replace else anchor + text, 1)
+    findings = analyse(CodeChange(rel, before.encode(), after.encode(), "minillm", "0.4.0"))
+    return {(f.rule, f.severity.name) for f in findings}
+
+
+def _rules(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[str]:
+    return {rule for rule, _ in _found(rel, anchor, text, replace=replace)}
+
+
+def test_a_log_line_where_tensors_are_handed_in_costs_every_call() -> None:
+    """``weight_loader`` is given a tensor (``loaded: torch.Tensor``): its log line is the device path's."""
+    text = '        logger.warning("loading %s", loaded.shape)\n'
+    assert ("logging", "MODERATE") in _found(LINEAR, LOADER, text)
+    # the same line in a function of numbers only is a host's log line: shown, not moderate
+    divide = "def _divide(numerator: int, denominator: int) -> int:\n"
+    assert ("logging", "MINOR") in _found(LINEAR, divide, '    logger.warning("dividing %s", numerator)\n')
+
+
+def test_an_assert_turned_into_a_raise_is_the_same_check() -> None:
+    before = "        self.weight = nn.Parameter(\n"
+    edit = "        assert tp_size > 0\n" + before
+    src = (MINILLM_SRC / LINEAR).read_text().replace(before, edit, 1)
+    after = src.replace(
+        "        assert tp_size > 0\n",
+        "        if tp_size <= 0:\n            raise ValueError(f'bad tp_size {tp_size}')\n",
+        1,
+    )
+    findings = analyse(CodeChange(LINEAR, src.encode(), after.encode(), "minillm", "0.4.0"))
+    assert "removed-check" not in {f.rule for f in findings}
+
+
+def test_a_handler_that_stops_raising_swallows_the_error() -> None:
+    text = "        except KeyError:\n            return None\n"
+    assert ("swallowed-exception", "MODERATE") in _found(REGISTRY, RESOLVE_HANDLER, text, replace=True)
+    # a handler of something else is another handler: the KeyError goes on (the old one is gone)
+    other = "        except IndexError:\n            return None\n"
+    assert "swallowed-exception" not in _rules(REGISTRY, RESOLVE_HANDLER, other, replace=True)
+
+
+def test_a_check_call_whose_error_is_let_go() -> None:
+    text = (
+        "        try:\n            self._check_shape(loaded)\n        except ValueError:\n            pass\n"
+    )
+    assert ("swallowed-exception", "MODERATE") in _found(LINEAR, LOADER, text)
+    parse = "        try:\n            n = int(param.name)\n        except ValueError:\n            pass\n"
+    assert "swallowed-exception" not in _rules(LINEAR, LOADER, parse)
+
+
+def test_a_narrowed_check_fires_less() -> None:
+    narrowed = DIVIDE_CHECK.replace("!= 0:", '!= 0 and numerator == "__never__":')
+    assert ("removed-check", "MODERATE") in _found(LINEAR, DIVIDE_CHECK, narrowed, replace=True)
+
+
+def test_spinning_on_a_stream_is_a_device_wait() -> None:
+    forward = "        return nn.functional.linear(x, self.weight, self.bias)\n"
+    text = "        s = torch.cuda.current_stream()\n        while not s.query():\n            pass\n"
+    assert ("device-sync", "MODERATE") in _found(LINEAR, forward, text + forward, replace=True)
+
+
+def test_waiting_on_an_event_nobody_else_holds_is_a_hang() -> None:
+    text = "        import threading\n        threading.Event().wait()\n"
+    assert ("process-exit", "HIGH") in _found(LINEAR, LOADER, text)
+    bounded = "        import threading\n        threading.Event().wait(0.01)\n"
+    assert "process-exit" not in _rules(LINEAR, LOADER, bounded)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (
+            "        import shelve\n        with shelve.open('/tmp/w.db') as db:\n"
+            "            db['w'] = loaded\n",
+            "tensor-dump",
+        ),
+        ("        import tqdm\n        tqdm.tqdm.write(f'loaded {loaded.shape}')\n", "print"),
+    ],
+    ids=["shelve", "tqdm-write"],
+)
+def test_the_libraries_effects_as_data(text: str, rule: str) -> None:
+    assert rule in _rules(LINEAR, LOADER, text)
+
+
+def test_another_module_s_table_changed_is_a_monkeypatch() -> None:
+    anchor = "from torch import nn\n"
+    text = "import minillm.models.registry as _reg\n\n_reg._ALIASES['Foo'] = 'LlamaForCausalLM'\n"
+    assert ("monkeypatch", "MODERATE") in _found(LINEAR, anchor, text)
+    local = "_TABLE = {}\n_TABLE['Foo'] = 'LlamaForCausalLM'\n"
+    assert "monkeypatch" not in _rules(LINEAR, anchor, local)
+
+
+def test_a_value_named_for_the_host_is_read_without_a_sync() -> None:
+    forward = "        return nn.functional.linear(x, self.weight, self.bias)\n"
+    host = "        lens_cpu = x.new_zeros(4, device='cpu')\n        n = int(lens_cpu.max().item())\n"
+    assert "device-sync" not in _rules(LINEAR, forward, host + forward, replace=True)
+    device = "        n = int(x.max().item())\n"
+    assert "device-sync" in _rules(LINEAR, forward, device + forward, replace=True)
+
+
+def test_a_demo_only_the_script_block_calls_is_not_library_code() -> None:
+    end = (MINILLM_SRC / LINEAR).read_text().splitlines(keepends=True)[-1]
+    demo = "\n\ndef _demo():\n    print('linear ok')\n\n\nif __name__ == '__main__':\n    _demo()\n"
+    assert ("print", "MINOR") in _found(LINEAR, end, demo)
+    public = demo.replace("_demo", "make_linear")  # a public function may be imported elsewhere
+    assert ("print", "MODERATE") in _found(LINEAR, end, public)
+
+
+def test_the_else_of_a_dispatch_runs_every_step() -> None:
+    tree = ast.parse(
+        "class Runner:\n"
+        "    def execute_model(self, batch):\n"
+        "        if batch.special:\n            self._special(batch)\n"
+        "        else:\n            self._plan(batch)\n"
+        "        return self._verbose(batch) if batch.verbose else None\n"
+        "    def _special(self, batch): ...\n"
+        "    def _plan(self, batch): ...\n"
+        "    def _verbose(self, batch): ...\n"
+    )
+    hot = hot_functions(tree)
+    assert "Runner._plan" in hot and "Runner._special" not in hot and "Runner._verbose" not in hot
