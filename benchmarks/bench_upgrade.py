@@ -29,6 +29,7 @@ import argparse
 import collections
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -41,8 +42,10 @@ OLD, NEW = "0.33.0", "0.34.0"
 TARGET_COLD_S, TARGET_WARM_S = 90.0, 5.0
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+def run(
+    cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, cwd=cwd)
     if proc.returncode not in (0, 1):
         sys.stderr.write(f"bench_upgrade: {' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
         sys.exit(2)
@@ -126,10 +129,17 @@ def scan(
     env = {**os.environ, "PATCHGUARD_CACHE_DIR": str(cache)}
     if code is not None:
         env["PYTHONPATH"] = str(code)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = run(cmd, env)
+    # (``python -m`` puts the working directory first on sys.path: the reference runs from its own)
+    proc = run(cmd, env, cwd=code)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     return wall, json.loads(proc.stdout)
+
+
+CPU: list[float] = []  # the processor time of each scan so far (its workers included), in order
 
 
 def per_rule(doc: dict[str, object]) -> dict[str, int]:
@@ -161,14 +171,27 @@ def compare(
     ref_cache = work / "cache-reference"
     shutil.rmtree(ref_cache, ignore_errors=True)
     ref_cold, ref_doc = scan(site, ref_cache, house, code)
+    ref_cpu = CPU[-1]
     mine, theirs = keys(doc), keys(ref_doc)
     result["reference"] = rev
     result["reference_cold_s"] = round(ref_cold, 1)
     result["cold_ratio"] = round(cold / ref_cold, 2)
+    result["reference_cold_cpu_s"] = round(ref_cpu, 1)
+    result["cold_cpu_ratio"] = round(float(str(result["cold_cpu_s"])) / ref_cpu, 2)
     result["verdict_ratio"] = "PASS" if cold <= 0.5 * ref_cold else "FAIL"
     result["same_findings_as_reference"] = mine == theirs
     result["only_reference"] = sum((theirs - mine).values())
     result["only_current"] = sum((mine - theirs).values())
+    # what differs, by rule and severity (a change of detection between the two shows here)
+    result["only_reference_by_rule"] = _by_rule(theirs - mine)
+    result["only_current_by_rule"] = _by_rule(mine - theirs)
+
+
+def _by_rule(keys: collections.Counter[tuple[object, ...]]) -> dict[str, int]:
+    counts: collections.Counter[str] = collections.Counter()
+    for key, n in keys.items():
+        counts[f"{key[1]:<8} {key[0]}"] += n
+    return dict(sorted(counts.items()))
 
 
 def main() -> int:
@@ -196,12 +219,14 @@ def main() -> int:
         cache = work / "cache-cold"
         shutil.rmtree(cache, ignore_errors=True)
         cold, doc = scan(site, cache, house)
+        cold_cpu = CPU[-1]
         warm, warm_doc = scan(site, cache, house)
         result: dict[str, object] = {
             "environment": f"vllm {OLD} with {NEW}'s .py files over it",
             "changed_files": changed,
             "cores": os.cpu_count(),
             "cold_s": round(cold, 1),
+            "cold_cpu_s": round(cold_cpu, 1),
             "warm_s": round(warm, 2),
             "verdict_cold": "PASS" if cold <= TARGET_COLD_S else "FAIL",
             "verdict_warm": "PASS" if warm <= TARGET_WARM_S else "FAIL",
