@@ -124,6 +124,11 @@ def test_another_module_s_table_changed_is_a_monkeypatch() -> None:
     assert ("monkeypatch", "MODERATE") in _found(LINEAR, anchor, text)
     local = "_TABLE = {}\n_TABLE['Foo'] = 'LlamaForCausalLM'\n"
     assert "monkeypatch" not in _rules(LINEAR, anchor, local)
+    # an object a call of that module returned, and a bare name a local may shadow, are not its tables
+    made = "import minillm.models.registry as _reg\n\n_reg.get_registry().table['Foo'] = 1\n"
+    assert "monkeypatch" not in _rules(LINEAR, anchor, made)
+    shadow = "from functools import cache\n\n\ndef _fill(cache):\n    cache['k'] = 1\n"
+    assert "monkeypatch" not in _rules(LINEAR, anchor, shadow)
 
 
 def test_a_value_named_for_the_host_is_read_without_a_sync() -> None:

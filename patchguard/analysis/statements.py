@@ -160,9 +160,13 @@ def _assigned_to(
             shown = f"{env_key(target)}={literal(value)}" if value is not None else env_key(target)
             yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
             continue
-        item = isinstance(target, cst.Subscript)  # `mod.ACT2FN["gelu"] = …`: another module's table changed
+        # `mod.attr = …`, `mod.ACT2FN["gelu"] = …` (another module's table changed): a module's name, then
+        # names only — not `cfg().table[k]`, an object a call returned, nor `cache[k]`, a bare name a local
+        # may shadow
+        item = isinstance(target, cst.Subscript)
         held = target.value if isinstance(target, cst.Subscript) else target
-        dotted = get_full_name_for_node(held) if isinstance(held, cst.Attribute) or item else None
+        pure = isinstance(held, cst.Attribute) and _names_only(held)
+        dotted = get_full_name_for_node(held) if pure else None
         if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
             continue
         qualname = resolve(scope.aliases, dotted) + ("[…]" if item else "")
@@ -170,6 +174,13 @@ def _assigned_to(
         if qualname.startswith(SWITCH_ATTRIBUTES):
             rule = RuleId.GLOBAL_SWITCH
         yield Seen(rule, qualname, node)
+
+
+def _names_only(node: cst.BaseExpression) -> bool:
+    """``a.b.c``: attributes of a name, nothing called or indexed on the way."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
 
 
 def _assigned(node: cst.Assign, scope: Scope) -> Iterator[Seen]:
