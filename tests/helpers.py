@@ -205,3 +205,15 @@ def tree(root: Path) -> dict[str, tuple[str, int, str]]:
                     data = json.dumps(doc, sort_keys=True).encode()
                 out[rel] = ("file", stat.S_IMODE(st.st_mode), hashlib.sha256(data).hexdigest())
     return out
+
+
+def judged_edit(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[tuple[str, str]]:
+    """(rule, severity name) of every finding of one edit of a minillm fixture file: ``text`` put after
+    ``anchor`` (which must occur once), or in its place."""
+    from patchguard.analysis import CodeChange, analyse
+
+    before = (MINILLM_SRC / rel).read_text()
+    assert before.count(anchor) == 1, anchor
+    after = before.replace(anchor, text if replace else anchor + text, 1)
+    findings = analyse(CodeChange(rel, before.encode(), after.encode(), "minillm", "0.4.0"))
+    return {(f.rule, f.severity.name) for f in findings}

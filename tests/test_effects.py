@@ -7,19 +7,14 @@ import pytest
 
 from patchguard.analysis import CodeChange, analyse
 
-from .helpers import MINILLM_SRC
+from .helpers import MINILLM_SRC, judged_edit
 
 LINEAR = "minillm/layers/linear.py"
 WEIGHTS = "minillm/model_loader/weights.py"
 ROW_FORWARD = "        out = nn.functional.linear(x, self.weight)\n"
 
 
-def _found(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[tuple[str, str]]:
-    before = (MINILLM_SRC / rel).read_text()
-    assert before.count(anchor) == 1, anchor
-    after = before.replace(anchor, text if replace else anchor + text, 1)
-    findings = analyse(CodeChange(rel, before.encode(), after.encode(), "minillm", "0.4.0"))
-    return {(f.rule, f.severity.name) for f in findings}
+_found = judged_edit
 
 
 @pytest.mark.parametrize(
@@ -120,8 +115,14 @@ def test_a_line_added_after_a_last_line_without_newline_changes_only_itself() ->
 def test_a_gate_forced_open_makes_the_code_behind_it_live() -> None:
     """``if DEBUG_SYNC:`` around a sync the pristine file has, made ``if DEBUG_SYNC or True:``: the sync's
     line did not change, but it now runs every step."""
-    before = (MINILLM_SRC / LINEAR).read_text().replace(
-        ROW_FORWARD, ROW_FORWARD + "        if self.debug_sync:\n            torch.cuda.synchronize()\n", 1
+    before = (
+        (MINILLM_SRC / LINEAR)
+        .read_text()
+        .replace(
+            ROW_FORWARD,
+            ROW_FORWARD + "        if self.debug_sync:\n            torch.cuda.synchronize()\n",
+            1,
+        )
     )
     after = before.replace("        if self.debug_sync:\n", "        if self.debug_sync or True:\n", 1)
     findings = analyse(CodeChange(LINEAR, before.encode(), after.encode(), "minillm", "0.4.0"))

@@ -10,7 +10,7 @@ import pytest
 from patchguard.analysis import CodeChange, analyse
 from patchguard.analysis.hotpath import hot_functions
 
-from .helpers import MINILLM_SRC
+from .helpers import MINILLM_SRC, judged_edit
 
 LINEAR = "minillm/layers/linear.py"
 REGISTRY = "minillm/models/registry.py"
@@ -33,12 +33,7 @@ RESOLVE_HANDLER = (
 )
 
 
-def _found(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[tuple[str, str]]:
-    before = (MINILLM_SRC / rel).read_text()
-    assert before.count(anchor) == 1, anchor
-    after = before.replace(anchor, text if replace else anchor + text, 1)
-    findings = analyse(CodeChange(rel, before.encode(), after.encode(), "minillm", "0.4.0"))
-    return {(f.rule, f.severity.name) for f in findings}
+_found = judged_edit
 
 
 def _rules(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[str]:
@@ -160,3 +155,21 @@ def test_the_else_of_a_dispatch_runs_every_step() -> None:
     )
     hot = hot_functions(tree)
     assert "Runner._plan" in hot and "Runner._special" not in hot and "Runner._verbose" not in hot
+
+
+def test_a_decision_in_a_kernel_is_device_code_not_a_host_read() -> None:
+    """A function a kernel compiler takes (``@triton.jit``) is traced into device code: a tensor decided
+    there is no host read. The same line in the function handed tensors is one."""
+    kernel = (
+        "\n\n@triton.jit\ndef _clip_kernel(x: torch.Tensor, n: torch.Tensor):\n"
+        "    if n > 0:\n        return x\n    return x\n"
+    )
+    end = (MINILLM_SRC / LINEAR).read_text().splitlines(keepends=True)[-1]
+    assert "device-sync" not in _rules(LINEAR, end, kernel)
+    assert ("device-sync", "MODERATE") in _found(LINEAR, end, kernel.replace("@triton.jit\n", ""))
+
+
+def test_a_predicate_answers_with_a_python_bool() -> None:
+    text = "        if loaded.is_pinned() and not torch.compiler.is_compiling():\n            pass\n"
+    assert "device-sync" not in _rules(LINEAR, LOADER, text)
+    assert ("device-sync", "MODERATE") in _found(LINEAR, LOADER, "        if loaded.any():\n            pass\n")

@@ -553,11 +553,11 @@ def _unit_hits(
     Without a pristine source every hit is reported. A unit whose changed lines hold nothing any rule could
     match is not parsed at all (:func:`.rules.could_hit`); one with no hit on them is not walked whole,
     unless a gate the edit forced open is in it (what runs behind it now is its news)."""
-    from .judge import judge_changed, judge_unit
+    from .judge import called_every_step, judge_changed, judge_unit
 
     text = "".join(edit.lines[unit.start - 1 : unit.end])
     changed = text if edit.before is None else "".join(edit.lines[n - 1] for n in ulines)
-    if not could_hit(changed, text, edit.st.aliases):
+    if not could_hit(changed, text, edit.st.aliases, called_every_step(edit.st, unit)):
         return [], []
     if edit.before is None:
         all_hits = judge_unit(unit, None, edit.st, edit.lines)

@@ -35,7 +35,7 @@ from .families import (
     OPENERS,
 )
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
-from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal
+from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only
 from .structure import Structure, gate_kind_of
 from .tensors import is_tensor, tensor_names
 
@@ -74,6 +74,13 @@ class Hit:
     # by role, whatever its name: in a function handed tensors to compute on (:meth:`_Walker.on_device_path`)
     device: bool = False
     familiar: bool = False  # the pristine scope does the same already (its role: one more is its job)
+
+
+def called_every_step(st: Structure, unit: Unit) -> bool:
+    """Whether a function of the unit is on the hot path (a per-step function calls it, here or elsewhere)."""
+    scope = st.innermost(unit.start)
+    name = scope.qualname if scope is not None else unit.prefix
+    return bool(name) and any(q == name or q.startswith(name + ".") for q in st.hot)
 
 
 def units_for(lines: Sequence[int], st: Structure, source_lines: Sequence[str]) -> dict[Unit, list[int]]:
@@ -171,6 +178,7 @@ class _Walker(cst.CSTVisitor):
         # Only the hits on ``changed`` are wanted, the last of which is ``horizon``: code that touches none
         # of them is walked only as far as it binds names, and nothing past the horizon is walked into.
         self.horizon = horizon
+        self.every_step = called_every_step(st, unit)
         self.source_lines = source_lines
         self.unit_text = "".join(source_lines[unit.start - 1 : unit.end]) if source_lines else ""
         self.aliases: dict[str, str] = dict(st.aliases if aliases is None else aliases)
@@ -219,9 +227,11 @@ class _Walker(cst.CSTVisitor):
         kernel's wrapper, a sampler's helper, a communicator's ``all_reduce``), unless its role is to set
         things up, show them or move them to storage (``__init__``, ``__repr__``, ``save_*``, ``load_*``,
         ``*checkpoint*``, ``to_dict``...), or it is a test."""
+        fn = self.functions[-1][0] if self.functions else None
+        if fn is not None and _compiled(fn):
+            return False  # a kernel's body (`@triton.jit`, `@cute.kernel`) runs on the device: no host read
         if self.in_hot_path():
             return True
-        fn = self.functions[-1][0] if self.functions else None
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name):
             return False
@@ -361,7 +371,7 @@ class _Walker(cst.CSTVisitor):
                 return False
         start, end = self._lines(node)
         text = "".join(self.source_lines[start - 1 : end])
-        return not could_hit(text, self.unit_text, self.aliases)
+        return not could_hit(text, self.unit_text, self.aliases, self.every_step)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if (
@@ -571,8 +581,8 @@ class _Walker(cst.CSTVisitor):
             if isinstance(func, cst.Name) and func.value in self.aliases:  # from pickle import Pickler as P
                 last = self.aliases[func.value].rsplit(".", 1)[-1]
             return "made" if last in _MADE_NAMES else ""  # only what a rule follows
-        if not isinstance(node.value, (cst.Name, cst.Attribute)):
-            return ""
+        if not isinstance(node.value, (cst.Name, cst.Attribute)) or not names_only(node.value):
+            return ""  # (`cfg = get_config().compilation`: an object a call returned, no module's name)
         dotted = get_full_name_for_node(node.value)
         return "alias" if dotted and dotted.split(".", 1)[0] in self.aliases else ""
 
@@ -1045,6 +1055,17 @@ _SETUP_AND_STORAGE = re.compile(
     r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"
     r"|checkpoint|state_dict|pretrained|_weights$"
 )
+
+
+def _compiled(fn: cst.FunctionDef) -> bool:
+    """A function a kernel compiler takes (``@triton.jit``, ``@cute.jit``, ``@cute.kernel``,
+    ``@numba.cuda.jit``): its code is traced into device code, where a value decided is no host read."""
+    for d in fn.decorators:
+        target = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        name = get_full_name_for_node(target) or ""
+        if name.rsplit(".", 1)[-1] in ("jit", "kernel") and name != "torch.jit":
+            return True
+    return False
 
 
 def _off_device_role(name: str) -> bool:

@@ -141,8 +141,9 @@ _WORDS = frozenset(
     | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
     | {n.rsplit(".", 1)[-1] for n in (*ARGUMENT_CALLS, *BOUND_WRITERS, *IN_MEMORY)}
     | ARGUMENT_METHODS
-    # what rules on statements look for: handlers, environ items, sys.breakpointhook, setattr, SystemExit
-    | {"except", "breakpointhook", "setattr", "environ", "SystemExit"}
+    # what rules on statements look for: handlers, environ items and switches, sys.breakpointhook, setattr,
+    # SystemExit, a spin on stream.query()
+    | {"except", "breakpointhook", "setattr", "environ", "getenv", "SystemExit", "query"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
@@ -200,31 +201,36 @@ def _unit_imports(unit: str) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
 def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
-    """Whether a unit checks (a raise, an assert), handles errors, and holds a hot function's def."""
-    hot = any(on_hot_path(name) for name in _DEF.findall(unit))
+    """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
+    function's def, or a parameter annotated as a tensor (a function handed tensors to compute on)."""
+    hot = any(on_hot_path(name) for name in _DEF.findall(unit)) or "Tensor" in unit
     return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
 
 
-def _in_context(changed: str, unit: str) -> bool:
-    """Whether the changed lines could make a statement rule fire given the unit around them."""
+def _in_context(changed: str, unit: str, device: bool = False) -> bool:
+    """Whether the changed lines could make a statement rule fire given the unit around them (``device``:
+    the unit is known to be on the hot path, called from a per-step function)."""
     checks, handles, hot = _unit_facts(unit)
-    if checks and (_EXIT.search(changed) or _DECISION.search(changed) or _CONSTANT_SET.search(changed)):
-        return True  # an early exit, a condition or a flag changed in a unit that checks: it may not fire
+    if checks and (_EXIT.search(changed) or _CONSTANT_SET.search(changed)):
+        return True  # an early exit or a flag set in a unit that checks: the check may not fire
     if _QUIET.search(changed) and handles:
         return True  # a handler's body emptied, its ``except`` line left as it was
-    return bool(_DECISION.search(changed)) and hot
+    # a decision or a conversion that may read a tensor back (a neutralised condition is a _FORMS one)
+    return bool(_DECISION.search(changed)) and (hot or device)
 
 
-def could_hit(changed: str, unit: str, aliases: dict[str, str]) -> bool:
+def could_hit(changed: str, unit: str, aliases: dict[str, str], device: bool = False) -> bool:
     """Whether a rule could match on the ``changed`` lines of a unit (whose whole text is ``unit``): a word
     some rule matches (a call's last name, a method, a module family), a logger, an alias of a module or
     function a rule names, or an attribute assigned on an imported module. ``False`` means no hit is
     possible there, so the unit need not be parsed — derived from the tables above, it cannot fall behind
     them. (A hit whose call begins on an unchanged line is the pristine file's own, which is not reported.)"""
     words = set(_IDENT.findall(changed))
-    if words & _WORDS or any("log" in w.lower() for w in words) or _FORMS.search(changed):
+    if words & _WORDS or _FORMS.search(changed):
         return True
-    if _in_context(changed, unit or changed):
+    if words & _LOG_METHODS and any("log" in w.lower() for w in words):
+        return True  # a logger's call: `logger.info(`, `logging.warning(` (not `logits`, `catalog`)
+    if _in_context(changed, unit or changed, device):
         return True
     local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
     for word in words & set(local):

@@ -25,7 +25,7 @@ from .cstwalk import walk
 from .rules import SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
-__all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal"]
+__all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal", "names_only"]
 
 TERMINAL = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
@@ -165,7 +165,7 @@ def _assigned_to(
         # may shadow
         item = isinstance(target, cst.Subscript)
         held = target.value if isinstance(target, cst.Subscript) else target
-        pure = isinstance(held, cst.Attribute) and _names_only(held)
+        pure = isinstance(held, cst.Attribute) and names_only(held)
         dotted = get_full_name_for_node(held) if pure else None
         if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
             continue
@@ -176,7 +176,7 @@ def _assigned_to(
         yield Seen(rule, qualname, node)
 
 
-def _names_only(node: cst.BaseExpression) -> bool:
+def names_only(node: cst.BaseExpression) -> bool:
     """``a.b.c``: attributes of a name, nothing called or indexed on the way."""
     while isinstance(node, cst.Attribute):
         node = node.value

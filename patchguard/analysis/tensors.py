@@ -152,7 +152,9 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
 def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) -> bool:
     func = call.func
     if isinstance(func, cst.Attribute) and is_tensor(func.value, tensors, aliases):
-        return func.attr.value not in _METADATA_METHODS  # x.sum(), x.view(...), (x > 0).any()
+        # x.sum(), x.view(...), (x > 0).any() — not its metadata, nor a predicate (`x.is_pinned()`,
+        # `x.is_contiguous()`: a Python bool)
+        return func.attr.value not in _METADATA_METHODS and not _predicate(func.attr.value)
     if isinstance(func, cst.Attribute) and (
         func.attr.value in _TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_dtype(call, aliases))
     ):
@@ -160,8 +162,15 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
     dotted = get_full_name_for_node(func)
     qualname = resolve(dict(aliases), dotted) if dotted else ""
     if qualname.startswith("torch.") and not qualname.startswith(("torch.cuda.", "torch.distributed.")):
-        return qualname.rsplit(".", 1)[-1] not in _NOT_TENSORS
+        last = qualname.rsplit(".", 1)[-1]
+        return last not in _NOT_TENSORS and not _predicate(last)
     return False
+
+
+def _predicate(name: str) -> bool:
+    """A predicate (`torch.compiler.is_compiling()`, `x.is_pinned()`, `torch.are_deterministic_…()`)
+    answers with a Python bool; ``is_nonzero`` reads the tensor back, as ``bool(t)`` does."""
+    return name.startswith(("is_", "are_", "has_")) and name != "is_nonzero"
 
 
 def _to_dtype(call: cst.Call, aliases: Mapping[str, str]) -> bool:
