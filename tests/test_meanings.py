@@ -124,6 +124,9 @@ def test_another_module_s_table_changed_is_a_monkeypatch() -> None:
     assert "monkeypatch" not in _rules(LINEAR, anchor, made)
     shadow = "from functools import cache\n\n\ndef _fill(cache):\n    cache['k'] = 1\n"
     assert "monkeypatch" not in _rules(LINEAR, anchor, shadow)
+    # the imported table by its own name, where no local hides it
+    named = "from minillm.models.registry import _ALIASES\n\n_ALIASES['Foo'] = 'LlamaForCausalLM'\n"
+    assert ("monkeypatch", "MODERATE") in _found(LINEAR, anchor, named)
 
 
 def test_a_value_named_for_the_host_is_read_without_a_sync() -> None:

@@ -318,10 +318,13 @@ def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
 
 def _only_cosmetic(before: str, after: Structure) -> bool:
     """Whether the two sources differ in comments, layout or docstrings only."""
-    if after.tree is None:
+    if after.tree is None or too_wild(before) is not None:
         return False
-    pristine = locate(before)
-    return pristine.tree is not None and same_code(pristine.tree, after.tree)
+    try:  # (its tree alone: the structure of the pristine file is not needed for this)
+        tree = ast.parse(before)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return same_code(tree, after.tree)
 
 
 def _cosmetic(edit: _Edit, regions: Sequence[Region]) -> list[Finding]:
@@ -673,6 +676,8 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
     The raise of an ``except`` block whose handler stays: the error is swallowed there (unless ``found``
     says so already, of the handler's own lines)."""
     out: list[Finding] = []
+    if not any(_a_check(old.strip()) for r in regions for old in r.removed):
+        return out  # (most edits remove no raise and no assert: the whole files are not read for them)
     gone = _Gone.of(edit)
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
     before = _squeeze("".join(map(_code_of, gone.before_lines)))
@@ -688,14 +693,27 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             if not s.startswith(_CODE_START) and not handler:
                 continue
             stmt = _squeeze(_statement(r.removed, i))
-            # moved (as many copies as before: a copy of the same check elsewhere in the file is not this one)
-            moved = squeezed.count(stmt) >= max(before.count(stmt), 1)
-            if moved or _strengthened(stmt, [a for a in asserts if a != stmt]) or _replaced(s, added):
+            if _lives_on(stmt, s, (squeezed, before), asserts, added):
                 continue
             if gone.scope(r.old_start + i) or gone.subject(r.old_start + i, _statement(r.removed, i)):
                 continue
             out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _lives_on(
+    stmt: str, text: str, files: tuple[str, str], asserts: Sequence[str], added: Sequence[str]
+) -> bool:
+    """Whether a removed check lives on: moved (as many copies as before, ``files`` squeezed after and
+    before: a copy of the same check elsewhere is not this one), strengthened, or replaced in the edit."""
+    after, before = files
+    moved = after.count(stmt) >= max(before.count(stmt), 1)
+    return moved or _strengthened(stmt, [a for a in asserts if a != stmt]) or _replaced(text, added)
+
+
+def _a_check(text: str) -> bool:
+    """Whether a stripped line is a ``raise`` (a bare one too) or an ``assert``."""
+    return text.startswith((*_CODE_START, "raise(")) or text == "raise"
 
 
 def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Finding]:

@@ -37,7 +37,7 @@ from .families import (
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only
 from .structure import Structure, gate_kind_of
-from .tensors import is_tensor, tensor_names
+from .tensors import is_tensor, local_names, tensor_names
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -194,6 +194,7 @@ class _Walker(cst.CSTVisitor):
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.settings: set[str] = set()  # local names holding a value read from the environment
         self.hits: list[Hit] = []
+        self._own: dict[int, set[str]] = {}  # per function met: the names it binds itself
 
     # -- where we are ---------------------------------------------------------------------------------
     def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -237,6 +238,15 @@ class _Walker(cst.CSTVisitor):
             return False
         given = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
         return bool({p.name.value for p in given} & self.tensors())
+
+    def own(self, name: str) -> bool:
+        """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
+        fn = self.functions[-1][0] if self.functions else None
+        if fn is None:
+            return False
+        if id(fn) not in self._own:
+            self._own[id(fn)] = local_names(fn)
+        return name in self._own[id(fn)]
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.names.append(node.name.value)

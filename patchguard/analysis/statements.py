@@ -55,6 +55,8 @@ class Scope(Protocol):
 
     def on_device_path(self) -> bool: ...
 
+    def own(self, name: str) -> bool: ...  # a name the current function binds itself (hiding a module's)
+
 
 def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node).strip()
@@ -161,11 +163,12 @@ def _assigned_to(
             yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
             continue
         # `mod.attr = …`, `mod.ACT2FN["gelu"] = …` (another module's table changed): a module's name, then
-        # names only — not `cfg().table[k]`, an object a call returned, nor `cache[k]`, a bare name a local
-        # may shadow
+        # names only — not `cfg().table[k]`, an object a call returned
         item = isinstance(target, cst.Subscript)
         held = target.value if isinstance(target, cst.Subscript) else target
-        pure = isinstance(held, cst.Attribute) and names_only(held)
+        # an imported table by its own name (`ALL_ATTENTION_FUNCTIONS["sdpa"] = …`), unless a local hides it
+        table = item and isinstance(held, cst.Name) and not scope.own(held.value)
+        pure = (isinstance(held, cst.Attribute) and names_only(held)) or table
         dotted = get_full_name_for_node(held) if pure else None
         if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
             continue

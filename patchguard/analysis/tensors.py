@@ -17,7 +17,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .cstwalk import walk
 
-__all__ = ["decides_tensor", "is_tensor", "tensor_names"]
+__all__ = ["decides_tensor", "is_tensor", "local_names", "tensor_names"]
 
 # Read on the host without waiting for the device: the tensor's metadata.
 _METADATA_ATTRS = frozenset(
@@ -77,6 +77,15 @@ def tensor_names(
             ):
                 names.add(target)
     return names
+
+
+def local_names(fn: cst.FunctionDef) -> set[str]:
+    """The names ``fn`` binds itself — its parameters and the names it assigns — which hide a module's."""
+    params = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
+    star = [p for p in (fn.params.star_arg, fn.params.star_kwarg) if isinstance(p, cst.Param)]
+    collect = _Assignments()
+    walk(fn.body, collect)
+    return {p.name.value for p in (*params, *star)} | {target for target, _, _ in collect.found}
 
 
 class _Assignments(cst.CSTVisitor):
