@@ -142,8 +142,8 @@ _WORDS = frozenset(
     | {n.rsplit(".", 1)[-1] for n in (*ARGUMENT_CALLS, *BOUND_WRITERS, *IN_MEMORY)}
     | ARGUMENT_METHODS
     # what rules on statements look for: handlers, environ items and switches, sys.breakpointhook, setattr,
-    # SystemExit, a spin on stream.query()
-    | {"except", "breakpointhook", "setattr", "environ", "getenv", "SystemExit", "query"}
+    # SystemExit
+    | {"except", "breakpointhook", "setattr", "environ", "getenv", "SystemExit"}
     | set(WRAPPERS)
     | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
@@ -154,6 +154,7 @@ _FORMS = re.compile(
     r"|\b(?:int|float|bool)\(.*\.(?:" + "|".join(sorted(REDUCTIONS)) + r")\("
     r"""|\bgetattr\(\s*[\w.]+\s*,\s*["']"""
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
+    r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
     r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
     r"""|^\s*assert\s+(?:True|[1-9]|["'])""",
