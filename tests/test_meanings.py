@@ -175,4 +175,6 @@ def test_a_decision_in_a_kernel_is_device_code_not_a_host_read() -> None:
 def test_a_predicate_answers_with_a_python_bool() -> None:
     text = "        if loaded.is_pinned() and not torch.compiler.is_compiling():\n            pass\n"
     assert "device-sync" not in _rules(LINEAR, LOADER, text)
-    assert ("device-sync", "MODERATE") in _found(LINEAR, LOADER, "        if loaded.any():\n            pass\n")
+    assert ("device-sync", "MODERATE") in _found(
+        LINEAR, LOADER, "        if loaded.any():\n            pass\n"
+    )
