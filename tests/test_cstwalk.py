@@ -1,4 +1,5 @@
-"""The walk without libcst's rebuilding makes the same calls, in the same order, as libcst's own visit."""
+"""The walk without libcst's rebuilding makes the same calls, in the same order, as libcst's own visit; the
+positions are libcst's own."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from libcst.metadata import PositionProvider
 
 from patchguard.analysis import cstwalk
 
@@ -79,3 +81,17 @@ def test_hooks_are_called_and_trivia_skipped_on_request() -> None:
     positions = cstwalk.positions(module)
     calls = [n for n in positions if isinstance(n, cst.Call)]
     assert [positions[c].start.line for c in calls] == [2]
+
+
+CRLF = "s = '''a\r\nb'''\r\nt = 2\r\n"
+
+
+@pytest.mark.parametrize(
+    "text", ["", "x = 1", "\n\n# only a comment", TRICKY, CRLF, *(p.read_text() for p in SOURCES[::7])]
+)
+def test_the_same_positions_as_libcst(text: str) -> None:
+    module = cst.parse_module(text)
+    theirs = PositionProvider()
+    theirs._computed = {}
+    theirs._gen_impl(module)
+    assert dict(cstwalk.positions(module)) == dict(theirs._computed)
