@@ -27,7 +27,7 @@ from libcst._position import CodePosition
 from libcst.metadata import CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
-__all__ = ["positions", "run", "walk"]
+__all__ = ["Dispatch", "positions", "run", "walk"]
 
 _FIELD = re.compile(
     r"visit_(required|optional|sentinel|sequence|iterable|body_sequence|body_iterable)\(\s*"
@@ -105,6 +105,37 @@ TRIVIA: tuple[type[cst.CSTNode], ...] = (
     cst.BaseUnaryOp,
     cst.BaseAugOp,
 )
+
+
+class Dispatch(cst.CSTVisitor):
+    """``on_visit``/``on_leave`` as libcst's, with each node type's ``visit_<Node>``/``leave_<Node>``
+    looked up once per visitor class instead of by a formatted name for every node."""
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        key = (type(self), type(node))
+        hook = _VISITS.get(key, _UNSET)
+        if hook is _UNSET:
+            hook = _VISITS[key] = _own(type(self), f"visit_{type(node).__name__}")
+        return hook is None or hook(self, node) is not False  # type: ignore[operator]
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        key = (type(self), type(original_node))
+        hook = _LEAVES.get(key, _UNSET)
+        if hook is _UNSET:
+            hook = _LEAVES[key] = _own(type(self), f"leave_{type(original_node).__name__}")
+        if hook is not None:
+            hook(self, original_node)  # type: ignore[operator]
+
+
+_UNSET = object()
+_VISITS: dict[tuple[type, type], object] = {}  # (visitor class, node type) → its hook, None for none
+_LEAVES: dict[tuple[type, type], object] = {}
+
+
+def _own(cls: type, name: str) -> object:
+    """The visitor class's own hook of that name (``None`` for libcst's do-nothing stub)."""
+    hook = getattr(cls, name, None)
+    return None if hook is getattr(cst.CSTVisitor, name, None) else hook
 
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:

@@ -24,7 +24,7 @@ from ..model import GateKind, RuleId
 from ..rulebook import RULES
 from .aliases import bind_from_import, bind_import, resolve
 from .bounds import too_wild
-from .cstwalk import positions, run, walk
+from .cstwalk import Dispatch, positions, run, walk
 from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
@@ -160,7 +160,7 @@ def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
         return None
 
 
-class _Walker(cst.CSTVisitor):
+class _Walker(Dispatch):
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -866,7 +866,7 @@ _NAPS = frozenset(
 )
 
 
-class _Awaits(cst.CSTVisitor):
+class _Awaits(Dispatch):
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
     def __init__(self) -> None:

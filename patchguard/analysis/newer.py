@@ -18,7 +18,7 @@ from libcst.metadata import PositionProvider
 
 from .aliases import bind_ast_imports, bind_from_import, bind_import
 from .bounds import too_wild
-from .cstwalk import run
+from .cstwalk import Dispatch, run
 from .structure import IfSpan, Scope, Structure
 
 __all__ = ["CONFLICT_MARKERS", "structure_of_newer"]
@@ -64,7 +64,7 @@ def _constant(node: cst.BaseExpression) -> bool:
     )
 
 
-class _Locator(cst.CSTVisitor):
+class _Locator(Dispatch):
     """Collects scopes and ``if`` spans with their lines."""
 
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)

@@ -21,7 +21,7 @@ from libcst.helpers import get_full_name_for_node
 
 from ..model import RuleId
 from .aliases import resolve
-from .cstwalk import walk
+from .cstwalk import Dispatch, walk
 from .rules import SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
@@ -80,7 +80,7 @@ def env_key(target: cst.BaseExpression) -> str:
     return code(target)[:80]
 
 
-class _Holds(cst.CSTVisitor):
+class _Holds(Dispatch):
     """Whether a node holds one of ``kinds`` — not inside a nested def or class, whose code is its own."""
 
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
@@ -269,7 +269,7 @@ def _called_names(node: cst.CSTNode) -> list[str]:
     return found.names
 
 
-class _Calls(cst.CSTVisitor):
+class _Calls(Dispatch):
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
     def __init__(self) -> None:

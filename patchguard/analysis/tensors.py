@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from .aliases import resolve
-from .cstwalk import walk
+from .cstwalk import Dispatch, walk
 
 __all__ = ["decides_tensor", "is_tensor", "local_names", "tensor_names"]
 
@@ -88,7 +88,7 @@ def local_names(fn: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in (*params, *star)} | {target for target, _, _ in collect.found}
 
 
-class _Assignments(cst.CSTVisitor):
+class _Assignments(Dispatch):
     """``name = value`` and ``name: T = value`` of a function body (not of nested functions)."""
 
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
