@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping, MutableMapping
 
-__all__ = ["Imported", "bind_ast_imports", "bind_from_import", "bind_import", "resolve"]
+__all__ = ["Imported", "bind_ast_imports", "bind_from_import", "bind_import", "reads_environment", "resolve"]
 
 Imported = Iterable[tuple[str, str | None]]
 """The names of one import statement: (dotted name, ``as`` name or ``None``)."""
@@ -61,3 +61,9 @@ def resolve(aliases: Mapping[str, str], dotted: str) -> str:
     if base is None:
         return dotted
     return f"{base}.{rest}" if dot else base
+
+
+def reads_environment(text: str) -> bool:
+    """Whether code's text names the process environment (``os.environ``, ``os.getenv``, by any alias of
+    ``os``): a gate, a switch or a value read from it."""
+    return "environ" in text or "getenv" in text

@@ -5,9 +5,10 @@
 once more for the batchable providers even when there are none. On a large upgrade those two are most of
 the analysis time. :func:`walk` makes the same calls on the visitor in the same order (``on_visit``, each
 child attribute's ``on_visit_attribute`` … ``on_leave_attribute``, ``on_leave``), reading each node's
-children in the order libcst's own ``_visit_and_replace_children`` visits them; a ``visit_<Node>_<attr>``
-hook the visitor does not define is not looked up for every node. :func:`run` gives the visitor
-``PositionProvider`` metadata and walks.
+children in the order libcst's own ``_visit_and_replace_children`` visits them; what a visitor class is
+told of a node type is worked out once (:func:`_plan`), and :class:`Dispatch` finds its ``visit_<Node>``
+hooks once per type. :func:`positions` computes libcst's ``PositionProvider`` ranges by a cheaper code
+generation; :func:`run` gives them to the visitor and walks.
 
 The child order of a node type is read once from libcst's own ``_visit_and_replace_children`` (the field
 names it passes to its ``visit_*`` helpers, in order); a node type whose order cannot be read is walked by
@@ -138,40 +139,52 @@ def _own(cls: type, name: str) -> object:
     return None if hook is getattr(cst.CSTVisitor, name, None) else hook
 
 
+Plan = tuple[tuple[str, bool, bool], ...]
+_PLANS: dict[tuple[type, type], Plan | None] = {}
+
+
+def _plan(visitor: type[cst.CSTVisitor], node: type[cst.CSTNode]) -> Plan | None:
+    """How a visitor class walks a node type: (attribute, visited as a sequence, whether the visitor is
+    told of it — it has a ``visit_<Node>_<attr>``/``leave_…`` hook, or takes every attribute), in libcst's
+    order; ``None`` when the order is not known."""
+    key = (visitor, node)
+    if key not in _PLANS:
+        order, hooks = _order(node), _hooks(visitor)
+        kind = node.__name__
+        _PLANS[key] = None if order is None else tuple(
+            (attr, many, hooks is None or f"visit_{kind}_{attr}" in hooks or f"leave_{kind}_{attr}" in hooks)
+            for attr, many in order
+        )
+    return _PLANS[key]
+
+
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree."""
     skip = TRIVIA if getattr(visitor, "SKIPS_TRIVIA", False) else ()
-    _walk(node, visitor, _hooks(type(visitor)), skip)
+    _walk(node, visitor, skip)
 
 
-def _walk(
-    node: cst.CSTNode,
-    visitor: cst.CSTVisitor,
-    hooks: frozenset[str] | None,
-    skip: tuple[type[cst.CSTNode], ...],
-) -> None:
-    order = _order(type(node))
-    if order is None:
+def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, skip: tuple[type[cst.CSTNode], ...]) -> None:
+    plan = _plan(type(visitor), type(node))
+    if plan is None:
         node.visit(visitor)
         return
     if skip and isinstance(node, skip):
         return
     if visitor.on_visit(node):
-        kind = type(node).__name__
-        for attr, many in order:
+        for attr, many, told in plan:
             value = getattr(node, attr)
             if many and value is None:
                 continue
-            named = hooks is None or f"visit_{kind}_{attr}" in hooks or f"leave_{kind}_{attr}" in hooks
-            if named:
+            if told:
                 visitor.on_visit_attribute(node, attr)
             if isinstance(value, cst.CSTNode):
-                _walk(value, visitor, hooks, skip)
+                _walk(value, visitor, skip)
             elif isinstance(value, (tuple, list)):
                 for child in value:
                     if isinstance(child, cst.CSTNode):
-                        _walk(child, visitor, hooks, skip)
-            if named:
+                        _walk(child, visitor, skip)
+            if told:
                 visitor.on_leave_attribute(node, attr)
     visitor.on_leave(node)
 

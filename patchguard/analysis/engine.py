@@ -260,18 +260,21 @@ def _script_only(tree: ast.Module, spans: Sequence[tuple[int, int]]) -> list[tup
     defs = {
         node.name: (node.lineno, node.end_lineno or node.lineno)
         for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _script_role(node.name)
     }
+    called: set[str] = set()  # by the script block
     used_elsewhere: set[str] = set()
     for node in ast.walk(tree):
         # a use by name, or by string (``__all__``, ``getattr(module, "demo")``)
         name = node.id if isinstance(node, ast.Name) else getattr(node, "value", None)
-        if isinstance(node, (ast.Name, ast.Constant)) and isinstance(name, str) and name in defs:
-            line = getattr(node, "lineno", 0)
-            if not any(a <= line <= b for a, b in spans) and not (defs[name][0] <= line <= defs[name][1]):
-                used_elsewhere.add(name)
-    only = [name for name in defs if name not in used_elsewhere and _script_role(name)]
-    return [defs[name] for name in only if _called_in(name, tree, spans)]
+        if not isinstance(node, (ast.Name, ast.Constant)) or not isinstance(name, str) or name not in defs:
+            continue
+        line = node.lineno
+        if any(a <= line <= b for a, b in spans):
+            called.update([name] if isinstance(node, ast.Name) else [])
+        elif not defs[name][0] <= line <= defs[name][1]:
+            used_elsewhere.add(name)
+    return [span for name, span in defs.items() if name in called and name not in used_elsewhere]
 
 
 _SCRIPT_WORDS = frozenset({"demo", "example", "test", "bench", "benchmark"})
@@ -279,13 +282,6 @@ _SCRIPT_WORDS = frozenset({"demo", "example", "test", "bench", "benchmark"})
 
 def _script_role(name: str) -> bool:
     return name.startswith("_") or bool(_SCRIPT_WORDS & set(name.split("_")))
-
-
-def _called_in(name: str, tree: ast.Module, spans: Sequence[tuple[int, int]]) -> bool:
-    return any(
-        isinstance(node, ast.Name) and node.id == name and any(a <= node.lineno <= b for a, b in spans)
-        for node in ast.walk(tree)
-    )
 
 
 def _is_main_test(test: ast.expr) -> bool:
@@ -521,8 +517,6 @@ def _forced_open(st: Structure, changed: set[int]) -> list[tuple[int, int, str]]
 
 def _always_true(test: str) -> bool:
     """Whether a condition's source is true whatever it reads: a true constant, or ``… or True``."""
-    import ast
-
     try:
         node = ast.parse(test.strip(), mode="eval").body
     except SyntaxError:
@@ -719,21 +713,25 @@ def _a_check(text: str) -> bool:
 def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Finding]:
     """The findings of a check taken away at ``line``: the raise of an ``except`` block is a check gone and
     the error it passed on now stops there — swallowed (one finding on the line, naming both rules)."""
-    rules = [RuleId.REMOVED_CHECK, RuleId.SWALLOWED_EXCEPTION] if handler else [RuleId.REMOVED_CHECK]
-    return [
-        edit.finding(
-            Kind.INJECTED_CODE,
-            rule,
-            Severity.MODERATE,
-            line,
-            line,
-            edit.st.qualname_at(line),
-            ("the handler no longer raises: " if rule == RuleId.SWALLOWED_EXCEPTION else "")
-            + f"removed: {text[:100]}",
-            edit.st.gate_at(line),
-        )
-        for rule in rules
-    ]
+    removed = _check_finding(edit, RuleId.REMOVED_CHECK, line, f"removed: {text[:100]}")
+    if not handler:
+        return [removed]
+    swallowed = f"the handler no longer raises: removed: {text[:100]}"
+    return [removed, _check_finding(edit, RuleId.SWALLOWED_EXCEPTION, line, swallowed)]
+
+
+def _check_finding(edit: _Edit, rule: RuleId, line: int, message: str) -> Finding:
+    """A moderate finding of a check taken away or weakened, on one line of the installed file."""
+    return edit.finding(
+        Kind.INJECTED_CODE,
+        rule,
+        Severity.MODERATE,
+        line,
+        line,
+        edit.st.qualname_at(line),
+        message,
+        edit.st.gate_at(line),
+    )
 
 
 def _caught(handler: ast.ExceptHandler) -> str:
@@ -760,18 +758,7 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                     continue
                 extra = [ast.unparse(v) for v in after.values if ast.dump(v) != ast.dump(cond)]
                 detail = f"the check now fires only when also `{' and '.join(extra)[:60]}`"
-                out.append(
-                    edit.finding(
-                        Kind.INJECTED_CODE,
-                        RuleId.REMOVED_CHECK,
-                        Severity.MODERATE,
-                        n,
-                        n,
-                        edit.st.qualname_at(n),
-                        f"check neutralised: {detail}",
-                        edit.st.gate_at(n),
-                    )
-                )
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
                 break
     return out
 

@@ -22,7 +22,7 @@ from libcst.metadata import PositionProvider
 
 from ..model import GateKind, RuleId
 from ..rulebook import RULES
-from .aliases import bind_from_import, bind_import, resolve
+from .aliases import bind_from_import, bind_import, reads_environment, resolve
 from .bounds import too_wild
 from .cstwalk import Dispatch, positions, run, walk
 from .families import (
@@ -37,7 +37,7 @@ from .families import (
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only
 from .structure import Structure, gate_kind_of
-from .tensors import is_tensor, local_names, tensor_names
+from .tensors import is_tensor, local_names, params_of, tensor_names
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -236,8 +236,7 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name):
             return False
-        given = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
-        return bool({p.name.value for p in given} & self.tensors())
+        return bool({p.name.value for p in params_of(fn)} & self.tensors())
 
     def own(self, name: str) -> bool:
         """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
@@ -570,12 +569,13 @@ class _Walker(Dispatch):
         if pos is not None:  # the lines it stands on first: most values are plainly not
             start = pos.start.line + self.unit.start - 1
             around = "".join(self.source_lines[start - 1 : pos.end.line + self.unit.start - 1])
-            if "environ" not in around and "getenv" not in around and not (
-                self.settings and self.settings & set(_IDENTIFIER.findall(around))
-            ):
+            if not self._names_settings(around):
                 return False
-        text = code(value)
-        return "environ" in text or "getenv" in text or bool(self.settings & set(_IDENTIFIER.findall(text)))
+        return self._names_settings(code(value))
+
+    def _names_settings(self, text: str) -> bool:
+        """Whether ``text`` reads the environment, or names a local that holds what was read from it."""
+        return reads_environment(text) or bool(self.settings & set(_IDENTIFIER.findall(text)))
 
     def _binds(self, node: cst.Assign) -> str:
         """What ``node`` binds a local name to that the walk follows: ``"made"`` — ``p = pickle.Pickler(fh)``,
@@ -749,8 +749,7 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
 
 def _from_settings(arg: cst.BaseExpression) -> bool:
     """A value read from the environment (``os.environ[...]``, ``os.getenv(...)``)."""
-    text = code(arg)
-    return "environ" in text or "getenv" in text
+    return reads_environment(code(arg))
 
 
 def _writes_memmap(node: cst.Call) -> bool:
@@ -835,6 +834,7 @@ _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
 # What a waiter waits on until another holder sets it: made on the spot, nobody else holds one.
 _NEVER_SET = frozenset({"Event", "Condition", "Barrier", "Semaphore", "BoundedSemaphore", "Future"})
 
+
 def _hang(node: cst.Call, method: str | None, made: str) -> RuleId | None:
     """``threading.Event().wait()``: a wait, without a timeout, on something made on the spot — nobody else
     holds it to set it, so the process hangs there as surely as on ``signal.pause()``."""
@@ -912,12 +912,18 @@ def _opens_to_write(call: cst.Call) -> bool:
     modes = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"]
     modes += [a.value for a in call.args if a.keyword is None][:2]
     for mode in modes:
-        if isinstance(mode, cst.SimpleString):
-            value = mode.evaluated_value
-            text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-            if _MODE.fullmatch(text):
-                return any(c in text for c in "wax+")
+        text = _mode_text(mode)
+        if text is not None and _MODE.fullmatch(text):
+            return any(c in text for c in "wax+")
     return False
+
+
+def _mode_text(mode: cst.BaseExpression) -> str | None:
+    """A literal file mode's text (``"wb"``, ``b"a"``); ``None`` for anything else."""
+    if not isinstance(mode, cst.SimpleString):
+        return None
+    value = mode.evaluated_value
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
 
 def _writes(call: cst.Call) -> bool:
@@ -928,9 +934,8 @@ def _writes(call: cst.Call) -> bool:
     for a in call.args:
         if a.keyword is not None and a.keyword.value == "mode":
             mode = a.value
-    if isinstance(mode, cst.SimpleString):
-        value = mode.evaluated_value
-        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    text = _mode_text(mode) if mode is not None else None
+    if text is not None:
         return any(c in text for c in "wax+")
     flags = code(mode) if mode is not None else ""  # os.open(path, os.O_WRONLY | os.O_CREAT)
     return any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND"))
@@ -1073,7 +1078,7 @@ def _compiled(fn: cst.FunctionDef) -> bool:
     for d in fn.decorators:
         target = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
         name = get_full_name_for_node(target) or ""
-        if name.rsplit(".", 1)[-1] in ("jit", "kernel") and name != "torch.jit":
+        if name.rsplit(".", 1)[-1] in ("jit", "kernel"):
             return True
     return False
 
@@ -1081,4 +1086,3 @@ def _compiled(fn: cst.FunctionDef) -> bool:
 def _off_device_role(name: str) -> bool:
     """A function whose role is not to compute on the device each step: setting up, showing, or storing."""
     return bool(_SETUP_AND_STORAGE.search(name.lower())) or name in ("__init__", "__repr__", "__str__")
-

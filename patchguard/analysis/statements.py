@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from ..model import RuleId
-from .aliases import resolve
+from .aliases import reads_environment, resolve
 from .cstwalk import Dispatch, walk
 from .rules import SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
@@ -337,7 +337,7 @@ def _switched(test: cst.BaseExpression) -> str | None:
         return None
     for side in (test.left, test.right):
         text = code(side)
-        if "environ" in text or "getenv" in text:
+        if reads_environment(text):
             return text
         found = _switched(side)
         if found is not None:

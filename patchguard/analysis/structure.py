@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from ..diffs import split_lines
 from ..model import GateKind
-from .aliases import bind_ast_imports
+from .aliases import bind_ast_imports, reads_environment
 
 __all__ = ["IfSpan", "Region", "Scope", "Structure", "changed_regions", "structure"]
 
@@ -341,7 +341,7 @@ def structure(source: str) -> Structure | None:
 
 def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
     """Gate kind of an ``if`` test: env, shape, flag, dead or (any other) condition."""
-    if "environ" in text or "getenv" in text:
+    if reads_environment(text):
         return GateKind.ENV
     compares_literal = any(
         isinstance(n, ast.Compare)

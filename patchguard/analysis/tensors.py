@@ -17,7 +17,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .cstwalk import Dispatch, walk
 
-__all__ = ["decides_tensor", "is_tensor", "local_names", "tensor_names"]
+__all__ = ["decides_tensor", "is_tensor", "local_names", "params_of", "tensor_names"]
 
 # Read on the host without waiting for the device: the tensor's metadata.
 _METADATA_ATTRS = frozenset(
@@ -29,9 +29,9 @@ _METADATA_METHODS = frozenset(
 )
 # torch functions that return no tensor (a bool, a dtype, a context, a number).
 _NOT_TENSORS = frozenset(
-    {"equal", "is_tensor", "is_storage", "numel", "is_floating_point", "is_complex", "is_nonzero", "no_grad"}
-    | {"inference_mode", "enable_grad", "is_grad_enabled", "get_default_dtype", "device", "dtype", "Size"}
-    | {"compile", "jit", "manual_seed", "set_grad_enabled", "is_inference_mode_enabled", "finfo", "iinfo"}
+    # (predicates, ``is_*``/``are_*``/``has_*``, are :func:`_predicate`'s; ``is_nonzero`` reads the value)
+    {"equal", "numel", "is_nonzero", "no_grad", "inference_mode", "enable_grad", "get_default_dtype"}
+    | {"device", "dtype", "Size", "compile", "jit", "manual_seed", "set_grad_enabled", "finfo", "iinfo"}
 )
 
 
@@ -59,7 +59,7 @@ def tensor_names(
     tensor expression (two passes: ``a = torch.ones(n)``; ``b = a * 2`` comes after) — and, from the
     tensor ``fields`` of the file's classes, the attributes that are tensors: ``batch.seq_lens`` for a
     parameter ``batch: ForwardBatch``, ``self.cache`` in a method of ``owner``."""
-    params = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
+    params = params_of(fn)
     names = {
         p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
     }
@@ -81,11 +81,15 @@ def tensor_names(
 
 def local_names(fn: cst.FunctionDef) -> set[str]:
     """The names ``fn`` binds itself — its parameters and the names it assigns — which hide a module's."""
-    params = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
     star = [p for p in (fn.params.star_arg, fn.params.star_kwarg) if isinstance(p, cst.Param)]
     collect = _Assignments()
     walk(fn.body, collect)
-    return {p.name.value for p in (*params, *star)} | {target for target, _, _ in collect.found}
+    return {p.name.value for p in (*params_of(fn), *star)} | {target for target, _, _ in collect.found}
+
+
+def params_of(fn: cst.FunctionDef) -> tuple[cst.Param, ...]:
+    """A function's named parameters: positional-only, ordinary and keyword-only (not ``*a``/``**k``)."""
+    return (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
 
 
 class _Assignments(Dispatch):

@@ -167,6 +167,7 @@ class _Archive:
         self._tar: tarfile.TarFile | None = None
         self.wanted: frozenset[str] = frozenset()  # the members a restore may ask for next
         self._kept: dict[str, bytes] = {}  # small wanted members met while streaming to another
+        self._kept_bytes = 0  # what they hold (at most _KEEP_ALL)
 
     def member(self, name: str, limit: int, info: bool = False) -> bytes:
         if self.path.endswith(".tar.bz2"):
@@ -174,6 +175,7 @@ class _Archive:
                 self._tar = tarfile.open(self.path, "r:bz2")  # noqa: SIM115 (closed by close())
             return _bounded(self._tar, self._tar.getmember(name), limit)
         kept = self._kept.pop(name, None)
+        self._kept_bytes -= len(kept or b"")
         if kept is not None and not info:
             if len(kept) > limit:
                 raise SizeMismatch(f"larger than the {limit} bytes conda-meta gives")
@@ -197,6 +199,7 @@ class _Archive:
                         return _bounded(tar, m, limit)
                     if not info and self._keeps(m):
                         self._kept[m.name] = _bounded(tar, m, _KEEP_EACH)
+                        self._kept_bytes += len(self._kept[m.name])
             finally:
                 with contextlib.suppress(Exception):
                     stream.close()
@@ -204,7 +207,8 @@ class _Archive:
 
     def _keeps(self, m: tarfile.TarInfo) -> bool:
         small = m.isfile() and m.size <= _KEEP_EACH
-        return small and m.name in self.wanted and sum(map(len, self._kept.values())) + m.size <= _KEEP_ALL
+        fresh = m.name in self.wanted and m.name not in self._kept
+        return small and fresh and self._kept_bytes + m.size <= _KEEP_ALL
 
     def close(self) -> None:
         if self._tar is not None:

@@ -16,7 +16,6 @@ from ..integrity.records import RecordEntry
 __all__ = ["PristineStore"]
 
 
-
 class PristineStore:
     """Content-addressed bytes: ``<root>/<hh>/<sha256 hex>``. Reads verify the hash; writes are atomic."""
 
