@@ -82,7 +82,6 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -90,6 +89,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# the realbox benchmark's runner (wall, exit code, output and processor time of a child) and its errors
+from bench_realbox import BenchError, BuildError, Run, run_child
 
 CHUNK = 64 * 1024
 HERE = Path(__file__).resolve().parent
@@ -139,14 +143,6 @@ STDERR_TAIL_CHARS = 2000
 DOWNLOAD_TIMEOUT = 300.0
 
 
-class BenchError(Exception):
-    """A tool the benchmark needs could not be run; the script exits 2."""
-
-
-class BuildError(BenchError):
-    """An environment could not be built; the script exits 2."""
-
-
 def log(message: str) -> None:
     print(f"[managed {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -180,41 +176,6 @@ def fresh_dir(path: Path) -> Path:
 # --------------------------------------------------------------------------------------------------------
 # Running patchguard
 # --------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    what: str
-    seconds: float
-    exit_code: int
-    cpu_s: float
-    stdout: str
-    stderr: str
-
-
-def run_child(what: str, cmd: Sequence[str], env: Mapping[str, str], cwd: Path) -> Run:
-    """Run *cmd*; its wall time, exit code, output and CPU time (its helper processes included: ``wait4``)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(
-                list(cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd
-            )
-        except OSError as exc:
-            raise BenchError(f"cannot run {' '.join(cmd)}: {exc}") from exc
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: Popen must not wait again
-        out.seek(0)
-        err.seek(0)
-        return Run(
-            what,
-            seconds,
-            proc.returncode,
-            usage.ru_utime + usage.ru_stime,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-        )
 
 
 class Patchguard:
@@ -673,34 +634,56 @@ def download_debs(
     """The first ``count`` of ``names`` apt-get can download (cached in ``debs``), and those it could not."""
     if shutil.which("apt-get") is None:
         raise BuildError("no apt-get on PATH")
+    return download_first(
+        names,
+        count,
+        lambda name: newest(debs.glob(f"{name}_*.deb")),
+        lambda name: ["apt-get", "download", name],
+        "apt-get download",
+        cwd=debs,
+    )
+
+
+def download_first(
+    names: Sequence[str],
+    count: int,
+    cached: Callable[[str], Path | None],
+    command: Callable[[str], list[str]],
+    what: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[list[tuple[str, Path]], list[dict[str, str]]]:
+    """The first ``count`` of ``names`` found ``cached`` or fetched by ``command`` (then found), and those
+    that could not be (with the last line the fetch said)."""
     used: list[tuple[str, Path]] = []
     failed: list[dict[str, str]] = []
     for name in names:
         if len(used) >= count:
             break
-        deb = newest(debs.glob(f"{name}_*.deb"))
-        if deb is None:
-            log(f"apt-get download {name}")
+        got = cached(name)
+        if got is None:
+            log(f"{what} {name}")
             try:
-                got = subprocess.run(
-                    ["apt-get", "download", name],
-                    cwd=debs,
+                ran = subprocess.run(
+                    command(name),
+                    cwd=cwd,
                     capture_output=True,
                     text=True,
                     timeout=DOWNLOAD_TIMEOUT,
+                    env=None if env is None else dict(env),
                     stdin=subprocess.DEVNULL,
                     check=False,
                 )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 failed.append({"name": name, "reason": str(exc)[:300]})
                 continue
-            deb = newest(debs.glob(f"{name}_*.deb"))
-            if got.returncode != 0 or deb is None:
-                reason = (got.stderr.strip().splitlines() or [f"exit {got.returncode}"])[-1]
+            got = cached(name)
+            if ran.returncode != 0 or got is None:
+                reason = (ran.stderr.strip().splitlines() or [f"exit {ran.returncode}"])[-1]
                 failed.append({"name": name, "reason": reason[:300]})
                 log(f"  failed: {reason[:200]}")
                 continue
-        used.append((name, deb))
+        used.append((name, got))
     return used, failed
 
 
@@ -923,48 +906,23 @@ def wheel_project(path: Path) -> str:
     return canonical(path.name.split("-", 1)[0])
 
 
+_PIP_DOWNLOAD = (sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet")
+
+
 def download_wheels(
     names: Sequence[str], wheels: Path, count: int
 ) -> tuple[list[tuple[str, Path]], list[dict[str, str]]]:
     """The first ``count`` of ``names`` pip can download as a wheel (cached in ``wheels``), and the rest."""
-    used: list[tuple[str, Path]] = []
-    failed: list[dict[str, str]] = []
-    for name in names:
-        if len(used) >= count:
-            break
-        have = [w for w in wheels.glob("*.whl") if wheel_project(w) == canonical(name)]
-        wheel = newest(have)
-        if wheel is None:
-            log(f"pip download {name}")
-            cmd = [
-                sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-                "-d", str(wheels), name,
-            ]  # fmt: skip
-            env = {k: v for k, v in os.environ.items() if k != "PIP_NO_INDEX"}
-            try:
-                got = subprocess.run(
-                    cmd,
-                    capture_output=True,
-                    text=True,
-                    timeout=DOWNLOAD_TIMEOUT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    check=False,
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                failed.append({"name": name, "reason": str(exc)[:300]})
-                continue
-            wheel = newest(w for w in wheels.glob("*.whl") if wheel_project(w) == canonical(name))
-            if got.returncode != 0 or wheel is None:
-                reason = (got.stderr.strip().splitlines() or [f"exit {got.returncode}"])[-1]
-                failed.append({"name": name, "reason": reason[:300]})
-                log(f"  failed: {reason[:200]}")
-                continue
-        used.append((name, wheel))
-    return used, failed
+    return download_first(
+        names,
+        count,
+        lambda name: newest(w for w in wheels.glob("*.whl") if wheel_project(w) == canonical(name)),
+        lambda name: [*_PIP_DOWNLOAD, "-d", str(wheels), name],
+        "pip download",
+        env={k: v for k, v in os.environ.items() if k != "PIP_NO_INDEX"},
+    )
 
 
-@dataclass
 class CondaPackage:
     name: str
     version: str
