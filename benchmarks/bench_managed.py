@@ -92,8 +92,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-# the realbox benchmark's runner (wall, exit code, output and processor time of a child) and its errors
-from bench_realbox import BenchError, BuildError, Run, run_child
+# the realbox benchmark's runner (wall, exit code, output and processor time of a child), its reading of a
+# scan's report, and its errors
+from bench_realbox import BenchError, BuildError, Run, read_report, run_child
 
 CHUNK = 64 * 1024
 HERE = Path(__file__).resolve().parent
@@ -216,21 +217,7 @@ class Patchguard:
         run = self.run(
             what, ["scan", "--site-packages", str(site), "--format", "json", "--offline", *more], cache
         )
-        why = []
-        if run.exit_code not in (0, 1):
-            why.append(f"exit {run.exit_code}")
-        if "Traceback (most recent call last)" in run.stderr:
-            why.append("traceback")
-        report: dict[str, Any] | None = None
-        try:
-            doc = json.loads(run.stdout)
-        except ValueError:
-            why.append("no JSON report on stdout")
-        else:
-            if isinstance(doc, dict) and isinstance(doc.get("findings"), list):
-                report = doc
-            else:
-                why.append("the JSON has no findings list")
+        report, why = read_report(run)
         if why:
             self.crash(run, ", ".join(why))
             return run, None

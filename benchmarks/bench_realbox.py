@@ -512,8 +512,9 @@ def run_child(what: str, cmd: Sequence[str], env: Mapping[str, str], cwd: Path) 
         )
 
 
-def crash_of(run: Run, venv: Venv, want_json: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The run's JSON report (scan) and its crash record, if it crashed."""
+def read_report(run: Run, want_json: bool = True) -> tuple[dict[str, Any] | None, list[str]]:
+    """The run's JSON report (when one is wanted) and what is wrong with the run: an exit code other than 0
+    or 1, a traceback, no report (or no output at all)."""
     why = []
     if run.exit_code not in (0, 1):
         why.append(f"exit {run.exit_code}")
@@ -532,6 +533,12 @@ def crash_of(run: Run, venv: Venv, want_json: bool) -> tuple[dict[str, Any] | No
                 why.append("the JSON has no findings list")
     elif not run.stdout.strip():
         why.append("no output")
+    return report, why
+
+
+def crash_of(run: Run, venv: Venv, want_json: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The run's JSON report (scan) and its crash record, if it crashed."""
+    report, why = read_report(run, want_json)
     if not why:
         return report, None
     crash = {
