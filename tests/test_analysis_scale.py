@@ -99,9 +99,60 @@ def test_one_finding_per_line_at_the_highest_severity() -> None:
     assert "also: print, device-sync" in f.evidence and "(also print, device-sync on this line)" in f.message
 
 
-@pytest.mark.parametrize("name", sorted({q.rsplit(".", 1)[-1] for q in CALLS} | set(METHODS)))
-def test_the_prefilter_lets_every_rule_word_through(name: str) -> None:
+@pytest.mark.parametrize("qualname", sorted(CALLS))
+def test_the_prefilter_lets_every_rule_call_through(qualname: str) -> None:
+    head = qualname.split(".", 1)[0]
+    assert could_hit(f"    x = {qualname}(z)\n", "", {head: head})
+    if "." in qualname:  # under another name, and imported by its own
+        module, name = qualname.rsplit(".", 1)
+        assert could_hit(f"    x = m.{name}(z)\n", "", {"m": module})
+        assert could_hit(f"    x = {name}(z)\n", "", {name: qualname})
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_the_prefilter_lets_every_rule_method_through(name: str) -> None:
     assert could_hit(f"    x = y.{name}(z)\n", "", {})
+
+
+def test_the_prefilter_reads_a_rule_word_by_what_it_names() -> None:
+    """A word a rule knows only inside a qualified name counts where the name resolves to the rule's call —
+    not as a variable's name or another object's method; a method judged by its receiver needs its word."""
+    imports = {"requests": "requests", "shutil": "shutil", "threading": "threading", "os": "os"}
+    assert not could_hit("    for r in requests:\n        self.requests.pop(r)\n", "", imports)
+    assert not could_hit("    kept = self.cache.copy()\n", "", imports)
+    assert could_hit("    shutil.copy(a, b)\n", "", imports)
+    assert could_hit("    requests.Session().post(url)\n", "", imports)
+    assert not could_hit("    self.done.wait()\n", "", imports)
+    assert could_hit("    threading.Event().wait()\n", "", imports)
+    assert could_hit("    E().wait()\n", "", {"E": "threading.Event"})
+    assert not could_hit("    worker.start()\n", "", imports)
+    assert could_hit("    mock.patch('a.b').start()\n", "", {"mock": "unittest.mock"})
+    assert could_hit("    self.logger.setLevel(logging.DEBUG)\n", "", {"logging": "logging"})
+
+
+def test_the_prefilter_places_exits_and_decisions() -> None:
+    """An early exit counts above a check, not below every one; a quiet line under a handler; a decision
+    where one of its words may hold a tensor."""
+    unit = "def f(x):\n    if x is None:\n        raise ValueError\n    y = x + 1\n    return y\n"
+    assert not could_hit("    return y\n", unit, {})
+    assert could_hit("    return y\n", unit.replace("    y = x + 1\n", "    return y\n    assert y\n"), {})
+    handler = "def g():\n    try:\n        go()\n    except OSError:\n        pass\n"
+    assert could_hit("        pass\n", handler, {})
+    assert not could_hit(
+        "        pass\n",
+        handler.replace(
+            "    try:\n        go()\n    except OSError:\n", "    if a:\n        b()\n    if c:\n"
+        ),
+        {},
+    )
+    tensors = frozenset({"mask", "torch"})
+    assert could_hit("    if mask:\n", "def forward(mask):\n    if mask:\n", {}, False, lambda: tensors)
+    assert not could_hit("    if n > 0:\n", "def forward(mask):\n    if n > 0:\n", {}, False, lambda: tensors)
+    assert could_hit("    if n > 0:\n", "def forward(mask):\n    if n > 0:\n", {}, False, lambda: None)
+    # a write is a dump only of a tensor's data; a statement's words are read to where its brackets close
+    unit = "def forward(mask, f):\n    f.write(\n        mask.numpy().tobytes()\n    )\n"
+    assert could_hit("    f.write(\n", unit, {}, False, lambda: tensors)
+    assert not could_hit("    f.write(header)\n", unit + "    f.write(header)\n", {}, False, lambda: tensors)
 
 
 def test_the_prefilter_follows_aliases_and_module_assignments() -> None:

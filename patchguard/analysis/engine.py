@@ -548,19 +548,33 @@ def _unit_hits(
 ) -> tuple[list[Hit], list[Hit]]:
     """(every hit of the unit, for the counts; those on its changed lines ``ulines``, for the report).
     Without a pristine source every hit is reported. A unit whose changed lines hold nothing any rule could
-    match is not parsed at all (:func:`.rules.could_hit`); one with no hit on them is not walked whole,
+    match is not parsed at all (:func:`.rules.could_hit`), and one with no hit on them is not walked whole,
     unless a gate the edit forced open is in it (what runs behind it now is its news)."""
     from .judge import called_every_step, judge_changed, judge_unit
 
     text = "".join(edit.lines[unit.start - 1 : unit.end])
     changed = text if edit.before is None else "".join(edit.lines[n - 1] for n in ulines)
-    if not could_hit(changed, text, edit.st.aliases, called_every_step(edit.st, unit)):
+    # a gate the edit forced open: what runs behind it now is news the changed lines do not show
+    whole = any(unit.start <= first and last <= unit.end for first, last, _ in opened)
+    every_step = called_every_step(edit.st, unit)
+    tensors = lambda: _tensor_words(edit.st, unit)  # noqa: E731  (worked out only when a decision asks)
+    if not whole and not could_hit(changed, text, edit.st.aliases, every_step, tensors):
         return [], []
     if edit.before is None:
         all_hits = judge_unit(unit, None, edit.st, edit.lines)
         return all_hits, all_hits
-    whole = any(unit.start <= first and last <= unit.end for first, last, _ in opened)
     return judge_changed(unit, ulines, edit.st, edit.lines, whole)
+
+
+def _tensor_words(st: Structure, unit: Unit) -> frozenset[str] | None:
+    """The words that may name a tensor in a unit that is one def (``None`` for other units: not told)."""
+    from .tensors import maybe_tensor_words
+
+    fn = st.def_at(unit.start)
+    if fn is None:
+        return None
+    fields = frozenset().union(*st.tensor_fields.values())
+    return maybe_tensor_words(fn, st.bound_to("torch") | {"torch"}, fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -734,6 +748,11 @@ def _check_finding(edit: _Edit, rule: RuleId, line: int, message: str) -> Findin
     )
 
 
+def _handlers_around(st: Structure, line: int) -> list[ast.ExceptHandler]:
+    """The ``except`` handlers of a file whose span holds ``line``, outermost first."""
+    return [h for h in st.handlers if h.lineno <= line <= (h.end_lineno or h.lineno)]
+
+
 def _caught(handler: ast.ExceptHandler) -> str:
     return ast.unparse(handler.type) if handler.type is not None else ""
 
@@ -859,20 +878,14 @@ class _Gone:
         handler); else 0."""
         if not (text == "raise" or text.startswith(("raise ", "raise("))):
             return 0
-        tree = self.before.tree if self.before is not None else None
-        if tree is None or self.after.tree is None:
+        if self.before is None or self.before.tree is None or self.after.tree is None:
             return 0
         caught = [
             _caught(node)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ExceptHandler)
-            and any(isinstance(r, ast.Raise) and r.lineno == line for r in ast.walk(node))
+            for node in _handlers_around(self.before, line)
+            if any(isinstance(r, ast.Raise) and r.lineno == line for r in ast.walk(node))
         ]
-        around = [
-            node
-            for node in ast.walk(self.after.tree)
-            if isinstance(node, ast.ExceptHandler) and node.lineno <= now <= (node.end_lineno or node.lineno)
-        ]
+        around = _handlers_around(self.after, now)
         inner = max(around, key=lambda n: n.lineno, default=None)
         if caught and inner is not None and _caught(inner) == caught[-1] and not _raises(inner):
             return inner.lineno

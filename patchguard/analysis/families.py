@@ -23,7 +23,13 @@ __all__ = [
     "IN_MEMORY",
     "MEMMAPS",
     "NATIVE_LOADERS",
+    "NEVER_SET",
     "OPENERS",
+    "OPEN_METHODS",
+    "RECEIVER_WORDS",
+    "TO_HOST",
+    "WAIT_METHODS",
+    "WRITE_METHODS",
     "Family",
 ]
 
@@ -52,6 +58,23 @@ MEMMAPS = frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"})
 IMPORTERS = frozenset({"importlib.import_module", "__import__", "builtins.__import__"})
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | {"select.select", "contextlib.suppress"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
+# Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,
+# or a value brought to the host by one of TO_HOST (``f.write(t.cpu().numpy().tobytes())``).
+WRITE_METHODS = frozenset({"write", "writelines", "write_bytes", "send", "sendall", "put_object"})
+TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
+# A path object's or a filesystem's ``open`` (``Path(p).open("a")``): a write by its mode, on any receiver.
+OPEN_METHODS = frozenset({"open"})
+# Waits that hang when nobody else holds what is waited on: a ``wait()`` on one of these made on the spot
+# (``threading.Event().wait()``).
+WAIT_METHODS = frozenset({"wait"})
+NEVER_SET = frozenset({"Event", "Condition", "Barrier", "Semaphore", "BoundedSemaphore", "Future"})
+# Methods a matcher judges by their receiver, and a word the receiver's name or qualified name holds when
+# they can hit: a logger set to DEBUG, a ``mock.patch`` started and left running, a hang.
+RECEIVER_WORDS: dict[str, tuple[str, ...]] = {
+    "setLevel": ("log",),
+    "start": ("mock",),
+    **{m: tuple(sorted(NEVER_SET)) for m in WAIT_METHODS},
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,12 @@ from .families import (
     IN_MEMORY,
     MEMMAPS,
     NATIVE_LOADERS,
+    NEVER_SET,
+    OPEN_METHODS,
     OPENERS,
+    TO_HOST,
+    WAIT_METHODS,
+    WRITE_METHODS,
 )
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only
@@ -481,11 +486,16 @@ class _Walker(Dispatch):
 
     def _dumped(self, node: cst.Call, method: str | None, rule: RuleId | None) -> RuleId | None:
         """A write whose bytes are a tensor's is a dump, by whatever writer (``f.write(t.numpy().tobytes())``,
-        ``Path(p).write_bytes(...)``, ``os.write(fd, ...)``) — not into an in-memory buffer."""
+        ``Path(p).write_bytes(...)``, ``os.write(fd, ...)``) — not into an in-memory buffer, nor by a module's
+        own function (``torch.distributed.send(t, dst)``: a tensor handed to another rank, judged by its
+        name like every module function)."""
         if rule == RuleId.FILE_WRITE and self._tensor_payload(node):
             return RuleId.TENSOR_DUMP
-        if rule is None and method in _WRITE_METHODS and self._tensor_payload(node):
+        if rule is None and method in WRITE_METHODS and self._tensor_payload(node):
             owner = node.func.value if isinstance(node.func, cst.Attribute) else None
+            head = (get_full_name_for_node(owner) or "").split(".", 1)[0] if owner is not None else ""
+            if head in self.aliases:
+                return rule
             if owner is None or self.bound.get(code(owner), "") not in IN_MEMORY:
                 return RuleId.TENSOR_DUMP
         return rule
@@ -498,7 +508,7 @@ class _Walker(Dispatch):
             while isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
                 if is_tensor(value, self.tensors(), self.aliases):
                     return True
-                if isinstance(value, cst.Attribute) and value.attr.value in _TO_HOST:
+                if isinstance(value, cst.Attribute) and value.attr.value in TO_HOST:
                     return True  # x.cpu().numpy(): a device array's data, brought to the host to go out
                 value = value.func if isinstance(value, cst.Call) else value.value
             if is_tensor(value, self.tensors(), self.aliases):
@@ -670,10 +680,7 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
 
 
 # Methods that bring an array's data to the host as such: what they give is tensor data.
-_TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-# Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump.
-_WRITE_METHODS = frozenset({"write", "writelines", "write_bytes", "send", "sendall", "put_object"})
 
 # The last names of the calls whose results are followed to their use (writers, in-memory buffers).
 _MADE_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in (*BOUND_WRITERS, *IN_MEMORY))
@@ -700,7 +707,7 @@ def _first(node: cst.Call) -> cst.BaseExpression | None:
 _MATCHERS: tuple[_Matcher, ...] = (
     _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _writes(n), qualnames=OPENERS),
     # a path object's or a filesystem's open for writing: Path(p).open("a"), fs.open(p, "wb")
-    _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _opens_to_write(n), methods=frozenset({"open"})),
+    _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _opens_to_write(n), methods=OPEN_METHODS),
     _Matcher(RuleId.DEVICE_SYNC, lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
     _Matcher(
         RuleId.DEVICE_SYNC,
@@ -832,13 +839,10 @@ _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
 
 
 # What a waiter waits on until another holder sets it: made on the spot, nobody else holds one.
-_NEVER_SET = frozenset({"Event", "Condition", "Barrier", "Semaphore", "BoundedSemaphore", "Future"})
-
-
 def _hang(node: cst.Call, method: str | None, made: str) -> RuleId | None:
     """``threading.Event().wait()``: a wait, without a timeout, on something made on the spot — nobody else
     holds it to set it, so the process hangs there as surely as on ``signal.pause()``."""
-    return RuleId.PROCESS_EXIT if method == "wait" and not node.args and made in _NEVER_SET else None
+    return RuleId.PROCESS_EXIT if method in WAIT_METHODS and not node.args and made in NEVER_SET else None
 
 
 def _waits(loop: cst.CSTNode) -> bool:

@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 from ..model import RuleId
 from ..rulebook import RULES, Rule
+from .aliases import resolve
 from .bounds import too_wild
-from .families import ARGUMENT_CALLS, ARGUMENT_METHODS, BOUND_WRITERS, FAMILIES, IN_MEMORY
+from .families import (
+    ARGUMENT_CALLS,
+    BOUND_WRITERS,
+    FAMILIES,
+    IN_MEMORY,
+    OPEN_METHODS,
+    RECEIVER_WORDS,
+    TO_HOST,
+    WRITE_METHODS,
+)
 
 __all__ = [
     "CALLS",
@@ -134,25 +145,36 @@ def _module_rule(qualname: str) -> RuleId | None:
 
 # Modules whose every callable (or whose listed methods) a family names: an alias of one is a possible hit.
 _MODULE_FAMILIES = tuple(f"{m}." for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS)))
-_WORDS = frozenset(
-    {q.rsplit(".", 1)[-1] for q in CALLS}
-    | set(METHODS)
+# The qualified names the matchers of :mod:`.judge` look at (files opened, writers made, buffers in memory).
+_MATCHED = frozenset(ARGUMENT_CALLS | set(BOUND_WRITERS) | IN_MEMORY)
+# Words a rule knows only as a part of a qualified name (``shutil.copy``, ``requests``, ``os.environ.pop``):
+# they count where a dotted name of the changed lines resolves to a rule's call or a matched name
+# (:func:`_names_a_call`), not where they name a variable or another object's method (``requests``,
+# ``self.cache.copy()``).
+_QUALIFIED_WORDS = frozenset(
+    {q.rsplit(".", 1)[-1] for q in (*CALLS, *_MATCHED)}
     | {m.rsplit(".", 1)[-1] for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS))}
-    | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
-    | {n.rsplit(".", 1)[-1] for n in (*ARGUMENT_CALLS, *BOUND_WRITERS, *IN_MEMORY)}
-    | ARGUMENT_METHODS
-    # what rules on statements look for: handlers, environ items and switches, sys.breakpointhook, setattr,
-    # SystemExit
-    | {"except", "breakpointhook", "setattr", "environ", "getenv", "SystemExit"}
-    | set(WRAPPERS)
-    | {w.rsplit(".", 1)[-1] for w in WRAPPERS}
 )
+# Words that count wherever they stand: methods matched on any receiver (a rule's, a matcher's, a writer
+# object's, ``run_in_executor``), name prefixes, and what the rules on statements look at
+# (handlers, environ items and switches, sys.breakpointhook, setattr, SystemExit). The callables that run
+# the callable they are given (``functools.partial``) need none: what they run is judged by its own name.
+_WORDS = frozenset(
+    set(METHODS)
+    | {p.rsplit(".", 1)[-1] for p, _r in _PREFIXES}
+    | {m for _rule, methods in BOUND_WRITERS.values() for m in methods}
+    | OPEN_METHODS
+    | {w for w in WRAPPERS if "." not in w}
+    | {"except", "breakpointhook", "setattr", "environ", "getenv", "SystemExit"}
+)
+# ``getattr(mod, "name")``: read as ``mod.name``, as the judge reads it.
+_GETATTR = re.compile(r"""\bgetattr\(\s*([\w.]+)\s*,\s*["'](\w+)["']""")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Forms whose words are too common to prefilter on alone: x.to("cpu"), int(x.max()), getattr(m, "name")(...).
+# Forms whose words are too common to prefilter on alone: x.to("cpu"), int(x.max()).
 _FORMS = re.compile(
     r"""\.to\(\s*(?:device\s*=\s*)?["']cpu["']"""
     r"|\b(?:int|float|bool)\(.*\.(?:" + "|".join(sorted(REDUCTIONS)) + r")\("
-    r"""|\bgetattr\(\s*[\w.]+\s*,\s*["']"""
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
@@ -200,6 +222,21 @@ def _unit_imports(unit: str) -> dict[str, str]:
     return out
 
 
+# A local name bound to a dotted name, or to ``getattr(name, "literal")``: a module or function under
+# another name, when the dotted name's head is imported.
+_BINDING = re.compile(
+    r"^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*"
+    r"""(?:([A-Za-z_][\w.]*)|getattr\([ \t]*([\w.]+)[ \t]*,[ \t]*["'](\w+)["'][ \t]*\))[ \t]*(?:#.*)?$""",
+    re.MULTILINE,
+)
+
+
+@functools.lru_cache(maxsize=64)  # the same unit's bindings, asked for each of its statements
+def _unit_bindings(unit: str) -> tuple[tuple[str, str], ...]:
+    """(name, dotted name) of the unit's assignments of a plain dotted name or a ``getattr`` of one."""
+    return tuple((n, d or f"{o}.{a}") for n, d, o, a in _BINDING.findall(unit))
+
+
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
 def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
@@ -208,37 +245,160 @@ def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
 
 
-def _in_context(changed: str, unit: str, device: bool = False) -> bool:
+def _in_context(
+    changed: str,
+    unit: str,
+    device: bool = False,
+    tensors: Callable[[], frozenset[str] | None] | None = None,
+) -> bool:
     """Whether the changed lines could make a statement rule fire given the unit around them (``device``:
-    the unit is known to be on the hot path, called from a per-step function)."""
+    the unit is known to be on the hot path, called from a per-step function; ``tensors``: the words that
+    may name a tensor in it, when they can be told — see :func:`.tensors.maybe_tensor_words`)."""
     checks, handles, hot = _unit_facts(unit)
-    if checks and (_EXIT.search(changed) or _CONSTANT_SET.search(changed)):
-        return True  # an early exit or a flag set in a unit that checks: the check may not fire
-    if _QUIET.search(changed) and handles:
+    if checks and any(_check_below(unit, m) for r in (_EXIT, _CONSTANT_SET) for m in r.finditer(changed)):
+        return True  # an early exit or a flag set above a check of the unit: the check may not fire
+    if handles and any(_handler_above(unit, m) for m in _QUIET.finditer(changed)):
         return True  # a handler's body emptied, its ``except`` line left as it was
     # a decision or a conversion that may read a tensor back (a neutralised condition is a _FORMS one)
-    return bool(_DECISION.search(changed)) and (hot or device)
+    if not (_DECISION.search(changed) and (hot or device)):
+        return False
+    words = tensors() if tensors is not None else None
+    return words is None or any(_statement_names(unit, m, words) for m in _DECISION.finditer(changed))
 
 
-def could_hit(changed: str, unit: str, aliases: dict[str, str], device: bool = False) -> bool:
+def _statement_names(unit: str, match: re.Match[str], words: frozenset[str]) -> bool:
+    """Whether the statement of a changed line (where ``match`` is) names one of ``words``: the line alone
+    when its brackets close, else the whole statement from the unit (a line that stands twice there, or
+    whose brackets never close, may: it cannot be told)."""
+    line = _line_of(match)
+    text = line if _depth(line) == 0 else _statement_from(unit, line)
+    return text is None or not words.isdisjoint(_IDENT.findall(text))
+
+
+def _writes_tensor(changed: str, unit: str, tensors: Callable[[], frozenset[str] | None] | None) -> bool:
+    """Whether a write method of the changed lines (``f.write(...)``, ``sock.sendall(...)``) may be given a
+    tensor's data: its statement names a word that may hold a tensor, or brings a value to the host."""
+    words = tensors() if tensors is not None else None
+    if words is None:
+        return True
+    data = words | TO_HOST
+    return any(
+        _statement_names(unit, m, data) for m in _IDENT.finditer(changed) if m.group() in WRITE_METHODS
+    )
+
+
+def _depth(text: str) -> int:
+    return sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+
+
+def _statement_from(unit: str, line: str) -> str | None:
+    """The lines of ``unit`` from ``line`` to where its brackets close (``None``: not to be told)."""
+    if unit.count(line) != 1:
+        return None
+    rest = unit[unit.find(line) :].splitlines()
+    depth = 0
+    for n, text in enumerate(rest, 1):
+        depth += _depth(text)
+        if depth <= 0:
+            return "\n".join(rest[:n])
+    return None
+
+
+def _check_below(unit: str, match: re.Match[str]) -> bool:
+    """Whether a ``raise``/``assert`` of the unit comes after the changed line of ``match`` (found by its
+    text, where it first stands: more is possible, never less)."""
+    line = _line_of(match)
+    at = unit.find(line)
+    return at < 0 or _CHECK.search(unit, at + len(line)) is not None
+
+
+def _handler_above(unit: str, match: re.Match[str]) -> bool:
+    """Whether an ``except`` of the unit comes before the changed line of ``match`` (where it last stands)."""
+    line = _line_of(match)
+    at = unit.rfind(line)
+    return at < 0 or _HANDLER.search(unit, 0, at) is not None
+
+
+def _line_of(match: re.Match[str]) -> str:
+    """The whole line of the text a match is in."""
+    text = match.string
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _names_a_call(changed: str, local: dict[str, str]) -> bool:
+    """Whether a dotted name of the changed lines that holds one of :data:`_QUALIFIED_WORDS`, or begins with
+    an imported name, resolves to a rule's call or a matched name: ``sh.copy`` after ``import shutil as
+    sh``, ``keep(x)`` after ``from pickle import dump as keep``, ``r.get(url)`` after ``import requests as
+    r`` — not ``self.requests.pop`` nor a loop over ``requests``."""
+    dotted = [m.group() for m in _DOTTED.finditer(changed)]
+    dotted += [f"{owner}.{name}" for owner, name in _GETATTR.findall(changed)]
+    for name in dotted:
+        parts = [p.strip() for p in name.split(".")]
+        if parts[0] not in local and _QUALIFIED_WORDS.isdisjoint(parts):
+            continue
+        for k in range(len(parts)):
+            receiver = ".".join(parts[:k]) or None
+            qualname = resolve(local, ".".join(parts[: k + 1]))
+            if qualname in _MATCHED or rule_for_call(qualname, parts[k] if k else None, receiver):
+                return True
+    return False
+
+
+def _receiver_named(words: set[str], local: dict[str, str]) -> bool:
+    """Whether a method judged by its receiver (:data:`.families.RECEIVER_WORDS`) has, among the words of the
+    changed lines resolved, one holding what its receiver must (``log`` for ``setLevel``, the class of a
+    ``wait`` on the spot)."""
+    named = [resolve(local, w).lower() for w in words]
+    return any(
+        needle.lower() in name
+        for method in words.intersection(RECEIVER_WORDS)
+        for needle in RECEIVER_WORDS[method]
+        for name in named
+    )
+
+
+def _local_names(unit: str, aliases: dict[str, str]) -> dict[str, str]:
+    """The names bound to modules and functions where the unit stands: the file's imports, the unit's own,
+    and what it binds to them (``th = torch``, ``_save = getattr(torch, "save")``: as the judge does)."""
+    local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
+    bindings = _unit_bindings(unit)
+    if bindings:
+        local = dict(local)
+        for name, dotted in bindings:
+            if dotted.split(".", 1)[0] in local:
+                local[name] = resolve(local, dotted)
+    return local
+
+
+def could_hit(
+    changed: str,
+    unit: str,
+    aliases: dict[str, str],
+    device: bool = False,
+    tensors: Callable[[], frozenset[str] | None] | None = None,
+) -> bool:
     """Whether a rule could match on the ``changed`` lines of a unit (whose whole text is ``unit``): a word
-    some rule matches (a call's last name, a method, a module family), a logger, an alias of a module or
-    function a rule names, or an attribute assigned on an imported module. ``False`` means no hit is
-    possible there, so the unit need not be parsed — derived from the tables above, it cannot fall behind
-    them. (A hit whose call begins on an unchanged line is the pristine file's own, which is not reported.)"""
+    some rule matches wherever it stands (a method, what a matcher looks at), a dotted name that resolves to
+    a rule's call, a logger, an alias of a module or function a rule names, an attribute assigned on an
+    imported module, or a statement the unit around it makes a possible hit (an exit in a unit that checks,
+    a decision on the words that may hold a tensor). ``False`` means no hit is possible there, so the unit
+    need not be parsed — derived from the tables above, it cannot fall behind them. (A hit whose call begins
+    on an unchanged line is the pristine file's own, which is not reported.)"""
     words = set(_IDENT.findall(changed))
     if words & _WORDS or _FORMS.search(changed):
         return True
     if words & _LOG_METHODS and any("log" in w.lower() for w in words):
         return True  # a logger's call: `logger.info(`, `logging.warning(` (not `logits`, `catalog`)
-    if _in_context(changed, unit or changed, device):
+    local = _local_names(unit, aliases)
+    named = not (words.isdisjoint(_QUALIFIED_WORDS) and words.isdisjoint(local)) or "getattr" in words
+    if named and _names_a_call(changed, local):
         return True
-    local = {**aliases, **_unit_imports(unit)} if "import" in unit else aliases
-    for word in words & set(local):
-        qualname = local[word]
-        # A function imported under another name (keep → pickle.dump), or a module whose every function is a
-        # rule's (r → requests). A module alias (th → torch) needs no check: a call through it ends in a
-        # word of its own (th.save), which the first test sees.
-        if qualname in CALLS or (qualname + ".").startswith(_MODULE_FAMILIES):
-            return True
+    if not words.isdisjoint(RECEIVER_WORDS) and _receiver_named(words, local):
+        return True
+    if _in_context(changed, unit or changed, device, tensors):
+        return True
+    if not words.isdisjoint(WRITE_METHODS) and _writes_tensor(changed, unit, tensors):
+        return True
     return any(head in local for head in _ATTR_ASSIGN.findall(changed))

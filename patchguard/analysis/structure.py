@@ -103,14 +103,30 @@ class Structure:
     local_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     _hot: dict[str, str] | None = field(default=None, repr=False, compare=False)
     _fields: dict[str, frozenset[str]] | None = field(default=None, repr=False, compare=False)
+    # The ast nodes of the file's defs (by the first line of their span), classes and ``except`` handlers.
+    defs: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    classes: list[ast.ClassDef] = field(default_factory=list, repr=False, compare=False)
+    handlers: list[ast.ExceptHandler] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def tensor_fields(self) -> dict[str, frozenset[str]]:
         """Class name → its fields annotated as tensors (``seq_lens: torch.Tensor`` in a dataclass), for
         every class of the file; worked out on first use."""
         if self._fields is None:
-            self._fields = _tensor_fields(self.tree) if self.tree is not None else {}
+            self._fields = _tensor_fields(self.classes)
         return self._fields
+
+    def def_at(self, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The def whose span (decorators included) starts at ``line``, from the file's ast."""
+        return self.defs.get(line)
+
+    def bound_to(self, prefix: str) -> set[str]:
+        """The names any import of the file (at module level or in a function) binds to ``prefix`` or
+        something in it: ``th`` for ``import torch as th``, ``zeros`` for ``from torch import zeros``."""
+        every = [self.aliases, *self.local_aliases.values()]
+        return {n for a in every for n, q in a.items() if q == prefix or q.startswith(prefix + ".")}
 
     @property
     def hot(self) -> dict[str, str]:
@@ -268,6 +284,9 @@ class _Walk:
         self.loops: list[tuple[int, int]] = []
         self.dead: list[tuple[int, int]] = []
         self.local_aliases: dict[str, dict[str, str]] = {}
+        self.defs: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: list[ast.ClassDef] = []
+        self.handlers: list[ast.ExceptHandler] = []
 
     def visit(self, node: ast.AST, prefix: str) -> None:
         after_terminal: set[int] = set()  # the blocks in which a terminal statement was seen
@@ -277,6 +296,7 @@ class _Walk:
                 after_terminal.add(block)
             if isinstance(node, ast.ClassDef) and not isinstance(child, _SCOPES):
                 self.class_body.append((_start(child), child.end_lineno or child.lineno, prefix))
+            self._keep(child)
             if isinstance(child, _SCOPES):
                 name = f"{prefix}.{child.name}" if prefix else child.name
                 kind = (
@@ -292,6 +312,15 @@ class _Walk:
                 orelse = min((n.lineno for n in child.orelse), default=None)
                 self.ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
             self.visit(child, prefix)
+
+    def _keep(self, child: ast.stmt) -> None:
+        """Keep the nodes later questions need (a def by its first line, a class, a try's handlers), so that
+        none of them walks the whole tree again."""
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.defs[_start(child)] = child
+        elif isinstance(child, ast.ClassDef):
+            self.classes.append(child)
+        self.handlers += getattr(child, "handlers", ())
 
     def _note(self, child: ast.stmt, prefix: str, dead: bool) -> None:
         """Record a statement's span as simple, loop or dead, and a function-level import's aliases."""
@@ -336,6 +365,9 @@ def structure(source: str) -> Structure | None:
         loops=walk.loops,
         dead=walk.dead,
         local_aliases=walk.local_aliases,
+        defs=walk.defs,
+        classes=walk.classes,
+        handlers=walk.handlers,
     )
 
 
@@ -401,11 +433,9 @@ def _without_docstring(body: object) -> object:
     return body
 
 
-def _tensor_fields(tree: ast.Module) -> dict[str, frozenset[str]]:
+def _tensor_fields(classes: Iterable[ast.ClassDef]) -> dict[str, frozenset[str]]:
     out: dict[str, frozenset[str]] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
+    for node in classes:
         names = frozenset(
             s.target.id
             for s in node.body

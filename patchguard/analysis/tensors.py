@@ -9,7 +9,8 @@ turned into a Python number makes the host wait for the device: :func:`decides_t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ast
+from collections.abc import Collection, Mapping
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -17,7 +18,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .cstwalk import Dispatch, walk
 
-__all__ = ["decides_tensor", "is_tensor", "local_names", "params_of", "tensor_names"]
+__all__ = ["decides_tensor", "is_tensor", "local_names", "maybe_tensor_words", "params_of", "tensor_names"]
 
 # Read on the host without waiting for the device: the tensor's metadata.
 _METADATA_ATTRS = frozenset(
@@ -77,6 +78,55 @@ def tensor_names(
             ):
                 names.add(target)
     return names
+
+
+def maybe_tensor_words(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, torch: Collection[str], fields: Collection[str]
+) -> frozenset[str]:
+    """Every word through which an expression of ``fn`` may be a tensor as :func:`tensor_names` and
+    :func:`is_tensor` see it, read from the ``ast`` (no libcst parse): more than they find, never less —
+    the names bound to ``torch`` (``torch``), the tensor ``fields`` of the file's classes, the methods only a
+    tensor has, and the parameters and locals (nested functions' too) whose annotation says ``Tensor`` or
+    whose value mentions any of these, to a fixed point. A test whose words miss them all decides nothing a
+    tensor holds."""
+    known = set(torch) | set(fields) | _TENSOR_ONLY_METHODS
+    args = fn.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.annotation is not None and _says_tensor(arg.annotation):
+            known.add(arg.arg)
+    bound: list[tuple[str, ast.expr | None, ast.expr | None]] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            bound += [(t.id, node.value, None) for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            bound.append((node.target.id, node.value, node.annotation))
+    grew = True
+    while grew:
+        grew = False
+        for name, value, annotation in bound:
+            if name not in known and (
+                (annotation is not None and _says_tensor(annotation))
+                or (value is not None and _mentions(value, known))
+            ):
+                known.add(name)
+                grew = True
+    return frozenset(known)
+
+
+def _says_tensor(annotation: ast.expr) -> bool:
+    """An annotation with ``Tensor`` anywhere in it (a list of them too: more is no harm here)."""
+    return any(
+        "Tensor" in (getattr(n, "id", None) or getattr(n, "attr", None) or "")
+        or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "Tensor" in n.value)
+        for n in ast.walk(annotation)
+    )
+
+
+def _mentions(value: ast.expr, words: set[str]) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and n.id in words) or (isinstance(n, ast.Attribute) and n.attr in words)
+        for n in ast.walk(value)
+    )
 
 
 def local_names(fn: cst.FunctionDef) -> set[str]:
