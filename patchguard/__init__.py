@@ -15,10 +15,27 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import EnvironmentNotFound, PatchguardError, UsageError
-from .model import Finding, GateKind, Kind, Loaded, Reach, Report, RuleId, SetState, SetStatus, Severity
+from .model import (
+    Finding,
+    GateKind,
+    Kind,
+    Loaded,
+    PlannedEdit,
+    PlannedFile,
+    PlannedSet,
+    PlanVerdict,
+    Reach,
+    Report,
+    RuleId,
+    SetState,
+    SetStatus,
+    Severity,
+    Upgrade,
+    UpgradePlan,
+)
 
 if TYPE_CHECKING:
-    from .audit import check, lock, scan
+    from .audit import check, lock, plan, scan
     from .config import ConfigError
     from .deploy.bisecting import bisect
     from .deploy.fleet import Aspect, Change, Chosen, Difference, FleetGroup, FleetResult, fleet
@@ -33,7 +50,7 @@ if TYPE_CHECKING:
     from .patchsets.model import PatchSet, PatchSetError, load_sets
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
     from .patchsets.planner import FilePlan, PlanFailed
-    from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_set
+    from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_all, rebase_set
     from .patchsets.status import set_states
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult
@@ -45,6 +62,8 @@ _LAZY = {
     "scan": "audit",
     "check": "audit",
     "lock": "audit",
+    "plan": "audit",
+    "rebase_all": "patchsets.rebase",
     "SourceOptions": "pristine.sources",
     "ProgressCallback": "integrity.inventory",
     "diff": "pristine.explain",
@@ -124,6 +143,10 @@ __all__ = [
     "PatchSetError",
     "PatchguardError",
     "PlanFailed",
+    "PlanVerdict",
+    "PlannedEdit",
+    "PlannedFile",
+    "PlannedSet",
     "Policy",
     "ProgressCallback",
     "Reach",
@@ -141,6 +164,8 @@ __all__ = [
     "SourceOptions",
     "TransactionError",
     "Trial",
+    "Upgrade",
+    "UpgradePlan",
     "UsageError",
     "Verdict",
     "__version__",
@@ -152,6 +177,8 @@ __all__ = [
     "fleet",
     "load_sets",
     "lock",
+    "plan",
+    "rebase_all",
     "rebase_set",
     "restore",
     "revert_set",

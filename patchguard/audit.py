@@ -28,7 +28,7 @@ from .deploy.policy import Policy
 from .env import Target
 from .errors import PatchguardError
 from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
-from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report, RuleId
+from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report, RuleId, UpgradePlan
 from .pristine.sources import SourceOptions
 
 if TYPE_CHECKING:
@@ -647,3 +647,41 @@ def lock(
         write_atomically(output, lock_bytes(doc), make_dirs=False)
     return doc
 
+
+
+def plan(
+    requirements: Sequence[str] = (),
+    *,
+    requirement_files: Sequence[str] = (),
+    report: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    patches: str | None = None,
+    fetch: SourceOptions | None = None,
+) -> UpgradePlan:
+    """What an upgrade to ``requirements`` (pinned: ``vllm==0.34.0``; also requirement files, and pip's
+    ``--dry-run --report`` of what it would install) does to the hand patches, before it happens: for
+    each set it touches, what ``rebase --all`` will do after it, file by file (carries, already upstream,
+    needs review, lost); the changed files it replaces (carried by a set, or in no set: lost); and the
+    startup hooks. The new releases' pristine files are fetched from the box's indexes (or ``fetch``'s
+    wheelhouses); nothing in the environment changes.
+
+    >>> import patchguard
+    >>> p = patchguard.plan(["vllm==0.34.0"])  # doctest: +SKIP
+    >>> [(s.name, s.verdict.value) for s in p.sets]  # doctest: +SKIP
+    [('sm120-support', 'carries')]
+    """
+    from .deploy.upgrade import plan_upgrade, read_targets
+    from .pristine.sources import SourceOptions
+
+    _named_patches(patches)
+    targets = read_targets(requirements, requirement_files, report)
+    scanned = run(site_packages=site_packages, python=python, patches=patches)
+    return plan_upgrade(
+        scanned,
+        targets,
+        patches=patches,
+        site_packages=site_packages,
+        python=python,
+        fetch=fetch or SourceOptions(),
+    )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "PLAN_SCHEMA",
     "REPORT_SCHEMA",
     "Environment",
     "Finding",
@@ -25,12 +26,18 @@ __all__ = [
     "Kind",
     "Loaded",
     "NoBaseline",
+    "PlanVerdict",
+    "PlannedEdit",
+    "PlannedFile",
+    "PlannedSet",
     "Reach",
     "Report",
     "RuleId",
     "SetState",
     "SetStatus",
     "Severity",
+    "Upgrade",
+    "UpgradePlan",
     "for_terminal",
     "from_json_name",
     "json_name",
@@ -516,3 +523,141 @@ class SetState:
     state: SetStatus
     files: int
     detail: tuple[str, ...] = field(default=())
+
+
+# -- the upgrade plan: what ``patchguard plan`` says of an upgrade before it happens -------------------------
+
+PLAN_SCHEMA = "patchguard.plan/1"
+
+
+class PlanVerdict(str, enum.Enum):
+    """What becomes of a set (or one file of it) over an upgrade."""
+
+    CARRIES = "carries"  # merged onto the new release with certainty (lines, statements, moved)
+    UPSTREAM = "already upstream"  # the new release has the change: the set (or file) can be retired
+    REVIEW = "needs review"  # a conflict, or a clean merge that is not certain
+    LOST = "lost"  # the file (or what it changed) is gone upstream
+    UNCHANGED = "unchanged"  # its distribution keeps its release: nothing to carry
+
+    @property
+    def open(self) -> bool:
+        """A person must look before (or after) the upgrade."""
+        return self in (PlanVerdict.REVIEW, PlanVerdict.LOST)
+
+
+@dataclass(frozen=True, slots=True)
+class Upgrade:
+    """One distribution the upgrade changes: from the installed release (``None``: new) to another."""
+
+    distribution: str
+    from_version: str | None
+    to_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFile:
+    """One file of a set over the upgrade: its verdict, how it carries or why it does not."""
+
+    path: str
+    verdict: PlanVerdict
+    hunks: int
+    carried: int  # hunks carried (or already upstream)
+    how: str = ""  # "lines", "statements", "moved to <path>", "resolved"
+    why: str = ""  # what needs review, or what is lost
+    new_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedSet:
+    """One set (one of its distributions) over the upgrade."""
+
+    name: str
+    distribution: str
+    from_version: str
+    to_version: str
+    verdict: PlanVerdict
+    files: tuple[PlannedFile, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEdit:
+    """A changed file of a distribution the upgrade replaces, or a startup hook: what becomes of it."""
+
+    path: str
+    distribution: str | None
+    fate: str  # "carried by <set>", "lost: in no set", "kept: no distribution owns it", "replaced"
+    kind: str = ""
+    severity: str = ""
+    rule: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpgradePlan:
+    """``patchguard plan``: the upgrade, each set's fate, the startup hooks, and the findings the upgrade
+    removes with the edits that are in no set (the upgrade loses them)."""
+
+    upgrades: tuple[Upgrade, ...]
+    sets: tuple[PlannedSet, ...]
+    hooks: tuple[PlannedEdit, ...] = ()
+    edits: tuple[PlannedEdit, ...] = ()  # changed files of upgraded distributions, with their fate
+    notes: tuple[str, ...] = ()
+
+    @property
+    def in_no_set(self) -> tuple[PlannedEdit, ...]:
+        return tuple(e for e in self.edits if e.fate.startswith("lost"))
+
+    @property
+    def complete(self) -> bool:
+        """Everything carries: no set needs review or loses a file, and no edit is in no set."""
+        return not any(s.verdict.open for s in self.sets) and not self.in_no_set
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.plan/1``: what ``plan --format json`` prints (names in the JSON name encoding)."""
+        name = json_name_or_none
+        return {
+            "schema": PLAN_SCHEMA,
+            "upgrades": [
+                {"distribution": json_name(u.distribution), "from": u.from_version, "to": u.to_version}
+                for u in self.upgrades
+            ],
+            "sets": [
+                {
+                    "set": json_name(s.name),
+                    "distribution": json_name(s.distribution),
+                    "from": s.from_version,
+                    "to": s.to_version,
+                    "verdict": s.verdict.value,
+                    "files": [
+                        {
+                            "path": json_name(f.path),
+                            "verdict": f.verdict.value,
+                            "hunks": f.hunks,
+                            "carried": f.carried,
+                            "how": f.how,
+                            "why": f.why,
+                            "new_path": name(f.new_path),
+                        }
+                        for f in s.files
+                    ],
+                    "notes": list(s.notes),
+                }
+                for s in self.sets
+            ],
+            "startup_hooks": [_edit_json(e) for e in self.hooks],
+            "edits": [_edit_json(e) for e in self.edits],
+            "in_no_set": [json_name(e.path) for e in self.in_no_set],
+            "complete": self.complete,
+            "notes": list(self.notes),
+        }
+
+
+def _edit_json(e: PlannedEdit) -> dict[str, Any]:
+    return {
+        "path": json_name(e.path),
+        "distribution": json_name_or_none(e.distribution),
+        "fate": e.fate,
+        "kind": e.kind,
+        "severity": e.severity,
+        "rule": e.rule,
+    }

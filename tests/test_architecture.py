@@ -426,9 +426,11 @@ def test_every_format_option_offers_its_registry() -> None:
         "diff": "diff",
         "running": "running",
         "rebase": "rebase",
+        "plan": "plan",
         "bisect": "bisect",
         "fleet": "fleet",
     }
+    assert REGISTRY["rebase-all"].names == REGISTRY["rebase"].names  # rebase --all: the same --format
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}
 
 

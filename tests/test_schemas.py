@@ -125,6 +125,35 @@ def _rebase_documents(_env: Env, _tmp: Path, _wheel: Path) -> list[str]:
     return [REBASE.get("json").render(r) for r in results]
 
 
+def _rebase_all_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
+    from patchguard.formats import REBASE_ALL
+    from patchguard.patchsets.rebase import RebaseResult
+
+    one = RebaseResult(HOSTILE, "minillm", "0.4.0", "0.5.0", ())
+    return [REBASE_ALL.get("json").render(r) for r in ([], [one, one])]
+
+
+def _plan_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
+    """A real plan of the broken environment (its edits in no set), and one with hostile names everywhere."""
+    from patchguard.formats import PLAN
+    from patchguard.model import PlannedEdit, PlannedFile, PlannedSet, PlanVerdict, Upgrade, UpgradePlan
+
+    _break(env)
+    site = ["--site-packages", str(env.site), "--wheelhouse", str(wheel.parent), "--offline"]
+    _code, out, err = cli("plan", "minillm==0.4.1", *site, "--format", "json")
+    assert out, err
+    files = tuple(PlannedFile(f"m/{v.value}{HOSTILE}", v, 2, 1, HOSTILE, HOSTILE, None) for v in PlanVerdict)
+    edit = PlannedEdit(HOSTILE, None, f"kept {HOSTILE}", "startup-hook", "high", "unowned-pth")
+    plan = UpgradePlan(
+        (Upgrade(HOSTILE, None, "1"), Upgrade("minillm", "0.4.0", "0.5.0")),
+        (PlannedSet(HOSTILE, HOSTILE, "0.4.0", "0.5.0", PlanVerdict.REVIEW, files, (HOSTILE,)),),
+        (edit,),
+        (edit,),
+        (HOSTILE,),
+    )
+    return [out, PLAN.get("json").render(plan)]
+
+
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.deploy.gate import CheckResult
     from patchguard.deploy.policy import Policy
@@ -210,6 +239,8 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "lock": _cli_document("lock", wheels=False),
     "running": _running_documents,
     "rebase": _rebase_documents,
+    "rebase-all": _rebase_all_documents,
+    "plan": _plan_documents,
     "bisect": _bisect_documents,
     "fleet": _fleet_documents,
 }

@@ -100,6 +100,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "rebase": (
         "patchguard rebase --set sm120-support --dry-run",
         "patchguard rebase --set sm120-support --to-version 0.34.0 --format json",
+        "patchguard rebase --all   # after an upgrade: every set to the releases installed",
+    ),
+    "plan": (
+        "patchguard plan vllm==0.34.0",
+        "patchguard plan -r requirements.txt --format json",
+        "pip install --dry-run --report up.json -U vllm && patchguard plan --report up.json",
     ),
     "check": (
         "patchguard check --policy /srv/patchguard.toml",
@@ -130,6 +136,7 @@ for _command in (
     changing.status,
     changing.capture,
     rebasing.rebase,
+    rebasing.plan,
     scanning.check,
     scanning.lock,
     scanning.running,

@@ -1,4 +1,5 @@
-"""``patchguard rebase``: carry a patch set to another release of its distribution."""
+"""``patchguard rebase``: carry a patch set (or every set: ``--all``) to another release of its distribution;
+``patchguard plan``: what an upgrade will do to the sets, before it happens."""
 
 from __future__ import annotations
 
@@ -7,17 +8,25 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..formats import REBASE
+from ..errors import UsageError
+from ..formats import PLAN, REBASE, REBASE_ALL
 from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, note, patches_option, source_options
 
 if TYPE_CHECKING:
     from ..pristine.sources import SourceOptions
 
-__all__ = ["rebase"]
+__all__ = ["plan", "rebase"]
 
 
 @click.command()
-@click.option("--set", "set_name", required=True, metavar="NAME", help="The patch set (patches/NAME/).")
+@click.option("--set", "set_name", metavar="NAME", help="The patch set (patches/NAME/).")
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every set whose version does not admit the release installed, or that was applied on another "
+    "release: carried to the releases installed now (after an upgrade).",
+)
 @click.option(
     "--to-version", metavar="V", help="The release to carry it to (default: the installed version)."
 )
@@ -40,7 +49,8 @@ __all__ = ["rebase"]
 @source_options
 @errors_to_exit
 def rebase(
-    set_name: str,
+    set_name: str | None,
+    every: bool,
     to_version: str | None,
     from_version: str | None,
     dry_run: bool,
@@ -54,11 +64,29 @@ def rebase(
     """Carry a patch set to another release with a three-way merge against both pristine releases.
 
     The set is rewritten only when every file is carried; conflicts go to patches/NAME.rebase/ (never into
-    site-packages or the set). Exit 0: carried (or nothing to do); 1: conflicts or lost files to resolve;
-    2: it could not be done.
+    site-packages or the set). With --all, every set an upgrade replaced is carried to the releases now
+    installed, each as with --set. Exit 0: carried (or nothing to do); 1: conflicts or lost files to
+    resolve; 2: it could not be done.
     """
-    from ..patchsets.rebase import rebase_set
+    from ..patchsets.rebase import rebase_all, rebase_set
 
+    if every == bool(set_name) or (every and (to_version or from_version or target)):
+        raise UsageError(
+            "rebase takes --set NAME (with its options) or --all",
+            hint="after an upgrade: patchguard rebase --all; one set: patchguard rebase --set NAME",
+        )
+    if every:
+        results = rebase_all(
+            patches=patches, site_packages=site_packages or None, python=python, fetch=fetch, dry_run=dry_run
+        )
+        every_format = REBASE_ALL.get(fmt)
+        for line in every_format.notes(results):
+            note(line)
+        click.echo(every_format.render(results), nl=False)
+        if not all(r.complete for r in results):
+            sys.exit(EXIT_FINDINGS)
+        return
+    assert set_name is not None
     result = rebase_set(
         set_name,
         to_version=to_version,
@@ -71,6 +99,64 @@ def rebase(
         target=target,
     )
     chosen = REBASE.get(fmt)
+    for line in chosen.notes(result):
+        note(line)
+    click.echo(chosen.render(result), nl=False)
+    if not result.complete:
+        sys.exit(EXIT_FINDINGS)
+
+
+@click.command()
+@click.argument("requirements", nargs=-1, metavar="REQUIREMENT...")
+@click.option(
+    "-r",
+    "--requirement",
+    "files",
+    multiple=True,
+    metavar="FILE",
+    help="A requirements file of pinned releases (repeatable).",
+)
+@click.option(
+    "--report",
+    metavar="FILE",
+    help="pip's installation report of the upgrade (pip install --dry-run --report FILE ...): every "
+    "distribution pip would install, dependencies included.",
+)
+@click.option("--format", "fmt", type=click.Choice(PLAN.names), default=PLAN.default, show_default=True)
+@patches_option
+@environment_options
+@source_options
+@errors_to_exit
+def plan(
+    requirements: tuple[str, ...],
+    files: tuple[str, ...],
+    report: str | None,
+    fmt: str,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+    fetch: SourceOptions,
+) -> None:
+    """What an upgrade will do to the hand patches, before it happens; nothing is changed.
+
+    For every set the upgrade touches, file by file, what `rebase --all` will do after it: carries (by
+    lines, by statements, moved), needs review (why), lost, or already upstream (the set can be retired);
+    the changed files the upgrade replaces, carried by a set or in no set (lost); the startup hooks. The new
+    releases' files are fetched from the box's indexes (or --wheelhouse). Exit 0: everything carries;
+    1: something needs a look; 2: it could not be done.
+    """
+    from ..audit import plan as make_plan
+
+    result = make_plan(
+        requirements,
+        requirement_files=files,
+        report=report,
+        site_packages=site_packages or None,
+        python=python,
+        patches=patches,
+        fetch=fetch,
+    )
+    chosen = PLAN.get(fmt)
     for line in chosen.notes(result):
         note(line)
     click.echo(chosen.render(result), nl=False)

@@ -24,7 +24,7 @@ from .interface import Format, Formats
 
 if TYPE_CHECKING:
     from ..diffs import FileDiff
-    from ..model import SetState
+    from ..model import SetState, UpgradePlan
     from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
@@ -34,7 +34,9 @@ __all__ = [
     "DIFF",
     "FLEET",
     "LOCK",
+    "PLAN",
     "REBASE",
+    "REBASE_ALL",
     "REGISTRY",
     "REPORT",
     "RUNNING",
@@ -112,6 +114,20 @@ def _rebase() -> tuple[Format[RebaseView], ...]:
     return RebaseText(), RebaseJson()
 
 
+def _plan() -> tuple[Format[UpgradePlan], ...]:
+    from .jsondoc import PlanJson
+    from .plan import PlanText
+
+    return PlanText(), PlanJson()
+
+
+def _rebase_all() -> tuple[Format[Sequence[RebaseView]], ...]:
+    from .jsondoc import RebaseAllJson
+    from .plan import RebaseAllText
+
+    return RebaseAllText(), RebaseAllJson()
+
+
 def _sets() -> tuple[Format[Sequence[SetState]], ...]:
     from .text import SetsText
 
@@ -148,6 +164,8 @@ DIFF: Formats[Sequence[FileDiff]] = Formats("diff", ("text", "json"), _diff)
 LOCK: Formats[Mapping[str, Any]] = Formats("lock", ("json",), _lock)
 RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"), _running)
 REBASE: Formats[RebaseView] = Formats("rebase", ("text", "json"), _rebase)
+REBASE_ALL: Formats[Sequence[RebaseView]] = Formats("rebase-all", ("text", "json"), _rebase_all)
+PLAN: Formats[UpgradePlan] = Formats("plan", ("text", "json"), _plan)
 BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
 FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
@@ -157,5 +175,8 @@ BACKUPS: Formats[Backups] = Formats("backups", ("text",), _backups)
 
 REGISTRY: Mapping[str, Formats[Any]] = {
     f.kind: f
-    for f in (REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, BISECT, FLEET, SETS, STATUS, UNFINISHED, BACKUPS)
+    for f in (
+        *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN),
+        *(BISECT, FLEET, SETS, STATUS, UNFINISHED, BACKUPS),
+    )
 }

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, hunks_json
-from ..model import Report, printable
+from ..model import Report, UpgradePlan, printable
 from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
@@ -141,3 +141,25 @@ class FleetJson(Format[FleetView]):
 
     def render(self, document: FleetView) -> str:
         return _dumps(document.to_json())
+
+
+class PlanJson(Format[UpgradePlan]):
+    name = "json"
+
+    def render(self, document: UpgradePlan) -> str:
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
+
+
+class RebaseAllJson(Format[Sequence[RebaseView]]):
+    """``patchguard rebase --all --format json``: ``patchguard.rebase-all/1``, each set's
+    ``patchguard.rebase/1`` document in ``sets``."""
+
+    name = "json"
+
+    def render(self, document: Sequence[RebaseView]) -> str:
+        doc = {
+            "schema": "patchguard.rebase-all/1",
+            "sets": [r.to_json() for r in document],
+            "complete": all(r.complete for r in document),
+        }
+        return json.dumps(valid_text(doc), indent=2) + "\n"

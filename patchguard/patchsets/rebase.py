@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..diffs import is_binary
 from ..env import Target, resolve_target
@@ -41,7 +42,7 @@ from ..txn import write_point
 from .inputs import RebaseInputs, checked_version, open_inputs
 from .installed import SetEnvironment, owned_paths
 from .merge import Merged, MergeJob, merge, merge_all, merge_file
-from .model import PatchSet, PatchSetError, SetTarget, find_set, patches_dir
+from .model import PatchSet, PatchSetError, SetTarget, find_set, load_sets, patches_dir
 from .moves import MOVED_THRESHOLD, find_moves
 from .outcome import FileOutcome, Rebased, RebasedFile
 from .planner import PlanFailed, plan_patches
@@ -49,7 +50,15 @@ from .review import done_with, must_be_review, pointed, retire, review_dir, take
 from .rewrite import rewrite
 from .setdir import set_lock
 
-__all__ = ["MOVED_THRESHOLD", "FileOutcome", "RebaseResult", "RebasedFile", "rebase_set"]
+__all__ = [
+    "MOVED_THRESHOLD",
+    "FileOutcome",
+    "RebaseResult",
+    "RebasedFile",
+    "rebase_all",
+    "rebase_set",
+    "touched_by_upgrade",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +196,57 @@ def rebase_set(
     environment = resolve_target(python, site_packages)
     with lock:  # a second rebase (or capture) of the set waits, then reads what the first one wrote
         return _rebase(name, to_version, from_version, patches, environment, dry_run, target, fetch)
+
+
+def touched_by_upgrade(
+    t: SetTarget, version: str, record: Mapping[str, Any] | None, dist: InstalledDistribution
+) -> bool:
+    """Whether a set's target ``t`` must be carried when its distribution is (or will be) at ``version``: its
+    version does not admit that release, or the set was applied on another one (the record of it in
+    state.json: an upgrade replaces the files it patched)."""
+    recorded = record.get("distributions") if record else None
+    applied_on = recorded.get(dist.name) if isinstance(recorded, dict) else None
+    return not t.admits(version) or (isinstance(applied_on, str) and applied_on != version)
+
+
+def rebase_all(
+    *,
+    patches: str | None = None,
+    site_packages: Sequence[str] | None = None,
+    python: str | None = None,
+    wheelhouse: Sequence[str] = (),
+    offline: bool = False,
+    dry_run: bool = False,
+    fetch: SourceOptions | None = None,
+) -> tuple[RebaseResult, ...]:
+    """Carry every set to the releases installed now: each target of each set whose version does not admit
+    its installed release, or that was applied on another release (:func:`touched_by_upgrade`), by
+    :func:`rebase_set` — rewritten where the merge is certain, the rest left for review. What ``plan`` said
+    before the upgrade is what this does after it."""
+    fetch = SourceOptions.of(fetch, wheelhouse, offline)
+    env = SetEnvironment.open(resolve_target(python, site_packages))
+    installed = {d.canonical_name: d for d in env.dists}
+    out: list[RebaseResult] = []
+    for ps in load_sets(patches):
+        for t in ps.distributions:
+            dist = installed.get(canonicalize(t.distribution))
+            if dist is None:
+                continue
+            record = read_state(dist.site_dir)["applied"].get(ps.name)
+            if not touched_by_upgrade(t, dist.version, record, dist):
+                continue
+            out.append(
+                rebase_set(
+                    ps.name,
+                    patches=patches,
+                    site_packages=site_packages,
+                    python=python,
+                    fetch=fetch,
+                    dry_run=dry_run,
+                    target=t.distribution if len(ps.distributions) > 1 else None,
+                )
+            )
+    return tuple(out)
 
 
 def _rebase(
