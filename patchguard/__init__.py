@@ -25,7 +25,9 @@ from .model import (
     PlannedSet,
     PlanVerdict,
     Reach,
+    Reinstall,
     Report,
+    RollbackResult,
     RuleId,
     SetState,
     SetStatus,
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from .deploy.gate import CheckResult
     from .deploy.hostdocs import FleetInputError, HostDocument
     from .deploy.policy import Policy
+    from .deploy.rollback import rollback
     from .diffs import FileDiff
     from .integrity.inventory import ProgressCallback
     from .patchsets.bisect import BisectError, BisectResult, Trial
@@ -63,6 +66,7 @@ _LAZY = {
     "check": "audit",
     "lock": "audit",
     "plan": "audit",
+    "rollback": "deploy.rollback",
     "rebase_all": "patchsets.rebase",
     "SourceOptions": "pristine.sources",
     "ProgressCallback": "integrity.inventory",
@@ -152,8 +156,10 @@ __all__ = [
     "Reach",
     "RebaseResult",
     "RebasedFile",
+    "Reinstall",
     "Report",
     "RestoreResult",
+    "RollbackResult",
     "RuleId",
     "SessionBusy",
     "SetAction",
@@ -182,6 +188,7 @@ __all__ = [
     "rebase_set",
     "restore",
     "revert_set",
+    "rollback",
     "scan",
     "set_states",
 ]

@@ -31,7 +31,9 @@ __all__ = [
     "PlannedFile",
     "PlannedSet",
     "Reach",
+    "Reinstall",
     "Report",
+    "RollbackResult",
     "RuleId",
     "SetState",
     "SetStatus",
@@ -661,3 +663,59 @@ def _edit_json(e: PlannedEdit) -> dict[str, Any]:
         "severity": e.severity,
         "rule": e.rule,
     }
+
+
+# -- the way back: what ``patchguard rollback`` did ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reinstall:
+    """One distribution put back: from the release installed now (``None``: absent) to the lock's
+    (``None``: the lock does not have it, so it is removed), from ``wheel``."""
+
+    name: str
+    from_version: str | None
+    to_version: str | None
+    wheel: str = ""
+    files: int = 0  # files written (or, for a removal, removed)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    """What ``rollback`` did (or would do: ``dry_run``)."""
+
+    lock: str
+    distributions: tuple[Reinstall, ...]
+    sets: tuple[str, ...]  # the sets applied again, in the form the lock had in place
+    dry_run: bool = False
+    txid: str | None = None  # the transaction that did it (None: a dry run, or nothing to do)
+    backup_dir: str | None = None  # where the files it replaced are kept
+    changes: int = 0  # files the transaction writes or removes
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.distributions
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.rollback/1``: what ``rollback --format json`` prints."""
+        return {
+            "schema": "patchguard.rollback/1",
+            "lock": self.lock,
+            "distributions": [
+                {
+                    "name": d.name,
+                    "from": d.from_version,
+                    "to": d.to_version,
+                    "wheel": d.wheel,
+                    "files": d.files,
+                }
+                for d in self.distributions
+            ],
+            "sets": list(self.sets),
+            "changes": self.changes,
+            "dry_run": self.dry_run,
+            "transaction": self.txid,
+            "backup_dir": self.backup_dir,
+            "notes": list(self.notes),
+        }

@@ -427,6 +427,7 @@ def test_every_format_option_offers_its_registry() -> None:
         "running": "running",
         "rebase": "rebase",
         "plan": "plan",
+        "rollback": "rollback",
         "bisect": "bisect",
         "fleet": "fleet",
     }

@@ -154,6 +154,21 @@ def _plan_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
     return [out, PLAN.get("json").render(plan)]
 
 
+def _rollback_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
+    """A real rollback with nothing to do, and a result with hostile names everywhere."""
+    from patchguard.formats import ROLLBACK
+    from patchguard.model import Reinstall, RollbackResult
+
+    site = ["--site-packages", str(env.site), "--offline"]
+    assert cli("lock", *site[:2], "-o", str(tmp / "env.lock"))[0] == 0
+    _code, out, err = cli("rollback", "--lock", str(tmp / "env.lock"), *site, "--format", "json")
+    assert out, err
+    moved = Reinstall(HOSTILE, HOSTILE, None, HOSTILE, 3)
+    added = Reinstall("m", None, "1", "/w.whl")
+    result = RollbackResult(HOSTILE, (moved, added), (HOSTILE,), False, "t", "/b", 4)
+    return [out, ROLLBACK.get("json").render(result)]
+
+
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.deploy.gate import CheckResult
     from patchguard.deploy.policy import Policy
@@ -241,6 +256,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "rebase": _rebase_documents,
     "rebase-all": _rebase_all_documents,
     "plan": _plan_documents,
+    "rollback": _rollback_documents,
     "bisect": _bisect_documents,
     "fleet": _fleet_documents,
 }

@@ -102,6 +102,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "patchguard rebase --set sm120-support --to-version 0.34.0 --format json",
         "patchguard rebase --all   # after an upgrade: every set to the releases installed",
     ),
+    "rollback": (
+        "patchguard rollback --lock before-upgrade.lock --dry-run",
+        "patchguard rollback --lock before-upgrade.lock",
+    ),
     "plan": (
         "patchguard plan vllm==0.34.0",
         "patchguard plan -r requirements.txt --format json",
@@ -137,6 +141,7 @@ for _command in (
     changing.capture,
     rebasing.rebase,
     rebasing.plan,
+    rebasing.rollback,
     scanning.check,
     scanning.lock,
     scanning.running,

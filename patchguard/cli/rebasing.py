@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import UsageError
-from ..formats import PLAN, REBASE, REBASE_ALL
+from ..formats import PLAN, REBASE, REBASE_ALL, ROLLBACK
 from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, note, patches_option, source_options
 
 if TYPE_CHECKING:
     from ..pristine.sources import SourceOptions
 
-__all__ = ["plan", "rebase"]
+__all__ = ["plan", "rebase", "rollback"]
 
 
 @click.command()
@@ -162,3 +162,46 @@ def plan(
     click.echo(chosen.render(result), nl=False)
     if not result.complete:
         sys.exit(EXIT_FINDINGS)
+
+
+@click.command()
+@click.option("--lock", "lock", required=True, metavar="FILE", help="The lock written before the upgrade.")
+@click.option("--dry-run", is_flag=True, help="Say what would be put back; write nothing.")
+@click.option(
+    "--format", "fmt", type=click.Choice(ROLLBACK.names), default=ROLLBACK.default, show_default=True
+)
+@patches_option
+@environment_options
+@source_options
+@errors_to_exit
+def rollback(
+    lock: str,
+    dry_run: bool,
+    fmt: str,
+    patches: str | None,
+    python: str | None,
+    site_packages: tuple[str, ...],
+    fetch: SourceOptions,
+) -> None:
+    """Put the environment back as a lock says: the way back after an upgrade.
+
+    Every distribution whose release differs from the lock's is reinstalled from its wheel (store, caches,
+    wheelhouses, indexes: proven the very build the lock names), one the upgrade added is removed, and the
+    sets the lock had in place are applied again — all in one transaction (a crash leaves the environment as
+    it was before, or as the lock says). No pip runs. Exit 0: done (or nothing to do); 2: it could not be
+    done, nothing changed.
+    """
+    from ..deploy.rollback import rollback as roll_back
+
+    result = roll_back(
+        lock,
+        site_packages=site_packages or None,
+        python=python,
+        patches=patches,
+        fetch=fetch,
+        dry_run=dry_run,
+    )
+    chosen = ROLLBACK.get(fmt)
+    for line in chosen.notes(result):
+        note(line)
+    click.echo(chosen.render(result), nl=False)

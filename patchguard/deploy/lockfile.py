@@ -85,6 +85,7 @@ def make_lock(scanned: Scanned, patches: str | None = None) -> dict[str, Any]:
             + hashlib.sha256("".join(map(_row, rows)).encode("utf-8", "surrogateescape")).hexdigest(),
             # The files that are not as RECORD says, and what they are: what a lock diff names.
             "changes": {json_name(path): state for path, state in sorted(_changes(rows))},
+            "build": build_digest(_record_rows(scanned, dist)),
         }
     hooks = sorted(
         _row((json_name(c.finding.path), _sha256(c.path))).rstrip("\n")
@@ -134,6 +135,28 @@ def _file_rows(
             state = "sha256:" + _sha256(path)
         rows.append((rel, state))
     return rows
+
+
+def _record_rows(scanned: Scanned, dist: InstalledDistribution) -> list[tuple[str, str]]:
+    """(path, RECORD hash) of every file of ``dist``'s RECORD in site-packages, as the wheel has it."""
+    rows = []
+    for entry, path in zip(dist.entries, dist.paths, strict=True):
+        rel = scanned.display(path)
+        if not os.path.isabs(rel) and entry.digest is not None and not rel.startswith(".."):
+            rows.append((rel, f"{entry.algorithm}={entry.digest}"))
+    return rows
+
+
+def build_digest(rows: Sequence[tuple[str, str]]) -> str:
+    """The digest of a build: of its RECORD rows (``path``, ``algorithm=hash``) — the files installers add
+    (bytecode, ``INSTALLER``, ``direct_url.json``…) aside — the same whether the rows come from an installed
+    RECORD or a wheel's. Two builds of one version differ in it; the files' state now does not count."""
+    kept = sorted(
+        _row((p, s))
+        for p, s in rows
+        if "__pycache__/" not in p and not (".dist-info/" in p and p.split("/", 1)[1] in INSTALLER_FILES)
+    )
+    return "sha256:" + hashlib.sha256("".join(kept).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _changes(rows: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ from .interface import Format, Formats
 
 if TYPE_CHECKING:
     from ..diffs import FileDiff
-    from ..model import SetState, UpgradePlan
+    from ..model import RollbackResult, SetState, UpgradePlan
     from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "REBASE_ALL",
     "REGISTRY",
     "REPORT",
+    "ROLLBACK",
     "RUNNING",
     "SETS",
     "STATUS",
@@ -128,6 +129,13 @@ def _rebase_all() -> tuple[Format[Sequence[RebaseView]], ...]:
     return RebaseAllText(), RebaseAllJson()
 
 
+def _rollback() -> tuple[Format[RollbackResult], ...]:
+    from .jsondoc import RollbackJson
+    from .plan import RollbackText
+
+    return RollbackText(), RollbackJson()
+
+
 def _sets() -> tuple[Format[Sequence[SetState]], ...]:
     from .text import SetsText
 
@@ -166,6 +174,7 @@ RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"
 REBASE: Formats[RebaseView] = Formats("rebase", ("text", "json"), _rebase)
 REBASE_ALL: Formats[Sequence[RebaseView]] = Formats("rebase-all", ("text", "json"), _rebase_all)
 PLAN: Formats[UpgradePlan] = Formats("plan", ("text", "json"), _plan)
+ROLLBACK: Formats[RollbackResult] = Formats("rollback", ("text", "json"), _rollback)
 BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
 FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
@@ -176,7 +185,7 @@ BACKUPS: Formats[Backups] = Formats("backups", ("text",), _backups)
 REGISTRY: Mapping[str, Formats[Any]] = {
     f.kind: f
     for f in (
-        *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN),
+        *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN, ROLLBACK),
         *(BISECT, FLEET, SETS, STATUS, UNFINISHED, BACKUPS),
     )
 }

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, hunks_json
-from ..model import Report, UpgradePlan, printable
+from ..model import Report, RollbackResult, UpgradePlan, printable
 from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
@@ -163,3 +163,10 @@ class RebaseAllJson(Format[Sequence[RebaseView]]):
             "complete": all(r.complete for r in document),
         }
         return json.dumps(valid_text(doc), indent=2) + "\n"
+
+
+class RollbackJson(Format[RollbackResult]):
+    name = "json"
+
+    def render(self, document: RollbackResult) -> str:
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import PlannedSet, PlanVerdict, UpgradePlan, command, for_terminal
+from ..model import PlannedSet, PlanVerdict, RollbackResult, UpgradePlan, command, for_terminal
 from .documents import RebaseView
 from .interface import Format
 from .rebase import format_rebase_text
 
-__all__ = ["PlanText", "RebaseAllText", "format_plan_text"]
+__all__ = ["PlanText", "RebaseAllText", "RollbackText", "format_plan_text"]
 
 
 def format_plan_text(plan: UpgradePlan) -> str:
@@ -89,3 +89,30 @@ class RebaseAllText(Format[Sequence[RebaseView]]):
         done = sum(1 for r in document if r.complete)
         parts.append(f"{done} of {len(document)} set{'s' if len(document) != 1 else ''} carried whole\n")
         return "\n".join(parts)
+
+
+class RollbackText(Format[RollbackResult]):
+    """Each distribution put back, the sets applied again, and the transaction."""
+
+    name = "text"
+
+    def render(self, document: RollbackResult) -> str:
+        if document.nothing_to_do:
+            return "the environment is as the lock says already: nothing to roll back\n"
+        lines = []
+        for d in document.distributions:
+            if d.to_version is None:
+                lines.append(f"remove     {d.name} {d.from_version} ({d.files} files)")
+            else:
+                lines.append(
+                    f"reinstall  {d.name} {d.from_version or '(absent)'} -> {d.to_version} ({d.wheel})"
+                )
+        lines += [f"apply      {name} (as the lock had it)" for name in document.sets]
+        verb = "would change" if document.dry_run else "changed"
+        lines.append(f"{verb} {document.changes} files in one transaction")
+        if document.backup_dir:
+            lines.append(f"the files it replaced are kept in {document.backup_dir}")
+        return "\n".join(for_terminal(line) for line in lines) + "\n"
+
+    def notes(self, document: RollbackResult) -> tuple[str, ...]:
+        return tuple(for_terminal(n) for n in document.notes)

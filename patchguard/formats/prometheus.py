@@ -101,9 +101,7 @@ def _live(report: Report) -> list[str]:
     for f in report.findings:
         if f.loaded is not None:
             seen.setdefault((f.distribution or "", f.path), _WHEN[f.loaded.value])
-    samples = [
-        ({"distribution": d, "path": p, "when": when}, 1.0) for (d, p), when in sorted(seen.items())
-    ]
+    samples = [({"distribution": d, "path": p, "when": when}, 1.0) for (d, p), when in sorted(seen.items())]
     return _metric(
         "patchguard_change_live",
         "A changed file's code: when it runs (now: loaded since the edit; after-restart; unknown).",

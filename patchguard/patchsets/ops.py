@@ -22,7 +22,7 @@ from .installed import SetEnvironment, check_paths, owned_paths, reader
 from .model import FilePatch, PatchSet, PatchSetError, find_set, load_set, safe_relpath
 from .planner import FilePlan, HunkFailure, PlanFailed, Reader, plan_patches
 
-__all__ = ["FileVerdict", "SetAction", "SetOutcome", "Verdict", "apply_set", "revert_set"]
+__all__ = ["FileVerdict", "SetAction", "SetOutcome", "Verdict", "apply_set", "form_by_digest", "revert_set"]
 
 
 class SetAction(str, enum.Enum):
@@ -168,13 +168,24 @@ def _applied_form(ps: PatchSet, env: SetEnvironment) -> PatchSet:
         record = read_state(site)["applied"].get(ps.name)
         if record is None or record.get("digest") == ps.digest:
             continue
-        for h in ps.history:
-            kept = h.get("kept", "")
-            if h.get("digest") == record.get("digest") and kept and not safe_relpath(kept):
-                form = load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
-                if form.digest == record.get("digest"):  # the very form that was applied, unedited
-                    return form
+        form = form_by_digest(ps, str(record.get("digest")))
+        if form is not None:
+            return form
     return ps
+
+
+def form_by_digest(ps: PatchSet, digest: str) -> PatchSet | None:
+    """The form of the set with that digest: the set itself, or one its history keeps (``history/<release>/``,
+    written by a ``rebase``) — the very form, unedited since (its digest checked); ``None``: no such form."""
+    if ps.digest == digest:
+        return ps
+    for h in ps.history:
+        kept = h.get("kept", "")
+        if h.get("digest") == digest and kept and not safe_relpath(kept):
+            form = load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
+            if form.digest == digest:
+                return form
+    return None
 
 
 def _plan_move(
