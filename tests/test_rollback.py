@@ -62,12 +62,13 @@ def _files(env: Env) -> dict[str, object]:
 
 def test_rollback_gives_back_the_locked_release_with_its_sets(tmp_path: Path, patches: Path) -> None:
     env, lock, opts, locked, _house = _upgraded(tmp_path, patches)
+    env.install(build_wheel(tmp_path / "extra", "newdep", "1.0", {"newdep/__init__.py": b"X = 1\n"}))
     upgraded = _files(env)
     code, out, err = cli("rollback", "--lock", str(lock), *opts, "--dry-run", "--format", "json")
     assert code == 0, out + err
     doc = _valid(out, "rollback-1")
-    moved = doc["distributions"][0]
-    assert (moved["name"], moved["from"], moved["to"]) == ("minillm", "0.5.0", "0.4.0")
+    moves = [(d["name"], d["from"], d["to"]) for d in doc["distributions"]]
+    assert moves == [("minillm", "0.5.0", "0.4.0"), ("newdep", "1.0", None)]  # the upgrade's new one goes
     assert doc["sets"] == [SET] and doc["dry_run"] and _files(env) == upgraded  # a dry run writes nothing
     code, out, err = cli("rollback", "--lock", str(lock), *opts)
     assert code == 0, out + err
@@ -131,3 +132,21 @@ def test_rollback_killed_at_every_write_point_leaves_before_or_after(tmp_path: P
     assert len(seen) > 30 and not seen[0] and _files(env) == locked
     doc = json.loads(run_cli("rollback", "--lock", str(lock), *opts, "--format", "json").stdout)
     assert doc["distributions"] == []  # done: the environment is as the lock says
+
+
+def test_a_lock_that_cannot_be_read_changes_nothing(tmp_path: Path, patches: Path) -> None:
+    env, lock, opts, _locked, _house = _upgraded(tmp_path, patches)
+    before = _files(env)
+    bad = tmp_path / "bad.lock"
+    for text in ("{", '{"schema": "patchguard.lock/1", "distributions": []}', ""):
+        bad.write_text(text)
+        code, _out, err = cli("rollback", "--lock", str(bad), *opts)
+        assert code == 2 and str(bad) in err and "Traceback" not in err, err
+    code, _out, err = cli("rollback", "--lock", str(tmp_path / "absent.lock"), *opts)
+    assert code == 2 and "cannot read lock" in err
+    doc = json.loads(lock.read_text())
+    del doc["distributions"]["minillm"]["build"]  # a lock written before build digests
+    bad.write_text(json.dumps(doc))
+    code, _out, err = cli("rollback", "--lock", str(bad), *opts)
+    assert code == 2 and "names no build" in err, err
+    assert _files(env) == before

@@ -70,7 +70,8 @@ def rollback(
         if have is None or have.version != locked["version"]:
             work.put_back(key, locked, have, sources)
     for key, have in sorted(work.installed.items()):
-        if key not in _locked(doc) and have.site_dir in env.target.site_packages:
+        ours = have.baseline == "RECORD" and have.has_record  # (conda's, dpkg's: theirs to remove)
+        if key not in _locked(doc) and have.site_dir in env.target.site_packages and ours:
             work.remove(have)
     reapplied = work.reapply(doc.get("applied_sets", {}), patches) if work.actions else ()
     if not work.actions:
@@ -107,7 +108,17 @@ class _Work:
     versions: dict[str, str] = field(default_factory=dict)  # distribution name → its release after
     _records: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # set → (site, record)
 
+    def _ours(self, have: InstalledDistribution) -> None:
+        """A distribution another package manager installed (conda, dpkg) is its to put back."""
+        if have.baseline != "RECORD" or not have.has_record:
+            raise UsageError(
+                f"{printable(have.name)} {printable(have.version)} was not installed from a wheel "
+                "(its package manager keeps its record): roll it back with that package manager",
+                path=have.metadata_dir,
+            )
+
     def remove(self, have: InstalledDistribution) -> None:
+        self._ours(have)
         gone = [p for p in _owned_files(have, self.target) if p not in self.files]
         for path in gone:
             self.files[path] = (None, 0)
@@ -116,6 +127,8 @@ class _Work:
     def put_back(
         self, key: str, locked: Mapping[str, Any], have: InstalledDistribution | None, sources: Sources
     ) -> None:
+        if have is not None:
+            self._ours(have)
         name = have.name if have is not None else key
         version = str(locked["version"])
         site = have.site_dir if have is not None else self.target.site_packages[0]
