@@ -10,7 +10,7 @@ import click
 
 from ..errors import UsageError
 from ..formats import PLAN, REBASE, REBASE_ALL, ROLLBACK
-from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, note, patches_option, source_options
+from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, patches_option, source_options, write
 
 if TYPE_CHECKING:
     from ..pristine.sources import SourceOptions
@@ -79,10 +79,7 @@ def rebase(
         results = rebase_all(
             patches=patches, site_packages=site_packages or None, python=python, fetch=fetch, dry_run=dry_run
         )
-        every_format = REBASE_ALL.get(fmt)
-        for line in every_format.notes(results):
-            note(line)
-        click.echo(every_format.render(results), nl=False)
+        write(REBASE_ALL.get(fmt), results, None, "the rebase report")
         if not all(r.complete for r in results):
             sys.exit(EXIT_FINDINGS)
         return
@@ -98,10 +95,7 @@ def rebase(
         dry_run=dry_run,
         target=target,
     )
-    chosen = REBASE.get(fmt)
-    for line in chosen.notes(result):
-        note(line)
-    click.echo(chosen.render(result), nl=False)
+    write(REBASE.get(fmt), result, None, "the rebase report")
     if not result.complete:
         sys.exit(EXIT_FINDINGS)
 
@@ -156,10 +150,7 @@ def plan(
         patches=patches,
         fetch=fetch,
     )
-    chosen = PLAN.get(fmt)
-    for line in chosen.notes(result):
-        note(line)
-    click.echo(chosen.render(result), nl=False)
+    write(PLAN.get(fmt), result, None, "the plan")
     if not result.complete:
         sys.exit(EXIT_FINDINGS)
 
@@ -201,7 +192,4 @@ def rollback(
         fetch=fetch,
         dry_run=dry_run,
     )
-    chosen = ROLLBACK.get(fmt)
-    for line in chosen.notes(result):
-        note(line)
-    click.echo(chosen.render(result), nl=False)
+    write(ROLLBACK.get(fmt), result, None, "the rollback report")

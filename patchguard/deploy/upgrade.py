@@ -29,11 +29,10 @@ from ..model import (
     UpgradePlan,
     printable,
 )
-from ..patchsets.model import PatchSet, SetTarget, load_sets
+from ..patchsets.model import PatchSet, SetTarget
 from ..patchsets.outcome import FileOutcome, RebasedFile
-from ..patchsets.rebase import RebaseResult, rebase_set, touched_by_upgrade
+from ..patchsets.rebase import RebaseResult, rebase_set, sets_to_carry
 from ..pristine.sources import SourceOptions
-from ..state import read_state
 
 __all__ = ["plan_upgrade", "read_targets"]
 
@@ -135,17 +134,10 @@ def plan_upgrade(
         if c not in installed or installed[c].version != v
     )
     changing = {canonicalize(u.distribution): u.to_version for u in upgrades}
-    sets: list[PlannedSet] = []
-    for ps in load_sets(patches):
-        for t in ps.distributions:
-            key = canonicalize(t.distribution)
-            dist = installed.get(key)
-            if dist is None or key not in changing:
-                continue
-            record = read_state(dist.site_dir)["applied"].get(ps.name)
-            if not touched_by_upgrade(t, changing[key], record, dist):
-                continue
-            sets.append(_planned(ps, t, changing[key], patches, site_packages, python, fetch))
+    sets = [
+        _planned(ps, t, version, patches, site_packages, python, fetch)
+        for ps, t, version in sets_to_carry(patches, scanned.dists, changing)
+    ]
     findings = scanned.report.findings
     edits = _edits(findings, changing)
     hooks = tuple(_hook(f, changing) for f in findings if f.kind is Kind.STARTUP_HOOK)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ __all__ = [
     "RebasedFile",
     "rebase_all",
     "rebase_set",
+    "sets_to_carry",
     "touched_by_upgrade",
 ]
 
@@ -209,6 +210,25 @@ def touched_by_upgrade(
     return not t.admits(version) or (isinstance(applied_on, str) and applied_on != version)
 
 
+def sets_to_carry(
+    patches: str | None, installed: Sequence[InstalledDistribution], versions: Mapping[str, str] | None = None
+) -> Iterator[tuple[PatchSet, SetTarget, str]]:
+    """(set, target, release) for each target of each set that must be carried when the distributions are
+    at ``versions`` (canonical name → release; by default the installed ones), by :func:`touched_by_upgrade`;
+    ``plan`` asks before the upgrade what ``rebase --all`` then does."""
+    by_name = {d.canonical_name: d for d in installed}
+    for ps in load_sets(patches):
+        for t in ps.distributions:
+            key = canonicalize(t.distribution)
+            dist = by_name.get(key)
+            release = None if dist is None else dist.version if versions is None else versions.get(key)
+            if dist is None or release is None:
+                continue
+            record = read_state(dist.site_dir)["applied"].get(ps.name)
+            if touched_by_upgrade(t, release, record, dist):
+                yield ps, t, release
+
+
 def rebase_all(
     *,
     patches: str | None = None,
@@ -225,28 +245,18 @@ def rebase_all(
     before the upgrade is what this does after it."""
     fetch = SourceOptions.of(fetch, wheelhouse, offline)
     env = SetEnvironment.open(resolve_target(python, site_packages))
-    installed = {d.canonical_name: d for d in env.dists}
-    out: list[RebaseResult] = []
-    for ps in load_sets(patches):
-        for t in ps.distributions:
-            dist = installed.get(canonicalize(t.distribution))
-            if dist is None:
-                continue
-            record = read_state(dist.site_dir)["applied"].get(ps.name)
-            if not touched_by_upgrade(t, dist.version, record, dist):
-                continue
-            out.append(
-                rebase_set(
-                    ps.name,
-                    patches=patches,
-                    site_packages=site_packages,
-                    python=python,
-                    fetch=fetch,
-                    dry_run=dry_run,
-                    target=t.distribution if len(ps.distributions) > 1 else None,
-                )
-            )
-    return tuple(out)
+    return tuple(
+        rebase_set(
+            ps.name,
+            patches=patches,
+            site_packages=site_packages,
+            python=python,
+            fetch=fetch,
+            dry_run=dry_run,
+            target=t.distribution if len(ps.distributions) > 1 else None,
+        )
+        for ps, t, _release in sets_to_carry(patches, env.dists)
+    )
 
 
 def _rebase(
