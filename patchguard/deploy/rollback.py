@@ -132,8 +132,10 @@ class _Work:
         name = have.name if have is not None else key
         version = str(locked["version"])
         site = have.site_dir if have is not None else self.target.site_packages[0]
-        wheel = _proven_wheel(ReleaseId(name, version), locked, sources)
-        laid = _lay_out(wheel, site, self.target, name)
+        interpreter = _interpreter(self.target, have)
+        wheel, laid = _proven_layout(
+            ReleaseId(name, version), locked, sources, site, self.target, interpreter
+        )
         if have is not None:
             for path in _owned_files(have, self.target):
                 self.files.setdefault(path, (None, 0))
@@ -279,20 +281,35 @@ def _emptied(gone: set[str], written: set[str], roots: Sequence[str]) -> tuple[s
 # -- the wheel, proven the build the lock names ---------------------------------------------------------
 
 
-def _proven_wheel(release: ReleaseId, locked: Mapping[str, Any], sources: Sources) -> str:
-    """The path of a wheel file of ``release`` whose RECORD gives the lock's digest (the very build), and
-    whose every member matches that RECORD; :class:`NoPristineSource` lists what was tried."""
+def _proven_layout(
+    release: ReleaseId,
+    locked: Mapping[str, Any],
+    sources: Sources,
+    site: str,
+    target: Target,
+    interpreter: str,
+) -> tuple[str, dict[str, tuple[bytes | None, int]]]:
+    """(the wheel, the files it lays out) of the first wheel file of ``release`` whose RECORD gives the
+    lock's build digest (the very build) and whose every member matches that RECORD — checked as it is
+    laid out, so the wheel is read once; :class:`NoPristineSource` lists what was tried."""
     tried: list[str] = []
     for cand in _wheels(release, sources, tried):
         why = _not_the_build(cand, locked)
         if why is None:
-            return cand.location
+            try:
+                return cand.location, _lay_out(cand.location, site, target, release.name, interpreter)
+            except _Lying as exc:
+                why = str(exc)
         tried.append(f"rejected {cand.location}: {why}")
     raise NoPristineSource(
         f"no wheel of {release.name} {release.version} that is the build the lock names; looked in: "
         + "; ".join(tried),
         hint="put the wheel the environment was installed from in a --wheelhouse DIR",
     )
+
+
+class _Lying(Exception):
+    """A wheel member that does not match the wheel's own RECORD."""
 
 
 def _wheels(release: ReleaseId, sources: Sources, tried: list[str]) -> Iterator[Candidate]:
@@ -318,17 +335,20 @@ def _not_the_build(cand: Candidate, locked: Mapping[str, Any]) -> str | None:
     rows = [(rel, f"{e.algorithm}={e.digest}") for e in entries if e.digest and (rel := in_site(e.path))]
     if build_digest(rows) != build:
         return "its RECORD is not the build the lock names (another build of that release)"
-    try:
+    try:  # every member listed, none twice (each member's bytes are checked as it is laid out)
         with WheelFile.open(Path(cand.location)) as source:
-            source.validate_record()
+            source.validate_record(validate_contents=False)
     except (InstallerError, OSError, ValueError) as exc:
-        return f"a member does not match its own RECORD ({exc})"
+        return f"its RECORD does not list its members ({exc})"
     return None
 
 
-def _lay_out(wheel: str, site: str, target: Target, name: str) -> dict[str, tuple[bytes | None, int]]:
+def _lay_out(
+    wheel: str, site: str, target: Target, name: str, interpreter: str
+) -> dict[str, tuple[bytes | None, int]]:
     """Every file pypa's installer writes for ``wheel`` into the environment — absolute path → (bytes, mode)
-    — caught before it reaches the disk (the transaction writes them)."""
+    — caught before it reaches the disk (the transaction writes them), each member checked against the
+    wheel's RECORD on the way (:class:`_Lying` when one does not match)."""
     from installer import install
     from installer.sources import WheelFile
 
@@ -341,32 +361,39 @@ def _lay_out(wheel: str, site: str, target: Target, name: str) -> dict[str, tupl
         "data": prefix,
         "headers": os.path.join(prefix, "include", "site", version, name),
     }
-    dest = _caught_destination()(scheme, interpreter=_interpreter(target), script_kind="posix")
+    dest = _caught_destination()(scheme, interpreter=interpreter, script_kind="posix")
     with WheelFile.open(Path(wheel)) as source:
+        dest.expect(source.data_dir, source.read_dist_info("RECORD"))
         install(source, dest, {"INSTALLER": b"patchguard\n"})
     caught: dict[str, tuple[bytes | None, int]] = dest.caught
     return caught
 
 
-def _interpreter(target: Target) -> str:
+def _interpreter(target: Target, have: InstalledDistribution | None) -> str:
     """The interpreter a console script of the environment starts: the one its installer wrote into the
-    scripts already there (``#!<prefix>/bin/python``), else ``<scripts>/python``."""
+    scripts being replaced (``#!<prefix>/bin/python``), else into the other scripts there, else
+    ``<scripts>/python``."""
     scripts = target.scripts or os.path.join(target.prefix, "bin")
-    prefix = os.path.join(os.path.abspath(target.prefix), "")
+    own = [p for p in (have.paths if have is not None else ()) if os.path.dirname(p) == scripts]
     try:
-        names = sorted(os.listdir(scripts))
+        others = [os.path.join(scripts, n) for n in sorted(os.listdir(scripts))]
     except OSError:
-        names = []
-    for name in names:
-        try:
-            with open(os.path.join(scripts, name), "rb") as f:
-                first = f.readline(4096)
-        except OSError:
-            continue
-        path = first[2:].strip().decode("utf-8", "replace") if first.startswith(b"#!") else ""
-        if path.startswith(prefix) and " " not in path and "python" in os.path.basename(path):
-            return path
+        others = []
+    prefix = os.path.join(os.path.abspath(target.prefix), "")
+    for path in (*own, *others):
+        found = _shebang(path)
+        if found.startswith(prefix) and " " not in found and "python" in os.path.basename(found):
+            return found
     return os.path.join(scripts, "python")
+
+
+def _shebang(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return ""
+    return first[2:].strip().decode("utf-8", "replace") if first.startswith(b"#!") else ""
 
 
 def _caught_destination() -> type:
@@ -381,12 +408,31 @@ def _caught_destination() -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.caught: dict[str, tuple[bytes | None, int]] = {}
+            self.record: dict[str, RecordEntry] = {}
+            self.data_dir = ""
+
+        def expect(self, data_dir: str, record: str) -> None:
+            """The wheel's RECORD, that every member laid out must match."""
+            from installer.records import parse_record_file
+
+            self.data_dir = data_dir
+            self.record = {e.path: e for e in (RecordEntry.from_elements(*row) for row in parse_record_file(
+                record.splitlines()
+            ))}  # fmt: skip
+
+        def _check(self, scheme: Scheme, path: str, data: bytes) -> None:
+            member = path if scheme in ("purelib", "platlib") and path in self.record else None
+            member = member or f"{self.data_dir}/{scheme}/{path}"
+            entry = self.record.get(member)
+            if entry is not None and entry.hash_ is not None and not entry.validate(data):
+                raise _Lying(f"{printable(member)} does not match its own RECORD (a damaged or edited wheel)")
 
         def write_to_fs(
             self, scheme: Scheme, path: str, stream: BinaryIO, is_executable: bool
         ) -> RecordEntry:
             target = str(self._path_with_destdir(scheme, path))  # (refuses a path leaving its scheme)
             data = stream.read()
+            self._check(scheme, path, data)
             self.caught[target] = (data, 0o755 if is_executable else 0o644)
             digest = hashlib.new(self.hash_algorithm, data).digest()
             encoded = base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
