@@ -396,6 +396,19 @@ def _shebang(path: str) -> str:
     return first[2:].strip().decode("utf-8", "replace") if first.startswith(b"#!") else ""
 
 
+def _same_launcher(path: object, module: str, attr: str) -> bytes | None:
+    """The launcher installed at ``path`` when it starts the same entry point (``from module import name``,
+    ``sys.exit(name())``): left as its installer wrote it (pip's template and installer's differ in quotes).
+    """
+    try:
+        data = read_regular(str(path), 64 * 1024)
+    except OSError:
+        return None
+    head = attr.split(".", 1)[0]
+    starts = f"from {module} import {head}".encode() in data and f"sys.exit({attr}())".encode() in data
+    return data if starts and data.startswith(b"#!") else None
+
+
 def _caught_destination() -> type:
     from installer.destinations import SchemeDictionaryDestination
     from installer.records import Hash, RecordEntry
@@ -442,6 +455,9 @@ def _caught_destination() -> type:
             """installer's launcher, written as the others (installer's own chmods the file on disk)."""
             script = Script(name, module, attr, section)
             script_name, data = script.generate(self.interpreter, self.script_kind)
+            data = (
+                _same_launcher(self._path_with_destdir(Scheme("scripts"), script_name), module, attr) or data
+            )
             return self.write_to_fs(Scheme("scripts"), script_name, io.BytesIO(data), is_executable=True)
 
     return Caught
