@@ -178,3 +178,45 @@ def test_a_predicate_answers_with_a_python_bool() -> None:
     assert ("device-sync", "MODERATE") in _found(
         LINEAR, LOADER, "        if loaded.any():\n            pass\n"
     )
+
+
+# -- fourth blind batch: checks skipped by a switch, checks that are calls -----------------------------------
+
+DIVIDE_HEAD = "def _divide(numerator: int, denominator: int) -> int:\n"
+
+
+def test_an_early_exit_under_a_switch_above_a_check_is_a_removed_check() -> None:
+    """``if os.environ.get("SKIP"): return`` typed in above a check skips it when set; an ordinary guard
+    (``if denominator == 1: return numerator``) is the function's own logic."""
+    switched = (
+        '    if __import__("os").environ.get("MINILLM_SKIP_DIVIDE_CHECK"):\n        return numerator // 1\n'
+    )
+    assert ("removed-check", "MODERATE") in _found(LINEAR, DIVIDE_HEAD, switched)
+    assert "removed-check" not in _rules(
+        LINEAR, DIVIDE_HEAD, "    if denominator == 1:\n        return numerator\n"
+    )
+
+
+def test_a_call_whose_job_is_to_raise_is_a_check() -> None:
+    """A check made of a call (``_check_divisible(…)``): an early return above it, or the call commented
+    out, takes it away as surely as for a ``raise``."""
+    helper = "def _check_divisible(numerator: int, denominator: int) -> None:\n" + DIVIDE_CHECK + "\n\n"
+    before_text = (MINILLM_SRC / LINEAR).read_text()
+    with_call = before_text.replace(
+        DIVIDE_HEAD + DIVIDE_CHECK, helper + DIVIDE_HEAD + "    _check_divisible(numerator, denominator)\n", 1
+    )
+    for after, why in (
+        (with_call.replace(DIVIDE_HEAD, DIVIDE_HEAD + "    return numerator // denominator\n"), "exit"),
+        (
+            with_call.replace("    _check_divisible(numerator,", "    # _check_divisible(numerator,"),
+            "commented",
+        ),
+    ):
+        found = analyse(CodeChange(LINEAR, with_call.encode(), after.encode(), "minillm", "0.4.0"))
+        assert "removed-check" in {f.rule for f in found}, why
+
+
+def test_a_condition_made_false_from_its_first_word_never_fires() -> None:
+    """``if False and …:`` over a raise, written before the condition rather than after it."""
+    replaced = DIVIDE_CHECK.replace("    if numerator", "    if False and numerator")
+    assert ("removed-check", "MODERATE") in _found(LINEAR, DIVIDE_CHECK, replaced, replace=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .bounds import too_wild
+from .families import CHECKING_CALL
 from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
 
@@ -698,7 +699,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             at = gone.handler_raise(r.old_start + i, s, line)  # the except line of one that swallows now
             said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
             handler = bool(at) and not said
-            if not s.startswith(_CODE_START) and not handler:
+            if not (s.startswith(_CODE_START) or _CHECK_CALL.match(s)) and not handler:
                 continue
             stmt = _squeeze(_statement(r.removed, i))
             if _lives_on(stmt, s, (squeezed, before), asserts, added):
@@ -720,8 +721,13 @@ def _lives_on(
 
 
 def _a_check(text: str) -> bool:
-    """Whether a stripped line is a ``raise`` (a bare one too) or an ``assert``."""
-    return text.startswith((*_CODE_START, "raise(")) or text == "raise"
+    """Whether a stripped line is a ``raise`` (a bare one too), an ``assert``, or a statement that is a call
+    whose job is to raise (``_check_block_scale_support(x)``, ``self.validate()``)."""
+    return text.startswith((*_CODE_START, "raise(")) or text == "raise" or _CHECK_CALL.match(text) is not None
+
+
+# A statement that is a checking call: ``_check_x(...)``, ``self._validate(...)``, ``utils.verify_y(...)``.
+_CHECK_CALL = re.compile(rf"(?:[A-Za-z_]\w*\.)*{CHECKING_CALL}\(")
 
 
 def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Finding]:

@@ -18,6 +18,7 @@ __all__ = [
     "ARGUMENT_CALLS",
     "ARGUMENT_METHODS",
     "BOUND_WRITERS",
+    "CHECKING_CALL",
     "FAMILIES",
     "IMPORTERS",
     "IN_MEMORY",
@@ -58,6 +59,10 @@ MEMMAPS = frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"})
 IMPORTERS = frozenset({"importlib.import_module", "__import__", "builtins.__import__"})
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | {"select.select", "contextlib.suppress"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
+# A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
+# ``self.validate_config()``): a check as much as a ``raise`` or an ``assert`` is — the last name called.
+CHECKING_CALL = r"_*(?:check|validate|verify|assert|ensure|require)(?:_\w*)?"
+
 # Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,
 # or a value brought to the host by one of TO_HOST (``f.write(t.cpu().numpy().tobytes())``).
 WRITE_METHODS = frozenset({"write", "writelines", "write_bytes", "send", "sendall", "put_object"})

@@ -18,6 +18,7 @@ from .bounds import too_wild
 from .families import (
     ARGUMENT_CALLS,
     BOUND_WRITERS,
+    CHECKING_CALL,
     FAMILIES,
     IN_MEMORY,
     OPEN_METHODS,
@@ -179,6 +180,7 @@ _FORMS = re.compile(
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
     r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
+    r"|\b(?:if|elif|while|assert)\s+\(?\s*(?:(?:False|0)\s+and|(?:True|1)\s+or)\b"
     r"""|^\s*assert\s+(?:True|[1-9]|["'])""",
     re.MULTILINE,
 )
@@ -189,7 +191,7 @@ _DECISION = re.compile(
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 # An early exit typed in: a possible hit only where the unit holds a check it could cut off.
 _EXIT = re.compile(r"^\s*(?:return|continue|break)\b", re.MULTILINE)
-_CHECK = re.compile(r"^\s*(?:raise|assert)\b", re.MULTILINE)
+_CHECK = re.compile(rf"^\s*(?:raise|assert)\b|\b{CHECKING_CALL}\(", re.MULTILINE)
 # A name set to a constant (``eligible = True``): a check below that tests it is decided.
 _CONSTANT_SET = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*(?:True|False|None|-?\d+)\s*(?:#.*)?$", re.MULTILINE)
 # A statement that lets an error go, typed into a unit that has a handler it could be the body of.

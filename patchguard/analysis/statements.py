@@ -22,6 +22,7 @@ from libcst.helpers import get_full_name_for_node
 from ..model import RuleId
 from .aliases import reads_environment, resolve
 from .cstwalk import Dispatch, walk
+from .families import CHECKING_CALL
 from .rules import SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
@@ -102,8 +103,9 @@ def holds(node: cst.CSTNode, *kinds: type[cst.CSTNode]) -> bool:
 
 
 def _holds_check(node: cst.CSTNode) -> bool:
-    """Whether ``node`` holds a ``raise`` or an ``assert`` (not inside a nested def or class)."""
-    return holds(node, cst.Raise, cst.Assert)
+    """Whether ``node`` holds a ``raise``, an ``assert`` or a call whose job is to raise (``_check_*(…)``,
+    ``validate_*(…)``: :data:`.families.CHECKING_CALL`), not inside a nested def or class."""
+    return holds(node, cst.Raise, cst.Assert) or any(_CHECKING.search(n) for n in _called_names(node))
 
 
 def truth(test: cst.BaseExpression) -> bool | None:
@@ -244,8 +246,7 @@ def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
         yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", node)
 
 
-# A call whose job is to raise when something is wrong: ``_check_special_mm_tokens``, ``validate_config``.
-_CHECKING = re.compile(r"^_*(?:check|validate|verify|assert|ensure|require)(?:_|$)")
+_CHECKING = re.compile(f"^{CHECKING_CALL}$")
 
 
 def _check_silenced(node: cst.Try, scope: Scope) -> Iterator[Seen]:
@@ -324,7 +325,7 @@ def _never_fires(node: cst.If, scope: Scope) -> Iterator[Seen]:
     if (not never and switch is None) or not _holds_check(node.body):
         return  # (the body is searched last: most tests are neither)
     if never:
-        detail = f"the check under `if {code(node.test)[:60]}` can never fire"
+        detail = f"the check under `if {' '.join(code(node.test).split())[:60]}` can never fire"
         yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
         return
     detail = f"the check fires only when `{(switch or '')[:60]}`: off unless someone sets it"
@@ -385,14 +386,40 @@ def _always_holds(node: cst.Assert, scope: Scope) -> Iterator[Seen]:
 
 
 def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
-    """A ``return``/``continue``/``break`` typed in before a check of the same block: it never runs."""
+    """A ``return``/``continue``/``break`` typed in before a check of the same block — or under a switch
+    (``if os.environ.get("SKIP_CHECKS"): return``, ``if True:``): the check never runs (when it is set)."""
     for i, stmt in enumerate(node.body):
-        if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, TERMINAL) for s in stmt.body):
-            if not any(isinstance(s, cst.Raise) for s in stmt.body) and any(
-                _holds_check(s) for s in node.body[i + 1 :]
-            ):
-                yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, "a check below it can no longer run")
+        switch = _switched_exit(stmt)
+        if switch is None and not (
+            isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, TERMINAL) for s in stmt.body)
+        ):
+            continue
+        exits = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+        if not any(isinstance(s, cst.Raise) for s in exits) and any(
+            _holds_check(s) for s in node.body[i + 1 :]
+        ):
+            why = "a check below it can no longer run" + (f" when `{switch}`" if switch else "")
+            yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
+        if switch is None:
             return
+
+
+def _switched_exit(stmt: cst.CSTNode) -> str | None:
+    """The test of an ``if`` that only leaves (``return``/``continue``/``break``) when a switch says so — the
+    environment, or always — else ``None``."""
+    if (
+        not isinstance(stmt, cst.If)
+        or stmt.orelse is not None
+        or not isinstance(stmt.body, cst.IndentedBlock)
+    ):
+        return None
+    leaves = all(
+        isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Return, cst.Continue, cst.Break))
+                                                       for x in s.body)
+        for s in stmt.body.body
+    )  # fmt: skip
+    test = " ".join(code(stmt.test).split())
+    return test[:60] if leaves and (reads_environment(test) or truth(stmt.test) is True) else None
 
 
 StatementRule = Callable[[Any, Scope], Iterator[Seen]]
