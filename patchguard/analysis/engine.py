@@ -714,9 +714,14 @@ def _lives_on(
     stmt: str, text: str, files: tuple[str, str], asserts: Sequence[str], added: Sequence[str]
 ) -> bool:
     """Whether a removed check lives on: moved (as many copies as before, ``files`` squeezed after and
-    before: a copy of the same check elsewhere is not this one), strengthened, or replaced in the edit."""
+    before: a copy of the same check elsewhere is not this one), a checking call given other arguments,
+    strengthened, or replaced in the edit."""
     after, before = files
     moved = after.count(stmt) >= max(before.count(stmt), 1)
+    call = _CHECK_CALL.match(stmt)
+    if call is not None:  # a checking call given other arguments is the same check
+        callee = _squeeze(call.group())
+        moved = moved or after.count(callee) >= max(before.count(callee), 1)
     return moved or _strengthened(stmt, [a for a in asserts if a != stmt]) or _replaced(text, added)
 
 

@@ -86,26 +86,39 @@ class _Holds(Dispatch):
 
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
-    def __init__(self, kinds: tuple[type[cst.CSTNode], ...]) -> None:
+    def __init__(self, kinds: tuple[type[cst.CSTNode], ...], calls: bool = False) -> None:
         super().__init__()
         self.kinds, self.found = kinds, False
+        self.calls = calls  # a call whose job is to raise counts too (:func:`_holds_check`)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, self.kinds):
+        if isinstance(node, self.kinds) or (self.calls and isinstance(node, cst.Call) and _checking(node)):
             self.found = True
         return not self.found and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
 
 
-def holds(node: cst.CSTNode, *kinds: type[cst.CSTNode]) -> bool:
-    found = _Holds(kinds)
+def holds(node: cst.CSTNode, *kinds: type[cst.CSTNode], calls: bool = False) -> bool:
+    found = _Holds(kinds, calls)
     walk(node, found)
     return found.found
+
+
+def _checking(call: cst.Call) -> bool:
+    func = call.func
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else ""
+    )
+    return _CHECKING.search(name) is not None
 
 
 def _holds_check(node: cst.CSTNode) -> bool:
     """Whether ``node`` holds a ``raise``, an ``assert`` or a call whose job is to raise (``_check_*(…)``,
     ``validate_*(…)``: :data:`.families.CHECKING_CALL`), not inside a nested def or class."""
-    return holds(node, cst.Raise, cst.Assert) or any(_CHECKING.search(n) for n in _called_names(node))
+    return holds(node, cst.Raise, cst.Assert, calls=True)  # (one walk for the three)
 
 
 def truth(test: cst.BaseExpression) -> bool | None:
