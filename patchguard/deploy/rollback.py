@@ -29,7 +29,7 @@ from .._fs import read_regular, sha256_bytes
 from .._version import __version__
 from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
-from ..integrity.records import InstalledDistribution, canonicalize
+from ..integrity.records import InstalledDistribution, RecordEntry, canonicalize, matches
 from ..model import Reinstall, RollbackResult, printable
 from ..patchsets.installed import SetEnvironment
 from ..patchsets.model import PatchSet, load_sets
@@ -65,13 +65,14 @@ def rollback(
     env = SetEnvironment.open(resolve_target(python, site_packages))
     sources = (fetch or SourceOptions()).open(env.target)
     work = _Work(env.target, {d.canonical_name: d for d in env.dists})
-    for key, locked in sorted(_locked(doc).items()):
+    wanted = _locked(doc)
+    for key, locked in sorted(wanted.items()):
         have = work.installed.get(key)
         if have is None or have.version != locked["version"]:
             work.put_back(key, locked, have, sources)
     for key, have in sorted(work.installed.items()):
         ours = have.baseline == "RECORD" and have.has_record  # (conda's, dpkg's: theirs to remove)
-        if key not in _locked(doc) and have.site_dir in env.target.site_packages and ours:
+        if key not in wanted and have.site_dir in env.target.site_packages and ours:
             work.remove(have)
     reapplied = work.reapply(doc.get("applied_sets", {}), patches) if work.actions else ()
     if not work.actions:
@@ -133,8 +134,10 @@ class _Work:
         version = str(locked["version"])
         site = have.site_dir if have is not None else self.target.site_packages[0]
         interpreter = _interpreter(self.target, have)
+        rows = zip(have.entries, have.paths, strict=True) if have else ()
+        recorded = {os.path.abspath(p): e for e, p in rows}
         wheel, laid = _proven_layout(
-            ReleaseId(name, version), locked, sources, site, self.target, interpreter
+            ReleaseId(name, version), locked, sources, site, self.target, (interpreter, recorded)
         )
         if have is not None:
             for path in _owned_files(have, self.target):
@@ -250,8 +253,9 @@ def _current(path: str) -> str | None:
 
 def _owned_files(dist: InstalledDistribution, target: Target) -> list[str]:
     """The files a distribution's RECORD lists inside the environment's roots (what pip uninstall removes)."""
-    roots = [os.path.join(r, "") for r in target.roots]
-    return [p for p in dist.paths if any(os.path.abspath(p).startswith(r) for r in roots)]
+    roots = [os.path.join(os.path.abspath(r), "") for r in target.roots]
+    paths = (os.path.abspath(p) for p in dist.paths)
+    return [p for p in paths if any(p.startswith(r) for r in roots)]
 
 
 def _emptied(gone: set[str], written: set[str], roots: Sequence[str]) -> tuple[str, ...]:
@@ -287,7 +291,7 @@ def _proven_layout(
     sources: Sources,
     site: str,
     target: Target,
-    interpreter: str,
+    scripts: tuple[str, Mapping[str, RecordEntry]],
 ) -> tuple[str, dict[str, tuple[bytes | None, int]]]:
     """(the wheel, the files it lays out) of the first wheel file of ``release`` whose RECORD gives the
     lock's build digest (the very build) and whose every member matches that RECORD — checked as it is
@@ -297,7 +301,7 @@ def _proven_layout(
         why = _not_the_build(cand, locked)
         if why is None:
             try:
-                return cand.location, _lay_out(cand.location, site, target, release.name, interpreter)
+                return cand.location, _lay_out(cand.location, site, target, release.name, scripts)
             except _Lying as exc:
                 why = str(exc)
         tried.append(f"rejected {cand.location}: {why}")
@@ -344,11 +348,12 @@ def _not_the_build(cand: Candidate, locked: Mapping[str, Any]) -> str | None:
 
 
 def _lay_out(
-    wheel: str, site: str, target: Target, name: str, interpreter: str
+    wheel: str, site: str, target: Target, name: str, scripts: tuple[str, Mapping[str, RecordEntry]]
 ) -> dict[str, tuple[bytes | None, int]]:
     """Every file pypa's installer writes for ``wheel`` into the environment — absolute path → (bytes, mode)
-    — caught before it reaches the disk (the transaction writes them), each member checked against the
-    wheel's RECORD on the way (:class:`_Lying` when one does not match)."""
+    — caught before it reaches the disk (the transaction writes them), every hashed member checked against
+    the wheel's RECORD on the way (:class:`_Lying` when one does not match, or was not laid out). ``scripts``:
+    the interpreter of the console scripts, and the installed RECORD rows that prove a launcher kept."""
     from installer import install
     from installer.sources import WheelFile
 
@@ -361,10 +366,17 @@ def _lay_out(
         "data": prefix,
         "headers": os.path.join(prefix, "include", "site", version, name),
     }
+    interpreter, dest_recorded = scripts
     dest = _caught_destination()(scheme, interpreter=interpreter, script_kind="posix")
+    dest.recorded = dest_recorded
     with WheelFile.open(Path(wheel)) as source:
         dest.expect(source.data_dir, source.read_dist_info("RECORD"))
         install(source, dest, {"INSTALLER": b"patchguard\n"})
+    unchecked = dest.unchecked()
+    if unchecked:
+        raise _Lying(
+            f"{printable(unchecked[0])} of its RECORD was not laid out where its hash could be checked"
+        )
     caught: dict[str, tuple[bytes | None, int]] = dest.caught
     return caught
 
@@ -396,13 +408,16 @@ def _shebang(path: str) -> str:
     return first[2:].strip().decode("utf-8", "replace") if first.startswith(b"#!") else ""
 
 
-def _same_launcher(path: object, module: str, attr: str) -> bytes | None:
+def _same_launcher(path: object, module: str, attr: str, recorded: Mapping[str, RecordEntry]) -> bytes | None:
     """The launcher installed at ``path`` when it starts the same entry point (``from module import name``,
-    ``sys.exit(name())``): left as its installer wrote it (pip's template and installer's differ in quotes).
-    """
+    ``sys.exit(name())``) and is as its installer recorded it (the installed RECORD's hash: never bytes on
+    their own word): left as its installer wrote it (pip's template and installer's differ in quotes)."""
+    entry = recorded.get(os.path.abspath(str(path)))
     try:
         data = read_regular(str(path), 64 * 1024)
     except OSError:
+        return None
+    if entry is None or not matches(entry, data):
         return None
     head = attr.split(".", 1)[0]
     starts = f"from {module} import {head}".encode() in data and f"sys.exit({attr}())".encode() in data
@@ -422,6 +437,8 @@ def _caught_destination() -> type:
             super().__init__(*args, **kwargs)
             self.caught: dict[str, tuple[bytes | None, int]] = {}
             self.record: dict[str, RecordEntry] = {}
+            self.checked: set[str] = set()
+            self.recorded: Mapping[str, Any] = {}
             self.data_dir = ""
 
         def expect(self, data_dir: str, record: str) -> None:
@@ -437,8 +454,16 @@ def _caught_destination() -> type:
             member = path if scheme in ("purelib", "platlib") and path in self.record else None
             member = member or f"{self.data_dir}/{scheme}/{path}"
             entry = self.record.get(member)
-            if entry is not None and entry.hash_ is not None and not entry.validate(data):
-                raise _Lying(f"{printable(member)} does not match its own RECORD (a damaged or edited wheel)")
+            if entry is not None and entry.hash_ is not None:
+                if not entry.validate(data):
+                    raise _Lying(
+                        f"{printable(member)} does not match its own RECORD (a damaged or edited wheel)"
+                    )
+                self.checked.add(member)
+
+        def unchecked(self) -> list[str]:
+            """The hashed members of the RECORD no write was checked against (none, for a sound wheel)."""
+            return sorted(m for m, e in self.record.items() if e.hash_ is not None and m not in self.checked)
 
         def write_to_fs(
             self, scheme: Scheme, path: str, stream: BinaryIO, is_executable: bool
@@ -456,7 +481,10 @@ def _caught_destination() -> type:
             script = Script(name, module, attr, section)
             script_name, data = script.generate(self.interpreter, self.script_kind)
             data = (
-                _same_launcher(self._path_with_destdir(Scheme("scripts"), script_name), module, attr) or data
+                _same_launcher(
+                    self._path_with_destdir(Scheme("scripts"), script_name), module, attr, self.recorded
+                )
+                or data
             )
             return self.write_to_fs(Scheme("scripts"), script_name, io.BytesIO(data), is_executable=True)
 

@@ -12,6 +12,7 @@ by a set, or lost: in no set) and what becomes of each startup hook. Nothing in 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -90,12 +91,15 @@ def _requirement_lines(path: Path, seen: set[Path]) -> Iterable[str]:
         line = line.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
-        if line.startswith(("-r ", "--requirement ", "-r", "--requirement=")):
-            name = line.split("=", 1)[1] if line.startswith("--requirement=") else line.split(None, 1)[-1]
-            name = name[2:] if name.startswith("-r") else name
-            yield from _requirement_lines(path.parent / name.strip(), seen)
+        nested = _NESTED.match(line)
+        if nested:
+            yield from _requirement_lines(path.parent / nested.group(1).strip(), seen)
         elif not line.startswith("-"):
             yield line
+
+
+# ``-r FILE``, ``-rFILE``, ``--requirement FILE``, ``--requirement=FILE``: another requirements file.
+_NESTED = re.compile(r"(?:-r|--requirement)(?:=|\s+)?(\S.*)$")
 
 
 def _from_report(path: str) -> dict[str, tuple[str, str]]:
@@ -229,10 +233,14 @@ def _edits(findings: Sequence[Finding], changing: Mapping[str, str]) -> tuple[Pl
         for f in findings
         if f.kind in _REPLACED and f.distribution is not None and canonicalize(f.distribution) in changing
     ]
+    worst_of: dict[tuple[str | None, str], Finding] = {}
+    for g in findings:  # the worst finding about each file (one pass: a box has thousands)
+        key = (g.distribution, g.path)
+        if key not in worst_of or g.severity > worst_of[key].severity:
+            worst_of[key] = g
     out = []
     for f in replaced:
-        about = [g for g in findings if g.path == f.path and g.distribution == f.distribution]
-        worst = max(about, key=lambda g: g.severity)
+        worst = worst_of[(f.distribution, f.path)]
         if f.patch_set and f.patch_set_exact:
             fate = f"carried by {f.patch_set}"
         elif f.patch_set:
