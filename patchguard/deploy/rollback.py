@@ -424,6 +424,14 @@ def _same_launcher(path: object, module: str, attr: str, recorded: Mapping[str, 
     return data if starts and data.startswith(b"#!") else None
 
 
+def _record_of(text: str) -> dict[str, Any]:
+    """A wheel's RECORD as installer reads it: member → its ``RecordEntry``."""
+    from installer.records import RecordEntry, parse_record_file
+
+    entries = (RecordEntry.from_elements(*row) for row in parse_record_file(text.splitlines()))
+    return {e.path: e for e in entries}
+
+
 def _caught_destination() -> type:
     from installer.destinations import SchemeDictionaryDestination
     from installer.records import Hash, RecordEntry
@@ -443,16 +451,11 @@ def _caught_destination() -> type:
 
         def expect(self, data_dir: str, record: str) -> None:
             """The wheel's RECORD, that every member laid out must match."""
-            from installer.records import parse_record_file
-
-            self.data_dir = data_dir
-            self.record = {e.path: e for e in (RecordEntry.from_elements(*row) for row in parse_record_file(
-                record.splitlines()
-            ))}  # fmt: skip
+            self.data_dir, self.record = data_dir, _record_of(record)
 
         def _check(self, scheme: Scheme, path: str, data: bytes) -> None:
             member = path if scheme in ("purelib", "platlib") and path in self.record else None
-            member = member or f"{self.data_dir}/{scheme}/{path}"
+            member = member or f"{self.data_dir}/{scheme}/{path}"  # a ``.data`` scheme's member
             entry = self.record.get(member)
             if entry is not None and entry.hash_ is not None:
                 if not entry.validate(data):
