@@ -106,6 +106,66 @@ def test_a_change_inside_a_statement_upstream_also_changed_is_left_to_review(tmp
     assert code == 1 and doc["files"][0]["outcome"] == "conflict"
 
 
+def test_hunks_certain_alone_are_carried_beside_the_one_left_to_review(tmp_path: Path) -> None:
+    """Upstream renamed ``helper_2``: the set's line in it is not certain, so the whole file was a conflict
+    and the line in ``forward`` — certain on its own — went to review with it. Each hunk is tried alone:
+    only the renamed function's stays a conflict."""
+    base = BASE.replace(
+        "def helper_2(x):\n    return x * 2\n",
+        "def helper_2(x):\n    x = x * 2\n    x = x + 1\n    y = x - 3\n    return -y\n",
+    )
+    theirs = base.replace("    z = x + y\n", "    z = x + y\n    _debug = os.environ.get('DEBUG')\n")
+    theirs = theirs.replace("    x = x + 1\n", "    x = x + 1\n    _trace = 1\n")
+    ours = base.replace("def helper_2(x):", "def helper_two(x):")
+    got = merge_file("pkg/m.py", ours.encode(), base.encode(), theirs.encode(), LABELS)
+    assert got.conflicts == 1 and got.doubt
+    text = got.data.decode()
+    carried = "def forward(x, y):\n    z = x + y\n    _debug = os.environ.get('DEBUG')\n    return z\n"
+    assert carried in text  # outside any conflict
+    assert text.index("<<<<<<<") < text.index("_trace = 1") < text.index(">>>>>>>") < text.index(carried)
+    code, doc, _text = _rebase(tmp_path, base, theirs, ours)
+    assert code == 1
+    assert doc["hunks"] == {"total": 2, "carried": 1, "conflicting": 1, "lost": 0}
+    review = (tmp_path / "patches" / "local.rebase" / "files" / "pkg" / "m.py").read_text()
+    assert carried in review
+
+
+def test_an_insertion_above_a_docstring_upstream_reworded_is_carried(tmp_path: Path) -> None:
+    """A line put above a function's docstring (it is no docstring then); upstream rewrote the docstring:
+    the line goes above the new one, in the same function."""
+    base = BASE.replace("def forward(x, y):\n", 'def forward(x, y):\n    """Add them."""\n')
+    theirs = base.replace('    """Add them."""\n', '    _seen = True\n    """Add them."""\n')
+    ours = base.replace('    """Add them."""\n', '    """The elementwise sum of two tensors."""\n')
+    assert merge(ours.encode(), base.encode(), theirs.encode(), LABELS).conflicts  # git alone conflicts
+    code, doc, text = _rebase(tmp_path, base, theirs, ours)
+    assert code == 0, text
+    assert doc["files"][0]["outcome"] == "carried"
+    got = merge_file("pkg/m.py", ours.encode(), base.encode(), theirs.encode(), LABELS)
+    assert got.conflicts == 0
+    text = got.data.decode()
+    assert 'def forward(x, y):\n    _seen = True\n    """The elementwise sum of two tensors."""\n' in text
+    # upstream renamed the function and put another under its name: not carried there
+    other = ours.replace("def forward(x, y):", "def forward_pair(x, y):").replace(
+        "def backward(g):\n    return -g\n",
+        "def backward(g):\n    return -g\n\n\ndef forward(a):\n    return a\n",
+    )
+    got = merge_file("pkg/m.py", other.encode(), base.encode(), theirs.encode(), LABELS)
+    assert got.conflicts or "def forward(a):\n    _seen" not in got.data.decode()
+
+
+def test_a_class_renamed_upstream_with_a_new_one_under_its_name_is_left_to_review() -> None:
+    """Upstream renamed ``Kernel`` to ``KernelV1`` (the same code) and wrote a new ``Kernel``: whether the
+    set's line belongs to the old code or the new class of the old name is for a person to say."""
+    method = "    def step_{0}(self, x):\n        y = x * {0}\n        return y{1}\n\n"
+    methods = "".join(method.format(i, "") for i in range(4))
+    base = "class Kernel:\n" + methods
+    theirs = base.replace("        y = x * 2\n", "        y = x * 2\n        _trace = y\n")
+    fresh = "".join(method.format(i, " + 1") for i in range(4))
+    ours = base.replace("class Kernel:", "class KernelV1:") + "\nclass Kernel:\n" + fresh
+    got = merge_file("pkg/m.py", ours.encode(), base.encode(), theirs.encode(), LABELS)
+    assert got.conflicts and got.doubt
+
+
 def test_a_line_placed_in_another_function_is_doubted() -> None:
     """What a silent mis-merge looks like: the line the set put in ``forward`` lands in ``backward``."""
     wrong = BASE.replace("def backward(g):\n", "def backward(g):\n    _debug = os.environ.get('DEBUG')\n")

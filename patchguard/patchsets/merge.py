@@ -124,7 +124,62 @@ def merge_file(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple
     """The merge ``rebase`` makes of one file. Every file: git's line merge. A ``.py`` file whose three
     versions parse: where git conflicts, the merge by statement (:mod:`.pymerge`) is tried; a clean result
     of either is accepted only when it is certain (:func:`.pymerge.doubt`), otherwise the lines it carried
-    become conflicts to review — never a silent wrong merge."""
+    become conflicts to review — never a silent wrong merge. When the whole file is not certain, each of
+    the set's hunks is tried alone (:func:`_by_hunks`): the ones certain alone and together are carried,
+    only the rest are left to review."""
+    got = _merge_whole(path, ours, base, theirs, labels)
+    if got.conflicts == 0 or not path.endswith(".py"):
+        return got
+    return _by_hunks(path, ours, base, theirs, labels) or got
+
+
+_MAX_HUNKS = 64  # a file's hunks tried one by one (each is a merge of its own)
+
+
+def _by_hunks(
+    path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]
+) -> Merged | None:
+    """The set's hunks that merge for certain one by one, and then all together, carried; the other hunks
+    merged onto that result with it as their base — their conflicts are what is left to review. ``None``:
+    no hunk is certain alone (or the file has one hunk, or very many)."""
+    lines = base.splitlines(keepends=True)
+    hunks = _hunks(lines, theirs.splitlines(keepends=True))
+    if not 1 < len(hunks) <= _MAX_HUNKS:
+        return None
+    sure = [h for h in hunks if _merge_whole(path, ours, base, _applied(lines, [h]), labels).conflicts == 0]
+    if not sure:
+        return None
+    placed = _applied(lines, sure)
+    carried = _merge_whole(path, ours, base, placed, labels)
+    if carried.conflicts:
+        return None
+    rest = _merge_whole(path, carried.data, placed, theirs, labels)
+    if rest.conflicts == 0:
+        from .pymerge import doubt
+
+        return rest if doubt(base, theirs, ours, rest.data) is None else None
+    return Merged(rest.data, rest.conflicts, carried.adjacent + rest.adjacent, rest.by, rest.doubt)
+
+
+def _hunks(base: list[bytes], side: list[bytes]) -> list[list[Edit]]:
+    """The edits base → side grouped as a unified diff's hunks (three lines of context)."""
+    groups = difflib.SequenceMatcher(None, base, side, autojunk=False).get_grouped_opcodes(3)
+    return [[(i1, i2, side[j1:j2]) for tag, i1, i2, j1, j2 in g if tag != "equal"] for g in groups]
+
+
+def _applied(base: list[bytes], hunks: list[list[Edit]]) -> bytes:
+    """``base`` with these hunks' edits made (they do not overlap: one diff's)."""
+    out: list[bytes] = []
+    at = 0
+    for i1, i2, new in sorted(e for h in hunks for e in h):
+        out += base[at:i1]
+        out += new
+        at = i2
+    return b"".join(out + base[at:])
+
+
+def _merge_whole(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
+    """The merge of the file's whole change at once (see :func:`merge_file`)."""
     got = _merge_python(path, ours, base, theirs, labels)
     if got.conflicts == 0 or not path.endswith(".py"):
         return got

@@ -272,10 +272,12 @@ def _apply(lines: list[str], placed: list[_Placed]) -> bytes | None:
 
 def _container_at(shape: _Shape, line: int, indent: str) -> tuple[Key, int] | None:
     """The container an insertion at ``line`` with this indentation goes in, and the index of the
-    statement it goes before (``len(stmts)``: at the end)."""
+    statement it goes before (``len(stmts)``: at the end; ``-1``: before the body's docstring)."""
     for key, body in sorted(shape.bodies.items(), key=lambda kv: -len(kv[0])):
         if body.indent != indent or not body.stmts:
             continue
+        if body.doc is not None and line == body.doc[0]:
+            return key, -1
         if not body.start <= line <= body.stmts[-1].end:
             continue
         for i, s in enumerate(body.stmts):
@@ -298,6 +300,10 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
     body, target = b.bodies[key], o.bodies.get(key)
     if target is None or not target.stmts:
         return None
+    if _renamed_above(b, o, key):
+        return None
+    if i < 0:
+        return _above_docstring(b, o, key, new, order)
     prev = body.stmts[i - 1] if i else None
     nxt = body.stmts[i] if i < len(body.stmts) else None
     p = _match(b, o, key, prev) if prev else None
@@ -309,6 +315,17 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
     if spot is None or lines is None:
         return None
     return _Placed(spot, spot, tuple(lines), order)
+
+
+def _above_docstring(b: _Shape, o: _Shape, key: Key, new: list[str], order: int) -> _Placed | None:
+    """An insertion above a body's docstring: above the target's (upstream may have reworded it), or at the
+    start of the body — unless the body it was written for is elsewhere now under another name."""
+    body, target = b.bodies[key], o.bodies[key]
+    if not _alike(b, o, key) and _moved_away(b, o, key):
+        return None
+    lines = _reindent(new, body.indent, target.indent)
+    top = target.doc[0] if target.doc is not None else target.start
+    return _Placed(top, top, tuple(lines), order) if lines is not None else None
 
 
 def _spot(target: _Body, prev: _Stmt | None, p: int | None, q: int | None, at: int) -> int | None:
@@ -336,7 +353,7 @@ def _replace(b: _Shape, o: _Shape, i1: int, i2: int, new: list[str], order: int)
         if i1 < first.start or i2 > last.end:
             return None  # reaches past the statements it touches: blank lines, comments, a header
         target = o.bodies.get(key)
-        if target is None:
+        if target is None or _renamed_above(b, o, key):
             return None
         matched = [_match(b, o, key, body.stmts[k]) for k in inside]
         if None in matched or matched != list(range(matched[0] or 0, (matched[0] or 0) + len(matched))):
@@ -388,6 +405,17 @@ def _alike(b: _Shape, o: _Shape, key: Key, other: Key | None = None) -> bool:
     theirs = collections.Counter(_text(o, s) for s in o.bodies[other or key].stmts)
     kept = sum(1 for t in mine if theirs[t] > 0)
     return bool(mine) and 2 * kept >= len(mine)
+
+
+def _renamed_above(b: _Shape, o: _Shape, key: Key) -> bool:
+    """Whether a class or function around the body ``key`` (not the body itself) was renamed upstream and
+    another given its name: which of the two an edit belongs to is for a person to say."""
+    for n in range(1, len(key) - 2, 2):
+        outer = key[: n + 1]
+        named = key[n - 1].startswith(("def ", "class ")) and outer in b.bodies and outer in o.bodies
+        if named and not _alike(b, o, outer) and _moved_away(b, o, outer):
+            return True
+    return False
 
 
 def _moved_away(b: _Shape, o: _Shape, key: Key) -> bool:
