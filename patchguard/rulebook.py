@@ -128,6 +128,7 @@ RULES: dict[str, Rule] = {
                     "shutil.copytree",
                     "shutil.move",
                     "shutil.make_archive",
+                    "torch.cuda.memory._dump_snapshot",  # the allocator's history, pickled to a file
                     "logging.FileHandler",  # opens its file for appending when made
                     "logging.handlers.RotatingFileHandler",
                     "logging.handlers.TimedRotatingFileHandler",
@@ -136,6 +137,10 @@ RULES: dict[str, Rule] = {
                 methods=(
                     "write_text",
                     "write_bytes",
+                    # torch.profiler's profile objects (its docs): each writes a trace file
+                    "export_chrome_trace",
+                    "export_stacks",
+                    "export_memory_timeline",
                 ),
             ),
         ),
@@ -201,6 +206,8 @@ RULES: dict[str, Rule] = {
                     "_thread.interrupt_main",
                     "signal.pause",  # waits for a signal that may never come: the process hangs there
                 ),
+                # psutil's process objects (``psutil.Process().terminate()``): psutil's documented verbs
+                module_methods=(("psutil", frozenset({"terminate", "kill", "send_signal", "suspend"})),),
             ),
         ),
         Rule(

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import functools
 import keyword
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
-    from .judge import Hit, Unit
+    from .judge import Hit, Site, Unit
 
 __all__ = ["CodeChange", "analyse"]
 
@@ -222,6 +223,9 @@ def analyse(change: CodeChange) -> list[Finding]:
         return _cosmetic(edit, regions)
     out += _removed_checks(regions, edit, out)
     out += _narrowed_checks(regions, edit)
+    out += _forced_conditions(regions, edit)
+    out += _widened_sets(edit, changed)
+    out += _new_handlers(edit, changed, out)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _scripts_are_not_library(out, edit.st.tree)
@@ -476,7 +480,7 @@ def _commented_runs(found: list[Finding], lines: Sequence[str]) -> list[Finding]
 def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     """The findings of the rule hits on ``changed`` lines, unit by unit, leaving out those the pristine
     unit has as often (moved or re-indented, not injected); the lines they span are added to ``covered``."""
-    from .judge import judge_statements, units_for
+    from .judge import judge_statements, site, units_for
 
     pristine: _Pristine | None = None  # located on first need: most changed units hit nothing
     reported: list[Hit] = []
@@ -492,13 +496,12 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
             if pristine is None and edit.before is not None:
                 pristine = _Pristine.of(edit.before)
             baseline = pristine.counts(unit, edit.st) if pristine is not None else None
-            after_counts = Counter((h.rule, h.qualname) for h in all_hits)
-            done = {rule for rule, _ in baseline} if baseline else set()
+            after_counts = Counter(site(h) for h in all_hits)
+            done = {rule for rule, _q, _w in baseline} if baseline else set()
             reported += [
                 replace(h, familiar=h.rule in done)
                 for h in hits
-                if baseline is None
-                or baseline.get((h.rule, h.qualname), 0) < after_counts[(h.rule, h.qualname)]
+                if baseline is None or baseline.get(site(h), 0) < after_counts[site(h)]
             ]
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
@@ -589,7 +592,7 @@ class _Pristine:
     def of(cls, before: str | None) -> _Pristine | None:
         return cls(locate(before), split_lines(before)) if before is not None else None
 
-    def counts(self, unit: Unit, st: Structure) -> dict[tuple[str, str], int]:
+    def counts(self, unit: Unit, st: Structure) -> dict[Site, int]:
         """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in
         ``st`` (none when the pristine file has no such scope)."""
         from .judge import Unit, hit_counts
@@ -685,12 +688,12 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
     The raise of an ``except`` block whose handler stays: the error is swallowed there (unless ``found``
     says so already, of the handler's own lines)."""
     out: list[Finding] = []
-    if not any(_a_check(old.strip()) for r in regions for old in r.removed):
+    if not any(_a_check(old.strip()) or old.strip().startswith(_EXITS) for r in regions for old in r.removed):
         return out  # (most edits remove no raise and no assert: the whole files are not read for them)
     gone = _Gone.of(edit)
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
     before = _squeeze("".join(map(_code_of, gone.before_lines)))
-    asserts = [_squeeze(line) for line in edit.lines if line.lstrip().startswith("assert")]
+    asserts = list(_assert_lines(edit.lines) - _assert_lines(gone.before_lines))  # the new ones
     for r in regions:
         line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
         added = [edit.lines[n - 1].strip() for n in r.lines]
@@ -699,6 +702,11 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             at = gone.handler_raise(r.old_start + i, s, line)  # the except line of one that swallows now
             said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
             handler = bool(at) and not said
+            if s.startswith(_EXITS) and not handler:
+                bail = gone.bail_out(r.old_start + i)
+                if bail:
+                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {bail}"))
+                continue
             if not (s.startswith(_CODE_START) or _CHECK_CALL.match(s)) and not handler:
                 continue
             stmt = _squeeze(_statement(r.removed, i))
@@ -708,6 +716,10 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
                 continue
             out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _assert_lines(lines: Sequence[str]) -> collections.Counter[str]:
+    return collections.Counter(_squeeze(line) for line in lines if line.lstrip().startswith("assert"))
 
 
 def _lives_on(
@@ -773,24 +785,241 @@ def _raises(handler: ast.ExceptHandler) -> bool:
 
 
 def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
-    """A check whose condition the edit narrowed: ``if bad:`` over a raise became ``if bad and X:`` — it
-    now fires only when ``X`` also holds (``backend == "__never__"``, a flag nobody sets)."""
+    """A check whose condition the edit made fire less: ``if bad:`` over a raise became ``if bad and X:``
+    (it fires only when ``X`` also holds: ``backend == "__never__"``, a flag nobody sets), lost a part of an
+    ``or``, or compares with a limit moved the lenient way (``temperature > 2.0`` → ``> 5.0``)."""
     out: list[Finding] = []
     for r in regions:
-        before = [_condition(old) for old in r.removed]
+        before = [_condition(_one_line(_statement(r.removed, i))) for i in range(len(r.removed))]
         for n in r.lines:
-            after = _condition(edit.lines[n - 1])
-            if not isinstance(after, ast.BoolOp) or not isinstance(after.op, ast.And):
+            after = _condition(_one_line(_statement(edit.lines, n - 1)))
+            if after is None:
                 continue
-            parts = [ast.dump(v) for v in after.values]
-            for cond in before:
-                if cond is None or ast.dump(cond) not in parts or not _guards_raise(edit.st.tree, n):
-                    continue
-                extra = [ast.unparse(v) for v in after.values if ast.dump(v) != ast.dump(cond)]
-                detail = f"the check now fires only when also `{' and '.join(extra)[:60]}`"
+            detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
+            if detail and _guards_raise(edit.st.tree, n):
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
-                break
     return out
+
+
+_LITERALS = (ast.List, ast.Tuple, ast.Set)
+
+
+def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
+    """The values a check allows, grown: a literal list, tuple or set given more items (``supported =
+    {bf16, f16}`` → ``{bf16, f16, f32}``) where a check tests membership of it (``if x not in supported:
+    raise``, or return): what it refused now passes."""
+    tree = edit.st.tree
+    grown = [
+        (node, spot)
+        for node, spot in _literal_sets(tree)
+        if any(node.lineno <= n <= (node.end_lineno or node.lineno) for n in changed)
+    ]
+    if not grown or edit.before is None:
+        return []
+    old = {_last_name(n.targets[0]): v for n, v in _literal_sets(locate(edit.before).tree)}
+    out: list[Finding] = []
+    for node, items in grown:
+        name = _last_name(node.targets[0])
+        if name not in old or not _tested_in(tree, name):
+            continue
+        was, now = ({ast.dump(e) for e in v.elts} for v in (old[name], items))
+        if was < now:
+            more = ", ".join(ast.unparse(e) for e in items.elts if ast.dump(e) not in was)
+            line = next(n for n in sorted(changed) if node.lineno <= n <= (node.end_lineno or node.lineno))
+            detail = f"`{name}`, which a check tests membership of, allows more: {more[:60]}"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {detail}"))
+    return out
+
+
+def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> list[Finding]:
+    """A ``try`` the edit put around code the pristine file ran bare, whose handler does not raise: its
+    errors, which stopped the call, are let go now (logged, a fallback, a default). A new handler that does
+    nothing at all (``except OSError: pass``) around code another rule found (a dump, a request) lets that
+    code's errors go unseen."""
+    tree = edit.st.tree
+    nodes = ast.walk(tree) if tree is not None else ()
+    tries = [node for node in nodes if isinstance(node, ast.Try) and node.lineno in changed]
+    if not tries:
+        return []
+    pristine = _squeeze("".join(map(_code_of, split_lines(edit.before or ""))))
+    said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
+    out: list[Finding] = []
+    for node in tries:
+        wrapped = _wrapped_code(node, "".join(edit.lines), pristine)
+        last = max((getattr(b, "end_lineno", None) or b.lineno) for b in node.body)
+        flagged = any(node.lineno <= (f.line or 0) <= last for f in found if f.severity >= Severity.HIGH)
+        for h in node.handlers:
+            if h.lineno in said or h.lineno not in changed or _raises(h):
+                continue
+            detail = _let_go(h, wrapped, flagged)
+            if detail:
+                out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, h.lineno, detail))
+    return out
+
+
+def _wrapped_code(node: ast.Try, source: str, pristine: str) -> list[ast.stmt]:
+    """The statements of a ``try`` body that the pristine file has (squeezed): code that ran bare there."""
+    return [
+        s for s in node.body
+        if not isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass))
+        and (t := _squeeze(ast.get_source_segment(source, s) or "")) and t in pristine
+    ]  # fmt: skip
+
+
+def _let_go(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt], flagged: bool) -> str:
+    """What a new handler that does not raise lets go, or "" (an ordinary handler of new code)."""
+    caught = ast.unparse(h.type) if h.type is not None else "everything"
+    if wrapped:
+        what = " ".join(ast.unparse(wrapped[0]).split())[:50]
+        return f"the errors of `{what}`, which stopped the call, are caught by `except {caught}`"
+    if flagged and all(isinstance(b, ast.Pass) or _is_ellipsis(b) for b in h.body):
+        return f"`except {caught}: pass` lets the errors of the code above go unseen"
+    return ""
+
+
+def _is_ellipsis(stmt: ast.stmt) -> bool:
+    value = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(value, ast.Constant) and value.value is Ellipsis
+
+
+def _literal_sets(tree: ast.Module | None) -> Iterator[tuple[ast.Assign, ast.List | ast.Tuple | ast.Set]]:
+    """Every ``name = [literal items]`` (a list, tuple or set) of a file, with its items."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, _LITERALS):
+            yield node, node.value
+
+
+def _last_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _tested_in(tree: ast.Module | None, name: str) -> bool:
+    """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``)."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and (_guards_raise_node(node) or isinstance(node.body[-1], _EXIT_NODES)):
+            wanted: type = ast.NotIn
+        elif isinstance(node, ast.Assert):
+            wanted = ast.In
+        else:
+            continue
+        for cmp in ast.walk(node.test):
+            pairs = zip(cmp.ops, cmp.comparators, strict=True) if isinstance(cmp, ast.Compare) else ()
+            if any(isinstance(op, wanted) and _last_name(c) == name for op, c in pairs):
+                return True
+    return False
+
+
+def _guards_raise_node(node: ast.If) -> bool:
+    return any(isinstance(s, (ast.Raise, ast.Assert)) for b in node.body for s in ast.walk(b))
+
+
+def _one_line(statement: str) -> str:
+    """A statement's lines joined, without comments."""
+    return " ".join("".join(_code_of(line + "\n") for line in statement.splitlines()).split())
+
+
+def _weaker(before: ast.expr, after: ast.expr) -> str:
+    """How the condition of a check fires less now than it did, or ""."""
+    return _and_more(before, after) or _fewer_ors(before, after) or _lenient_limit(before, after)
+
+
+def _and_more(before: ast.expr, after: ast.expr) -> str:
+    """``bad`` → ``bad and X``: it fires only when ``X`` also holds."""
+    dump = ast.dump(before)
+    if not isinstance(after, ast.BoolOp) or not isinstance(after.op, ast.And):
+        return ""
+    if dump not in map(ast.dump, after.values):
+        return ""
+    extra = [ast.unparse(v) for v in after.values if ast.dump(v) != dump]
+    return f"the check now fires only when also `{' and '.join(extra)[:60]}`"
+
+
+def _fewer_ors(before: ast.expr, after: ast.expr) -> str:
+    """``a or b`` → ``a``: it no longer fires for ``b``."""
+    if not isinstance(before, ast.BoolOp) or not isinstance(before.op, ast.Or):
+        return ""
+    if isinstance(after, ast.BoolOp) and not isinstance(after.op, ast.Or):
+        return ""
+    kept = [ast.dump(v) for v in after.values] if isinstance(after, ast.BoolOp) else [ast.dump(after)]
+    if not set(kept) < {ast.dump(v) for v in before.values}:
+        return ""
+    gone = [ast.unparse(v) for v in before.values if ast.dump(v) not in kept]
+    return f"the check no longer fires when `{' or '.join(gone)[:60]}`"
+
+
+def _lenient_limit(before: ast.expr, after: ast.expr) -> str:
+    """``x > 2.0`` → ``x > 5.0`` (``x < 8`` → ``x < 4``): its limit moved so that it fires less."""
+    old, new = _limit(before), _limit(after)
+    if old is None or new is None or old[:2] != new[:2]:
+        return ""
+    op = old[1]
+    if (op in (ast.Gt, ast.GtE) and new[2] > old[2]) or (op in (ast.Lt, ast.LtE) and new[2] < old[2]):
+        return f"its limit moved from {old[2]:g} to {new[2]:g}: it fires less"
+    return ""
+
+
+def _limit(test: ast.expr) -> tuple[str, type, float] | None:
+    """``x > 2.0`` (or ``2.0 < x``) as (``x``, the comparison with the number on the right, the number)."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    left, op, right = test.left, type(test.ops[0]), test.comparators[0]
+    flip = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE}
+    if _number(left) is not None and _number(right) is None and op in flip:
+        left, op, right = right, flip[op], left
+    value = _number(right)
+    return (ast.dump(left), op, value) if value is not None and _number(left) is None else None
+
+
+def _number(node: ast.expr) -> float | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return -inner if inner is not None else None
+    value = node.value if isinstance(node, ast.Constant) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A condition the code worked out, replaced by a constant: ``return a > 1 and any(…)`` became
+    ``return False``, ``full = free < margin`` became ``full = False`` — the decision it made is gone."""
+    out: list[Finding] = []
+    for r in regions:
+        worked = {}
+        for i in range(len(r.removed)):
+            target, value = _decision(_code_of(_statement(r.removed, i)))
+            decided = isinstance(value, (ast.Compare, ast.BoolOp)) or _negation(value)
+            if value is not None and target and decided:
+                worked[target] = value
+        for n in r.lines:
+            target, value = _decision(_code_of(edit.lines[n - 1]))
+            if target in worked and isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                was = " ".join(ast.unparse(worked[target]).split())[:60]
+                what = "it returns" if target == "return" else f"`{target}` is"
+                detail = f"{what} always {value.value} now, where the code worked out `{was}`"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _negation(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+
+
+def _decision(text: str) -> tuple[str, ast.expr | None]:
+    """A statement that hands on a value — ``return X`` (target ``return``) or ``name = X`` — as (its target,
+    ``X``); ("", None) for anything else."""
+    try:
+        tree = ast.parse(text.strip())
+    except (SyntaxError, ValueError, RecursionError):
+        return "", None
+    if len(tree.body) != 1:
+        return "", None
+    stmt = tree.body[0]
+    if isinstance(stmt, ast.Return) and stmt.value is not None:
+        return "return", stmt.value
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return ast.unparse(stmt.targets[0]), stmt.value
+    return "", None
 
 
 def _condition(line: str) -> ast.expr | None:
@@ -909,6 +1138,28 @@ class _Gone:
             return cls(None, (), edit.st, edit.lines, scopes)
         return cls(locate(edit.before), split_lines(edit.before), edit.st, edit.lines, scopes)
 
+    def bail_out(self, line: int) -> str:
+        """What a pristine ``return``/``continue``/``break`` at ``line`` was when it ended a bail-out (``if
+        bad: log(...); return``) that the installed file no longer has — the code below the guard now runs
+        where it stopped — else "". The same guard kept, moved, or leaving otherwise, lives on."""
+        if self.before is None or self.before.tree is None:
+            return ""
+        for node in ast.walk(self.before.tree):
+            if (
+                isinstance(node, ast.If)
+                and not node.orelse
+                and isinstance(node.body[-1], _EXIT_NODES)
+                and node.body[-1].lineno == line
+                and len(node.body) <= 3
+            ):
+                where = self.before.qualname_at(node.lineno) or ""
+                key = (where, ast.dump(node.test), type(node.body[-1]).__name__)
+                if _guards(self.after.tree, self.after)[key] >= _guards(self.before.tree, self.before)[key]:
+                    return ""
+                word = type(node.body[-1]).__name__.lower()
+                return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
+        return ""
+
     def scope(self, line: int) -> bool:
         """Whether a pristine line sat in a def or class the installed file no longer has at all."""
         if self.before is None:
@@ -945,6 +1196,20 @@ class _Gone:
         return ""
 
 
+_EXITS = ("return", "continue", "break")
+
+
+def _guards(tree: ast.Module | None, st: Structure) -> collections.Counter[tuple[str, str, str]]:
+    """Every bail-out of a file — an ``if`` (no ``else``) whose body ends by leaving its function or loop —
+    as (the def around it, its test, how it leaves)."""
+    out: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], _EXIT_NODES):
+            out[(st.qualname_at(node.lineno) or "", ast.dump(node.test), type(node.body[-1]).__name__)] += 1
+    return out
+
+
+_EXIT_NODES = (ast.Return, ast.Continue, ast.Break)
 _NOT_SUBJECTS = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
 
 

@@ -40,7 +40,7 @@ from .families import (
     WRITE_METHODS,
 )
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
-from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only
+from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, truth
 from .structure import Structure, gate_kind_of
 from .tensors import is_tensor, local_names, params_of, tensor_names
 
@@ -553,6 +553,8 @@ class _Walker(Dispatch):
             if module is not None:  # __import__("pickle").dump, importlib.import_module("torch").save
                 return f"{module}.{func.attr.value}", func.attr.value, module
         dotted = get_full_name_for_node(func)
+        if dotted is not None and dotted.startswith("None."):  # libcst's name for an expression's attribute
+            dotted = None
         method = receiver = None
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -709,6 +711,8 @@ _MATCHERS: tuple[_Matcher, ...] = (
     # a path object's or a filesystem's open for writing: Path(p).open("a"), fs.open(p, "wb")
     _Matcher(RuleId.FILE_WRITE, lambda n, q, m, r: _opens_to_write(n), methods=OPEN_METHODS),
     _Matcher(RuleId.DEVICE_SYNC, lambda n, q, m, r: _to_cpu(n), methods=frozenset({"to"})),
+    # a copy asked to block (``x.to(dev, non_blocking=False)``, ``buf.copy_(x, non_blocking=False)``)
+    _Matcher(RuleId.DEVICE_SYNC, lambda n, q, m, r: _blocking(n), methods=frozenset({"to", "copy_", "cuda"})),
     _Matcher(
         RuleId.DEVICE_SYNC,
         lambda n, q, m, r: bool(n.args) and _reduction(n.args[0].value),
@@ -798,6 +802,12 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
         )
     positional = [a.value for a in node.args if a.keyword is None and a.star == ""]
     return positional[at] if len(positional) > at else None
+
+
+def _blocking(node: cst.Call) -> bool:
+    """A torch copy told ``non_blocking=False``: the host waits until the copy is done."""
+    told = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "non_blocking"]
+    return any(truth(value) is False for value in told)
 
 
 def _to_cpu(node: cst.Call) -> bool:
@@ -1064,9 +1074,19 @@ def _in_context(hit: Hit, st: Structure) -> Hit:
     return replace(hit, gate_kind=kind, gate=cond, loop=hit.loop or st.in_loop(hit.line))
 
 
-def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[tuple[str, str]]:
-    """(rule, qualified name) → how often a unit hits it over all its lines (for the pristine baseline)."""
-    return Counter((h.rule, h.qualname) for h in judge_unit(unit, None, st, source_lines))
+Site = tuple[str, str, str]  # what a hit is counted by: rule, qualified name, where it writes (a write's)
+_WHERE = frozenset({RuleId.FILE_WRITE, RuleId.TENSOR_DUMP})
+
+
+def site(h: Hit) -> Site:
+    """What a hit is counted by against the pristine unit: its rule and callee — and, for a write, where
+    it writes (``open(os.devnull, "w")`` turned into ``open("/tmp/rank3.log", "a")`` is a new write)."""
+    return (h.rule, h.qualname, h.detail if h.rule in _WHERE else "")
+
+
+def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[Site]:
+    """The sites (:func:`site`) a unit hits over all its lines, how often (for the pristine baseline)."""
+    return Counter(site(h) for h in judge_unit(unit, None, st, source_lines))
 
 
 _SETUP_AND_STORAGE = re.compile(

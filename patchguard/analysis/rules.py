@@ -123,8 +123,8 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> Ru
     for prefix, verbs, family in _MODULE_METHODS:
         if (qualname + ".").startswith(prefix + ".") and method in verbs:
             return family
-    if method is not None and receiver is not None:
-        base = receiver.rsplit(".", 1)[-1].lower()
+    if method is not None:  # the receiver may be an expression (``(root / name).write_text(x)``): no name
+        base = (receiver or "").rsplit(".", 1)[-1].lower()
         if method in _LOG_METHODS and ("log" in base or qualname.startswith("logging.")):
             return RuleId.LOGGING
         if method in METHODS:
@@ -178,6 +178,8 @@ _FORMS = re.compile(
     r"|\b(?:int|float|bool)\(.*\.(?:" + "|".join(sorted(REDUCTIONS)) + r")\("
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
+    r"|^\s*while\s+(?:True|1)\s*:"  # a loop that may never leave (a hang)
+    r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
     r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
     r"|\b(?:if|elif|while|assert)\s+\(?\s*(?:(?:False|0)\s+and|(?:True|1)\s+or)\b"
@@ -345,7 +347,18 @@ def _names_a_call(changed: str, local: dict[str, str]) -> bool:
             qualname = resolve(local, ".".join(parts[: k + 1]))
             if qualname in _MATCHED or rule_for_call(qualname, parts[k] if k else None, receiver):
                 return True
+            if _object_verb(qualname, changed):
+                return True
     return False
+
+
+def _object_verb(qualname: str, changed: str) -> bool:
+    """Whether ``qualname`` is of a module whose objects' methods a rule names, and the changed lines call
+    one of those methods (``psutil.Process().terminate()``: the object made on the spot)."""
+    return any(
+        (qualname + ".").startswith(module + ".") and any(f".{verb}(" in changed for verb in verbs)
+        for module, verbs, _rule in _MODULE_METHODS
+    )
 
 
 def _receiver_named(words: set[str], local: dict[str, str]) -> bool:

@@ -23,7 +23,7 @@ from ..model import RuleId
 from .aliases import reads_environment, resolve
 from .cstwalk import Dispatch, walk
 from .families import CHECKING_CALL
-from .rules import SWITCH_ATTRIBUTES
+from .rules import CALLS, SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
 __all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal", "names_only"]
@@ -326,6 +326,40 @@ def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
         yield Seen(RuleId.DEVICE_SYNC, "query", node.test, "the host spins until the device has finished")
 
 
+# What only passes time: the sleep rule's calls (by their last name), a pause, a wait.
+_IDLE_CALLS = frozenset(
+    {q.rsplit(".", 1)[-1] for q, r in CALLS.items() if r == RuleId.SLEEP} | {"pause", "wait"}
+)
+
+
+def _hangs(node: cst.While, scope: Scope) -> Iterator[Seen]:
+    """``while True: time.sleep(30)``: a loop that never leaves and only waits — the thread stops there for
+    good, as surely as on an exit (a loop that does work, or can break, return or raise, is not one)."""
+    if truth(node.test) is not True or holds(node.body, cst.Break, cst.Return, cst.Raise):
+        return
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    if body and all(_idle(stmt) for stmt in body):
+        yield Seen(RuleId.PROCESS_EXIT, "while True", node.test, "the loop only waits, forever: a hang")
+
+
+def _idle(stmt: cst.BaseStatement) -> bool:
+    """A statement that only passes time: ``pass``, ``...``, a sleep, pause or wait."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        value = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(small, cst.Pass) or isinstance(value, cst.Ellipsis):
+            continue
+        if isinstance(value, cst.Await):
+            value = value.expression
+        func = value.func if isinstance(value, cst.Call) else None
+        name = func.attr.value if isinstance(func, cst.Attribute) else ""
+        name = func.value if isinstance(func, cst.Name) else name
+        if name not in _IDLE_CALLS:
+            return False
+    return True
+
+
 def _tested(node: cst.If | cst.While | cst.IfExp | cst.Assert, scope: Scope) -> Iterator[Seen]:
     return _decided_on_host(node.test, scope)
 
@@ -413,8 +447,30 @@ def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
         ):
             why = "a check below it can no longer run" + (f" when `{switch}`" if switch else "")
             yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
+        elif switch is not None and _forced_answer(stmt, node.body[i + 1 :]):
+            why = f"the answer worked out below is forced when `{switch}`"
+            yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
         if switch is None:
             return
+
+
+def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement]) -> bool:
+    """Whether a switched exit returns ``True``/``False`` where the code below works the answer out (a
+    ``return`` of anything but a constant): a decision forced (``if os.environ.get("FORCE"): return True``
+    above the capability test)."""
+    import libcst.matchers as m
+
+    block = stmt.body if isinstance(stmt, cst.If) else None
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) else None
+    ret = last.body[-1] if isinstance(last, cst.SimpleStatementLine) else None
+    if not isinstance(ret, cst.Return) or ret.value is None or truth(ret.value) is None:
+        return False
+    returns = [r for s in below for r in m.findall(s, m.Return())]
+    return any(isinstance(r, cst.Return) and r.value is not None and truth(r.value) is None for r in returns)
+
+
+def _says(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(x, cst.Expr) for x in stmt.body)
 
 
 def _switched_exit(stmt: cst.CSTNode) -> str | None:
@@ -426,11 +482,12 @@ def _switched_exit(stmt: cst.CSTNode) -> str | None:
         or not isinstance(stmt.body, cst.IndentedBlock)
     ):
         return None
-    leaves = all(
-        isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Return, cst.Continue, cst.Break))
-                                                       for x in s.body)
-        for s in stmt.body.body
-    )  # fmt: skip
+    *said, last = stmt.body.body
+    leaves = (
+        isinstance(last, cst.SimpleStatementLine)
+        and all(isinstance(x, (cst.Return, cst.Continue, cst.Break)) for x in last.body)
+        and all(_says(s) for s in said)  # what it says before it leaves (a warning, a print)
+    )
     test = " ".join(code(stmt.test).split())
     return test[:60] if leaves and (reads_environment(test) or truth(stmt.test) is True) else None
 
@@ -446,7 +503,7 @@ STATEMENT_RULES: dict[type[cst.CSTNode], tuple[StatementRule, ...]] = {
     cst.Try: (_check_silenced,),
     cst.If: (_tested, _never_fires),
     cst.Assert: (_tested, _always_holds),
-    cst.While: (_tested, _spins),
+    cst.While: (_tested, _spins, _hangs),
     cst.IfExp: (_tested,),
     cst.IndentedBlock: (_early_exit, _decided_flag),
 }
