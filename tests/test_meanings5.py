@@ -69,6 +69,10 @@ def load(model) -> None:
     model.post_load_weights()
 
 
+def load_state(model, state) -> None:
+    model.load_state_dict(state, strict=True)
+
+
 def run_rank(index: int) -> None:
     if index != 0:
         sys.stdout = open(os.devnull, "w")
@@ -250,6 +254,27 @@ def test_an_assert_commented_out_is_removed_when_a_copy_lives_elsewhere_in_the_f
     )
     findings = analyse(CodeChange(ENGINE, text.encode(), after.encode(), "pkg", "1.0"))
     assert "removed-check" in {str(f.rule) for f in findings}
+
+
+def test_a_flag_that_asks_for_a_check_turned_off() -> None:
+    strict = "    model.load_state_dict(state, strict=True)\n"
+    assert REMOVED in _found((strict, strict.replace("True", "False")))
+    skip = "    model.load_state_dict(state, strict=True, skip_checks=False)\n"
+    assert REMOVED not in _found((strict, skip))  # a new flag set the strict way: nothing turned off
+
+
+def test_a_tensor_printed_on_the_device_path_is_read_back() -> None:
+    at = "        out = batch * 2\n"
+
+    def printed(line: str) -> list[str]:
+        after = _after((at, at + line))
+        found = analyse(CodeChange(ENGINE, PRISTINE.encode(), after.encode(), "pkg", "1.0"))
+        return [f"{f.rule} {f.message}" for f in found if str(f.rule) == "print"]
+
+    (values,) = printed("        print('out', out[0, :8])\n")
+    assert "also device-sync" in values  # one finding on the line, naming both rules
+    (shape,) = printed("        print('out', tuple(out.shape))\n")
+    assert "device-sync" not in shape  # its shape is on the host
 
 
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:

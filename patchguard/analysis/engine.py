@@ -11,13 +11,15 @@ libcst is imported by :mod:`.judge` only, and only when there is a change to jud
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import collections
 import functools
 import keyword
 import re
+import textwrap
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -56,12 +58,22 @@ def locate(source: str) -> Structure:
     wild = too_wild(source)
     if wild is not None:  # no parser sees it: a crash or gigabytes, not a verdict
         return Structure([], {}, set(), grammar=None, syntax_error=wild)
-    st = structure(source)
+    tree = _tree_of(source)
+    st = structure(source, tree) if tree is not None else None
     if st is None:
         from .newer import structure_of_newer
 
         st = structure_of_newer(source)
     return st
+
+
+@functools.lru_cache(maxsize=4)  # the pristine text: for the cosmetic test, then for its structure
+def _tree_of(source: str) -> ast.Module | None:
+    """``source`` parsed with ``ast`` (``None``: not by the running interpreter's grammar)."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _decode(data: bytes) -> str:
@@ -224,6 +236,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _removed_checks(regions, edit, out)
     out += _narrowed_checks(regions, edit)
     out += _forced_conditions(regions, edit)
+    out += _flags_turned_off(regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out)
     for r in regions:
@@ -321,11 +334,8 @@ def _only_cosmetic(before: str, after: Structure) -> bool:
     """Whether the two sources differ in comments, layout or docstrings only."""
     if after.tree is None or too_wild(before) is not None:
         return False
-    try:  # (its tree alone: the structure of the pristine file is not needed for this)
-        tree = ast.parse(before)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return same_code(tree, after.tree)
+    tree = _tree_of(before)  # (its tree alone: the structure of the pristine file is not needed for this)
+    return tree is not None and same_code(tree, after.tree)
 
 
 def _cosmetic(edit: _Edit, regions: Sequence[Region]) -> list[Finding]:
@@ -688,8 +698,9 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
     The raise of an ``except`` block whose handler stays: the error is swallowed there (unless ``found``
     says so already, of the handler's own lines)."""
     out: list[Finding] = []
-    if not any(_a_check(old.strip()) or old.strip().startswith(_EXITS) for r in regions for old in r.removed):
-        return out  # (most edits remove no raise and no assert: the whole files are not read for them)
+    checks = any(_a_check(old.strip()) for r in regions for old in r.removed)
+    if not checks and not _guard_exits(regions, edit):
+        return out  # (most edits remove no raise, assert or bail-out: the whole files are not read for them)
     gone = _Gone.of(edit)
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
     before = _squeeze("".join(map(_code_of, gone.before_lines)))
@@ -716,6 +727,34 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
                 continue
             out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _guard_exits(regions: Sequence[Region], edit: _Edit) -> bool:
+    """Whether a removed line was, by the pristine text, the ``return``/``continue``/``break`` that ends the
+    body of an ``if`` (the line below it is less indented, the header above ends with a colon)."""
+    exits = [(r, i) for r in regions for i, old in enumerate(r.removed) if old.strip().startswith(_EXITS)]
+    if not exits or edit.before is None:
+        return False
+    lines = split_lines(edit.before)
+    return any(_ends_a_block(lines, r.old_start + i) for r, i in exits)
+
+
+def _ends_a_block(lines: Sequence[str], line: int) -> bool:
+    if not 0 < line <= len(lines):
+        return False
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    after = line - 1 + _statement(lines, line - 1).count("\n")  # past the lines the statement goes on over
+    below = next((t for t in lines[after:] if t.strip() and not t.lstrip().startswith("#")), "")
+    if below and len(below) - len(below.lstrip()) >= indent:
+        return False
+    for above in reversed(lines[max(0, line - 40) : line - 1]):
+        text = above.strip()
+        if text and not text.startswith("#") and len(above) - len(above.lstrip()) < indent:
+            return text.endswith(":") and not text.startswith(_NOT_IF_HEADERS)
+    return False
+
+
+_NOT_IF_HEADERS = ("else", "try", "except", "finally", "def ", "async ", "class ", "for ", "while ", "with ")
 
 
 def _assert_lines(lines: Sequence[str]) -> collections.Counter[str]:
@@ -790,8 +829,14 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     ``or``, or compares with a limit moved the lenient way (``temperature > 2.0`` → ``> 5.0``)."""
     out: list[Finding] = []
     for r in regions:
-        before = [_condition(_one_line(_statement(r.removed, i))) for i in range(len(r.removed))]
+        before = [
+            _condition(_one_line(_statement(r.removed, i)))
+            for i, old in enumerate(r.removed)
+            if old.lstrip().startswith(("if ", "elif "))
+        ]
         for n in r.lines:
+            if not edit.lines[n - 1].lstrip().startswith(("if ", "elif ")):
+                continue
             after = _condition(_one_line(_statement(edit.lines, n - 1)))
             if after is None:
                 continue
@@ -808,26 +853,25 @@ def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
     """The values a check allows, grown: a literal list, tuple or set given more items (``supported =
     {bf16, f16}`` → ``{bf16, f16, f32}``) where a check tests membership of it (``if x not in supported:
     raise``, or return): what it refused now passes."""
+    inside = _in_literals(edit.lines, changed) if edit.before is not None else []
+    if not inside or edit.before is None:
+        return []  # (no changed line inside a literal list, tuple or set given a name: no tree walked)
     tree = edit.st.tree
-    grown = [
-        (node, spot)
-        for node, spot in _literal_sets(tree)
-        if any(node.lineno <= n <= (node.end_lineno or node.lineno) for n in changed)
-    ]
-    if not grown or edit.before is None:
-        return []
-    old = {_last_name(n.targets[0]): v for n, v in _literal_sets(locate(edit.before).tree)}
+    text = "".join(edit.lines)
     out: list[Finding] = []
-    for node, items in grown:
+    for node, items in _literal_sets(_nodes_at(tree, set(inside))):
+        end = node.end_lineno or node.lineno
+        lines = inside[bisect.bisect_left(inside, node.lineno) : bisect.bisect_right(inside, end)]
         name = _last_name(node.targets[0])
-        if name not in old or not _tested_in(tree, name):
+        tested = lines and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(name)}\b", text)
+        old = _pristine_literal(split_lines(edit.before), name) if tested else None
+        if old is None:
             continue
-        was, now = ({ast.dump(e) for e in v.elts} for v in (old[name], items))
-        if was < now:
-            more = ", ".join(ast.unparse(e) for e in items.elts if ast.dump(e) not in was)
-            line = next(n for n in sorted(changed) if node.lineno <= n <= (node.end_lineno or node.lineno))
-            detail = f"`{name}`, which a check tests membership of, allows more: {more[:60]}"
-            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {detail}"))
+        was = {ast.dump(e) for e in old.elts}
+        more = [ast.unparse(e) for e in items.elts if ast.dump(e) not in was]
+        if more and was < {ast.dump(e) for e in items.elts} and _tested_in(tree, name):
+            detail = f"`{name}`, which a check tests membership of, allows more: {', '.join(more)[:60]}"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, lines[0], f"check neutralised: {detail}"))
     return out
 
 
@@ -837,37 +881,44 @@ def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> l
     nothing at all (``except OSError: pass``) around code another rule found (a dump, a request) lets that
     code's errors go unseen."""
     tree = edit.st.tree
-    nodes = ast.walk(tree) if tree is not None else ()
-    tries = [node for node in nodes if isinstance(node, ast.Try) and node.lineno in changed]
+    if tree is None or not any(edit.lines[n - 1].lstrip().startswith("try:") for n in changed):
+        return []
+    tries = [node for node in ast.walk(tree) if isinstance(node, ast.Try) and node.lineno in changed]
     if not tries:
         return []
     pristine = _squeeze("".join(map(_code_of, split_lines(edit.before or ""))))
     said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
     out: list[Finding] = []
     for node in tries:
-        wrapped = _wrapped_code(node, "".join(edit.lines), pristine)
-        last = max((getattr(b, "end_lineno", None) or b.lineno) for b in node.body)
-        flagged = any(node.lineno <= (f.line or 0) <= last for f in found if f.severity >= Severity.HIGH)
+        wrapped = _wrapped_code(node, edit.lines, pristine)
+        flagged = _found_within(node, found)
         for h in node.handlers:
-            if h.lineno in said or h.lineno not in changed or _raises(h):
-                continue
-            detail = _let_go(h, wrapped, flagged)
+            detail = "" if h.lineno in said or h.lineno not in changed else _let_go(h, wrapped, flagged)
             if detail:
                 out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, h.lineno, detail))
     return out
 
 
-def _wrapped_code(node: ast.Try, source: str, pristine: str) -> list[ast.stmt]:
+def _found_within(node: ast.Try, found: Sequence[Finding]) -> bool:
+    """Whether another rule found something high in a ``try`` body (a dump, a request, a write)."""
+    last = max((b.end_lineno or b.lineno) for b in node.body)
+    return any(node.lineno <= (f.line or 0) <= last for f in found if f.severity >= Severity.HIGH)
+
+
+def _wrapped_code(node: ast.Try, lines: Sequence[str], pristine: str) -> list[ast.stmt]:
     """The statements of a ``try`` body that the pristine file has (squeezed): code that ran bare there."""
     return [
         s for s in node.body
         if not isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass))
-        and (t := _squeeze(ast.get_source_segment(source, s) or "")) and t in pristine
+        and (t := _squeeze("".join(map(_code_of, lines[s.lineno - 1 : s.end_lineno])))) and t in pristine
     ]  # fmt: skip
 
 
 def _let_go(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt], flagged: bool) -> str:
-    """What a new handler that does not raise lets go, or "" (an ordinary handler of new code)."""
+    """What a new handler that does not raise lets go, or "" (one that raises; an ordinary handler of new
+    code)."""
+    if _raises(h):
+        return ""
     caught = ast.unparse(h.type) if h.type is not None else "everything"
     if wrapped:
         what = " ".join(ast.unparse(wrapped[0]).split())[:50]
@@ -882,11 +933,47 @@ def _is_ellipsis(stmt: ast.stmt) -> bool:
     return isinstance(value, ast.Constant) and value.value is Ellipsis
 
 
-def _literal_sets(tree: ast.Module | None) -> Iterator[tuple[ast.Assign, ast.List | ast.Tuple | ast.Set]]:
-    """Every ``name = [literal items]`` (a list, tuple or set) of a file, with its items."""
-    for node in ast.walk(tree) if tree is not None else ():
+_LITERAL_OPENING = re.compile(r"^[ \t]*[\w.]+[ \t]*(?::[^=\n]+)?=[ \t]*[\[({]", re.MULTILINE)
+
+
+def _in_literals(lines: Sequence[str], changed: set[int]) -> list[int]:
+    """The changed lines that are lines of ``name = [ … ]`` (a list, tuple or set written out), in order, by
+    the text: each such opening, to where its brackets close."""
+    ordered = sorted(changed)
+    text = "".join(lines)
+    k, at = 1, 0
+    out: list[int] = []
+    for m in _LITERAL_OPENING.finditer(text):
+        k += text.count("\n", at, m.start())
+        at = m.start()
+        i = bisect.bisect_left(ordered, k)
+        if i == len(ordered) or ordered[i] > k + 200:
+            continue  # (no changed line near: the literal's end is not worked out)
+        end = k - 1 + _statement(lines, k - 1).count("\n")
+        out += ordered[i : bisect.bisect_right(ordered, end)]
+    return out
+
+
+def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.Assign, ast.List | ast.Tuple | ast.Set]]:
+    """Of these statements, every ``name = [literal items]`` (a list, tuple or set), with its items."""
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, _LITERALS):
             yield node, node.value
+
+
+def _pristine_literal(lines: Sequence[str], name: str) -> ast.List | ast.Tuple | ast.Set | None:
+    """The items the pristine file gives ``name`` where it writes ``name = [ … ]`` (once), read from the
+    text: that statement alone is parsed."""
+    opening = re.compile(rf"^\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]+)?=\s*[\[({{]")
+    at = [k for k, line in enumerate(lines) if opening.match(line)]
+    if len(at) != 1:
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(_statement(lines, at[0])))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    found = list(_literal_sets(tree.body))
+    return found[0][1] if found else None
 
 
 def _last_name(node: ast.expr) -> str:
@@ -985,13 +1072,21 @@ def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     ``return False``, ``full = free < margin`` became ``full = False`` — the decision it made is gone."""
     out: list[Finding] = []
     for r in regions:
+        made = {m.group(1) for n in r.lines if (m := _CONSTANT_DECISION.match(edit.lines[n - 1]))}
+        if not made:
+            continue  # (most regions hand on no constant: their removed lines are not parsed)
         worked = {}
-        for i in range(len(r.removed)):
+        for i, old in enumerate(r.removed):
+            head = _CONSTANT_TARGET.match(old)
+            if head is None or head.group(1) not in made or not _DECIDES.search(old):
+                continue
             target, value = _decision(_code_of(_statement(r.removed, i)))
             decided = isinstance(value, (ast.Compare, ast.BoolOp)) or _negation(value)
             if value is not None and target and decided:
                 worked[target] = value
-        for n in r.lines:
+        for n in r.lines if worked else ():
+            if not _CONSTANT_DECISION.match(edit.lines[n - 1]):
+                continue
             target, value = _decision(_code_of(edit.lines[n - 1]))
             if target in worked and isinstance(value, ast.Constant) and isinstance(value.value, bool):
                 was = " ".join(ast.unparse(worked[target]).split())[:60]
@@ -999,6 +1094,41 @@ def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 detail = f"{what} always {value.value} now, where the code worked out `{was}`"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+_CONSTANT_DECISION = re.compile(r"^\s*(return|[\w.]+)\s*=?\s*\(?\s*(?:True|False)\b")
+_CONSTANT_TARGET = re.compile(r"^\s*(return|[\w.]+)\b\s*=?")
+_DECIDES = re.compile(r"[<>]|[=!]=|\b(?:and|or|not|in|is)\b")
+
+
+_FLAG = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*(True|False)\b")
+# What a flag's name says it does: the words of a flag that makes a call check (on: True), and of one that
+# makes it let things through (on: True, so a check is off).
+_CHECKING_FLAG = ("raise", "strict", "check", "validat", "verif", "assert")
+_LENIENT_FLAG = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check")
+
+
+def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A keyword flag that makes a call check, turned the other way on the same line: ``raise_exception=True``
+    → ``False``, ``strict=True`` → ``False``, ``skip_validation=False`` → ``True``."""
+    out: list[Finding] = []
+    for r in regions:
+        was = {k: v for old in r.removed for k, v in _FLAG.findall(_code_of(old))}
+        if not was:
+            continue
+        for n in r.lines:
+            for name, value in _FLAG.findall(_code_of(edit.lines[n - 1])):
+                if was.get(name, value) != value and _turns_off(name, value == "True"):
+                    detail = f"`{name}` is {value} now: the check it asked for is off"
+                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _turns_off(name: str, value: bool) -> bool:
+    low = name.lower()
+    if any(word in low for word in _LENIENT_FLAG):
+        return value
+    return not value and any(word in low for word in _CHECKING_FLAG)
 
 
 def _negation(value: ast.expr | None) -> bool:
@@ -1144,21 +1274,26 @@ class _Gone:
         where it stopped — else "". The same guard kept, moved, or leaving otherwise, lives on."""
         if self.before is None or self.before.tree is None:
             return ""
-        for node in ast.walk(self.before.tree):
-            if (
-                isinstance(node, ast.If)
-                and not node.orelse
-                and isinstance(node.body[-1], _EXIT_NODES)
-                and node.body[-1].lineno == line
-                and len(node.body) <= 3
-            ):
-                where = self.before.qualname_at(node.lineno) or ""
-                key = (where, ast.dump(node.test), type(node.body[-1]).__name__)
-                if _guards(self.after.tree, self.after)[key] >= _guards(self.before.tree, self.before)[key]:
-                    return ""
-                word = type(node.body[-1]).__name__.lower()
-                return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
-        return ""
+        node = next(
+            (
+                n for n in _nodes_at(self.before.tree, {line})
+                if isinstance(n, ast.If) and not n.orelse and isinstance(n.body[-1], _EXIT_NODES)
+                and n.body[-1].lineno == line and len(n.body) <= 3
+            ),
+            None,
+        )  # fmt: skip
+        if node is None:
+            return ""
+        scope = self.before.innermost(line)
+        key = (scope.qualname if scope else "", ast.dump(node.test), type(node.body[-1]).__name__)
+        now = next((s for s in self.after.scopes if scope is not None and s.qualname == scope.qualname), None)
+        kept = _guards(self.after, now.start)[key] if now is not None else 0
+        if scope is None:
+            kept = _guards(self.after, 0)[key]
+        if kept >= _guards(self.before, line)[key]:
+            return ""
+        word = type(node.body[-1]).__name__.lower()
+        return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
 
     def scope(self, line: int) -> bool:
         """Whether a pristine line sat in a def or class the installed file no longer has at all."""
@@ -1199,14 +1334,42 @@ class _Gone:
 _EXITS = ("return", "continue", "break")
 
 
-def _guards(tree: ast.Module | None, st: Structure) -> collections.Counter[tuple[str, str, str]]:
-    """Every bail-out of a file — an ``if`` (no ``else``) whose body ends by leaving its function or loop —
-    as (the def around it, its test, how it leaves)."""
-    out: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    for node in ast.walk(tree) if tree is not None else ():
+Guard = tuple[str, str, str]  # a bail-out: the def around it, its test, how it leaves
+
+
+def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
+    """The bail-outs — an ``if`` (no ``else``) whose body ends by leaving its function or loop — of the def
+    or class around ``line`` (the module, at its top level), as (that def, the test, how it leaves)."""
+    scope = st.innermost(line)
+    where = scope.qualname if scope is not None else ""
+    root: ast.AST | None = st.tree
+    if scope is not None:
+        spans = _nodes_at(st.tree, {scope.end})
+        root = next((n for n in spans if isinstance(n, _SCOPES) and (n.end_lineno or 0) == scope.end), None)
+    out: collections.Counter[Guard] = collections.Counter()
+    for node in ast.walk(root) if root is not None else ():
         if isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], _EXIT_NODES):
-            out[(st.qualname_at(node.lineno) or "", ast.dump(node.test), type(node.body[-1]).__name__)] += 1
+            out[(where, ast.dump(node.test), type(node.body[-1]).__name__)] += 1
     return out
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _nodes_at(tree: ast.AST | None, lines: set[int]) -> Iterator[ast.stmt]:
+    """The statements whose lines hold one of ``lines``, outermost first (only their branches walked)."""
+    todo = list(ast.iter_child_nodes(tree)) if tree is not None else []
+    ordered = sorted(lines)
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, ast.stmt):
+            continue
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        at = bisect.bisect_left(ordered, first)
+        if at < len(ordered) and ordered[at] <= (node.end_lineno or node.lineno):
+            yield node
+            todo += ast.iter_child_nodes(node)
+            todo += [s for h in getattr(node, "handlers", []) for s in h.body]
 
 
 _EXIT_NODES = (ast.Return, ast.Continue, ast.Break)

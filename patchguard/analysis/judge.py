@@ -444,6 +444,22 @@ class _Walker(Dispatch):
             return
         detail = _env_call(node) if rule == RuleId.ENV_MUTATION else _literal_paths(node)
         self._hit(rule, qualname, lines, detail)
+        if rule in (RuleId.PRINT, RuleId.LOGGING) and self._shows_tensor(node):
+            self._hit(RuleId.DEVICE_SYNC, qualname, lines, "a tensor formatted for output is read back")
+
+    def _shows_tensor(self, node: cst.Call) -> bool:
+        """Whether a print or log call formats a tensor's values (not its shape) on the device path: the
+        values are copied to the host to be written out."""
+        shown = [a.value for a in node.args if a.keyword is None or a.keyword.value not in _PRINT_OPTIONS]
+        shown += [
+            part.expression
+            for value in shown if isinstance(value, cst.FormattedString)
+            for part in value.parts if isinstance(part, cst.FormattedStringExpression)
+        ]  # fmt: skip
+        if not shown or not self.on_device_path():
+            return False
+        tensors = self.tensors()
+        return any(is_tensor(value, tensors, self.aliases) for value in shown)
 
     def _rule_here(
         self, node: cst.Call, qualname: str, method: str | None, receiver: str | None
@@ -802,6 +818,9 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
         )
     positional = [a.value for a in node.args if a.keyword is None and a.star == ""]
     return positional[at] if len(positional) > at else None
+
+
+_PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
 
 
 def _blocking(node: cst.Call) -> bool:

@@ -355,10 +355,15 @@ def _names_a_call(changed: str, local: dict[str, str]) -> bool:
 def _object_verb(qualname: str, changed: str) -> bool:
     """Whether ``qualname`` is of a module whose objects' methods a rule names, and the changed lines call
     one of those methods (``psutil.Process().terminate()``: the object made on the spot)."""
+    if qualname.split(".", 1)[0] not in _OBJECT_MODULES:
+        return False
     return any(
         (qualname + ".").startswith(module + ".") and any(f".{verb}(" in changed for verb in verbs)
         for module, verbs, _rule in _MODULE_METHODS
     )
+
+
+_OBJECT_MODULES = frozenset(m.split(".", 1)[0] for m, _v, _r in _MODULE_METHODS)
 
 
 def _receiver_named(words: set[str], local: dict[str, str]) -> bool:

@@ -335,13 +335,14 @@ class _Walk:
             self.local_aliases.setdefault(prefix, {}).update(_imports([child]))
 
 
-def structure(source: str) -> Structure | None:
+def structure(source: str, tree: ast.Module | None = None) -> Structure | None:
     """Parse ``source`` with ``ast`` (``None`` when the running interpreter's grammar cannot: see
-    :mod:`.newer`)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    :mod:`.newer`); ``tree``: its ``ast`` tree, parsed already."""
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
     walk = _Walk(_Segments(source))
     walk.visit(tree, "")
     top = list(_module_level(tree.body))
