@@ -714,9 +714,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
             handler = bool(at) and not said
             if s.startswith(_EXITS) and not handler:
-                bail = gone.bail_out(r.old_start + i)
-                if bail:
-                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {bail}"))
+                out += _bail_gone(edit, gone, r, i, line)
                 continue
             if not (s.startswith(_CODE_START) or _CHECK_CALL.match(s)) and not handler:
                 continue
@@ -727,6 +725,13 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
                 continue
             out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _bail_gone(edit: _Edit, gone: _Gone, r: Region, i: int, line: int) -> list[Finding]:
+    """The finding of a bail-out taken out at removed line ``i`` of ``r`` — a targeted edit: a function
+    rewritten around it (more than :data:`_TARGETED` lines removed) is another thing."""
+    bail = gone.bail_out(r.old_start + i) if len(r.removed) <= _TARGETED else ""
+    return [_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {bail}")] if bail else []
 
 
 def _guard_exits(regions: Sequence[Region], edit: _Edit) -> bool:
@@ -1282,8 +1287,10 @@ class _Gone:
             ),
             None,
         )  # fmt: skip
-        if node is None:
-            return ""
+        if node is None or self.scope(line) or self.subject(line, f"assert {ast.unparse(node.test)}"):
+            return ""  # what it guarded, or what it tested, left with a rewrite: not a guard taken out
+        if not _bails(node):
+            return ""  # an answer returned early (``if cached is not None: return cached``): a dispatch
         scope = self.before.innermost(line)
         key = (scope.qualname if scope else "", ast.dump(node.test), type(node.body[-1]).__name__)
         now = next((s for s in self.after.scopes if scope is not None and s.qualname == scope.qualname), None)
@@ -1332,6 +1339,7 @@ class _Gone:
 
 
 _EXITS = ("return", "continue", "break")
+_TARGETED = 12  # removed lines: at most this many, an edit of a guard rather than a rewrite of its function
 
 
 Guard = tuple[str, str, str]  # a bail-out: the def around it, its test, how it leaves
@@ -1354,6 +1362,34 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _bails(node: ast.If) -> bool:
+    """Whether an ``if`` that leaves is a bail-out: it says something first (a warning, a log line), or it
+    leaves with nothing — ``continue``, ``break``, ``return``, ``return None``, a constant, an empty
+    container — or it leaves when something is empty, zero or missing (``if n == 0: return total``)."""
+    last = node.body[-1]
+    value = last.value if isinstance(last, ast.Return) else None
+    if len(node.body) > 1 or value is None:
+        return True
+    if isinstance(value, ast.Constant) or (isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value)):
+        return True
+    return _tests_nothing(node.test)
+
+
+def _items(value: ast.expr) -> list[ast.expr | None]:
+    return list(value.keys) if isinstance(value, ast.Dict) else list(getattr(value, "elts", []))
+
+
+def _tests_nothing(test: ast.expr) -> bool:
+    """``not x``, ``x is None``, ``x == 0``, ``len(x) == 0``: a test that something is empty or missing."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        right = test.comparators[0]
+        empty = isinstance(right, ast.Constant) and right.value in (None, 0, "", False)
+        return empty and isinstance(test.ops[0], (ast.Is, ast.Eq, ast.LtE))
+    return False
 
 
 def _nodes_at(tree: ast.AST | None, lines: set[int]) -> Iterator[ast.stmt]:
