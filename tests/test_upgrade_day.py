@@ -125,6 +125,11 @@ def test_a_set_upstream_adopted_is_said_and_a_conflict_needs_review(
     sm120 = next(s for s in json.loads(out)["sets"] if s["set"] == SET)
     assert sm120["verdict"] == PlanVerdict.REVIEW.value
     assert "conflict" in sm120["files"][0]["why"]
+    # the set's edit on the box is not said to be carried: its set needs review
+    assert {e["path"]: e["fate"] for e in json.loads(out)["edits"]}[CUDA] == f"in set {SET}: needs review"
+    # a version written another way is the same release: nothing to upgrade
+    code, out, err = cli("plan", "minillm==0.4", *opts, "--format", "json")
+    assert json.loads(out)["upgrades"] == [], out + err
 
 
 def test_requirements_files_and_pips_own_report(

@@ -135,7 +135,7 @@ def plan_upgrade(
     upgrades = tuple(
         Upgrade(installed[c].name, installed[c].version, v) if c in installed else Upgrade(name, None, v)
         for c, (name, v) in sorted(targets.items())
-        if c not in installed or installed[c].version != v
+        if c not in installed or not _same_version(installed[c].version, v)
     )
     changing = {canonicalize(u.distribution): u.to_version for u in upgrades}
     sets = [
@@ -143,7 +143,7 @@ def plan_upgrade(
         for ps, t, version in sets_to_carry(patches, scanned.dists, changing)
     ]
     findings = scanned.report.findings
-    edits = _edits(findings, changing)
+    edits = _edits(findings, changing, sets)
     hooks = tuple(_hook(f, changing) for f in findings if f.kind is Kind.STARTUP_HOOK)
     return UpgradePlan(upgrades, tuple(sets), hooks, edits)
 
@@ -225,9 +225,36 @@ def _planned_file(f: RebasedFile) -> PlannedFile:
 _REPLACED = (Kind.MODIFIED, Kind.MISSING)
 
 
-def _edits(findings: Sequence[Finding], changing: Mapping[str, str]) -> tuple[PlannedEdit, ...]:
-    """The changed files of the distributions the upgrade replaces: carried by a set, or lost (in no set);
-    each with the worst finding about it, which the upgrade removes."""
+def _same_version(installed: str, wanted: str) -> bool:
+    """``0.34`` is ``0.34.0`` (PEP 440); a version that does not parse is compared as written."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(installed) == Version(wanted)
+    except InvalidVersion:
+        return installed == wanted
+
+
+def _set_fate(name: str, path: str, sets: Sequence[PlannedSet]) -> str:
+    """What the upgrade does to a file of set ``name``, as the set's plan says: carried, or not."""
+    mine = [s for s in sets if s.name == name]
+    verdicts = {f.verdict for s in mine for f in s.files if path in (f.path, f.new_path)}
+    verdicts |= {s.verdict for s in mine if not s.files and s.verdict is PlanVerdict.REVIEW}
+    if PlanVerdict.REVIEW in verdicts:
+        return f"in set {name}: needs review"
+    if PlanVerdict.LOST in verdicts:
+        return f"in set {name}: lost"
+    if verdicts == {PlanVerdict.UPSTREAM}:
+        return f"in set {name}: already upstream"
+    return f"carried by {name}"
+
+
+def _edits(
+    findings: Sequence[Finding], changing: Mapping[str, str], sets: Sequence[PlannedSet] = ()
+) -> tuple[PlannedEdit, ...]:
+    """The changed files of the distributions the upgrade replaces: carried by a set (or, as the set's plan
+    says, needing review, lost, already upstream), or lost (in no set); each with the worst finding about
+    it, which the upgrade removes."""
     replaced = [
         f
         for f in findings
@@ -242,7 +269,7 @@ def _edits(findings: Sequence[Finding], changing: Mapping[str, str]) -> tuple[Pl
     for f in replaced:
         worst = worst_of[(f.distribution, f.path)]
         if f.patch_set and f.patch_set_exact:
-            fate = f"carried by {f.patch_set}"
+            fate = _set_fate(f.patch_set, f.path, sets)
         elif f.patch_set:
             fate = f"lost: changes beyond set {f.patch_set} are in no set"
         else:
