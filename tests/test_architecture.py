@@ -1,7 +1,8 @@
 """The shape of the house: imports point only downward, and functions stay small.
 
 Every module of ``patchguard`` is read with ``ast`` (never imported); every import counts, at module level
-or inside a function. DESIGN.md's module map is the reference: a package may import only what lies below it.
+or inside a function. ARCHITECTURE.md's rooms (and the shared design notes' module map) are the reference: a
+package may import only what lies below it.
 """
 
 from __future__ import annotations
