@@ -1,8 +1,8 @@
 """Apply and revert named patch sets in an environment: all files or none.
 
 Planning is :mod:`.planner` (in memory); writing is :mod:`patchguard.txn` (one transaction per command, the
-state file included, :mod:`patchguard.state`). RECORD files are never rewritten: integrity stays anchored to the
-wheel.
+state file included, :mod:`patchguard.state`). RECORD files are never rewritten: integrity stays anchored to
+the wheel.
 """
 
 from __future__ import annotations
