@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .bounds import too_wild
-from .families import CHECKING_CALL
+from .families import CHECKING_CALL, CHECKING_FLAG_WORDS, LENIENT_FLAG_WORDS
 from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
 
@@ -703,7 +703,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
         return out  # (most edits remove no raise, assert or bail-out: the whole files are not read for them)
     gone = _Gone.of(edit)
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
-    before = _squeeze("".join(map(_code_of, gone.before_lines)))
+    before = _squeezed_source(edit.before or "")
     asserts = list(_assert_lines(edit.lines) - _assert_lines(gone.before_lines))  # the new ones
     for r in regions:
         line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
@@ -752,14 +752,30 @@ def _ends_a_block(lines: Sequence[str], line: int) -> bool:
     below = next((t for t in lines[after:] if t.strip() and not t.lstrip().startswith("#")), "")
     if below and len(below) - len(below.lstrip()) >= indent:
         return False
-    for above in reversed(lines[max(0, line - 40) : line - 1]):
+    header = _block_header(lines, line)
+    return header.endswith(":") and not header.startswith(_NOT_IF_HEADERS)
+
+
+def _block_header(lines: Sequence[str], line: int) -> str:
+    """The header of the block ``lines[line - 1]`` sits in (the nearest code line above it that is less
+    indented), stripped; "" at the top."""
+    if not 0 < line <= len(lines):
+        return ""
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for above in reversed(lines[: line - 1]):
         text = above.strip()
         if text and not text.startswith("#") and len(above) - len(above.lstrip()) < indent:
-            return text.endswith(":") and not text.startswith(_NOT_IF_HEADERS)
-    return False
+            return text
+    return ""
 
 
 _NOT_IF_HEADERS = ("else", "try", "except", "finally", "def ", "async ", "class ", "for ", "while ", "with ")
+
+
+@functools.lru_cache(maxsize=4)  # the pristine file: for removed checks and for new handlers
+def _squeezed_source(source: str) -> str:
+    """A file's code without comments or whitespace: where a statement is looked for by its text."""
+    return _squeeze("".join(map(_code_of, split_lines(source))))
 
 
 def _assert_lines(lines: Sequence[str]) -> collections.Counter[str]:
@@ -863,13 +879,14 @@ def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
         return []  # (no changed line inside a literal list, tuple or set given a name: no tree walked)
     tree = edit.st.tree
     text = "".join(edit.lines)
+    pristine = split_lines(edit.before)
     out: list[Finding] = []
     for node, items in _literal_sets(_nodes_at(tree, set(inside))):
         end = node.end_lineno or node.lineno
         lines = inside[bisect.bisect_left(inside, node.lineno) : bisect.bisect_right(inside, end)]
         name = _last_name(node.targets[0])
         tested = lines and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(name)}\b", text)
-        old = _pristine_literal(split_lines(edit.before), name) if tested else None
+        old = _pristine_literal(pristine, name) if tested else None
         if old is None:
             continue
         was = {ast.dump(e) for e in old.elts}
@@ -891,7 +908,7 @@ def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> l
     tries = [node for node in ast.walk(tree) if isinstance(node, ast.Try) and node.lineno in changed]
     if not tries:
         return []
-    pristine = _squeeze("".join(map(_code_of, split_lines(edit.before or ""))))
+    pristine = _squeezed_source(edit.before or "")
     said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
     out: list[Finding] = []
     for node in tries:
@@ -1107,10 +1124,6 @@ _DECIDES = re.compile(r"[<>]|[=!]=|\b(?:and|or|not|in|is)\b")
 
 
 _FLAG = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*(True|False)\b")
-# What a flag's name says it does: the words of a flag that makes a call check (on: True), and of one that
-# makes it let things through (on: True, so a check is off).
-_CHECKING_FLAG = ("raise", "strict", "check", "validat", "verif", "assert")
-_LENIENT_FLAG = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check")
 
 
 def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -1131,9 +1144,9 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
 
 def _turns_off(name: str, value: bool) -> bool:
     low = name.lower()
-    if any(word in low for word in _LENIENT_FLAG):
+    if any(word in low for word in LENIENT_FLAG_WORDS):
         return value
-    return not value and any(word in low for word in _CHECKING_FLAG)
+    return not value and any(word in low for word in CHECKING_FLAG_WORDS)
 
 
 def _negation(value: ast.expr | None) -> bool:
@@ -1173,7 +1186,7 @@ def _guards_raise(tree: ast.Module | None, line: int) -> bool:
     """Whether the ``if`` at ``line`` holds a ``raise`` or an ``assert`` in its body."""
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.If) and node.lineno == line:
-            return any(isinstance(s, (ast.Raise, ast.Assert)) for b in node.body for s in ast.walk(b))
+            return _guards_raise_node(node)
     return False
 
 
@@ -1327,15 +1340,8 @@ class _Gone:
 
     def _guard(self, line: int) -> str:
         """The header of the block pristine ``line`` sits in when it is an ``if``/``elif`` line, else ""."""
-        if not 0 < line <= len(self.before_lines):
-            return ""
-        text = self.before_lines[line - 1]
-        indent = len(text) - len(text.lstrip())
-        for above in reversed(self.before_lines[: line - 1]):
-            stripped = above.strip()
-            if stripped and not stripped.startswith("#") and len(above) - len(above.lstrip()) < indent:
-                return stripped if stripped.startswith(("if ", "elif ")) else ""
-        return ""
+        header = _block_header(self.before_lines, line)
+        return header if header.startswith(("if ", "elif ")) else ""
 
 
 _EXITS = ("return", "continue", "break")

@@ -19,9 +19,11 @@ __all__ = [
     "ARGUMENT_METHODS",
     "BOUND_WRITERS",
     "CHECKING_CALL",
+    "CHECKING_FLAG_WORDS",
     "FAMILIES",
     "IMPORTERS",
     "IN_MEMORY",
+    "LENIENT_FLAG_WORDS",
     "MEMMAPS",
     "NATIVE_LOADERS",
     "NEVER_SET",
@@ -62,6 +64,10 @@ ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a 
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
 # ``self.validate_config()``): a check as much as a ``raise`` or an ``assert`` is — the last name called.
 CHECKING_CALL = r"_*(?:check|validate|verify|assert|ensure|require)(?:_\w*)?"
+# What a keyword flag's name says it does: one that asks the call to check (``raise_exception=True``,
+# ``strict=True``: turned off by False), one that lets things through (``skip_validation``: on by True).
+CHECKING_FLAG_WORDS = ("raise", "strict", "check", "validat", "verif", "assert")
+LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check")
 
 # Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,
 # or a value brought to the host by one of TO_HOST (``f.write(t.cpu().numpy().tobytes())``).

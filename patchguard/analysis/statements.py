@@ -22,7 +22,7 @@ from libcst.helpers import get_full_name_for_node
 from ..model import RuleId
 from .aliases import reads_environment, resolve
 from .cstwalk import Dispatch, walk
-from .families import CHECKING_CALL
+from .families import CHECKING_CALL, WAIT_METHODS
 from .rules import CALLS, SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
@@ -328,7 +328,7 @@ def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
 
 # What only passes time: the sleep rule's calls (by their last name), a pause, a wait.
 _IDLE_CALLS = frozenset(
-    {q.rsplit(".", 1)[-1] for q, r in CALLS.items() if r == RuleId.SLEEP} | {"pause", "wait"}
+    {q.rsplit(".", 1)[-1] for q, r in CALLS.items() if r == RuleId.SLEEP} | WAIT_METHODS | {"pause"}
 )
 
 

@@ -169,13 +169,7 @@ def _hunks(base: list[bytes], side: list[bytes]) -> list[list[Edit]]:
 
 def _applied(base: list[bytes], hunks: list[list[Edit]]) -> bytes:
     """``base`` with these hunks' edits made (they do not overlap: one diff's)."""
-    out: list[bytes] = []
-    at = 0
-    for i1, i2, new in sorted(e for h in hunks for e in h):
-        out += base[at:i1]
-        out += new
-        at = i2
-    return b"".join(out + base[at:])
+    return b"".join(_with_edits(base, [e for h in hunks for e in h]))
 
 
 def _merge_whole(path: str, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> Merged:
@@ -437,9 +431,14 @@ def _combine(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[
     touched = {i for i1, i2, _ in upstream for i in range(i1, i2)}
     if any(i in touched for i1, i2, _ in mine for i in range(i1, i2)):
         return None  # both modified one line
+    return _with_edits(base, upstream + mine)
+
+
+def _with_edits(base: list[bytes], edits: list[Edit]) -> list[bytes]:
+    """``base`` with ``edits`` made, in order of where they start (an insertion before a change there)."""
     out: list[bytes] = []
     at = 0
-    for i1, i2, lines in sorted(upstream + mine, key=lambda e: (e[0], e[1] != e[0])):
+    for i1, i2, lines in sorted(edits, key=lambda e: (e[0], e[1] != e[0])):
         out += base[at:i1] + lines
         at = max(at, i2)
     return out + base[at:]
