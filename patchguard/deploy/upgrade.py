@@ -32,7 +32,7 @@ from ..model import (
 )
 from ..patchsets.model import PatchSet, SetTarget
 from ..patchsets.outcome import FileOutcome, RebasedFile
-from ..patchsets.rebase import RebaseResult, rebase_set, sets_to_carry
+from ..patchsets.rebase import RebaseResult, part_of, rebase_set, sets_to_carry
 from ..pristine.sources import SourceOptions
 
 __all__ = ["plan_upgrade", "read_targets"]
@@ -167,7 +167,7 @@ def _planned(
             python=python,
             fetch=fetch,
             dry_run=True,
-            target=t.distribution if len(ps.distributions) > 1 else None,
+            target=part_of(ps, t),
         )
     except PatchguardError as exc:  # the new release cannot be had, a file cannot be read: say so
         return PlannedSet(ps.name, t.distribution, "", version, PlanVerdict.REVIEW, notes=(exc.message,))

@@ -55,6 +55,7 @@ __all__ = [
     "FileOutcome",
     "RebaseResult",
     "RebasedFile",
+    "part_of",
     "rebase_all",
     "rebase_set",
     "sets_to_carry",
@@ -229,6 +230,12 @@ def sets_to_carry(
                 yield ps, t, release
 
 
+def part_of(ps: PatchSet, t: SetTarget) -> str | None:
+    """The ``target`` to give :func:`rebase_set` for one target of a set: its distribution when the set
+    spans several, else ``None`` (the set's one distribution)."""
+    return t.distribution if len(ps.distributions) > 1 else None
+
+
 def rebase_all(
     *,
     patches: str | None = None,
@@ -253,7 +260,7 @@ def rebase_all(
             python=python,
             fetch=fetch,
             dry_run=dry_run,
-            target=t.distribution if len(ps.distributions) > 1 else None,
+            target=part_of(ps, t),
         )
         for ps, t, _release in sets_to_carry(patches, env.dists)
     )
