@@ -155,6 +155,41 @@ def test_the_prefilter_places_exits_and_decisions() -> None:
     assert not could_hit("    f.write(header)\n", unit + "    f.write(header)\n", {}, False, lambda: tensors)
 
 
+def test_the_prefilter_asks_the_judges_own_question_of_a_changed_test() -> None:
+    """A changed ``if``/``assert``/conditional expression is parsed alone and asked what the judge asks
+    (does it decide a tensor?), with every name of the function that may hold one a tensor: its metadata
+    (``x.shape``, ``x.dtype``) and an ``is None`` decide nothing on the device; its values do."""
+    unit = "def forward(x, batch):\n    if X:\n        y = 1\n"
+    words = frozenset({"x", "torch", "seq_lens", "bfloat16"})
+
+    def asks(test: str) -> bool:
+        return could_hit(test, unit.replace("if X:", test.strip()), {"torch": "torch"}, False, lambda: words)
+
+    for decided in ("    if x.any():\n", "    assert x.sum() > 0\n", "    elif (x > 0).all():\n",
+                    "    while batch.seq_lens.max() > 3:\n", "    y = 1 if x.any() else 2\n",
+                    "    assert (\n", "    if not x:\n"):
+        assert asks(decided), decided
+    for metadata in ("    if x.shape[0] == 5:\n", "    assert x.dtype == torch.bfloat16\n",
+                     "    if x is None:\n", "    assert x.ndim == 2 and x.stride(-1) == 1\n"):
+        assert not asks(metadata), metadata
+
+
+def test_the_prefilter_places_an_exit_in_its_block() -> None:
+    """An exit cuts off the checks after it in its own block — or, last in an ``if`` that may be a switch
+    (the environment, a constant), those after the ``if``; not a check after an ordinary ``if``."""
+    ordinary = "def f(x):\n    if x:\n        return 1\n    raise ValueError(x)\n"
+    assert not could_hit("        return 1\n", ordinary, {})
+    switched = ordinary.replace("if x:", "if os.environ.get('SKIP'):")
+    assert could_hit("        return 1\n", switched, {"os": "os"})
+    assert could_hit("        return 1\n", ordinary.replace("if x:", "if x or True:"), {})
+    same_block = "def f(x):\n    return 1\n    if x:\n        raise ValueError(x)\n"
+    assert could_hit("    return 1\n", same_block, {})
+    # a line that stands twice: each place is asked
+    twice = "def f(x):\n    for a in x:\n        if a:\n            continue\n        assert a\n" \
+            "    for b in x:\n        if b:\n            continue\n        go(b)\n"
+    assert could_hit("            continue\n", twice.replace("if a:", "if True:"), {})
+
+
 def test_the_prefilter_follows_aliases_and_module_assignments() -> None:
     assert could_hit("    keep(x, f)\n", "", {"keep": "pickle.dump"})
     assert could_hit("    r.get(url)\n", "", {"r": "requests"})

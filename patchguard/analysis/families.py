@@ -30,6 +30,7 @@ __all__ = [
     "OPENERS",
     "OPEN_METHODS",
     "RECEIVER_WORDS",
+    "TENSOR_ONLY_METHODS",
     "TO_HOST",
     "WAIT_METHODS",
     "WRITE_METHODS",
@@ -72,6 +73,12 @@ LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_
 # Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,
 # or a value brought to the host by one of TO_HOST (``f.write(t.cpu().numpy().tobytes())``).
 WRITE_METHODS = frozenset({"write", "writelines", "write_bytes", "send", "sendall", "put_object"})
+# Methods only a tensor has (numpy's arrays and nn.Module have none of them): whatever the receiver, the
+# result is a tensor — ``gumbel_sample(...).masked_fill(...)``.
+TENSOR_ONLY_METHODS = frozenset(
+    {"contiguous", "masked_fill", "masked_fill_", "index_select", "view_as", "type_as", "new_zeros"}
+    | {"new_ones", "new_empty", "new_full", "new_tensor", "unsqueeze", "squeeze_", "long", "bfloat16"}
+)
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # A path object's or a filesystem's ``open`` (``Path(p).open("a")``): a write by its mode, on any receiver.
 OPEN_METHODS = frozenset({"open"})

@@ -7,13 +7,15 @@ Calls are matched on their *qualified* name after import aliases are resolved (`
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
+import textwrap
 from collections.abc import Callable
 
 from ..model import RuleId
 from ..rulebook import RULES, Rule
-from .aliases import resolve
+from .aliases import reads_environment, resolve
 from .bounds import too_wild
 from .families import (
     ARGUMENT_CALLS,
@@ -23,6 +25,7 @@ from .families import (
     IN_MEMORY,
     OPEN_METHODS,
     RECEIVER_WORDS,
+    TENSOR_ONLY_METHODS,
     TO_HOST,
     WRITE_METHODS,
 )
@@ -252,6 +255,7 @@ def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
 def _in_context(
     changed: str,
     unit: str,
+    local: dict[str, str],
     device: bool = False,
     tensors: Callable[[], frozenset[str] | None] | None = None,
 ) -> bool:
@@ -267,7 +271,62 @@ def _in_context(
     if not (_DECISION.search(changed) and (hot or device)):
         return False
     words = tensors() if tensors is not None else None
-    return words is None or any(_statement_names(unit, m, words) for m in _DECISION.finditer(changed))
+    return words is None or any(_may_decide(unit, m, words, local) for m in _DECISION.finditer(changed))
+
+
+def _may_decide(unit: str, match: re.Match[str], words: frozenset[str], local: dict[str, str]) -> bool:
+    """Whether the statement of a changed decision may decide a tensor on the host: it names one of
+    ``words``, and — its tests (an ``if``/``elif``/``while``/``assert``'s, a conditional expression's) parsed
+    alone — the judge's own :func:`.tensors.decides_tensor` says so of one, with every name whose last part
+    is one of ``words`` a tensor (more names than the judge's, never fewer: its answer can only grow). A
+    line that stands more than once in the unit is asked of each statement it may begin."""
+    line = _line_of(match)
+    if _depth(line) == 0:
+        texts: list[str | None] = [line]
+    else:
+        texts = [_statement_from(unit, line, at) for at in _occurrences(unit, line)] or [None]
+    return any(_text_may_decide(text, words, local) for text in texts)
+
+
+def _text_may_decide(text: str | None, words: frozenset[str], local: dict[str, str]) -> bool:
+    if text is None:
+        return True
+    if words.isdisjoint(_IDENT.findall(text)):
+        return False
+    if _CONVERSION.search(text):
+        return True  # int(x), bool(x): the call rules decide
+    from .tensors import decides_tensor, decision_tests
+
+    tests = decision_tests(text)
+    return tests is None or any(decides_tensor(test, _Named(words), local) for test in tests)
+
+
+def _occurrences(text: str, part: str) -> list[int]:
+    found, at = [], text.find(part)
+    while at >= 0:
+        found.append(at)
+        at = text.find(part, at + 1)
+    return found
+
+
+# A conversion (``int(x)``): a decision the statement's tests do not show.
+_CONVERSION = re.compile(r"\b(?:int|float|bool)\(|\blambda\b")
+
+
+class _Named(set[str]):
+    """A name holds a tensor when its last dotted part is among the words (a local ``x``, a field
+    ``batch.seq_lens`` for a word ``seq_lens``, not ``torch.bfloat16`` for the method ``bfloat16``): what
+    :func:`.tensors.maybe_tensor_words` tells, as a set of the names :func:`.tensors.tensor_names` finds."""
+
+    def __init__(self, words: frozenset[str]) -> None:
+        super().__init__()
+        self.words = words
+
+    def __contains__(self, item: object) -> bool:
+        if not isinstance(item, str):
+            return False
+        last = item.rsplit(".", 1)[-1]
+        return last in self.words and (last == item or last not in TENSOR_ONLY_METHODS)
 
 
 def _statement_names(unit: str, match: re.Match[str], words: frozenset[str]) -> bool:
@@ -295,11 +354,12 @@ def _depth(text: str) -> int:
     return sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
 
 
-def _statement_from(unit: str, line: str) -> str | None:
-    """The lines of ``unit`` from ``line`` to where its brackets close (``None``: not to be told)."""
-    if unit.count(line) != 1:
+def _statement_from(unit: str, line: str, at: int | None = None) -> str | None:
+    """The lines of ``unit`` from ``line`` (where it stands at ``at``; else where it alone stands) to where
+    its brackets close (``None``: not to be told)."""
+    if at is None and unit.count(line) != 1:
         return None
-    rest = unit[unit.find(line) :].splitlines()
+    rest = unit[unit.find(line) if at is None else at :].splitlines()
     depth = 0
     for n, text in enumerate(rest, 1):
         depth += _depth(text)
@@ -309,11 +369,48 @@ def _statement_from(unit: str, line: str) -> str | None:
 
 
 def _check_below(unit: str, match: re.Match[str]) -> bool:
-    """Whether a ``raise``/``assert`` of the unit comes after the changed line of ``match`` (found by its
-    text, where it first stands: more is possible, never less)."""
+    """Whether a ``raise``/``assert`` of the unit may be cut off by the changed line of ``match`` (an exit,
+    a flag set): one in a statement after it in its own block — or, the line last in an ``if``'s body, in a
+    statement after that ``if`` (a switched exit). Read from the unit's ``ast``, at every line the changed
+    text stands on; without one, anywhere below it (more is possible, never less)."""
     line = _line_of(match)
-    at = unit.find(line)
-    return at < 0 or _CHECK.search(unit, at + len(line)) is not None
+    cut = _lines_above_a_check(unit)
+    if cut is None:
+        at = unit.find(line)
+        return at < 0 or _CHECK.search(unit, at + len(line)) is not None
+    return any(unit.count("\n", 0, at) + 1 in cut for at in _occurrences(unit, line))
+
+
+@functools.lru_cache(maxsize=8)
+def _lines_above_a_check(unit: str) -> frozenset[int] | None:
+    """The lines of the unit where a statement begins that a check follows in its block — and the last
+    line of the body of an ``if`` that may be a switch and that a check follows (``None``: no ``ast``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(unit))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    lines = unit.splitlines()
+    found: set[int] = set()
+    for parent in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
+                continue
+            checked = False  # whether a statement after the one at hand holds a check
+            for stmt in reversed(block):
+                if checked:
+                    found.add(stmt.lineno)
+                    if isinstance(stmt, ast.If) and _may_switch(stmt.test):
+                        found.add(stmt.body[-1].lineno)
+                text = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])
+                checked = checked or _CHECK.search(text) is not None
+    return frozenset(found)
+
+
+def _may_switch(test: ast.expr) -> bool:
+    """Whether an ``if``'s test may be a switch (:func:`.statements._switched_exit`): it reads the
+    environment, or holds a constant (the only way it can always be true)."""
+    return reads_environment(ast.unparse(test)) or any(isinstance(n, ast.Constant) for n in ast.walk(test))
 
 
 def _handler_above(unit: str, match: re.Match[str]) -> bool:
@@ -417,7 +514,7 @@ def could_hit(
         return True
     if not words.isdisjoint(RECEIVER_WORDS) and _receiver_named(words, local):
         return True
-    if _in_context(changed, unit or changed, device, tensors):
+    if _in_context(changed, unit or changed, local, device, tensors):
         return True
     if not words.isdisjoint(WRITE_METHODS) and _writes_tensor(changed, unit, tensors):
         return True

@@ -17,6 +17,7 @@ from libcst.helpers import get_full_name_for_node
 
 from .aliases import resolve
 from .cstwalk import Dispatch, walk
+from .families import TENSOR_ONLY_METHODS
 
 __all__ = ["decides_tensor", "is_tensor", "local_names", "maybe_tensor_words", "params_of", "tensor_names"]
 
@@ -36,12 +37,6 @@ _NOT_TENSORS = frozenset(
 )
 
 
-# Methods only a tensor has (numpy's arrays and nn.Module have none of them): whatever the receiver, the
-# result is a tensor — ``gumbel_sample(...).masked_fill(...)``.
-_TENSOR_ONLY_METHODS = frozenset(
-    {"contiguous", "masked_fill", "masked_fill_", "index_select", "view_as", "type_as", "new_zeros"}
-    | {"new_ones", "new_empty", "new_full", "new_tensor", "unsqueeze", "squeeze_", "long", "bfloat16"}
-)
 # torch's dtypes: ``x.to(torch.int64)`` converts a tensor (a module's ``to`` takes a dtype too, but a module
 # is never compared nor tested for its value).
 _DTYPES = frozenset(
@@ -89,7 +84,7 @@ def maybe_tensor_words(
     tensor has, and the parameters and locals (nested functions' too) whose annotation says ``Tensor`` or
     whose value mentions any of these, to a fixed point. A test whose words miss them all decides nothing a
     tensor holds."""
-    known = set(torch) | set(fields) | _TENSOR_ONLY_METHODS
+    known = set(torch) | set(fields) | TENSOR_ONLY_METHODS
     args = fn.args
     for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
         if arg.annotation is not None and _says_tensor(arg.annotation):
@@ -219,7 +214,7 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
         # `x.is_contiguous()`: a Python bool)
         return func.attr.value not in _METADATA_METHODS and not _predicate(func.attr.value)
     if isinstance(func, cst.Attribute) and (
-        func.attr.value in _TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_dtype(call, aliases))
+        func.attr.value in TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_dtype(call, aliases))
     ):
         return True  # sample(...).to(torch.int64): whatever sample returns, this is a tensor
     dotted = get_full_name_for_node(func)
@@ -254,6 +249,28 @@ class _AnyName(set[str]):
 
 
 ANY_NAME: set[str] = _AnyName()
+
+
+def decision_tests(text: str) -> list[cst.BaseExpression] | None:
+    """The tests the statement ``text`` decides on — its own as an ``if``/``elif``/``while``/``assert``
+    (its header's lines, a body on the same line too), and its conditional expressions' — parsed alone
+    (``None``: it does not parse alone)."""
+    import libcst.matchers as m
+
+    stripped = text.strip()
+    if stripped.startswith("elif"):
+        stripped = stripped[2:]
+    if stripped.endswith(":"):
+        stripped += " pass"
+    try:
+        stmt = cst.parse_statement(stripped + "\n")
+    except (cst.ParserSyntaxError, RecursionError, ValueError):
+        return None
+    tests = [stmt.test] if isinstance(stmt, (cst.If, cst.While)) else []
+    for found in m.findall(stmt, m.Assert() | m.IfExp()):
+        if isinstance(found, (cst.Assert, cst.IfExp)):
+            tests.append(found.test)
+    return tests
 
 
 def decides_tensor(test: cst.BaseExpression, tensors: set[str], aliases: Mapping[str, str]) -> bool:
