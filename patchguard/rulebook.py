@@ -162,6 +162,7 @@ RULES: dict[str, Rule] = {
                     "celery.contrib.rdb.set_trace",
                     "torch.distributed.breakpoint",
                     "faulthandler.dump_traceback_later",
+                    "faulthandler.register",  # every thread's stack dumped when a signal comes: a debug hook
                     "ipdb.launch_ipdb_on_exception",
                 ),
                 modules=(
@@ -376,7 +377,7 @@ RULES: dict[str, Rule] = {
         Rule(
             "device-sync",
             Severity.MODERATE,
-            "forces a device synchronisation in a forward pass",
+            "forces a device synchronisation: the host waits for the device",
             Targets(
                 "waits for the device",
                 calls=(
@@ -450,6 +451,15 @@ RULES: dict[str, Rule] = {
                     "gc.set_debug",
                     "faulthandler.enable",
                     "tracemalloc.start",
+                    # the random state every sampler of the process draws from, seeded (torch.random's,
+                    # numpy.random's and random's docs: one generator per process, or per device)
+                    "torch.manual_seed",
+                    "torch.random.manual_seed",
+                    "torch.seed",
+                    "torch.cuda.manual_seed",
+                    "torch.cuda.manual_seed_all",
+                    "numpy.random.seed",
+                    "random.seed",
                     "warnings.simplefilter",
                     "warnings.filterwarnings",
                     "numpy.seterr",

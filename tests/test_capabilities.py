@@ -51,6 +51,7 @@ def _line(text: str, needle: str) -> int:
         "logging.getLogger().setLevel(logging.DEBUG)",
         'mock.patch("torch.distributed.barrier").start()',
         "import sys; sys.settrace(lambda *a: None)",
+        "torch.manual_seed(0)",  # the random state every sampler of the process draws from
     ],
 )
 def test_a_process_wide_switch_is_its_own_finding(switch: str) -> None:
@@ -60,7 +61,7 @@ def test_a_process_wide_switch_is_its_own_finding(switch: str) -> None:
 
 @pytest.mark.parametrize(
     "benign",
-    ["logger.setLevel(logging.WARNING)", "torch.manual_seed(0)", 'patcher = mock.patch("x.y")'],
+    ["logger.setLevel(logging.WARNING)", "torch.Generator().manual_seed(0)", 'patcher = mock.patch("x.y")'],
 )
 def test_switch_look_alikes_are_not_switches(benign: str) -> None:
     after = PRISTINE.replace("        try:\n", f"        {benign}\n        try:\n", 1)

@@ -95,3 +95,7 @@ def test_the_same_positions_as_libcst(text: str) -> None:
     theirs._computed = {}
     theirs._gen_impl(module)
     assert dict(cstwalk.positions(module)) == dict(theirs._computed)
+    # without trivia: the same ranges, less those of whitespace, comments and punctuation
+    lean = dict(cstwalk.positions(module, trivia=False))
+    assert all(theirs._computed[n] == r for n, r in lean.items())
+    assert all(n in lean for n in theirs._computed if not isinstance(n, cstwalk.TRIVIA))

@@ -23,7 +23,7 @@ from patchguard.config import ConfigError
 
 from .helpers import Env, build_wheel, cli
 
-SYNC = "torch.cuda.synchronize()"
+SYNC = "torch.zeros(1).item()"  # a value read back: a sync only where the code runs every step
 
 TOY = {
     "sglang/__init__.py": "",
@@ -48,6 +48,8 @@ TOY = {
                 self.mixin_step(batch)
                 if batch.done:
                     housekeeping.flush(batch)
+                if self.publisher is not None:  # configured: runs every step of a box that has one
+                    metrics_helper.publish(batch)
                 return ids, count
 
             def _account(self, batch):
@@ -79,6 +81,11 @@ TOY = {
         def report(batch):
             m = batch.size
             return m
+
+
+        def publish(batch):
+            p = batch.size
+            return p
         """
     ),
     "sglang/srt/managers/tp_worker.py": textwrap.dedent(
@@ -181,6 +188,13 @@ def test_a_helper_called_only_under_a_condition_or_from_nowhere_is_not_hot(
         len([f for f in report.findings if f.kind is Kind.INJECTED_CODE or f.kind.value.endswith("change")])
         == 2
     )
+
+
+def test_a_helper_called_under_a_configuration_test_is_hot(box: tuple[Env, Path], tmp_path: Path) -> None:
+    """``if self.publisher is not None: publish(batch)``: on a box so configured it runs every step."""
+    env, wheels = box
+    _insert(env, "sglang/srt/managers/metrics_helper.py", "p = batch.size")
+    assert RUN_BATCH in _syncs(env, wheels, tmp_path / "cache")["srt/managers/metrics_helper.py"]
 
 
 def test_kept_verdicts_follow_the_callers_file(box: tuple[Env, Path], tmp_path: Path) -> None:

@@ -158,18 +158,50 @@ def _plan(visitor: type[cst.CSTVisitor], node: type[cst.CSTNode]) -> Plan | None
     return _PLANS[key]
 
 
+def types_of(*bases: type) -> frozenset[type]:
+    """``bases`` and every class derived from them: ``type(node) in types_of(...)`` asks what
+    ``isinstance(node, bases)`` does, without ``ABCMeta.__instancecheck__`` (libcst's classes are abstract
+    base classes' children: every ``isinstance`` that fails goes through it)."""
+    found: set[type] = set()
+    todo: list[type] = list(bases)
+    while todo:
+        t = todo.pop()
+        if t not in found:
+            found.add(t)
+            todo.extend(t.__subclasses__())
+    return frozenset(found)
+
+
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree."""
-    skip = TRIVIA if getattr(visitor, "SKIPS_TRIVIA", False) else ()
-    _walk(node, visitor, skip)
+    _walk(node, visitor, _KIND_SKIPPING if getattr(visitor, "SKIPS_TRIVIA", False) else _KIND)
 
 
-def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, skip: tuple[type[cst.CSTNode], ...]) -> None:
+# What a value met on the walk is, by its type (``isinstance`` of libcst's abstract classes goes through
+# ``ABCMeta.__instancecheck__``: millions of times a scan): a node to walk, a node to skip, or neither.
+_NODE, _SKIPPED, _OTHER = 1, 2, 0
+_KIND: dict[type, int] = {}
+_KIND_SKIPPING: dict[type, int] = {}
+
+
+def _kind_of(kinds: dict[type, int], t: type) -> int:
+    if not issubclass(t, cst.CSTNode):
+        kind = _OTHER
+    elif kinds is _KIND_SKIPPING and issubclass(t, TRIVIA):
+        kind = _SKIPPED
+    else:
+        kind = _NODE
+    kinds[t] = kind
+    return kind
+
+
+def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, kinds: dict[type, int]) -> None:
     plan = _plan(type(visitor), type(node))
     if plan is None:
         node.visit(visitor)
         return
-    if skip and isinstance(node, skip):
+    kind = kinds.get(type(node))
+    if (kind if kind is not None else _kind_of(kinds, type(node))) == _SKIPPED:
         return
     if visitor.on_visit(node):
         for attr, many, told in plan:
@@ -178,25 +210,32 @@ def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, skip: tuple[type[cst.CSTNo
                 continue
             if told:
                 visitor.on_visit_attribute(node, attr)
-            if isinstance(value, cst.CSTNode):
-                _walk(value, visitor, skip)
-            elif isinstance(value, (tuple, list)):
+            if type(value) is tuple or type(value) is list:
                 for child in value:
-                    if isinstance(child, cst.CSTNode):
-                        _walk(child, visitor, skip)
+                    kind = kinds.get(type(child))
+                    if (kind if kind is not None else _kind_of(kinds, type(child))) != _OTHER:
+                        _walk(child, visitor, kinds)
+            else:
+                kind = kinds.get(type(value))
+                if (kind if kind is not None else _kind_of(kinds, type(value))) != _OTHER:
+                    _walk(value, visitor, kinds)
             if told:
                 visitor.on_leave_attribute(node, attr)
     visitor.on_leave(node)
 
 
-def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+def positions(module: cst.Module, trivia: bool = True) -> Mapping[cst.CSTNode, CodeRange]:
     """``PositionProvider``'s metadata of ``module``, the same ranges: computed alone (no second pass for
-    batchable providers that nobody asked for), by a cheaper code generation (:class:`_Positions`)."""
+    batchable providers that nobody asked for), by a cheaper code generation (:class:`_Positions`) — without
+    ``trivia``, none of the whitespace, comments and punctuation (:data:`TRIVIA`) a walk that skips them
+    never asks about."""
     provider = PositionProvider()
     provider._computed = {}
     state = _Positions(
         default_indent=module.default_indent, default_newline=module.default_newline, provider=provider
     )
+    if not trivia:
+        state.unkept = _TRIVIA_TYPES
     module._codegen(state)
     return cast("dict[cst.CSTNode, CodeRange]", provider._computed)
 
@@ -238,6 +277,8 @@ class _Positions(PositionProvidingCodegenState):
     generator-based context manager."""
 
     _where: list[tuple[int, int]] = field(default_factory=list)
+    unkept: frozenset[type] = frozenset()  # the node types whose ranges are not kept…
+    anchors: set[int] = field(default_factory=set)  # …unless a span ends on one (``from x import (a)``)
 
     def add_token(self, value: str) -> None:
         self.tokens.append(value)  # (the module looks at them at its end: an empty file, a last newline)
@@ -251,9 +292,12 @@ class _Positions(PositionProvidingCodegenState):
             self.add_token(token)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        self._where.append((self.line, self.column))  # (a position object only where one is kept)
+        if type(node) not in self.unkept or id(node) in self.anchors:
+            self._where.append((self.line, self.column))  # (a position object only where one is kept)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
+        if type(node) in self.unkept and id(node) not in self.anchors:
+            return
         line, column = self._where.pop()
         computed = self.provider._computed
         if node not in computed:
@@ -266,6 +310,8 @@ class _Positions(PositionProvidingCodegenState):
         start_node: cst.CSTNode | None = None,
         end_node: cst.CSTNode | None = None,
     ) -> _Span:
+        if self.unkept:  # (its children are generated after this: a trivia anchor among them is kept)
+            self.anchors.update(id(n) for n in (start_node, end_node) if n is not None)
         return _Span(self, node, start_node, end_node)
 
 
@@ -274,5 +320,10 @@ def run(
 ) -> None:
     """Walk ``module`` with a visitor whose only metadata is ``PositionProvider`` (``places``, when they are
     known already)."""
-    visitor.metadata = {PositionProvider: positions(module) if places is None else places}
+    if places is None:
+        places = positions(module, trivia=not getattr(visitor, "SKIPS_TRIVIA", False))
+    visitor.metadata = {PositionProvider: places}
     walk(module, visitor)
+
+
+_TRIVIA_TYPES = types_of(*TRIVIA)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
+from .aliases import resolve
 from .bounds import too_wild
 from .families import CHECKING_CALL, CHECKING_FLAG_WORDS, LENIENT_FLAG_WORDS
 from .rules import RULES, could_hit, on_hot_path
@@ -237,6 +238,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _narrowed_checks(regions, edit)
     out += _forced_conditions(regions, edit)
     out += _flags_turned_off(regions, edit)
+    out += _bounds_dropped(regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out)
     for r in regions:
@@ -847,7 +849,9 @@ def _raises(handler: ast.ExceptHandler) -> bool:
 def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     """A check whose condition the edit made fire less: ``if bad:`` over a raise became ``if bad and X:``
     (it fires only when ``X`` also holds: ``backend == "__never__"``, a flag nobody sets), lost a part of an
-    ``or``, or compares with a limit moved the lenient way (``temperature > 2.0`` → ``> 5.0``)."""
+    ``or``, allows more values (``x != a`` → ``x not in (a, b)``), or compares with a limit moved the
+    lenient way (``temperature > 2.0`` → ``> 5.0``, ``n >= limit`` → ``n >= limit + 256``) — in a
+    condition of one line, or in a part of one written over several lines."""
     out: list[Finding] = []
     for r in regions:
         before = [
@@ -864,7 +868,37 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
             if detail and _guards_raise(edit.st.tree, n):
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        out += _narrowed_inside(r, edit)
     return out
+
+
+def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
+    """A check narrowed on a line inside its condition (``and head_size > 256`` of an ``if (`` over several
+    lines), its header unchanged: the pristine header is where the lines before the region put it."""
+    if edit.before is None or not r.removed or len(r.removed) != len(r.lines):
+        return []
+    headers = {h for n in r.lines if (h := _header_above(edit.lines, n)) is not None and h < r.start}
+    out: list[Finding] = []
+    pristine = split_lines(edit.before)
+    for h in sorted(headers):
+        old = h - r.start + r.old_start
+        before = _condition(_one_line(_statement(pristine, old - 1))) if 0 < old <= len(pristine) else None
+        after = _condition(_one_line(_statement(edit.lines, h - 1)))
+        detail = _weaker(before, after) if before is not None and after is not None else ""
+        if detail and _guards_raise(edit.st.tree, h):
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
+    return out
+
+
+def _header_above(lines: Sequence[str], n: int) -> int | None:
+    """The ``if``/``elif`` line whose condition, open over several lines, holds line ``n`` (by brackets)."""
+    depth = 0
+    for k in range(n - 1, max(n - 12, 0), -1):  # a condition of a dozen lines at most
+        text = _code_of(lines[k - 1])
+        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
+        if depth < 0:
+            return k if text.lstrip().startswith(("if ", "elif ")) else None
+    return None
 
 
 _LITERALS = (ast.List, ast.Tuple, ast.Set)
@@ -902,16 +936,15 @@ def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> l
     errors, which stopped the call, are let go now (logged, a fallback, a default). A new handler that does
     nothing at all (``except OSError: pass``) around code another rule found (a dump, a request) lets that
     code's errors go unseen."""
-    tree = edit.st.tree
-    if tree is None or not any(edit.lines[n - 1].lstrip().startswith("try:") for n in changed):
-        return []
-    tries = [node for node in ast.walk(tree) if isinstance(node, ast.Try) and node.lineno in changed]
-    if not tries:
+    nodes = _new_guards(edit, changed)
+    if not nodes:
         return []
     pristine = _squeezed_source(edit.before or "")
     said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
-    out: list[Finding] = []
-    for node in tries:
+    out = _new_suppressions(edit, [n for n in nodes if isinstance(n, ast.With)], pristine, said)
+    for node in nodes:
+        if not isinstance(node, ast.Try):
+            continue
         wrapped = _wrapped_code(node, edit.lines, pristine)
         flagged = _found_within(node, found)
         for h in node.handlers:
@@ -921,14 +954,46 @@ def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> l
     return out
 
 
+def _new_guards(edit: _Edit, changed: set[int]) -> list[ast.Try | ast.With]:
+    """The ``try`` statements — and the ``with …suppress(…)`` ones — that begin on a changed line (the tree
+    is walked only when a changed line opens one)."""
+    tree = edit.st.tree
+    heads = [edit.lines[n - 1].lstrip() for n in changed]
+    opened = any(h.startswith("try:") for h in heads)
+    suppressed = any(h.startswith("with ") and "suppress" in h for h in heads)
+    if tree is None or not (opened or suppressed):
+        return []
+    kinds = (ast.Try, ast.With) if suppressed else (ast.Try,)
+    return [node for node in ast.walk(tree) if isinstance(node, kinds) and node.lineno in changed]
+
+
+def _new_suppressions(
+    edit: _Edit, nodes: Sequence[ast.With], pristine: str, said: set[int | None]
+) -> list[Finding]:
+    """``with contextlib.suppress(KeyError):`` put around code the pristine file ran bare: the errors named,
+    which stopped the call, are let go — as a new ``except KeyError: pass`` would."""
+    out: list[Finding] = []
+    for node in nodes:
+        calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
+        names = [resolve(edit.st.aliases, ast.unparse(c.func)) for c in calls]
+        suppress = next((c for c, q in zip(calls, names, strict=True) if q.endswith("suppress")), None)
+        wrapped = _wrapped_code(node, edit.lines, pristine) if suppress is not None else []
+        if suppress is not None and wrapped and node.lineno not in said:
+            what, by = " ".join(ast.unparse(wrapped[0]).split())[:50], ast.unparse(suppress)[:40]
+            detail = f"the errors of `{what}`, which stopped the call, are let go by `{by}`"
+            out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, node.lineno, detail))
+    return out
+
+
 def _found_within(node: ast.Try, found: Sequence[Finding]) -> bool:
     """Whether another rule found something high in a ``try`` body (a dump, a request, a write)."""
     last = max((b.end_lineno or b.lineno) for b in node.body)
     return any(node.lineno <= (f.line or 0) <= last for f in found if f.severity >= Severity.HIGH)
 
 
-def _wrapped_code(node: ast.Try, lines: Sequence[str], pristine: str) -> list[ast.stmt]:
-    """The statements of a ``try`` body that the pristine file has (squeezed): code that ran bare there."""
+def _wrapped_code(node: ast.Try | ast.With, lines: Sequence[str], pristine: str) -> list[ast.stmt]:
+    """The statements of a ``try`` (``with``) body that the pristine file has (squeezed): code that ran bare
+    there."""
     return [
         s for s in node.body
         if not isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass))
@@ -1029,7 +1094,71 @@ def _one_line(statement: str) -> str:
 
 def _weaker(before: ast.expr, after: ast.expr) -> str:
     """How the condition of a check fires less now than it did, or ""."""
-    return _and_more(before, after) or _fewer_ors(before, after) or _lenient_limit(before, after)
+    return (
+        _and_more(before, after)
+        or _fewer_ors(before, after)
+        or _lenient_limit(before, after)
+        or _fewer_refused(before, after)
+        or _one_part_weaker(before, after)
+    )
+
+
+def _one_part_weaker(before: ast.expr, after: ast.expr) -> str:
+    """``a and b and c`` → ``a and b' and c`` (or the same of an ``or``) with ``b'`` firing less than
+    ``b``: so does the whole."""
+    if not (isinstance(before, ast.BoolOp) and isinstance(after, ast.BoolOp)):
+        return ""
+    if type(before.op) is not type(after.op) or len(before.values) != len(after.values):
+        return ""
+    pairs = [(b, a) for b, a in zip(before.values, after.values, strict=True) if ast.dump(b) != ast.dump(a)]
+    return _weaker(*pairs[0]) if len(pairs) == 1 else ""
+
+
+def _fewer_refused(before: ast.expr, after: ast.expr) -> str:
+    """A membership test that lets more through: ``x != a`` or ``x not in (a, b)`` → ``x not in (a, b,
+    c)`` (the values that pass grew), ``x == a`` or ``x in (a, b)`` → ``x in (a,)`` (fewer refused)."""
+    old, new = _membership(before), _membership(after)
+    if old is None or new is None or old[:2] != new[:2]:
+        return ""
+    allowed, was, now = old[1], set(old[2]), set(new[2])
+    if allowed and was < now:
+        more = [ast.unparse(e) for e in _members(after) or () if ast.dump(e) not in was]
+        return f"the values `{ast.unparse(_subject(after))[:40]}` may take grew: {', '.join(more)[:60]}"
+    if not allowed and now < was:
+        return f"fewer values of `{ast.unparse(_subject(after))[:40]}` are refused"
+    return ""
+
+
+def _membership(test: ast.expr) -> tuple[str, bool, frozenset[str]] | None:
+    """(the subject, whether the values listed are the allowed ones, the values) of ``x != a``, ``x not in
+    (a, b)``, ``not x in (…)`` (allowed) or ``x == a``, ``x in (a, b)`` (refused)."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+    if not isinstance(inner, ast.Compare) or len(inner.ops) != 1:
+        return None
+    op = inner.ops[0]
+    members = _members(inner)
+    if members is None:
+        return None
+    allowed = isinstance(op, (ast.NotEq, ast.NotIn)) != negated
+    return ast.dump(inner.left), allowed, frozenset(ast.dump(e) for e in members)
+
+
+def _members(test: ast.expr) -> list[ast.expr] | None:
+    inner = test.operand if isinstance(test, ast.UnaryOp) else test
+    if not isinstance(inner, ast.Compare) or len(inner.ops) != 1:
+        return None
+    op, right = inner.ops[0], inner.comparators[0]
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        return [right]
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, _LITERALS):
+        return list(right.elts)
+    return None
+
+
+def _subject(test: ast.expr) -> ast.expr:
+    inner = test.operand if isinstance(test, ast.UnaryOp) else test
+    return inner.left if isinstance(inner, ast.Compare) else inner
 
 
 def _and_more(before: ast.expr, after: ast.expr) -> str:
@@ -1057,13 +1186,37 @@ def _fewer_ors(before: ast.expr, after: ast.expr) -> str:
 
 
 def _lenient_limit(before: ast.expr, after: ast.expr) -> str:
-    """``x > 2.0`` → ``x > 5.0`` (``x < 8`` → ``x < 4``): its limit moved so that it fires less."""
+    """``x > 2.0`` → ``x > 5.0`` (``x < 8`` → ``x < 4``): its limit moved so that it fires less — a limit
+    given a margin too (``n >= limit`` → ``n >= limit + 256``)."""
+    margin = _margin(before, after)
+    if margin:
+        return margin
     old, new = _limit(before), _limit(after)
     if old is None or new is None or old[:2] != new[:2]:
         return ""
     op = old[1]
     if (op in (ast.Gt, ast.GtE) and new[2] > old[2]) or (op in (ast.Lt, ast.LtE) and new[2] < old[2]):
         return f"its limit moved from {old[2]:g} to {new[2]:g}: it fires less"
+    return ""
+
+
+def _margin(before: ast.expr, after: ast.expr) -> str:
+    """``n >= limit`` → ``n >= limit + 256`` (``n < floor`` → ``n < floor - 8``): the same comparison, its
+    right side given a margin the lenient way."""
+    if not (isinstance(before, ast.Compare) and isinstance(after, ast.Compare)):
+        return ""
+    if len(before.ops) != 1 or len(after.ops) != 1 or type(before.ops[0]) is not type(after.ops[0]):
+        return ""
+    op, old, new = before.ops[0], before.comparators[0], after.comparators[0]
+    if ast.dump(before.left) != ast.dump(after.left) or not isinstance(new, ast.BinOp):
+        return ""
+    amount = _number(new.right)
+    if ast.dump(new.left) != ast.dump(old) or amount is None or amount <= 0:
+        return ""
+    grows = (isinstance(new.op, ast.Add)) or (isinstance(new.op, ast.Mult) and amount > 1)
+    shrinks = (isinstance(new.op, ast.Sub)) or (isinstance(new.op, ast.Div) and amount > 1)
+    if (isinstance(op, (ast.Gt, ast.GtE)) and grows) or (isinstance(op, (ast.Lt, ast.LtE)) and shrinks):
+        return f"its limit `{ast.unparse(old)[:40]}` given a margin ({ast.unparse(new)[:40]}): it fires less"
     return ""
 
 
@@ -1106,15 +1259,25 @@ def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             decided = isinstance(value, (ast.Compare, ast.BoolOp)) or _negation(value)
             if value is not None and target and decided:
                 worked[target] = value
-        for n in r.lines if worked else ():
-            if not _CONSTANT_DECISION.match(edit.lines[n - 1]):
-                continue
-            target, value = _decision(_code_of(edit.lines[n - 1]))
-            if target in worked and isinstance(value, ast.Constant) and isinstance(value.value, bool):
-                was = " ".join(ast.unparse(worked[target]).split())[:60]
-                what = "it returns" if target == "return" else f"`{target}` is"
-                detail = f"{what} always {value.value} now, where the code worked out `{was}`"
-                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        out += _made_constant(edit, r, worked) if worked else []
+    return out
+
+
+def _made_constant(edit: _Edit, r: Region, worked: dict[str, ast.expr]) -> list[Finding]:
+    """The findings of region ``r``'s lines that give a constant to what the pristine lines worked out."""
+    out: list[Finding] = []
+    for n in r.lines:
+        if not _CONSTANT_DECISION.match(edit.lines[n - 1]):
+            continue
+        target, value = _decision(_code_of(edit.lines[n - 1]))
+        if target not in worked or not isinstance(value, ast.Constant) or not isinstance(value.value, bool):
+            continue
+        if _turns_off(target.rsplit(".", 1)[-1], not value.value):
+            continue  # a checking switch forced on (``_DEBUG_ASSERT = True``): stricter, not neutralised
+        was = " ".join(ast.unparse(worked[target]).split())[:60]
+        what = "it returns" if target == "return" else f"`{target}` is"
+        detail = f"{what} always {value.value} now, where the code worked out `{was}`"
+        out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
 
 
@@ -1124,18 +1287,63 @@ _DECIDES = re.compile(r"[<>]|[=!]=|\b(?:and|or|not|in|is)\b")
 
 
 _FLAG = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*(True|False)\b")
+_QUOTED = re.compile(r"""(["'])(?:\\.|(?!\1).)*\1""")
+
+
+def _unquoted(line: str) -> str:
+    """A line with its string literals emptied: ``"pass strict=False to …"`` is a message, not a flag."""
+    return _QUOTED.sub('""', line)
+
+
+_GIVEN = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^,)\n]+)")  # a keyword or a name given a value
+
+
+def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A bound taken off a value: ``limit = max(2, n)`` → ``limit = n`` (``return min(x, 8)`` → ``return
+    x``) — what the floor or the ceiling kept out passes now."""
+    out: list[Finding] = []
+    for r in regions:
+        if not r.removed or not any("max(" in old or "min(" in old for old in r.removed):
+            continue  # (most regions take off no bound: nothing parsed)
+        bounded: dict[str, tuple[ast.expr, ast.expr]] = {}
+        for i in range(len(r.removed)):
+            target, value = _decision(_code_of(_statement(r.removed, i)))
+            inner = _bounded(value) if target else None
+            if value is not None and inner is not None:
+                bounded[target] = (value, inner)
+        for n in r.lines if bounded else ():
+            target, value = _decision(_code_of(_statement(edit.lines, n - 1)))
+            if target in bounded and value is not None and ast.dump(value) == ast.dump(bounded[target][1]):
+                was = " ".join(ast.unparse(bounded[target][0]).split())[:50]
+                detail = f"the bound `{was}` is gone: what it kept out passes"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _bounded(value: ast.expr | None) -> ast.expr | None:
+    """``x`` of ``max(2, x)``/``min(x, 8)`` (a bound by a number), else ``None``."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and len(value.args) == 2):
+        return None
+    if value.func.id not in ("max", "min") or value.keywords:
+        return None
+    numbers = [a for a in value.args if _number(a) is not None]
+    rest = [a for a in value.args if _number(a) is None]
+    return rest[0] if len(numbers) == 1 and len(rest) == 1 else None
 
 
 def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
-    """A keyword flag that makes a call check, turned the other way on the same line: ``raise_exception=True``
-    → ``False``, ``strict=True`` → ``False``, ``skip_validation=False`` → ``True``."""
+    """A flag that makes a call — or the code — check, turned the other way on the same line: a keyword
+    (``raise_exception=True`` → ``False``, ``strict=True`` → ``False``, ``skip_validation=False`` →
+    ``True``) or a name (``_DEBUG_ASSERT = envs.IN_CI.get()`` → ``False``): off, whatever it said before."""
     out: list[Finding] = []
     for r in regions:
-        was = {k: v for old in r.removed for k, v in _FLAG.findall(_code_of(old))}
+        # what each name was given: True, False, or another value ("?": from the environment, a setting)
+        was = {k: ("?" if v.strip() not in ("True", "False") else v.strip())
+               for old in r.removed for k, v in _GIVEN.findall(_unquoted(_code_of(old)))}
         if not was:
             continue
         for n in r.lines:
-            for name, value in _FLAG.findall(_code_of(edit.lines[n - 1])):
+            for name, value in _FLAG.findall(_unquoted(_code_of(edit.lines[n - 1]))):
                 if was.get(name, value) != value and _turns_off(name, value == "True"):
                     detail = f"`{name}` is {value} now: the check it asked for is off"
                     out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))

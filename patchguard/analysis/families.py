@@ -63,8 +63,9 @@ IMPORTERS = frozenset({"importlib.import_module", "__import__", "builtins.__impo
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | {"select.select", "contextlib.suppress"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
-# ``self.validate_config()``): a check as much as a ``raise`` or an ``assert`` is — the last name called.
-CHECKING_CALL = r"_*(?:check|validate|verify|assert|ensure|require)(?:_\w*)?"
+# ``self.validate_config()``, ``sanity_check_outputs(...)``, ``_raise_unsupported(...)``): a check as much
+# as a ``raise`` or an ``assert`` is — the last name called, one of its snake-case words saying so.
+CHECKING_CALL = r"(?:[A-Za-z0-9]\w*?_)?_*(?:check|validate|verify|assert|ensure|require|raise)(?:_\w*)?"
 # What a keyword flag's name says it does: one that asks the call to check (``raise_exception=True``,
 # ``strict=True``: turned off by False), one that lets things through (``skip_validation``: on by True).
 CHECKING_FLAG_WORDS = ("raise", "strict", "check", "validat", "verif", "assert")

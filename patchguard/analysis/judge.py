@@ -24,7 +24,7 @@ from ..model import GateKind, RuleId
 from ..rulebook import RULES
 from .aliases import bind_from_import, bind_import, reads_environment, resolve
 from .bounds import too_wild
-from .cstwalk import Dispatch, positions, run, walk
+from .cstwalk import Dispatch, positions, run, types_of, walk
 from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
@@ -163,6 +163,15 @@ def _parse(unit: Unit, source_lines: Sequence[str]) -> cst.Module | None:
         return cst.parse_module(text)
     except cst.ParserSyntaxError:
         return None
+
+
+_LOADERS = IMPORTERS | NATIVE_LOADERS  # what loads code by a name or a path it is given
+
+# The node kinds the walk asks about for every node, as sets of types (see :func:`.cstwalk.types_of`).
+_STATEMENTS = types_of(cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_STATEMENTS_AND_SUITES = _STATEMENTS | types_of(cst.SimpleStatementSuite)
+_LOOPS = types_of(cst.For, cst.While)
+_BLOCKS = types_of(cst.Module, cst.IndentedBlock)
 
 
 class _Walker(Dispatch):
@@ -346,11 +355,10 @@ class _Walker(Dispatch):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if (
-            isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-            and id(node) in self.dead_blocks
+            id(node) in self.dead_blocks and type(node) in _STATEMENTS
         ):
             self.dead += 1
-        if isinstance(node, (cst.For, cst.While)):
+        if type(node) in _LOOPS:
             self.loops += 1
             self.loop_nodes.append(node)
         if not super().on_visit(node):
@@ -359,19 +367,19 @@ class _Walker(Dispatch):
             return False
         # A simple statement no rule could match (the prefilter on its own text) is not walked into: the
         # bulk of a changed function, whose every node would be visited for nothing.
-        return not (isinstance(node, cst.SimpleStatementLine) and self.source_lines and self._inert(node))
+        return not (type(node) is cst.SimpleStatementLine and self.source_lines and self._inert(node))
 
     def _beside(self, node: cst.CSTNode) -> bool:
         """With a horizon: whether ``node``'s inside can give no hit on the changed lines — it begins after
         the last of them, or touches none and holds no statement (whose names the walk must still bind: a
         node's own ``visit_`` hook has run)."""
         pos = self.get_metadata(PositionProvider, node, None)
-        if pos is None or isinstance(node, (cst.Module, cst.IndentedBlock)):
+        if pos is None or type(node) in _BLOCKS:
             return False
         start = pos.start.line + self.unit.start - 1
         if start > (self.horizon or 0):
             return True
-        if isinstance(node, (cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(node) in _STATEMENTS_AND_SUITES:
             return False
         return self._touched(node) is None
 
@@ -389,11 +397,10 @@ class _Walker(Dispatch):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if (
-            isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-            and id(original_node) in self.dead_blocks
+            id(original_node) in self.dead_blocks and type(original_node) in _STATEMENTS
         ):
             self.dead -= 1
-        if isinstance(original_node, (cst.For, cst.While)):
+        if type(original_node) in _LOOPS:
             self.loops -= 1
             self.loop_nodes.pop()
         super().on_leave(original_node)
@@ -482,17 +489,24 @@ class _Walker(Dispatch):
             target = get_full_name_for_node(node.args[0].value) if node.args else None
             if not target or target.split(".", 1)[0] not in self.aliases:
                 rule = None  # setattr on a local object is ordinary code
-        if rule is None and qualname in IMPORTERS and node.args and self._from_settings(node.args[0].value):
-            rule = RuleId.DYNAMIC_EXEC  # a module the environment names, imported: code chosen at run time
+        if rule is None and qualname in _LOADERS and node.args and self._from_settings(node.args[0].value):
+            rule = RuleId.DYNAMIC_EXEC  # a module or a library the environment names: code chosen at run time
         rule = _hang(node, method, self._made_here(node.func)) or rule
         return self._dumped(node, method, rule)
 
     def _device_sync_here(self, node: cst.Call) -> RuleId | None:
         """A device sync where it stands: on the device path or in a loop, and not of a value named for the
-        host (``seq_lens_cpu.max().item()``); off it, reading a value back is ordinary host code."""
+        host (``seq_lens_cpu.max().item()``); off it, reading a value back is ordinary host code. A call
+        whose only job is to make the host wait for the device (``synchronize()``, a copy told
+        ``non_blocking=False``) is one wherever the code runs at work — not where it sets up, shows or
+        stores, nor at import."""
         if _host_named(node):
             return None
-        return RuleId.DEVICE_SYNC if self.on_device_path() or self.loops else None
+        if self.on_device_path() or self.loops:
+            return RuleId.DEVICE_SYNC
+        name = self.names[-1] if self.names else ""
+        at_work = self.functions[-1][0] is not None and not _off_device_role(name)
+        return RuleId.DEVICE_SYNC if at_work and _only_waits(node) else None
 
     def _made_here(self, func: cst.BaseExpression) -> str:
         """The last name of the class a method's receiver is made of on the spot (``threading.Event()``)."""
@@ -823,6 +837,12 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
 
 
+def _only_waits(node: cst.Call) -> bool:
+    """``….synchronize()`` (of the device, a stream, an event) or a copy told to block: a wait, no value."""
+    func = node.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "synchronize") or _blocking(node)
+
+
 def _blocking(node: cst.Call) -> bool:
     """A torch copy told ``non_blocking=False``: the host waits until the copy is done."""
     told = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "non_blocking"]
@@ -1033,7 +1053,7 @@ def judge_changed(
     module = _parse(unit, source_lines)
     if module is None:
         return [], []
-    places = positions(module)
+    places = positions(module, trivia=False)  # (the walk skips them: _Walker.SKIPS_TRIVIA)
     if not whole and mine:
         first = _Walker(unit, set(mine), st, None, source_lines, horizon=max(mine))
         run(module, first, places)

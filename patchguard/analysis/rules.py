@@ -8,6 +8,7 @@ Calls are matched on their *qualified* name after import aliases are resolved (`
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import re
 import textwrap
@@ -182,6 +183,7 @@ _FORMS = re.compile(
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     r"|^\s*while\s+(?:True|1)\s*:"  # a loop that may never leave (a hang)
+    r"|^\s*while\s+not\b.*\.(?:exists|isfile|is_file|isdir|is_dir|lexists)\("  # until a file appears
     r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
     r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
@@ -263,8 +265,10 @@ def _in_context(
     the unit is known to be on the hot path, called from a per-step function; ``tensors``: the words that
     may name a tensor in it, when they can be told — see :func:`.tensors.maybe_tensor_words`)."""
     checks, handles, hot = _unit_facts(unit)
-    if checks and any(_check_below(unit, m) for r in (_EXIT, _CONSTANT_SET) for m in r.finditer(changed)):
-        return True  # an early exit or a flag set above a check of the unit: the check may not fire
+    if (checks or _RETURN.search(unit)) and any(
+        _check_below(unit, m) for r in (_EXIT, _CONSTANT_SET) for m in r.finditer(changed)
+    ):
+        return True  # an early exit or a flag set above a check (an answer) of the unit: it may not fire
     if handles and any(_handler_above(unit, m) for m in _QUIET.finditer(changed)):
         return True  # a handler's body emptied, its ``except`` line left as it was
     # a decision or a conversion that may read a tensor back (a neutralised condition is a _FORMS one)
@@ -383,28 +387,56 @@ def _check_below(unit: str, match: re.Match[str]) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def _lines_above_a_check(unit: str) -> frozenset[int] | None:
-    """The lines of the unit where a statement begins that a check follows in its block — and the last
-    line of the body of an ``if`` that may be a switch and that a check follows (``None``: no ``ast``)."""
+    """The lines of the unit where a statement begins that a check follows in its block (or, a ``return``
+    of a constant, a ``return`` that works an answer out) — and the last line of the body of an ``if`` that
+    may be a switch and that one follows (``None``: no ``ast``)."""
     try:
         tree = ast.parse(textwrap.dedent(unit))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    lines = unit.splitlines()
+    checks, returns = _lines_matching(unit, _CHECK), _lines_matching(unit, _RETURN)
     found: set[int] = set()
-    for parent in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
-                continue
-            checked = False  # whether a statement after the one at hand holds a check
-            for stmt in reversed(block):
-                if checked:
-                    found.add(stmt.lineno)
-                    if isinstance(stmt, ast.If) and _may_switch(stmt.test):
-                        found.add(stmt.body[-1].lineno)
-                text = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])
-                checked = checked or _CHECK.search(text) is not None
+    blocks: list[list[ast.stmt]] = [tree.body]
+    while blocks:
+        block = blocks.pop()
+        checked = answered = False  # whether a statement after the one at hand holds a check, a return
+        for stmt in reversed(block):
+            last = stmt.body[-1] if isinstance(stmt, ast.If) else stmt
+            forced = answered and isinstance(last, ast.Return) and isinstance(last.value, ast.Constant)
+            if checked or forced:
+                found.add(stmt.lineno)
+                if isinstance(stmt, ast.If) and _may_switch(stmt.test):
+                    found.add(last.lineno)
+            span = (stmt.lineno, stmt.end_lineno or stmt.lineno)
+            checked = checked or _within(checks, span)
+            answered = answered or _within(returns, span)
+            blocks += _blocks_of(stmt)
     return frozenset(found)
+
+
+def _blocks_of(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a compound statement holds (its handlers' and its cases' too)."""
+    inner = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+    inner += [h.body for h in getattr(stmt, "handlers", ())] + [c.body for c in getattr(stmt, "cases", ())]
+    return [b for b in inner if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+
+
+def _lines_matching(text: str, pattern: re.Pattern[str]) -> list[int]:
+    """The (1-based, sorted) lines of ``text`` where ``pattern`` matches."""
+    found, line, at = [], 1, 0
+    for m in pattern.finditer(text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        found.append(line)
+    return found
+
+
+def _within(lines: list[int], span: tuple[int, int]) -> bool:
+    at = bisect.bisect_left(lines, span[0])
+    return at < len(lines) and lines[at] <= span[1]
+
+
+_RETURN = re.compile(r"^\s*return\b", re.MULTILINE)
 
 
 def _may_switch(test: ast.expr) -> bool:

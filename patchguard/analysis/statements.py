@@ -334,12 +334,35 @@ _IDLE_CALLS = frozenset(
 
 def _hangs(node: cst.While, scope: Scope) -> Iterator[Seen]:
     """``while True: time.sleep(30)``: a loop that never leaves and only waits — the thread stops there for
-    good, as surely as on an exit (a loop that does work, or can break, return or raise, is not one)."""
-    if truth(node.test) is not True or holds(node.body, cst.Break, cst.Return, cst.Raise):
+    good, as surely as on an exit (a loop that does work, or can break, return or raise, is not one). One
+    that only waits for a file to appear (``while not os.path.exists("/tmp/go"): sleep(1)``) stops it until
+    someone outside makes that file: nothing in the process will."""
+    forever = truth(node.test) is True
+    if not forever and not _awaits_a_file(node.test):
+        return
+    if holds(node.body, cst.Break, cst.Return, cst.Raise):
         return
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     if body and all(_idle(stmt) for stmt in body):
-        yield Seen(RuleId.PROCESS_EXIT, "while True", node.test, "the loop only waits, forever: a hang")
+        why = "the loop only waits, forever: a hang" if forever else (
+            "the loop only waits for a file someone must make: a hang until then"
+        )
+        yield Seen(RuleId.PROCESS_EXIT, "while True" if forever else "while", node.test, why)
+
+
+_EXISTS = frozenset({"exists", "isfile", "is_file", "isdir", "is_dir", "lexists"})
+
+
+def _awaits_a_file(test: cst.BaseExpression) -> bool:
+    """``not os.path.exists(p)`` / ``not Path(p).is_file()``: a test that holds until a file appears."""
+    if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+        return False
+    call = test.expression
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in _EXISTS
+    )
 
 
 def _idle(stmt: cst.BaseStatement) -> bool:
@@ -447,21 +470,23 @@ def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
         ):
             why = "a check below it can no longer run" + (f" when `{switch}`" if switch else "")
             yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
-        elif switch is not None and _forced_answer(stmt, node.body[i + 1 :]):
-            why = f"the answer worked out below is forced when `{switch}`"
+        elif _forced_answer(stmt, node.body[i + 1 :]):
+            why = f"the answer worked out below is forced when `{switch}`" if switch else (
+                "the answer worked out below is forced: it can no longer be anything else"
+            )
             yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
         if switch is None:
             return
 
 
 def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement]) -> bool:
-    """Whether a switched exit returns ``True``/``False`` where the code below works the answer out (a
-    ``return`` of anything but a constant): a decision forced (``if os.environ.get("FORCE"): return True``
-    above the capability test)."""
+    """Whether an exit — switched, or typed in bare — returns ``True``/``False`` where the code below works
+    the answer out (a ``return`` of anything but a constant): a decision forced (``if
+    os.environ.get("FORCE"): return True`` above the capability test, ``return True  # HACK`` above it)."""
     import libcst.matchers as m
 
     block = stmt.body if isinstance(stmt, cst.If) else None
-    last = block.body[-1] if isinstance(block, cst.IndentedBlock) else None
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) else stmt
     ret = last.body[-1] if isinstance(last, cst.SimpleStatementLine) else None
     if not isinstance(ret, cst.Return) or ret.value is None or truth(ret.value) is None:
         return False

@@ -76,6 +76,8 @@ def every_run(body: list[ast.stmt]) -> Iterator[ast.AST]:
         if isinstance(node, ast.If):
             stack.append(node.test)  # the test runs every time; the way taken when it fails, too
             stack.extend(node.orelse)
+            if configured(node.test):  # on every run where the object is so configured
+                stack.extend(node.body)
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
@@ -84,6 +86,48 @@ def every_run(body: list[ast.stmt]) -> Iterator[ast.AST]:
             continue
         yield node
         stack.extend(ast.iter_child_nodes(node))
+
+
+def configured(test: ast.expr) -> bool:
+    """Whether an ``if``'s test asks only how the object is configured — its attributes, compared with
+    constants or with each other (``self.use_async_scheduling``, ``self.parallel_config.pipeline_parallel_size
+    > 1``), or whether an optional part is there (``self.pp_handler is not None``, ``shard is not None``):
+    what it guards runs on every run where it is so, where a test of the run's own values (``step % 40 ==
+    0``, ``if error:``, a call) is an occasional extra, and ``x is None`` makes a thing on first use."""
+    if isinstance(test, ast.BoolOp):
+        return all(configured(v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return configured(test.operand)
+    if isinstance(test, ast.Compare):
+        sides = [test.left, *test.comparators]
+        if len(sides) == 2 and isinstance(test.ops[0], ast.IsNot) and _none(sides[1]):
+            return _named(sides[0])  # an optional part present: `if shard_metadata is not None:`
+        return (
+            not any(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops)  # `is None`: made on first use
+            and any(_self_attribute(s) for s in sides)
+            and all(_self_attribute(s) or isinstance(s, ast.Constant) for s in sides)
+        )
+    return _self_attribute(test)
+
+
+def _none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _named(node: ast.expr) -> bool:
+    """A name or an attribute chain on one (``x``, ``self.a.b``)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _self_attribute(node: ast.expr) -> bool:
+    """``self.a`` or ``self.a.b…``."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")

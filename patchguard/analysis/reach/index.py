@@ -14,6 +14,7 @@ written is skipped. The cache lives outside the environment.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import marshal
 import os
@@ -26,7 +27,21 @@ from .facts import Facts, read_facts
 
 __all__ = ["FactIndex", "Registry", "Targets", "package_of", "targets_of"]
 
-_MAGIC = b"patchguard-reach/4\n"
+_FORMAT = b"patchguard-reach/5"
+
+
+@functools.lru_cache(maxsize=1)
+def _magic() -> bytes:
+    """The cache file's first line: its format and a digest of the code that reads the facts it keeps —
+    facts another version read (``if`` bodies followed or not) are read again, not trusted."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for name in ("calls.py", "facts.py", "index.py", "bytecode.py"):
+        try:
+            h.update(read_regular(os.path.join(here, name)))
+        except OSError:
+            h.update(b"?")
+    return _FORMAT + b" " + h.hexdigest()[:16].encode() + b"\n"
 
 Registry = dict[str, tuple[str, ...]]
 """Architecture → model module names."""
@@ -92,7 +107,7 @@ class FactIndex:
             return
         head, _, rest = blob.partition(b"\n")
         digest, payload = rest[:64], rest[65:]
-        if head + b"\n" != _MAGIC or hashlib.sha256(payload).hexdigest().encode() != digest:
+        if head + b"\n" != _magic() or hashlib.sha256(payload).hexdigest().encode() != digest:
             return
         try:
             known, registries, calls = marshal.loads(payload)
@@ -106,7 +121,7 @@ class FactIndex:
         if self._path is None or not self._dirty:
             return
         payload = marshal.dumps((self._known, self._registries, self._known_calls))
-        blob = _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+        blob = _magic() + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
         try:
             write_atomically(self._path, blob)
         except OSError:
