@@ -217,3 +217,24 @@ def judged_edit(rel: str, anchor: str, text: str, *, replace: bool = False) -> s
     after = before.replace(anchor, text if replace else anchor + text, 1)
     findings = analyse(CodeChange(rel, before.encode(), after.encode(), "minillm", "0.4.0"))
     return {(f.rule, f.severity.name) for f in findings}
+
+
+def scan_edited(tmp_path: Path, path: str, pristine: str, edited: str) -> set[tuple[str, int]]:
+    """End to end, as a person edits a library: a real wheel of one package (``path`` holding ``pristine``)
+    built and installed, the file replaced by ``edited`` (a new file, as an editor that writes a copy does),
+    ``patchguard scan`` run against the wheel: the (rule, line) of every code finding. Exit 0 is asserted:
+    moderate findings are below scan's default threshold (high)."""
+    import json
+
+    house = tmp_path / "house"
+    package = path.split("/", 1)[0]
+    wheel = build_wheel(house, package, "1.0", {f"{package}/__init__.py": "", path: pristine})
+    env = Env(tmp_path / "venv")
+    env.install(wheel)
+    (env.site / path).unlink()
+    (env.site / path).write_text(edited)
+    code, out, err = cli(
+        "scan", "--site-packages", str(env.site), "--wheelhouse", str(house), "--format", "json"
+    )
+    assert code == 0, err
+    return {(f["rule"], f["line"]) for f in json.loads(out)["findings"] if f.get("rule")}

@@ -5,12 +5,11 @@ would, and once end to end on an installed wheel."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from patchguard.analysis import CodeChange, analyse
 
-from .helpers import Env, build_wheel, cli
+from .helpers import scan_edited
 
 ENGINE = "pkg/engine.py"
 PRISTINE = """\
@@ -279,10 +278,6 @@ def test_a_tensor_printed_on_the_device_path_is_read_back() -> None:
 
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
     """End to end: a real wheel installed, edited in place as a person would, scanned against the wheel."""
-    house = tmp_path / "house"
-    wheel = build_wheel(house, "pkg", "1.0", {"pkg/__init__.py": "", ENGINE: PRISTINE})
-    env = Env(tmp_path / "venv")
-    env.install(wheel)
     edited = _after(
         ('            logger.warning("custom allreduce is disabled above 8 GPUs")\n            return\n',
          '            logger.warning("above 8 GPUs: enabled anyway")\n'),
@@ -291,13 +286,7 @@ def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
          "    try:\n        model.post_load_weights()\n"
          "    except Exception:\n        logger.info('skipped')\n"),
     )  # fmt: skip
-    (env.site / ENGINE).unlink()  # a new file, as an editor that writes a copy does
-    (env.site / ENGINE).write_text(edited)
-    code, out, err = cli(
-        "scan", "--site-packages", str(env.site), "--wheelhouse", str(house), "--format", "json"
-    )
-    assert code == 0, err  # moderate findings: below scan's default threshold (high)
-    found = {(f["rule"], f["line"]) for f in json.loads(out)["findings"] if f.get("rule")}
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
     lines = edited.splitlines()
     names = ("enabled anyway", "> 5.0", "except Exception")
     at = {name: next(n for n, line in enumerate(lines, 1) if name in line) for name in names}

@@ -7,7 +7,6 @@ judged on a module of its own, edited as a person would, and once end to end on 
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from patchguard.analysis import CodeChange, analyse
 from patchguard.analysis.reach.calls import configured, every_run
 
-from .helpers import Env, build_wheel, cli
+from .helpers import scan_edited
 
 ENGINE = "pkg/engine.py"
 PRISTINE = """\
@@ -310,11 +309,6 @@ class Handler:
 
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
     """End to end: a real wheel installed, edited in place as a person would, scanned against the wheel."""
-    house = tmp_path / "house"
-    files = {"pkg/__init__.py": "", ENGINE: PRISTINE}
-    wheel = build_wheel(house, "pkg", "1.0", files)
-    env = Env(tmp_path / "venv")
-    env.install(wheel)
     edited = _after(
         ("    if interleave != 1:\n", "    if interleave not in (1, 2):\n"),
         ("    sanity_check_outputs(outputs, len(items))\n",
@@ -323,13 +317,7 @@ def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
          "        with contextlib.suppress(KeyError):\n"
          "            param = params[name]\n            param.copy_(w)\n"),
     )  # fmt: skip
-    (env.site / ENGINE).unlink()  # a new file, as an editor that writes a copy does
-    (env.site / ENGINE).write_text(edited)
-    code, out, err = cli(
-        "scan", "--site-packages", str(env.site), "--wheelhouse", str(house), "--format", "json"
-    )
-    assert code == 0, err  # moderate findings: below scan's default threshold (high)
-    found = {(f["rule"], f["line"]) for f in json.loads(out)["findings"] if f.get("rule")}
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
     assert ("removed-check", _line(edited, "not in (1, 2)")) in found
     assert ("removed-check", _line(edited, "# sanity_check_outputs")) in found
     assert ("swallowed-exception", _line(edited, "contextlib.suppress")) in found
