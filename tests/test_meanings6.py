@@ -258,6 +258,18 @@ def test_a_wait_for_the_device_is_a_sync_wherever_the_code_runs_at_work() -> Non
     assert "device-sync" not in {f[0] for f in _found(stored)}
 
 
+def test_a_value_read_of_a_tensor_made_on_the_device_here() -> None:
+    """``lens = make(…, device=…)`` then ``lens.max().item()``: the function made it on the device, so
+    reading it back waits for the device, wherever the function runs at work; one made on the CPU does not."""
+    at = "    outputs = model(items)\n"
+    made = "    lens = torch.ones(len(items), device=model.device)\n"
+    read = "    longest = int(lens.max().item())\n"
+    found = _found((at, made + read + at))
+    assert ("device-sync", "MODERATE", _line(PRISTINE, at.strip()) + 1) in found
+    on_cpu = made.replace("device=model.device", 'device="cpu"')
+    assert "device-sync" not in {f[0] for f in _found((at, on_cpu + read + at))}
+
+
 def test_seeds_and_a_stack_dump_on_a_signal() -> None:
     at = "    outputs = model(items)\n"
     seeded = _found((at, "    torch.manual_seed(1234)\n    numpy.random.seed(1234)\n" + at))

@@ -207,6 +207,7 @@ class _Walker(Dispatch):
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.settings: set[str] = set()  # local names holding a value read from the environment
+        self.on_device: set[str] = set()  # local names holding a tensor a call made on the device
         self.hits: list[Hit] = []
         self._own: dict[int, set[str]] = {}  # per function met: the names it binds itself
 
@@ -389,7 +390,9 @@ class _Walker(Dispatch):
         for small in node.body:
             if isinstance(small, (cst.Import, cst.ImportFrom)):
                 return False
-            if isinstance(small, cst.Assign) and (self._binds(small) or self._from_settings(small.value)):
+            if isinstance(small, cst.Assign) and (
+                self._binds(small) or self._from_settings(small.value) or _made_on_device(small.value)
+            ):
                 return False
         start, end = self._lines(node)
         text = "".join(self.source_lines[start - 1 : end])
@@ -498,15 +501,17 @@ class _Walker(Dispatch):
         """A device sync where it stands: on the device path or in a loop, and not of a value named for the
         host (``seq_lens_cpu.max().item()``); off it, reading a value back is ordinary host code. A call
         whose only job is to make the host wait for the device (``synchronize()``, a copy told
-        ``non_blocking=False``) is one wherever the code runs at work — not where it sets up, shows or
-        stores, nor at import."""
+        ``non_blocking=False``), or a value read of a tensor the function made on the device (``lens =
+        make_lens(batch, device=self.device)`` … ``lens.max().item()``), is one wherever the code runs at work
+        — not where it sets up, shows or stores, nor at import."""
         if _host_named(node):
             return None
         if self.on_device_path() or self.loops:
             return RuleId.DEVICE_SYNC
         name = self.names[-1] if self.names else ""
         at_work = self.functions[-1][0] is not None and not _off_device_role(name)
-        return RuleId.DEVICE_SYNC if at_work and _only_waits(node) else None
+        made_here = _read_from(node) in self.on_device  # a value of a tensor this function made on the device
+        return RuleId.DEVICE_SYNC if at_work and (_only_waits(node) or made_here) else None
 
     def _made_here(self, func: cst.BaseExpression) -> str:
         """The last name of the class a method's receiver is made of on the spot (``threading.Event()``)."""
@@ -604,6 +609,9 @@ class _Walker(Dispatch):
         if self._from_settings(node.value):
             for target in node.targets:
                 self.settings.update(_bound_names(target.target))
+        if _made_on_device(node.value):
+            for target in node.targets:
+                self.on_device.update(_bound_names(target.target))
 
     def _from_settings(self, value: cst.BaseExpression) -> bool:
         """Whether ``value`` is read from the environment, or made of a name that was."""
@@ -835,6 +843,30 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 
 
 _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
+
+
+def _made_on_device(value: cst.BaseExpression) -> bool:
+    """A call that makes its result on a device: given ``device=`` (not the CPU), or ``.cuda()``."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value == "cuda":
+        return True
+    for arg in value.args:
+        if arg.keyword is not None and arg.keyword.value == "device":
+            return "cpu" not in code(arg.value).lower()
+    return False
+
+
+def _read_from(node: cst.Call) -> str:
+    """The local name whose value a read-back call reads: the root of a method's receiver (``lens`` of
+    ``lens.max().item()``), else of its first argument (``int(lens.max())``)."""
+    func = node.func
+    value: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
+    if value is None and node.args:
+        value = node.args[0].value
+    while isinstance(value, (cst.Attribute, cst.Call, cst.Subscript)):
+        value = value.func if isinstance(value, cst.Call) else value.value
+    return value.value if isinstance(value, cst.Name) else ""
 
 
 def _only_waits(node: cst.Call) -> bool:
