@@ -1385,7 +1385,7 @@ def _condition(line: str) -> ast.expr | None:
         if text.startswith(word) and text.endswith(":"):
             try:
                 return ast.parse(text[len(word) : -1].strip(), mode="eval").body
-            except SyntaxError:
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return None
     return None
 

@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from .aliases import resolve
+from .bounds import too_wild
 from .cstwalk import Dispatch, walk
 from .families import TENSOR_ONLY_METHODS
 
@@ -258,6 +259,8 @@ def decision_tests(text: str) -> list[cst.BaseExpression] | None:
     import libcst.matchers as m
 
     stripped = text.strip()
+    if too_wild(stripped) is not None:
+        return None  # (no parser is handed what bounds.too_wild refuses)
     if stripped.startswith("elif"):
         stripped = stripped[2:]
     if stripped.endswith(":"):
