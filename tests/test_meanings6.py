@@ -319,6 +319,52 @@ class Handler:
 """
 
 
+SMALL = """\
+def hit_rate(hits: int, total: int) -> float:
+    if total == 0:
+        return 0.0
+    return hits / total
+
+
+def should_use(size: int) -> bool:
+    if size % 16 != 0:
+        return False
+    return True
+
+
+def run(step, batch):
+    try:
+        out = step(batch)
+    finally:
+        batch.close()
+    return out
+"""
+
+
+def _small(old: str, new: str) -> set[tuple[str, int]]:
+    after = SMALL.replace(old, new)
+    assert after != SMALL
+    found = analyse(CodeChange("pkg/small.py", SMALL.encode(), after.encode(), "pkg", "1.0"))
+    return {(str(f.rule), f.line or 0) for f in found if f.severity.name in ("MODERATE", "HIGH")}
+
+
+def test_a_guard_written_into_the_answer_is_the_same_decision() -> None:
+    guarded = "    if total == 0:\n        return 0.0\n    return hits / total\n"
+    assert not _small(guarded, "    return hits / total if total else 0.0\n")
+    gone = "    return hits / total\n"  # the guard taken out: a division by zero let through
+    assert ("removed-check", 2) in _small(guarded, gone)
+
+
+def test_a_bail_out_that_can_never_leave() -> None:
+    found = _small("    if size % 16 != 0:\n", "    if size % 16 != 0 and False:\n")
+    assert ("removed-check", _line(SMALL, "size % 16")) in found
+
+
+def test_a_handler_added_to_a_try_that_was_there() -> None:
+    handler = "    except RuntimeError:\n        out = None\n    finally:\n"
+    assert ("swallowed-exception", _line(SMALL, "finally:")) in _small("    finally:\n", handler)
+
+
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
     """End to end: a real wheel installed, edited in place as a person would, scanned against the wheel."""
     edited = _after(

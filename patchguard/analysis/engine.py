@@ -955,16 +955,21 @@ def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> l
 
 
 def _new_guards(edit: _Edit, changed: set[int]) -> list[ast.Try | ast.With]:
-    """The ``try`` statements — and the ``with …suppress(…)`` ones — that begin on a changed line (the tree
-    is walked only when a changed line opens one)."""
+    """The ``try`` statements that begin on a changed line or were given a handler there — and the ``with
+    …suppress(…)`` ones that begin on one (the tree is walked only when a changed line opens one)."""
     tree = edit.st.tree
     heads = [edit.lines[n - 1].lstrip() for n in changed]
     opened = any(h.startswith("try:") for h in heads)
     suppressed = any(h.startswith("with ") and "suppress" in h for h in heads)
-    if tree is None or not (opened or suppressed):
+    handled = any(h.startswith("except") for h in heads)  # a handler added to a try that was there
+    if tree is None or not (opened or suppressed or handled):
         return []
     kinds = (ast.Try, ast.With) if suppressed else (ast.Try,)
-    return [node for node in ast.walk(tree) if isinstance(node, kinds) and node.lineno in changed]
+    return [
+        node for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and (node.lineno in changed or any(h.lineno in changed for h in getattr(node, "handlers", ())))
+    ]  # fmt: skip
 
 
 def _new_suppressions(
@@ -1520,6 +1525,8 @@ class _Gone:
             kept = _guards(self.after, 0)[key]
         if kept >= _guards(self.before, line)[key]:
             return ""
+        if now is not None and _guard_folded(node, self.after.def_at(now.start)):
+            return ""  # the guard written into the answer (``return a / n if n else 0.0``): the same decision
         word = type(node.body[-1]).__name__.lower()
         return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
 
@@ -1576,6 +1583,31 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _guard_folded(guard: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
+    """Whether the installed def decides what a removed guard decided, in an expression: a conditional
+    expression tests, or a ``return`` hands back a comparison or a negation of, what the guard tested (or a
+    local given it): ``if n == 0: return 0.0`` → ``return hit / n if n else 0.0``, ``if buf is None: return
+    False`` + ``return True`` → ``return buf is not None``."""
+    if fn is None:
+        return False
+    tested = _names_in(guard.test)
+    for node in ast.walk(fn):  # a local given what the guard tested stands for it (``total = self.total``)
+        if isinstance(node, ast.Assign) and _names_in(node.value) & tested:
+            tested |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.IfExp) and _names_in(node.test) & tested:
+            return True
+        decided = node.value if isinstance(node, ast.Return) else None
+        if isinstance(decided, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and _names_in(decided) & tested:
+            return True
+    return False
+
+
+def _names_in(node: ast.expr) -> set[str]:
+    """The names and attribute chains ``node`` reads (``self.total``, ``n``)."""
+    return {ast.unparse(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
 
 
 def _bails(node: ast.If) -> bool:

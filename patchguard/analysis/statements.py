@@ -388,11 +388,12 @@ def _tested(node: cst.If | cst.While | cst.IfExp | cst.Assert, scope: Scope) -> 
 
 
 def _never_fires(node: cst.If, scope: Scope) -> Iterator[Seen]:
-    """``if False:`` (or ``cond and False``) put over a raise: the check can never fire. A check made to
-    wait for a switch (``if bad and os.environ.get("STRICT"):``): it fires only when someone sets it."""
+    """``if False:`` (or ``cond and False``) put over a raise — or over a bail-out that answers no (``if
+    size % 16 != 0 and False: return False``): the check can never fire. A check made to wait for a switch
+    (``if bad and os.environ.get("STRICT"):``): it fires only when someone sets it."""
     never = truth(node.test) is False
     switch = None if never else _switched(node.test)
-    if (not never and switch is None) or not _holds_check(node.body):
+    if (not never and switch is None) or not (_holds_check(node.body) or _bails_out(node)):
         return  # (the body is searched last: most tests are neither)
     if never:
         detail = f"the check under `if {' '.join(code(node.test).split())[:60]}` can never fire"
@@ -400,6 +401,19 @@ def _never_fires(node: cst.If, scope: Scope) -> Iterator[Seen]:
         return
     detail = f"the check fires only when `{(switch or '')[:60]}`: off unless someone sets it"
     yield Seen(RuleId.REMOVED_CHECK, "if", node.test, detail)
+
+
+def _bails_out(node: cst.If) -> bool:
+    """An ``if`` without ``else`` whose short body leaves with nothing or a constant answer (``return
+    False``, ``return None``, ``continue``): a guard, as a raise is one."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    if node.orelse is not None or len(body) > 3 or not isinstance(last, cst.SimpleStatementLine):
+        return False
+    leave = last.body[-1]
+    if isinstance(leave, (cst.Continue, cst.Break)):
+        return True
+    return isinstance(leave, cst.Return) and (leave.value is None or truth(leave.value) is not None)
 
 
 def _switched(test: cst.BaseExpression) -> str | None:
