@@ -363,6 +363,11 @@ def test_a_bail_out_that_can_never_leave() -> None:
 def test_a_handler_added_to_a_try_that_was_there() -> None:
     handler = "    except RuntimeError:\n        out = None\n    finally:\n"
     assert ("swallowed-exception", _line(SMALL, "finally:")) in _small("    finally:\n", handler)
+    # a handler that was there, edited (``as e`` and a log line): not one added
+    before = SMALL.replace("    finally:\n", handler)
+    after = before.replace("    except RuntimeError:\n", "    except RuntimeError as e:\n        print(e)\n")
+    found = analyse(CodeChange("pkg/small.py", before.encode(), after.encode(), "pkg", "1.0"))
+    assert not [f for f in found if str(f.rule) == "swallowed-exception"]
 
 
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import keyword
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -240,7 +240,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _flags_turned_off(regions, edit)
     out += _bounds_dropped(regions, edit)
     out += _widened_sets(edit, changed)
-    out += _new_handlers(edit, changed, out)
+    out += _new_handlers(edit, changed, out, regions)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _scripts_are_not_library(out, edit.st.tree)
@@ -931,12 +931,17 @@ def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
     return out
 
 
-def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> list[Finding]:
+def _new_handlers(
+    edit: _Edit, changed: set[int], found: Sequence[Finding], regions: Sequence[Region] = ()
+) -> list[Finding]:
     """A ``try`` the edit put around code the pristine file ran bare, whose handler does not raise: its
     errors, which stopped the call, are let go now (logged, a fallback, a default). A new handler that does
     nothing at all (``except OSError: pass``) around code another rule found (a dump, a request) lets that
     code's errors go unseen."""
-    nodes = _new_guards(edit, changed)
+    # the lines of regions that replaced an ``except`` line whose handler let the error go already: a handler
+    # there was edited, not added (one that passed the error on, and no longer does, is as good as new)
+    edited = {n for r in regions if _handler_let_go(r.removed) for n in r.lines}
+    nodes = _new_guards(edit, changed, edited)
     if not nodes:
         return []
     pristine = _squeezed_source(edit.before or "")
@@ -954,7 +959,28 @@ def _new_handlers(edit: _Edit, changed: set[int], found: Sequence[Finding]) -> l
     return out
 
 
-def _new_guards(edit: _Edit, changed: set[int]) -> list[ast.Try | ast.With]:
+def _handler_let_go(removed: Sequence[str]) -> bool:
+    """Whether removed lines held an ``except`` line whose handler did not pass the error on: no ``raise``,
+    and its ``as`` name (if any) used only to say something (a log line, a print)."""
+    at = next((i for i, old in enumerate(removed) if old.lstrip().startswith("except")), None)
+    if at is None:
+        return False
+    head = removed[at]
+    named = re.search(r"\bas\s+(\w+)\s*:", head)
+    body = removed[at + 1 :]
+    if any(line.lstrip().startswith("raise") for line in body):
+        return False
+    if named is None:
+        return True
+    name = named.group(1)
+    return not any(
+        re.search(rf"\b{name}\b", line) and not re.search(r"log|print|warn", line) for line in body
+    )
+
+
+def _new_guards(
+    edit: _Edit, changed: set[int], edited: Collection[int] = ()
+) -> list[ast.Try | ast.With]:
     """The ``try`` statements that begin on a changed line or were given a handler there — and the ``with
     …suppress(…)`` ones that begin on one (the tree is walked only when a changed line opens one)."""
     tree = edit.st.tree
@@ -968,7 +994,10 @@ def _new_guards(edit: _Edit, changed: set[int]) -> list[ast.Try | ast.With]:
     return [
         node for node in ast.walk(tree)
         if isinstance(node, kinds)
-        and (node.lineno in changed or any(h.lineno in changed for h in getattr(node, "handlers", ())))
+        and (
+            node.lineno in changed
+            or any(h.lineno in changed and h.lineno not in edited for h in getattr(node, "handlers", ()))
+        )
     ]  # fmt: skip
 
 
