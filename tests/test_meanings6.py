@@ -363,6 +363,12 @@ def test_a_bail_out_that_can_never_leave() -> None:
 def test_a_handler_added_to_a_try_that_was_there() -> None:
     handler = "    except RuntimeError:\n        out = None\n    finally:\n"
     assert ("swallowed-exception", _line(SMALL, "finally:")) in _small("    finally:\n", handler)
+    # a second handler beside one that was there: a choice of what the first did not handle
+    second = handler.replace("    finally:\n", "    except ValueError:\n        out = 0\n    finally:\n")
+    before2 = SMALL.replace("    finally:\n", handler)
+    after2 = SMALL.replace("    finally:\n", second)
+    found2 = analyse(CodeChange("pkg/small.py", before2.encode(), after2.encode(), "pkg", "1.0"))
+    assert not [f for f in found2 if str(f.rule) == "swallowed-exception"]
     # a handler that was there, edited (``as e`` and a log line): not one added
     before = SMALL.replace("    finally:\n", handler)
     after = before.replace("    except RuntimeError:\n", "    except RuntimeError as e:\n        print(e)\n")

@@ -938,9 +938,9 @@ def _new_handlers(
     errors, which stopped the call, are let go now (logged, a fallback, a default). A new handler that does
     nothing at all (``except OSError: pass``) around code another rule found (a dump, a request) lets that
     code's errors go unseen."""
-    # the lines of regions that replaced an ``except`` line whose handler let the error go already: a handler
-    # there was edited, not added (one that passed the error on, and no longer does, is as good as new)
-    edited = {n for r in regions if _handler_let_go(r.removed) for n in r.lines}
+    # the lines of regions that replaced an ``except`` line: a handler there was edited, not added (what an
+    # edited handler no longer passes on is :func:`_removed_checks`' to say)
+    edited = {n for r in regions if any(o.lstrip().startswith("except") for o in r.removed) for n in r.lines}
     nodes = _new_guards(edit, changed, edited)
     if not nodes:
         return []
@@ -959,23 +959,11 @@ def _new_handlers(
     return out
 
 
-def _handler_let_go(removed: Sequence[str]) -> bool:
-    """Whether removed lines held an ``except`` line whose handler did not pass the error on: no ``raise``,
-    and its ``as`` name (if any) used only to say something (a log line, a print)."""
-    at = next((i for i, old in enumerate(removed) if old.lstrip().startswith("except")), None)
-    if at is None:
-        return False
-    head = removed[at]
-    named = re.search(r"\bas\s+(\w+)\s*:", head)
-    body = removed[at + 1 :]
-    if any(line.lstrip().startswith("raise") for line in body):
-        return False
-    if named is None:
-        return True
-    name = named.group(1)
-    return not any(
-        re.search(rf"\b{name}\b", line) and not re.search(r"log|print|warn", line) for line in body
-    )
+def _all_new(handlers: Sequence[ast.ExceptHandler], changed: set[int], edited: Collection[int]) -> bool:
+    """Whether every handler of a ``try`` is on a changed line and none edited: it had none before (a
+    ``try``/``finally``), so what propagated is caught now — a second handler beside one that was there is a
+    choice of what the first did not handle."""
+    return bool(handlers) and all(h.lineno in changed and h.lineno not in edited for h in handlers)
 
 
 def _new_guards(
@@ -994,10 +982,7 @@ def _new_guards(
     return [
         node for node in ast.walk(tree)
         if isinstance(node, kinds)
-        and (
-            node.lineno in changed
-            or any(h.lineno in changed and h.lineno not in edited for h in getattr(node, "handlers", ()))
-        )
+        and (node.lineno in changed or _all_new(getattr(node, "handlers", ()), changed, edited))
     ]  # fmt: skip
 
 
@@ -1546,6 +1531,15 @@ class _Gone:
             return ""  # what it guarded, or what it tested, left with a rewrite: not a guard taken out
         if not _bails(node):
             return ""  # an answer returned early (``if cached is not None: return cached``): a dispatch
+        if self._guard_lives_on(node, line):
+            return ""
+        word = type(node.body[-1]).__name__.lower()
+        return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
+
+    def _guard_lives_on(self, node: ast.If, line: int) -> bool:
+        """Whether the installed def keeps as many such guards as the pristine one had, or decides what the
+        guard decided in an expression (``return a / n if n else 0.0``: :func:`_guard_folded`)."""
+        assert self.before is not None
         scope = self.before.innermost(line)
         key = (scope.qualname if scope else "", ast.dump(node.test), type(node.body[-1]).__name__)
         now = next((s for s in self.after.scopes if scope is not None and s.qualname == scope.qualname), None)
@@ -1553,11 +1547,8 @@ class _Gone:
         if scope is None:
             kept = _guards(self.after, 0)[key]
         if kept >= _guards(self.before, line)[key]:
-            return ""
-        if now is not None and _guard_folded(node, self.after.def_at(now.start)):
-            return ""  # the guard written into the answer (``return a / n if n else 0.0``): the same decision
-        word = type(node.body[-1]).__name__.lower()
-        return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
+            return True
+        return now is not None and _guard_folded(node, self.after.def_at(now.start))
 
     def scope(self, line: int) -> bool:
         """Whether a pristine line sat in a def or class the installed file no longer has at all."""
