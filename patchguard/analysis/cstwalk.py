@@ -174,34 +174,41 @@ def types_of(*bases: type) -> frozenset[type]:
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree."""
-    _walk(node, visitor, _KIND_SKIPPING if getattr(visitor, "SKIPS_TRIVIA", False) else _KIND)
+    _walk(node, visitor, _KINDS_SKIPPING if getattr(visitor, "SKIPS_TRIVIA", False) else _KINDS)
 
 
 # What a value met on the walk is, by its type (``isinstance`` of libcst's abstract classes goes through
 # ``ABCMeta.__instancecheck__``: millions of times a scan): a node to walk, a node to skip, or neither.
 _NODE, _SKIPPED, _OTHER = 1, 2, 0
-_KIND: dict[type, int] = {}
-_KIND_SKIPPING: dict[type, int] = {}
 
 
-def _kind_of(kinds: dict[type, int], t: type) -> int:
-    if not issubclass(t, cst.CSTNode):
-        kind = _OTHER
-    elif kinds is _KIND_SKIPPING and issubclass(t, TRIVIA):
-        kind = _SKIPPED
-    else:
-        kind = _NODE
-    kinds[t] = kind
-    return kind
+class _Kinds(dict[type, int]):
+    """Type → its kind, worked out on first sight (``__missing__``) and looked up after."""
+
+    def __init__(self, skipping: bool) -> None:
+        super().__init__()
+        self.skipping = skipping
+
+    def __missing__(self, t: type) -> int:
+        if not issubclass(t, cst.CSTNode):
+            kind = _OTHER
+        elif self.skipping and issubclass(t, TRIVIA):
+            kind = _SKIPPED
+        else:
+            kind = _NODE
+        self[t] = kind
+        return kind
 
 
-def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, kinds: dict[type, int]) -> None:
+_KINDS, _KINDS_SKIPPING = _Kinds(skipping=False), _Kinds(skipping=True)
+
+
+def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, kinds: _Kinds) -> None:
     plan = _plan(type(visitor), type(node))
     if plan is None:
         node.visit(visitor)
         return
-    kind = kinds.get(type(node))
-    if (kind if kind is not None else _kind_of(kinds, type(node))) == _SKIPPED:
+    if kinds[type(node)] == _SKIPPED:
         return
     if visitor.on_visit(node):
         for attr, many, told in plan:
@@ -212,13 +219,10 @@ def _walk(node: cst.CSTNode, visitor: cst.CSTVisitor, kinds: dict[type, int]) ->
                 visitor.on_visit_attribute(node, attr)
             if type(value) is tuple or type(value) is list:
                 for child in value:
-                    kind = kinds.get(type(child))
-                    if (kind if kind is not None else _kind_of(kinds, type(child))) != _OTHER:
+                    if kinds[type(child)] != _OTHER:
                         _walk(child, visitor, kinds)
-            else:
-                kind = kinds.get(type(value))
-                if (kind if kind is not None else _kind_of(kinds, type(value))) != _OTHER:
-                    _walk(value, visitor, kinds)
+            elif kinds[type(value)] != _OTHER:
+                _walk(value, visitor, kinds)
             if told:
                 visitor.on_leave_attribute(node, attr)
     visitor.on_leave(node)

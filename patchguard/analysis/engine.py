@@ -27,7 +27,7 @@ from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .aliases import resolve
 from .bounds import too_wild
-from .families import CHECKING_CALL, CHECKING_FLAG_WORDS, LENIENT_FLAG_WORDS
+from .families import CHECKING_CALL, CHECKING_FLAG_WORDS, LENIENT_FLAG_WORDS, SUPPRESSORS
 from .rules import RULES, could_hit, on_hot_path
 from .structure import Region, Structure, changed_regions, same_code, structure
 
@@ -994,8 +994,8 @@ def _new_suppressions(
     out: list[Finding] = []
     for node in nodes:
         calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
-        names = [resolve(edit.st.aliases, ast.unparse(c.func)) for c in calls]
-        suppress = next((c for c, q in zip(calls, names, strict=True) if q.endswith("suppress")), None)
+        aliases = edit.st.aliases_at(edit.st.qualname_at(node.lineno) or "")  # a def's own imports too
+        suppress = next((c for c in calls if resolve(aliases, ast.unparse(c.func)) in SUPPRESSORS), None)
         wrapped = _wrapped_code(node, edit.lines, pristine) if suppress is not None else []
         if suppress is not None and wrapped and node.lineno not in said:
             what, by = " ".join(ast.unparse(wrapped[0]).split())[:50], ast.unparse(suppress)[:40]
@@ -1137,47 +1137,33 @@ def _fewer_refused(before: ast.expr, after: ast.expr) -> str:
     """A membership test that lets more through: ``x != a`` or ``x not in (a, b)`` → ``x not in (a, b,
     c)`` (the values that pass grew), ``x == a`` or ``x in (a, b)`` → ``x in (a,)`` (fewer refused)."""
     old, new = _membership(before), _membership(after)
-    if old is None or new is None or old[:2] != new[:2]:
+    if old is None or new is None or ast.dump(old[0]) != ast.dump(new[0]) or old[1] != new[1]:
         return ""
-    allowed, was, now = old[1], set(old[2]), set(new[2])
+    subject, allowed, members = new
+    was, now = {ast.dump(e) for e in old[2]}, {ast.dump(e) for e in members}
     if allowed and was < now:
-        more = [ast.unparse(e) for e in _members(after) or () if ast.dump(e) not in was]
-        return f"the values `{ast.unparse(_subject(after))[:40]}` may take grew: {', '.join(more)[:60]}"
+        more = [ast.unparse(e) for e in members if ast.dump(e) not in was]
+        return f"the values `{ast.unparse(subject)[:40]}` may take grew: {', '.join(more)[:60]}"
     if not allowed and now < was:
-        return f"fewer values of `{ast.unparse(_subject(after))[:40]}` are refused"
+        return f"fewer values of `{ast.unparse(subject)[:40]}` are refused"
     return ""
 
 
-def _membership(test: ast.expr) -> tuple[str, bool, frozenset[str]] | None:
+def _membership(test: ast.expr) -> tuple[ast.expr, bool, list[ast.expr]] | None:
     """(the subject, whether the values listed are the allowed ones, the values) of ``x != a``, ``x not in
     (a, b)``, ``not x in (…)`` (allowed) or ``x == a``, ``x in (a, b)`` (refused)."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-    inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
-    if not isinstance(inner, ast.Compare) or len(inner.ops) != 1:
-        return None
-    op = inner.ops[0]
-    members = _members(inner)
-    if members is None:
-        return None
-    allowed = isinstance(op, (ast.NotEq, ast.NotIn)) != negated
-    return ast.dump(inner.left), allowed, frozenset(ast.dump(e) for e in members)
-
-
-def _members(test: ast.expr) -> list[ast.expr] | None:
     inner = test.operand if isinstance(test, ast.UnaryOp) else test
     if not isinstance(inner, ast.Compare) or len(inner.ops) != 1:
         return None
     op, right = inner.ops[0], inner.comparators[0]
     if isinstance(op, (ast.Eq, ast.NotEq)):
-        return [right]
-    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, _LITERALS):
-        return list(right.elts)
-    return None
-
-
-def _subject(test: ast.expr) -> ast.expr:
-    inner = test.operand if isinstance(test, ast.UnaryOp) else test
-    return inner.left if isinstance(inner, ast.Compare) else inner
+        members = [right]
+    elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, _LITERALS):
+        members = list(right.elts)
+    else:
+        return None
+    return inner.left, isinstance(op, (ast.NotEq, ast.NotIn)) != negated, members
 
 
 def _and_more(before: ast.expr, after: ast.expr) -> str:
@@ -1411,10 +1397,8 @@ def _condition(line: str) -> ast.expr | None:
 
 def _guards_raise(tree: ast.Module | None, line: int) -> bool:
     """Whether the ``if`` at ``line`` holds a ``raise`` or an ``assert`` in its body."""
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.If) and node.lineno == line:
-            return _guards_raise_node(node)
-    return False
+    node = next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
+    return node is not None and _guards_raise_node(node)
 
 
 def _code_of(line: str) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "OPENERS",
     "OPEN_METHODS",
     "RECEIVER_WORDS",
+    "SUPPRESSORS",
     "TENSOR_ONLY_METHODS",
     "TO_HOST",
     "WAIT_METHODS",
@@ -60,7 +61,9 @@ OPENERS = frozenset(
 MEMMAPS = frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"})
 # The calls that import a module by its name: code chosen at run time when the environment names it.
 IMPORTERS = frozenset({"importlib.import_module", "__import__", "builtins.__import__"})
-ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | {"select.select", "contextlib.suppress"}
+# What lets the errors of a block go by the exceptions it is given (``with contextlib.suppress(KeyError):``).
+SUPPRESSORS = frozenset({"contextlib.suppress"})
+ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | {"select.select"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
 # ``self.validate_config()``, ``sanity_check_outputs(...)``, ``_raise_unsupported(...)``): a check as much

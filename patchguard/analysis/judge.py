@@ -35,6 +35,7 @@ from .families import (
     NEVER_SET,
     OPEN_METHODS,
     OPENERS,
+    SUPPRESSORS,
     TO_HOST,
     WAIT_METHODS,
     WRITE_METHODS,
@@ -355,9 +356,7 @@ class _Walker(Dispatch):
             self.dead -= 1
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if (
-            id(node) in self.dead_blocks and type(node) in _STATEMENTS
-        ):
+        if id(node) in self.dead_blocks and type(node) in _STATEMENTS:
             self.dead += 1
         if type(node) in _LOOPS:
             self.loops += 1
@@ -399,9 +398,7 @@ class _Walker(Dispatch):
         return not could_hit(text, self.unit_text, self.aliases, self.every_step)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        if (
-            id(original_node) in self.dead_blocks and type(original_node) in _STATEMENTS
-        ):
+        if id(original_node) in self.dead_blocks and type(original_node) in _STATEMENTS:
             self.dead -= 1
         if type(original_node) in _LOOPS:
             self.loops -= 1
@@ -761,7 +758,7 @@ _MATCHERS: tuple[_Matcher, ...] = (
         lambda n, q, m, r: any(
             get_full_name_for_node(a.value) in ("Exception", "BaseException") for a in n.args
         ),
-        qualnames=frozenset({"contextlib.suppress"}),
+        qualnames=SUPPRESSORS,
     ),
     _Matcher(RuleId.GLOBAL_SWITCH, lambda n, q, m, r: _switches(n, q, m, r), methods=ARGUMENT_METHODS),
     _Matcher(
@@ -857,16 +854,16 @@ def _made_on_device(value: cst.BaseExpression) -> bool:
     return False
 
 
-def _read_from(node: cst.Call) -> str:
+def _read_from(call: cst.Call) -> str:
     """The local name whose value a read-back call reads: the root of a method's receiver (``lens`` of
-    ``lens.max().item()``), else of its first argument (``int(lens.max())``)."""
-    func = node.func
-    value: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
-    if value is None and node.args:
-        value = node.args[0].value
-    while isinstance(value, (cst.Attribute, cst.Call, cst.Subscript)):
-        value = value.func if isinstance(value, cst.Call) else value.value
-    return value.value if isinstance(value, cst.Name) else ""
+    ``lens.max().item()``), else of a function's first argument (``int(lens.max())``)."""
+    func = call.func
+    node: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
+    if isinstance(func, cst.Name) and call.args:
+        node = call.args[0].value
+    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node.value if isinstance(node, cst.Name) else ""
 
 
 def _only_waits(node: cst.Call) -> bool:
@@ -906,14 +903,7 @@ def _reduction(arg: cst.BaseExpression) -> bool:
 def _host_named(call: cst.Call) -> bool:
     """A read-back (``x.item()``, ``int(x)``…) of a value whose name says it is on the host, as serving
     frameworks name their host copies (``seq_lens_cpu``, ``kv_lens_arr_host``, ``positions_np``)."""
-    func = call.func
-    node: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
-    if isinstance(func, cst.Name) and call.args:
-        node = call.args[0].value
-    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
-        node = node.func if isinstance(node, cst.Call) else node.value
-    name = node.value if isinstance(node, cst.Name) else ""
-    return bool(_HOST_WORDS & set(name.lower().split("_")))
+    return bool(_HOST_WORDS & set(_read_from(call).lower().split("_")))
 
 
 _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
@@ -1085,7 +1075,7 @@ def judge_changed(
     module = _parse(unit, source_lines)
     if module is None:
         return [], []
-    places = positions(module, trivia=False)  # (the walk skips them: _Walker.SKIPS_TRIVIA)
+    places = positions(module, trivia=not _Walker.SKIPS_TRIVIA)
     if not whole and mine:
         first = _Walker(unit, set(mine), st, None, source_lines, horizon=max(mine))
         run(module, first, places)

@@ -313,7 +313,8 @@ def _occurrences(text: str, part: str) -> list[int]:
     return found
 
 
-# A conversion (``int(x)``): a decision the statement's tests do not show.
+# A conversion (``int(x)``), or a lambda (its body is no statement of its own): a decision the statement's
+# tests, parsed alone, do not show.
 _CONVERSION = re.compile(r"\b(?:int|float|bool)\(|\blambda\b")
 
 

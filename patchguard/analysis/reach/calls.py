@@ -114,20 +114,21 @@ def _none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
-def _named(node: ast.expr) -> bool:
-    """A name or an attribute chain on one (``x``, ``self.a.b``)."""
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain hangs on (``self`` of ``self.a.b``, ``x`` of ``x``), else ``None``."""
     while isinstance(node, ast.Attribute):
         node = node.value
-    return isinstance(node, ast.Name)
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _named(node: ast.expr) -> bool:
+    """A name or an attribute chain on one (``x``, ``self.a.b``)."""
+    return _root(node) is not None
 
 
 def _self_attribute(node: ast.expr) -> bool:
     """``self.a`` or ``self.a.b…``."""
-    if not isinstance(node, ast.Attribute):
-        return False
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name) and node.id == "self"
+    return isinstance(node, ast.Attribute) and _root(node) == "self"
 
 
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
