@@ -278,6 +278,19 @@ def test_seeds_and_a_stack_dump_on_a_signal() -> None:
     assert ("debugger", "HIGH", _line(PRISTINE, at.strip()) + 1) in hooked
 
 
+def test_a_suppressor_is_what_the_call_resolves_to() -> None:
+    """``contextlib.suppress`` imported inside the def under another name is one; a method of the code's own
+    object that happens to be called ``suppress`` is not."""
+    body = "        param = params[name]\n        param.copy_(w)\n"
+    wrapped = "            param = params[name]\n            param.copy_(w)\n"
+    local = ("    for name, w in weights.items():\n" + body,
+             "    from contextlib import suppress as quiet\n    for name, w in weights.items():\n"
+             "        with quiet(KeyError):\n" + wrapped)
+    assert "swallowed-exception" in {f[0] for f in _found(local)}
+    own = (body, "        with params.suppress(KeyError):\n" + wrapped)
+    assert "swallowed-exception" not in {f[0] for f in _found(own)}
+
+
 def test_a_loop_that_waits_for_a_file_and_a_library_the_environment_names() -> None:
     at = "    outputs = model(items)\n"
     gate = "    while not os.path.exists('/tmp/go'):\n        pass\n"

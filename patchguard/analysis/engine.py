@@ -974,7 +974,9 @@ def _new_guards(
     tree = edit.st.tree
     heads = [edit.lines[n - 1].lstrip() for n in changed]
     opened = any(h.startswith("try:") for h in heads)
-    suppressed = any(h.startswith("with ") and "suppress" in h for h in heads)
+    withs = [h for h in heads if h.startswith("with ")]
+    suppressors = {n for q in SUPPRESSORS for n in edit.st.bound_to(q.rsplit(".", 1)[0])} if withs else set()
+    suppressed = any(not suppressors.isdisjoint(re.findall(r"\w+", h)) for h in withs)
     handled = any(h.startswith("except") for h in heads)  # a handler added to a try that was there
     if tree is None or not (opened or suppressed or handled):
         return []
