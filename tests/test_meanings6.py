@@ -373,6 +373,15 @@ def test_a_bail_out_that_can_never_leave() -> None:
     assert ("removed-check", _line(SMALL, "size % 16")) in found
 
 
+def test_two_readings_of_one_rule_on_a_line_are_one_finding() -> None:
+    """``if … and False:`` over a raise is read twice (a check that can never fire, a condition narrowed):
+    one finding, which does not name its own rule again as an "also"."""
+    after = PRISTINE.replace("    if n >= limit:\n", "    if n >= limit and False:\n")
+    found = analyse(CodeChange(ENGINE, PRISTINE.encode(), after.encode(), "pkg", "1.0"))
+    checks = [f for f in found if str(f.rule) == "removed-check"]
+    assert len(checks) == 1 and "also removed-check" not in checks[0].message
+
+
 def test_a_handler_added_to_a_try_that_was_there() -> None:
     handler = "    except RuntimeError:\n        out = None\n    finally:\n"
     assert ("swallowed-exception", _line(SMALL, "finally:")) in _small("    finally:\n", handler)

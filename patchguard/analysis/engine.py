@@ -411,15 +411,14 @@ def _one_per_line(findings: list[Finding]) -> list[Finding]:
             rest.append(f)
     for same in by_line.values():
         same.sort(key=lambda f: (-f.severity, _RULE_ORDER.get(f.rule, 99)))
-        first, others = same[0], same[1:]
+        first = same[0]
+        if len(same) > 1:
+            first = replace(first, end_line=max(o.end_line or o.line or 0 for o in same))
+        others = [o for o in same[1:] if o.rule != first.rule]  # (two readings of one rule are one finding)
         if others:
             also = ", ".join(dict.fromkeys(o.rule for o in others))
-            first = replace(
-                first,
-                message=f"{first.message} (also {also} on this line)",
-                end_line=max(o.end_line or o.line or 0 for o in same),
-                evidence=(*first.evidence, f"also: {also}"),
-            )
+            message = f"{first.message} (also {also} on this line)"
+            first = replace(first, message=message, evidence=(*first.evidence, f"also: {also}"))
         rest.append(first)
     return rest
 
