@@ -243,8 +243,8 @@ def test_a_bound_taken_off_a_value() -> None:
 
 
 def test_a_wait_for_the_device_is_a_sync_wherever_the_code_runs_at_work() -> None:
-    """``synchronize()`` or a copy told to block makes the host wait, in any function doing its work — not
-    in one that sets up or stores (``__init__``, ``save_*``)."""
+    """``synchronize()`` or a copy told to block makes the host wait, in any function doing its work — in
+    one that runs once (``__init__``, ``save_*``) it is said, as what it costs there: minor."""
     record = "        self.done.record()\n"
     waits = _found((record, record + "        self.done.synchronize()\n"))
     assert ("device-sync", "MODERATE", _line(PRISTINE, "self.done.record()") + 1) in waits
@@ -252,10 +252,10 @@ def test_a_wait_for_the_device_is_a_sync_wherever_the_code_runs_at_work() -> Non
     assert "device-sync" in {f[0] for f in _found(blocking)}
     setup = ("        self.done = torch.cuda.Event()\n",
              "        self.done = torch.cuda.Event()\n        torch.cuda.synchronize()\n")
-    assert "device-sync" not in {f[0] for f in _found(setup)}
+    assert {f[1] for f in _found(setup) if f[0] == "device-sync"} == {"MINOR"}
     clone = "        return self.cpu.clone()\n"
     stored = (clone, "        torch.cuda.synchronize()\n" + clone)
-    assert "device-sync" not in {f[0] for f in _found(stored)}
+    assert {f[1] for f in _found(stored) if f[0] == "device-sync"} == {"MINOR"}
 
 
 def test_a_value_read_of_a_tensor_made_on_the_device_here() -> None:

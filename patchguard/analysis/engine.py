@@ -15,9 +15,11 @@ import bisect
 import builtins
 import collections
 import functools
+import io
 import keyword
 import re
 import textwrap
+import tokenize
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -28,7 +30,7 @@ from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .aliases import resolve
 from .bounds import too_wild
 from .families import CHECKING_CALL, CHECKING_FLAG_WORDS, LENIENT_FLAG_WORDS, SUPPRESSORS
-from .rules import RULES, could_hit, on_hot_path
+from .rules import RULES, could_hit, on_hot_path, runs_once
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -239,12 +241,29 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _forced_conditions(regions, edit)
     out += _flags_turned_off(regions, edit)
     out += _bounds_dropped(regions, edit)
+    out += _requirements_lowered(regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
     for r in regions:
         _unexplained(edit, r, covered, out)
-    out = _scripts_are_not_library(out, edit.st.tree)
+    out = _checks_voices(_scripts_are_not_library(out, edit.st.tree), regions)
     return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
+
+
+def _checks_voices(out: list[Finding], regions: Sequence[Region]) -> list[Finding]:
+    """A log line written where a check was taken out (``raise ValueError(…)`` → ``logger.warning(…)``) is
+    the voice of the check the edit neutralised, reported there — not output added for its own sake."""
+    checks = [f.line or 0 for f in out if f.rule == RuleId.REMOVED_CHECK]
+    spans = [(r.start, max(r.end, r.start)) for r in regions]
+    spans = [(a, b) for a, b in spans if any(a <= n <= b for n in checks)]
+    return [
+        replace(f, severity=Severity.MINOR)
+        if f.rule == RuleId.LOGGING
+        and f.severity > Severity.MINOR
+        and any(a <= (f.line or 0) <= b for a, b in spans)
+        else f
+        for f in out
+    ]
 
 
 _SCRIPT_NOTE = ' (script code under `if __name__ == "__main__":`, which the library never runs)'
@@ -623,7 +642,7 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
     forward = name.startswith("forward")
-    severity = _severity(hit, rule.severity, name, finding.change.path)
+    severity = _severity(hit, rule.severity, name, finding)
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
     what = "check neutralised" if hit.rule == RuleId.REMOVED_CHECK else f"{hit.qualname} {rule.rationale}"
     message = (
@@ -640,22 +659,79 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
     )
 
 
-def _severity(hit: Hit, severity: Severity, name: str, path: str) -> Severity:
+def _severity(hit: Hit, severity: Severity, name: str, finding: _Maker) -> Severity:
     """A hit's severity where it stands: less for logging off the hot path, for a wait whose loop's job is
     waiting, for a command's own output; info when dead."""
     if hit.dead:
         return Severity.INFO
-    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller) or hit.device
-    if hit.rule == RuleId.LOGGING and not hot:
-        severity = Severity.MINOR  # a log line costs every request on the hot path only
-    if hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller or hit.device):
-        severity = Severity.MINOR  # a backoff or a poll off the hot path: waiting is its job
+    path = finding.change.path
+    if _off_the_hot_path(hit, name, finding.lines):
+        severity = Severity.MINOR
     command = _command_line(name) or path.endswith("__main__.py")
     if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
         severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
     if _its_job(hit, name):
         severity = min(severity, Severity.MINOR)
     return severity
+
+
+def _off_the_hot_path(hit: Hit, name: str, lines: Sequence[str]) -> bool:
+    """Whether a hit costs little where it stands: a log line where the code runs seldom (where the reach
+    cannot tell, a function not run once — a constructor, a loader, a warm-up, what only they call — may
+    well run per request), a wait for the device where it runs once, a backoff or a poll off the hot path
+    (waiting is its job)."""
+    hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller) or hit.device
+    if hot and hit.rule != RuleId.SLEEP:
+        return False
+    if hit.rule == RuleId.LOGGING:
+        return _seldom(hit, name, lines)
+    if hit.rule == RuleId.DEVICE_SYNC:
+        return runs_once(name)
+    return hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller or hit.device)
+
+
+def _seldom(hit: Hit, name: str, lines: Sequence[str]) -> bool:
+    """Whether the code of a hit runs seldom: once in a process's life — at import, in a function that does
+    by its role (:func:`.rules.runs_once`), in one the file calls only from such places (``build_engine``,
+    called from ``main`` alone) — or only when something failed (an ``except`` block), or in a function
+    whose pristine code logs already (one that reports: ``log_stats``)."""
+    if not hit.function or runs_once(name) or hit.familiar or _in_handler(lines, hit.line):
+        return True
+    callers = _callers(name, lines)
+    return bool(callers) and all(c is None or runs_once(c) or _command_line(c) for c in callers)
+
+
+def _in_handler(lines: Sequence[str], line: int) -> bool:
+    """Whether ``line`` sits in an ``except`` block (of the function around it)."""
+    header = _block_header(lines, line)
+    while header and not header.startswith(("def ", "async def ", "class ")):
+        if header.startswith("except"):
+            return True
+        line = next(n for n in range(line - 1, 0, -1) if lines[n - 1].strip() == header)
+        header = _block_header(lines, line)
+    return False
+
+
+def _callers(name: str, lines: Sequence[str]) -> list[str | None]:
+    """The function around each call of ``name`` (``name(…)``, ``self.name(…)``) in a file's lines —
+    ``None`` at module level; the nearest ``def`` above it that is less indented."""
+    call = re.compile(rf"(?<![\w]){re.escape(name)}\(")
+    out: list[str | None] = []
+    for n, text in enumerate(lines):
+        found = call.search(text)
+        if found is None or text.lstrip().startswith(("def ", "async def ")):
+            continue
+        indent = len(text) - len(text.lstrip())
+        out.append(_def_above(lines, n, indent))
+    return out
+
+
+def _def_above(lines: Sequence[str], n: int, indent: int) -> str | None:
+    for above in reversed(lines[:n]):
+        stripped = above.lstrip()
+        if stripped.startswith(("def ", "async def ")) and len(above) - len(stripped) < indent:
+            return stripped.split("def ", 1)[1].split("(", 1)[0].strip()
+    return None
 
 
 def _its_job(hit: Hit, name: str) -> bool:
@@ -699,8 +775,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
     The raise of an ``except`` block whose handler stays: the error is swallowed there (unless ``found``
     says so already, of the handler's own lines)."""
     out: list[Finding] = []
-    checks = any(_a_check(old.strip()) for r in regions for old in r.removed)
-    if not checks and not _guard_exits(regions, edit):
+    if not _removes_checks(regions, edit):
         return out  # (most edits remove no raise, assert or bail-out: the whole files are not read for them)
     gone = _Gone.of(edit)
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
@@ -717,7 +792,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             if s.startswith(_EXITS) and not handler:
                 out += _bail_gone(edit, gone, r, i, line)
                 continue
-            if not (s.startswith(_CODE_START) or _CHECK_CALL.match(s)) and not handler:
+            if not (handler or _checking(s, edit.before)):
                 continue
             stmt = _squeeze(_statement(r.removed, i))
             if _lives_on(stmt, s, (squeezed, before), asserts, added):
@@ -726,6 +801,13 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
                 continue
             out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _removes_checks(regions: Sequence[Region], edit: _Edit) -> bool:
+    """Whether a removed line may be a check (or a bail-out's exit) at all."""
+    removed = [old.strip() for r in regions for old in r.removed]
+    checks = any(_a_check(t) or _calls_validator(t, edit.before) for t in removed)
+    return checks or _guard_exits(regions, edit)
 
 
 def _bail_gone(edit: _Edit, gone: _Gone, r: Region, i: int, line: int) -> list[Finding]:
@@ -791,7 +873,7 @@ def _lives_on(
     strengthened, or replaced in the edit."""
     after, before = files
     moved = after.count(stmt) >= max(before.count(stmt), 1)
-    call = _CHECK_CALL.match(stmt)
+    call = _CHECK_CALL.match(stmt) or _VALIDATOR_CALL.match(stmt)
     if call is not None:  # a checking call given other arguments is the same check
         callee = _squeeze(call.group())
         moved = moved or after.count(callee) >= max(before.count(callee), 1)
@@ -806,6 +888,58 @@ def _a_check(text: str) -> bool:
 
 # A statement that is a checking call: ``_check_x(...)``, ``self._validate(...)``, ``utils.verify_y(...)``.
 _CHECK_CALL = re.compile(rf"(?:[A-Za-z_]\w*\.)*{CHECKING_CALL}\(")
+
+
+def _checking(text: str, before: str | None) -> bool:
+    """Whether a stripped line begins a check: ``raise``, ``assert``, a checking call (by its name or by
+    what the function it calls does)."""
+    return text.startswith(_CODE_START) or bool(_CHECK_CALL.match(text)) or _calls_validator(text, before)
+
+
+# A statement that is a call of a function of the module, or of a method on ``self``/``cls``, by name.
+_VALIDATOR_CALL = re.compile(r"(?:self\.|cls\.)?[A-Za-z_]\w*\(")
+
+
+def _calls_validator(text: str, before: str | None) -> bool:
+    """Whether a stripped line is a statement calling a function of the pristine file whose whole job is to
+    refuse (:func:`_validators`) — ``_disjoint("out", out, x)`` — whatever its name says."""
+    call = _VALIDATOR_CALL.match(text)
+    if call is None or before is None:
+        return False
+    return call.group().rstrip("(").rsplit(".", 1)[-1] in _validators(before)
+
+
+@functools.lru_cache(maxsize=4)
+def _validators(source: str) -> frozenset[str]:
+    """The functions of a file whose whole job is to refuse bad input: they raise, return no value, and do
+    nothing else — checks, local names worked out for them, loops over them (a validator by what it does,
+    not by a name such as ``check_*``)."""
+    tree = _tree_of(source)
+    if tree is None:
+        return frozenset()
+    return frozenset(
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(isinstance(n, ast.Raise) for n in _own_statements(node.body))
+        and all(_only_refuses(n) for n in _own_statements(node.body[_docstring(node) :]))
+    )
+
+
+def _docstring(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    first = node.body[0]
+    return int(isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant))
+
+
+def _only_refuses(stmt: ast.stmt) -> bool:
+    """A statement a validator may hold: a test, a raise, an assert, a bare return, a ``pass``, a local
+    name worked out."""
+    if isinstance(stmt, ast.Return):
+        return stmt.value is None
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return all(isinstance(n, (ast.Name, ast.Tuple)) for n in targets)
+    return isinstance(stmt, (ast.If, ast.Raise, ast.Assert, ast.Pass, ast.For, ast.Continue, ast.Break))
 
 
 def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Finding]:
@@ -1113,7 +1247,34 @@ def _one_line(statement: str) -> str:
 
 
 def _weaker(before: ast.expr, after: ast.expr) -> str:
-    """How the condition of a check fires less now than it did, or ""."""
+    """How the condition of a check fires less now than it did, or "" — tuples compared read as their
+    parts (``(major, minor) != (10, 7)`` is ``major != 10 or minor != 7``: ``major != 10`` lost a part)."""
+    return _fires_less(_by_parts(before), _by_parts(after))
+
+
+def _by_parts(test: ast.expr) -> ast.expr:
+    """``(a, b) == (x, y)`` as ``a == x and b == y``, ``!=`` as ``a != x or b != y`` (inside ``and``/``or``/
+    ``not`` too); anything else as it is."""
+    if isinstance(test, ast.BoolOp):
+        return ast.BoolOp(test.op, [_by_parts(v) for v in test.values])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ast.UnaryOp(test.op, _by_parts(test.operand))
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return test
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if not isinstance(op, (ast.Eq, ast.NotEq)):
+        return test
+    if not (isinstance(left, ast.Tuple) and isinstance(right, ast.Tuple)):
+        return test
+    if len(left.elts) != len(right.elts):
+        return test
+    parts: list[ast.expr] = [ast.Compare(a, [op], [b]) for a, b in zip(left.elts, right.elts, strict=True)]
+    if len(parts) == 1:
+        return parts[0]
+    return ast.BoolOp(ast.And() if isinstance(op, ast.Eq) else ast.Or(), parts)
+
+
+def _fires_less(before: ast.expr, after: ast.expr) -> str:
     return (
         _and_more(before, after)
         or _fewer_ors(before, after)
@@ -1131,7 +1292,7 @@ def _one_part_weaker(before: ast.expr, after: ast.expr) -> str:
     if type(before.op) is not type(after.op) or len(before.values) != len(after.values):
         return ""
     pairs = [(b, a) for b, a in zip(before.values, after.values, strict=True) if ast.dump(b) != ast.dump(a)]
-    return _weaker(*pairs[0]) if len(pairs) == 1 else ""
+    return _fires_less(*pairs[0]) if len(pairs) == 1 else ""
 
 
 def _fewer_refused(before: ast.expr, after: ast.expr) -> str:
@@ -1326,6 +1487,94 @@ def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     return out
 
 
+def _requirements_lowered(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A minimum asked for made lower, one literal the only change of a line: the argument of a call that
+    asks whether a minimum is met (``has_device_capability(89)`` → ``(80)``, ``is_triton_available("3.4.0")``
+    → ``"3.3.0"``), or the value a function that states a minimum returns (``get_min_capability``: ``return
+    80`` → ``return 75``) — what it kept out passes now. Numbers compare as numbers, strings as versions."""
+    out: list[Finding] = []
+    for r in regions:
+        if not r.removed or len(r.removed) != len(r.lines):
+            continue
+        for old, n in zip(r.removed, r.lines, strict=True):
+            pair = _one_literal_changed(old, edit.lines[n - 1])
+            if pair is None:
+                continue
+            before, after, where = pair
+            function = (edit.st.qualname_at(n) or "").rsplit(".", 1)[-1]
+            asks = where is not None and _asks_minimum(where)
+            states = where is None and not {"min", "minimum"}.isdisjoint(_words(function))
+            if (asks or states) and _lower(after, before):
+                what = f"`{where}(…)` asks for" if asks else f"{function} states"
+                detail = f"{what} less: {before} → {after}"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _asks_minimum(name: str) -> bool:
+    """Whether a call named ``name`` asks if a minimum is met: a predicate (``has_device_capability``,
+    ``meets_min_version``) or an ``is_`` one that says so (``is_triton_available``, ``is_sm_at_least``),
+    or ``version_at_least`` — not ``min``/``max`` themselves, nor ``is_device_capability`` (an equality)."""
+    words = name.lower().strip("_").split("_")
+    if words[0] in ("has", "supports", "meets", "satisfies"):
+        return True
+    asked = {"least", "minimum", "min"}
+    return (len(words) > 1 and not asked.isdisjoint(words)) or (words[0] == "is" and "available" in words)
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in name.lower().split("_") if w}
+
+
+def _one_literal_changed(old: str, new: str) -> tuple[str, str, str | None] | None:
+    """(the literal before, after, the name of the call it is an argument of — ``None`` for the value of a
+    ``return``) when one number or string is all that differs between two lines of code; else ``None``."""
+    a, b = _tokens(old), _tokens(new)
+    if a is None or b is None or len(a) != len(b):
+        return None
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    if len(diff) != 1:
+        return None
+    i = diff[0]
+    (kind_a, before), (kind_b, after) = a[i], b[i]
+    if kind_a != kind_b or kind_a not in (tokenize.NUMBER, tokenize.STRING):
+        return None
+    if i == 1 and a[0] == (tokenize.NAME, "return"):
+        return before, after, None
+    depth = 0
+    for k in range(i - 1, 0, -1):  # back to the bracket the literal sits in: the call's name before it
+        depth += {")": 1, "(": -1}.get(a[k][1], 0)
+        if depth < 0:
+            return (before, after, a[k - 1][1]) if a[k - 1][0] == tokenize.NAME else None
+    return None
+
+
+def _tokens(line: str) -> list[tuple[int, str]] | None:
+    """The significant tokens of one line of code (comments and layout aside), or ``None``."""
+    out: list[tuple[int, str]] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.strip()).readline):
+            if tok.type in (tokenize.NAME, tokenize.NUMBER, tokenize.STRING, tokenize.OP):
+                out.append((tok.type, tok.string))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # (a line of a statement open over several lines: what it holds so far)
+    return out or None
+
+
+def _lower(after: str, before: str) -> bool:
+    """Whether literal ``after`` asks for less than ``before``: numbers by value, strings as versions."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        new, old = ast.literal_eval(after), ast.literal_eval(before)
+        if isinstance(new, str) and isinstance(old, str):
+            return Version(new) < Version(old)
+        numbers = (int, float)
+        return isinstance(new, numbers) and isinstance(old, numbers) and new < old
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, InvalidVersion):
+        return False
+
+
 def _bounded(value: ast.expr | None) -> ast.expr | None:
     """``x`` of ``max(2, x)``/``min(x, 8)`` (a bound by a number), else ``None``."""
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and len(value.args) == 2):
@@ -1397,9 +1646,40 @@ def _condition(line: str) -> ast.expr | None:
 
 
 def _guards_raise(tree: ast.Module | None, line: int) -> bool:
-    """Whether the ``if`` at ``line`` holds a ``raise`` or an ``assert`` in its body."""
+    """Whether the ``if`` at ``line`` refuses what its condition names: its body raises or asserts, warns
+    (``logger.warning``, ``warnings.warn``), or hands back an error message (``return error_msg``,
+    ``return f"… exceeds …"``) — a validator that reports instead of raising is a check as much."""
     node = next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
-    return node is not None and _guards_raise_node(node)
+    return node is not None and (_guards_raise_node(node) or any(map(_refusal, _own_statements(node.body))))
+
+
+def _own_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a block and of the blocks nested in it, not of a def or a class inside."""
+    for stmt in body:
+        yield stmt
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                yield from _own_statements(getattr(stmt, field, ()))
+
+
+_WARNINGS = frozenset({"warning", "warn", "error", "critical", "exception", "fatal"})
+_ERROR_WORDS = frozenset({"err", "error", "errors", "msg", "message", "reason", "problem"})
+
+
+def _refusal(stmt: ast.stmt) -> bool:
+    """A statement that says the case is refused: a warning or an error logged, or an error message
+    returned."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        func = stmt.value.func
+        return isinstance(func, ast.Attribute) and func.attr in _WARNINGS
+    if isinstance(stmt, ast.Return) and stmt.value is not None:
+        value = stmt.value
+        if isinstance(value, ast.JoinedStr):
+            return True
+        if isinstance(value, ast.Constant):
+            return isinstance(value.value, str)
+        return isinstance(value, ast.Name) and not _ERROR_WORDS.isdisjoint(value.id.lower().split("_"))
+    return False
 
 
 def _code_of(line: str) -> str:

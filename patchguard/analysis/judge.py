@@ -498,17 +498,20 @@ class _Walker(Dispatch):
         """A device sync where it stands: on the device path or in a loop, and not of a value named for the
         host (``seq_lens_cpu.max().item()``); off it, reading a value back is ordinary host code. A call
         whose only job is to make the host wait for the device (``synchronize()``, a copy told
-        ``non_blocking=False``), or a value read of a tensor the function made on the device (``lens =
-        make_lens(batch, device=self.device)`` … ``lens.max().item()``), is one wherever the code runs at work
+        ``non_blocking=False``) is one in any function but a test (nobody adds a wait for nothing: a batch's
+        ``_init_*`` runs per step); a value read of a tensor the function made on the device (``lens =
+        make_lens(batch, device=self.device)`` … ``lens.max().item()``) is one wherever the code runs at work
         — not where it sets up, shows or stores, nor at import."""
         if _host_named(node):
             return None
         if self.on_device_path() or self.loops:
             return RuleId.DEVICE_SYNC
         name = self.names[-1] if self.names else ""
-        at_work = self.functions[-1][0] is not None and not _off_device_role(name)
+        in_function = self.functions[-1][0] is not None and not name.lstrip("_").startswith("test")
+        if in_function and _only_waits(node):
+            return RuleId.DEVICE_SYNC
         made_here = _read_from(node) in self.on_device  # a value of a tensor this function made on the device
-        return RuleId.DEVICE_SYNC if at_work and (_only_waits(node) or made_here) else None
+        return RuleId.DEVICE_SYNC if in_function and not _off_device_role(name) and made_here else None
 
     def _made_here(self, func: cst.BaseExpression) -> str:
         """The last name of the class a method's receiver is made of on the spot (``threading.Event()``)."""

@@ -43,6 +43,7 @@ __all__ = [
     "could_hit",
     "on_hot_path",
     "rule_for_call",
+    "runs_once",
 ]
 
 
@@ -98,6 +99,27 @@ def on_hot_path(name: str) -> bool:
     return not name.startswith("test") and (bare.startswith(HOT_PATH) or bare.endswith("_forward"))
 
 
+# The lifecycle of a library's objects: what a function named for one of these stages does runs once per
+# process (or per model, per graph), not per request — constructing, loading, registering, compiling,
+# capturing and warming up, saving, shutting down. A whole snake-case word of the name, or a constructor.
+_ONCE_WORDS = frozenset(
+    {"init", "initialize", "setup", "load", "register", "configure", "compile", "capture", "warmup"}
+    | {"profile", "save", "export", "shutdown", "cleanup", "destroy", "teardown"}
+)
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__", "__init_subclass__", "__set_name__"})
+
+
+def runs_once(name: str) -> bool:
+    """Whether a function named ``name`` runs once in a process's life by its role, not per request: a
+    constructor, a ``from_*`` one, or one named for a stage of the lifecycle (``load_weights``, ``_warmup``,
+    ``init_feature_buffer``, ``capture``) — unless its name also puts it on the hot path
+    (``init_forward_metadata``)."""
+    if name in _CONSTRUCTORS:
+        return True
+    bare = name.strip("_").lower()
+    return not on_hot_path(name) and (bare.startswith("from_") or not _ONCE_WORDS.isdisjoint(bare.split("_")))
+
+
 # Calls that run the callable they are given: ``functools.partial(torch.save, x)`` dumps as surely as
 # ``torch.save(x)`` — (qualified name, position of the callable among the positional arguments).
 WRAPPERS: dict[str, int] = {
@@ -114,6 +136,8 @@ REDUCTIONS = frozenset(
     | {"count_nonzero", "amax", "amin", "item", "abs", "isnan", "isinf", "eq", "ne", "gt", "lt", "ge", "le"}
 )
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+# Logging libraries whose loggers a module may bind to any name (``from loguru import logger as _lg``).
+_LOGGING_MODULES = ("logging.", "loguru.", "structlog.")
 
 
 def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> RuleId | None:
@@ -129,7 +153,7 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> Ru
             return family
     if method is not None:  # the receiver may be an expression (``(root / name).write_text(x)``): no name
         base = (receiver or "").rsplit(".", 1)[-1].lower()
-        if method in _LOG_METHODS and ("log" in base or qualname.startswith("logging.")):
+        if method in _LOG_METHODS and ("log" in base or qualname.startswith(_LOGGING_MODULES)):
             return RuleId.LOGGING
         if method in METHODS:
             return METHODS[method]
