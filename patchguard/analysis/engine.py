@@ -242,6 +242,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _flags_turned_off(regions, edit)
     out += _bounds_dropped(regions, edit)
     out += _requirements_lowered(regions, edit)
+    out += _supported_grown(regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
     for r in regions:
@@ -667,7 +668,7 @@ def _severity(hit: Hit, severity: Severity, name: str, finding: _Maker) -> Sever
     path = finding.change.path
     if _off_the_hot_path(hit, name, finding.lines):
         severity = Severity.MINOR
-    command = _command_line(name) or path.endswith("__main__.py")
+    command = (_command_line(name) and "." not in hit.function) or path.endswith("__main__.py")
     if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
         severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
     if _its_job(hit, name):
@@ -806,7 +807,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
 def _removes_checks(regions: Sequence[Region], edit: _Edit) -> bool:
     """Whether a removed line may be a check (or a bail-out's exit) at all."""
     removed = [old.strip() for r in regions for old in r.removed]
-    checks = any(_a_check(t) or _calls_validator(t, edit.before) for t in removed)
+    checks = any(_checking(t, edit.before) or _a_check(t) for t in removed)
     return checks or _guard_exits(regions, edit)
 
 
@@ -893,7 +894,18 @@ _CHECK_CALL = re.compile(rf"(?:[A-Za-z_]\w*\.)*{CHECKING_CALL}\(")
 def _checking(text: str, before: str | None) -> bool:
     """Whether a stripped line begins a check: ``raise``, ``assert``, a checking call (by its name or by
     what the function it calls does)."""
-    return text.startswith(_CODE_START) or bool(_CHECK_CALL.match(text)) or _calls_validator(text, before)
+    return (
+        text.startswith(_CODE_START)
+        or bool(_CHECK_CALL.match(text) or _ORDERING.match(text))
+        or _calls_validator(text, before)
+    )
+
+
+# A statement that orders work between streams or ranks: a stream waits for an event or another stream, a
+# tensor is kept alive for another stream, the ranks meet (``self.forward_stream.wait_event(done)``,
+# ``dist.barrier()``); taken out, what came after may run before what it waited for is done — a check of
+# order gone. (Not a host-wide ``synchronize()``: the host waiting less changes no order on one stream.)
+_ORDERING = re.compile(r"(?:[A-Za-z_]\w*(?:\(\))?\.)*(?:wait_event|wait_stream|barrier|record_stream)\(")
 
 
 # A statement that is a call of a function of the module, or of a method on ``self``/``cls``, by name.
@@ -975,6 +987,19 @@ def _caught(handler: ast.ExceptHandler) -> str:
     return ast.unparse(handler.type) if handler.type is not None else ""
 
 
+def _covers(handler: ast.ExceptHandler, caught: str) -> bool:
+    """Whether a handler catches at least the errors ``caught`` names (``except AssertionError`` →
+    ``except (AssertionError, RuntimeError)``)."""
+    now = _caught(handler)
+    if now == caught:
+        return True
+    return bool(caught) and bool(now) and _names(caught) <= _names(now)
+
+
+def _names(caught: str) -> set[str]:
+    return {n.strip() for n in caught.strip("()").split(",") if n.strip()}
+
+
 def _raises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
@@ -999,10 +1024,48 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             if after is None:
                 continue
             detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
-            if detail and _guards_raise(edit.st.tree, n):
+            if detail and (_guards_raise(edit.st.tree, n) or _forced_off(edit.st.tree, n, after)):
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
         out += _narrowed_inside(r, edit)
+        out += _asserts_weakened(r, edit)
     return out
+
+
+def _asserts_weakened(r: Region, edit: _Edit) -> list[Finding]:
+    """An assertion that asks less than it did, in place: ``assert a and b`` → ``assert a``, ``assert n <= 8``
+    → ``assert n <= 16``, ``assert all(ok(x) and x >= 0 …)`` → ``… ok(x) …`` — what it refused passes."""
+    before = [_assertion(_statement(r.removed, i)) for i, old in enumerate(r.removed) if _is_assert(old)]
+    out: list[Finding] = []
+    for n in r.lines:
+        if not before or not _is_assert(edit.lines[n - 1]):
+            continue
+        after = _assertion(_statement(edit.lines, n - 1))
+        if after is None:
+            continue
+        # an assertion refuses where its test is false: it asks less when the old test implies the new one
+        old = next((t for t in before if t is not None and _fires_less(after, t)), None)
+        if old is not None:
+            detail = f"the assertion asked `{_short(old)}`, now only `{_short(after)}`"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _is_assert(line: str) -> bool:
+    return line.lstrip().startswith("assert ")
+
+
+def _assertion(statement: str) -> ast.expr | None:
+    """The test of an ``assert`` statement's text (its lines joined), or ``None``."""
+    try:
+        tree = ast.parse(_one_line(statement))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    first = tree.body[0] if tree.body else None
+    return first.test if isinstance(first, ast.Assert) else None
+
+
+def _short(test: ast.expr) -> str:
+    return " ".join(ast.unparse(test).split())[:60]
 
 
 def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
@@ -1276,12 +1339,57 @@ def _by_parts(test: ast.expr) -> ast.expr:
 
 def _fires_less(before: ast.expr, after: ast.expr) -> str:
     return (
-        _and_more(before, after)
+        _inner_part_weaker(before, after)
+        or _divisor_relaxed(before, after)
+        or         _and_more(before, after)
         or _fewer_ors(before, after)
         or _lenient_limit(before, after)
         or _fewer_refused(before, after)
         or _one_part_weaker(before, after)
     )
+
+
+def _inner_part_weaker(before: ast.expr, after: ast.expr) -> str:
+    """``any(bad(x) for x in xs)`` (or ``all``) whose test fires less, the loop the same: so does the
+    whole."""
+    if not (isinstance(before, ast.Call) and isinstance(after, ast.Call)):
+        return ""
+    if ast.dump(before.func) != ast.dump(after.func) or ast.unparse(before.func) not in ("any", "all"):
+        return ""
+    if len(before.args) != 1 or len(after.args) != 1:
+        return ""
+    old, new = before.args[0], after.args[0]
+    loops = (ast.GeneratorExp, ast.ListComp)
+    if not (isinstance(old, loops) and isinstance(new, loops)):
+        return ""
+    if [ast.dump(g) for g in old.generators] != [ast.dump(g) for g in new.generators]:
+        return ""
+    return _fires_less(old.elt, new.elt)
+
+
+def _divisor_relaxed(before: ast.expr, after: ast.expr) -> str:
+    """``n % 64 != 0`` → ``n % 16 != 0``: a multiple of a divisor of the old one passes now (it fires
+    less)."""
+    old, new = _divisibility(before), _divisibility(after)
+    if old is None or new is None or old[0] != new[0] or new[1] == old[1] or old[1] % new[1]:
+        return ""
+    return f"`{old[0][:40]}` need only be a multiple of {new[1]}, not of {old[1]}"
+
+
+def _divisibility(test: ast.expr) -> tuple[str, int] | None:
+    """(``n``, 64) of ``n % 64 != 0`` (or ``0 != n % 64``)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
+        return None
+    sides = [test.left, test.comparators[0]]
+    mods = [e for e in sides if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mod)]
+    zero = [e for e in sides if isinstance(e, ast.Constant) and e.value == 0]
+    if len(mods) != 1 or len(zero) != 1:
+        return None
+    mod = mods[0]
+    divisor = mod.right.value if isinstance(mod.right, ast.Constant) else None
+    if not isinstance(divisor, int) or isinstance(divisor, bool) or divisor <= 0:
+        return None
+    return ast.unparse(mod.left), divisor
 
 
 def _one_part_weaker(before: ast.expr, after: ast.expr) -> str:
@@ -1484,7 +1592,35 @@ def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 was = " ".join(ast.unparse(bounded[target][0]).split())[:50]
                 detail = f"the bound `{was}` is gone: what it kept out passes"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        out += _clamps_gone(r, edit)
     return out
+
+
+def _clamped(statement: str) -> str:
+    """``x`` of ``x = min(x, cap)`` / ``x = max(floor, x)``, else ""."""
+    target, value = _decision(statement)
+    if not (target and target != "return" and isinstance(value, ast.Call)):
+        return ""
+    if not isinstance(value.func, ast.Name):
+        return ""
+    clamps = value.func.id in ("min", "max") and target in {ast.unparse(a) for a in value.args}
+    return target if clamps else ""
+
+
+def _clamps_gone(r: Region, edit: _Edit) -> list[Finding]:
+    """A clamp of a value by another taken out (``num_reqs = min(num_reqs, cap)`` deleted or commented
+    out): what it kept the value within, it is no longer kept within."""
+    squeezed = _squeeze("".join(map(_code_of, edit.lines)))
+    kept = {_clamped(_code_of(_statement(edit.lines, n - 1))) for n in r.lines}  # a clamp given another bound
+    for i in range(len(r.removed)):
+        statement = _code_of(_statement(r.removed, i))
+        target = _clamped(statement)
+        if target and target not in kept and _squeeze(statement) not in squeezed:
+            shown = " ".join(statement.split())[:60]
+            detail = f"the clamp `{shown}` is gone: nothing keeps the value within it"
+            line = max(r.start, 1)
+            return [_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {detail}")]
+    return []
 
 
 def _requirements_lowered(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -1511,6 +1647,36 @@ def _requirements_lowered(regions: Sequence[Region], edit: _Edit) -> list[Findin
     return out
 
 
+def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """What a function that says what is supported or allowed returns, grown (``get_supported_head_sizes``:
+    ``return [32, 64, …]`` given 48 and 576): the function is the check, what it left out passes now."""
+    out: list[Finding] = []
+    for r in regions:
+        if not r.removed or not any(old.lstrip().startswith("return") for old in r.removed):
+            continue
+        was = [v for i in range(len(r.removed)) if (v := _returned_literal(_statement(r.removed, i)))]
+        for n in r.lines:
+            now = _returned_literal(_statement(edit.lines, n - 1))
+            function = (edit.st.qualname_at(n) or "").rsplit(".", 1)[-1]
+            if now is None or not was or _ALLOWING.isdisjoint(_words(function)):
+                continue
+            old, new = {ast.dump(e) for e in was[0].elts}, {ast.dump(e) for e in now.elts}
+            if old < new:
+                more = ", ".join(ast.unparse(e) for e in now.elts if ast.dump(e) not in old)[:60]
+                detail = f"{function} allows more: {more}"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+# Words of a function whose answer is what is let through (``get_supported_dtypes``, ``allowed_backends``).
+_ALLOWING = frozenset({"supported", "allowed", "valid", "accepted", "compatible", "permitted"})
+
+
+def _returned_literal(statement: str) -> ast.List | ast.Tuple | ast.Set | None:
+    target, value = _decision(_code_of(statement))
+    return value if target == "return" and isinstance(value, (ast.List, ast.Tuple, ast.Set)) else None
+
+
 def _asks_minimum(name: str) -> bool:
     """Whether a call named ``name`` asks if a minimum is met: a predicate (``has_device_capability``,
     ``meets_min_version``) or an ``is_`` one that says so (``is_triton_available``, ``is_sm_at_least``),
@@ -1529,6 +1695,8 @@ def _words(name: str) -> set[str]:
 def _one_literal_changed(old: str, new: str) -> tuple[str, str, str | None] | None:
     """(the literal before, after, the name of the call it is an argument of — ``None`` for the value of a
     ``return``) when one number or string is all that differs between two lines of code; else ``None``."""
+    if _LITERAL.sub("#", _code_of(old)).split() != _LITERAL.sub("#", _code_of(new)).split():
+        return None  # (most changed lines differ in more than a literal: not tokenized)
     a, b = _tokens(old), _tokens(new)
     if a is None or b is None or len(a) != len(b):
         return None
@@ -1547,6 +1715,10 @@ def _one_literal_changed(old: str, new: str) -> tuple[str, str, str | None] | No
         if depth < 0:
             return (before, after, a[k - 1][1]) if a[k - 1][0] == tokenize.NAME else None
     return None
+
+
+# A number or a one-line string: what is blanked out to see whether two lines differ in literals alone.
+_LITERAL = re.compile(r"""\b\d[\w.]*|(["'])(?:\\.|(?!\1).)*\1""")
 
 
 def _tokens(line: str) -> list[tuple[int, str]] | None:
@@ -1595,6 +1767,8 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         # what each name was given: True, False, or another value ("?": from the environment, a setting)
         was = {k: ("?" if v.strip() not in ("True", "False") else v.strip())
                for old in r.removed for k, v in _GIVEN.findall(_unquoted(_code_of(old)))}
+        if not r.removed:
+            out += _flags_overridden(r, edit)
         if not was:
             continue
         for n in r.lines:
@@ -1603,6 +1777,25 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                     detail = f"`{name}` is {value} now: the check it asked for is off"
                     out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _flags_overridden(r: Region, edit: _Edit) -> list[Finding]:
+    """A line put in that gives a flag of the pristine code a constant turning its check off
+    (``trust_remote_code = True`` below the code that worked it out, ``self.strict = False``)."""
+    out: list[Finding] = []
+    for n in r.lines:
+        forced = _OVERRIDE.match(_code_of(edit.lines[n - 1]))
+        if forced is None or edit.before is None:
+            continue
+        name, value = forced.group(1), forced.group(2)
+        bare = name.rsplit(".", 1)[-1]
+        if _turns_off(bare, value == "True") and re.search(rf"\b{re.escape(bare)}\b", edit.before):
+            detail = f"`{name}` is forced to {value}: the check it asked for is off"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+_OVERRIDE = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False)\s*$")
 
 
 def _turns_off(name: str, value: bool) -> bool:
@@ -1650,7 +1843,46 @@ def _guards_raise(tree: ast.Module | None, line: int) -> bool:
     (``logger.warning``, ``warnings.warn``), or hands back an error message (``return error_msg``,
     ``return f"… exceeds …"``) — a validator that reports instead of raising is a check as much."""
     node = next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
-    return node is not None and (_guards_raise_node(node) or any(map(_refusal, _own_statements(node.body))))
+    if node is None:
+        return False
+    return _guards_raise_node(node) or any(map(_refusal, _own_statements(node.body))) or _sanitizes(node)
+
+
+def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
+    """Whether the ``if`` at ``line``, its condition made never to hold (``if False and …``), held code that
+    does work — not output alone (a debug print switched off is no check taken out)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else []
+    never = _falsy(test) or any(map(_falsy, parts))
+    node = next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
+    return never and node is not None and not all(map(_output_only, node.body))
+
+
+def _falsy(test: ast.expr) -> bool:
+    return isinstance(test, ast.Constant) and not test.value
+
+
+def _output_only(stmt: ast.stmt) -> bool:
+    """A statement that only prints or logs."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in _OUTPUT_CALLS
+
+
+# What prints or logs, by the last name called (``print`` itself named by the builtin).
+_OUTPUT_CALLS = frozenset({print.__name__, "pprint", "warn", "debug", "info", "warning", "error", "critical"})
+_OUTPUT_CALLS |= {"exception", "log"}
+
+
+def _sanitizes(node: ast.If) -> bool:
+    """An ``if`` whose body puts right the value its condition found wrong (``if top_k <= 0 or top_k > V:
+    top_k = V``): a check that mends instead of refusing."""
+    tested = {ast.unparse(n) for n in ast.walk(node.test) if isinstance(n, (ast.Name, ast.Attribute))}
+    return any(
+        isinstance(stmt, ast.Assign) and any(ast.unparse(t) in tested for t in stmt.targets)
+        for stmt in node.body
+    )
 
 
 def _own_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
@@ -1767,7 +1999,7 @@ class _Gone:
         ]
         around = _handlers_around(self.after, now)
         inner = max(around, key=lambda n: n.lineno, default=None)
-        if caught and inner is not None and _caught(inner) == caught[-1] and not _raises(inner):
+        if caught and inner is not None and _covers(inner, caught[-1]) and not _raises(inner):
             return inner.lineno
         return 0
 

@@ -68,11 +68,14 @@ ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a 
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
 # ``self.validate_config()``, ``sanity_check_outputs(...)``, ``_raise_unsupported(...)``): a check as much
 # as a ``raise`` or an ``assert`` is — the last name called, one of its snake-case words saying so.
-CHECKING_CALL = r"(?:[A-Za-z0-9]\w*?_)?_*(?:check|validate|verify|assert|ensure|require|raise)(?:_\w*)?"
+CHECKING_CALL = (
+    r"(?!_*(?:set|get|enable|disable|is|has)_)"  # a setter, a getter or a question is no check
+    r"(?:[A-Za-z0-9]\w*?_)?_*(?:check|validate|verify|assert|ensure|require|raise|detect)(?:_\w*)?"
+)
 # What a keyword flag's name says it does: one that asks the call to check (``raise_exception=True``,
 # ``strict=True``: turned off by False), one that lets things through (``skip_validation``: on by True).
 CHECKING_FLAG_WORDS = ("raise", "strict", "check", "validat", "verif", "assert")
-LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check")
+LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check", "trust")
 
 # Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,
 # or a value brought to the host by one of TO_HOST (``f.write(t.cpu().numpy().tobytes())``).

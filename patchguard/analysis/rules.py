@@ -207,6 +207,7 @@ _FORMS = re.compile(
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     r"|^\s*while\s+(?:True|1)\s*:"  # a loop that may never leave (a hang)
+    r"|^\s*while\b.*\b(?:time|time_ns|perf_counter|perf_counter_ns|monotonic|monotonic_ns)\("  # a busy wait
     r"|^\s*while\s+not\b.*\.(?:exists|isfile|is_file|isdir|is_dir|lexists)\("  # until a file appears
     r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit

@@ -326,6 +326,39 @@ def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
         yield Seen(RuleId.DEVICE_SYNC, "query", node.test, "the host spins until the device has finished")
 
 
+def _burns_time(node: cst.While, scope: Scope) -> Iterator[Seen]:
+    """``while time.perf_counter() - t0 < 2e-4: pass``: a loop that does nothing while it reads a clock —
+    a sleep by busy wait, which also holds the core."""
+    import libcst.matchers as m
+
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    idle = all(
+        isinstance(s, cst.SimpleStatementLine) and all(_nothing(x) for x in s.body) for s in body
+    )
+    calls = [c for c in m.findall(node.test, m.Call()) if isinstance(c, cst.Call)]
+    clocks = [_last(c.func) for c in calls if _last(c.func) in _CLOCKS]
+    if body and idle and clocks and scope.touches(node):
+        yield Seen(RuleId.SLEEP, clocks[0], node.test, "the host spins doing nothing until time passes")
+
+
+def _nothing(small: cst.BaseSmallStatement) -> bool:
+    if isinstance(small, cst.Pass):
+        return True
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis)
+
+
+def _last(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+# The clocks of the standard library's ``time`` module.
+_CLOCKS = frozenset(
+    {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
+)
+
+
 # What only passes time: the sleep rule's calls (by their last name), a pause, a wait.
 _IDLE_CALLS = frozenset(
     {q.rsplit(".", 1)[-1] for q, r in CALLS.items() if r == RuleId.SLEEP} | WAIT_METHODS | {"pause"}
@@ -502,10 +535,15 @@ def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement]) -> boo
     block = stmt.body if isinstance(stmt, cst.If) else None
     last = block.body[-1] if isinstance(block, cst.IndentedBlock) else stmt
     ret = last.body[-1] if isinstance(last, cst.SimpleStatementLine) else None
-    if not isinstance(ret, cst.Return) or ret.value is None or truth(ret.value) is None:
+    if not isinstance(ret, cst.Return) or ret.value is None or _unknown(ret.value):
         return False
     returns = [r for s in below for r in m.findall(s, m.Return())]
-    return any(isinstance(r, cst.Return) and r.value is not None and truth(r.value) is None for r in returns)
+    return any(isinstance(r, cst.Return) and r.value is not None and _unknown(r.value) for r in returns)
+
+
+def _unknown(value: cst.BaseExpression) -> bool:
+    """A value that is not a constant (``True``, ``0``, ``"x"``, ``None``)."""
+    return truth(value) is None and not (isinstance(value, cst.Name) and value.value == "None")
 
 
 def _says(stmt: cst.BaseStatement) -> bool:
@@ -542,7 +580,7 @@ STATEMENT_RULES: dict[type[cst.CSTNode], tuple[StatementRule, ...]] = {
     cst.Try: (_check_silenced,),
     cst.If: (_tested, _never_fires),
     cst.Assert: (_tested, _always_holds),
-    cst.While: (_tested, _spins, _hangs),
+    cst.While: (_tested, _spins, _hangs, _burns_time),
     cst.IfExp: (_tested,),
     cst.IndentedBlock: (_early_exit, _decided_flag),
 }
