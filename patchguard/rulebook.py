@@ -356,7 +356,7 @@ RULES: dict[str, Rule] = {
                 ),
             ),
         ),
-        Rule("logging", Severity.MODERATE, "logs on a hot path"),
+        Rule("logging", Severity.MODERATE, "logs from library code (per request, it costs every request)"),
         Rule(
             "sleep",
             Severity.MODERATE,

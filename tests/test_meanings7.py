@@ -138,6 +138,23 @@ def test_a_log_line_is_graded_by_where_the_code_runs(
     assert _at(edit, needle) == {("logging", severity)}
 
 
+def test_a_function_whose_job_is_to_say_things_logs_as_its_job() -> None:
+    """``log``, ``log_stats``, ``report_*``: a log line more is the function's job — but ``log_softmax`` is
+    arithmetic, not a report."""
+    from patchguard.analysis.engine import _reports
+
+    assert all(map(_reports, ["log", "log_metrics", "_print_summary", "report_stats", "show"]))
+    assert not any(map(_reports, ["log_softmax", "logprobs", "logits", "dispatch", "catalog"]))
+
+
+def test_a_value_read_of_a_tensor_made_with_a_device_handed_as_an_argument() -> None:
+    anchor = "        fits = n <= max(self.sizes)\n"
+    made = anchor + "        lens = make_lens(n, self.device)\n        top = int(lens.max())\n"
+    assert ("device-sync", "MODERATE") in _at((anchor, made), "int(lens.max())")
+    host = anchor + "        lens = make_lens(n, cpu_buffer)\n        top = int(lens.max())\n"
+    assert "device-sync" not in {rule for rule, _severity in _at((anchor, host), "int(lens.max())")}
+
+
 def test_a_logger_of_another_library_bound_to_any_name() -> None:
     edit = (FITS, FITS + '        from loguru import logger as _lg\n        _lg.info("n={}", n)\n')
     assert ("logging", "MODERATE") in _at(edit, "_lg.info")

@@ -696,10 +696,23 @@ def _seldom(hit: Hit, name: str, lines: Sequence[str]) -> bool:
     by its role (:func:`.rules.runs_once`), in one the file calls only from such places (``build_engine``,
     called from ``main`` alone) — or only when something failed (an ``except`` block), or in a function
     whose pristine code logs already (one that reports: ``log_stats``)."""
-    if not hit.function or runs_once(name) or hit.familiar or _in_handler(lines, hit.line):
+    if not hit.function or runs_once(name) or _reports(name) or hit.familiar or _in_handler(lines, hit.line):
         return True
     callers = _callers(name, lines)
     return bool(callers) and all(c is None or runs_once(c) or _command_line(c) for c in callers)
+
+
+def _reports(name: str) -> bool:
+    """A function whose job is to say things (``log``, ``log_metrics``, ``print_summary``, ``show``,
+    ``report_stats``) — not ``log_softmax`` or ``logprobs``, where *log* is arithmetic."""
+    words = name.strip("_").lower().split("_")
+    if words[0] == "log":
+        return len(words) == 1 or words[1] not in _LOG_ARITHMETIC
+    return words[0] in _REPORTING
+
+
+_LOG_ARITHMETIC = frozenset({"softmax", "prob", "probs", "sum", "exp", "det", "likelihood", "normal", "add"})
+_REPORTING = frozenset({print.__name__, "show", "report", "describe", "display", "summarize"})
 
 
 def _in_handler(lines: Sequence[str], line: int) -> bool:

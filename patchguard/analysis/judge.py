@@ -846,7 +846,8 @@ _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
 
 
 def _made_on_device(value: cst.BaseExpression) -> bool:
-    """A call that makes its result on a device: given ``device=`` (not the CPU), or ``.cuda()``."""
+    """A call that makes its result on a device: given ``device=`` (not the CPU), or a device as a plain
+    argument (``convert_mapping(mapping, …, self.device)``), or ``.cuda()``."""
     if not isinstance(value, cst.Call):
         return False
     if isinstance(value.func, cst.Attribute) and value.func.attr.value == "cuda":
@@ -854,7 +855,15 @@ def _made_on_device(value: cst.BaseExpression) -> bool:
     for arg in value.args:
         if arg.keyword is not None and arg.keyword.value == "device":
             return "cpu" not in code(arg.value).lower()
-    return False
+    return any(arg.keyword is None and _a_device(arg.value) for arg in value.args)
+
+
+def _a_device(value: cst.BaseExpression) -> bool:
+    """An argument that names a device by its role: ``device``, ``self.device``, ``x.device`` (not a CPU
+    one: ``cpu_device``)."""
+    if isinstance(value, cst.Attribute):
+        return value.attr.value in ("device", "_device")
+    return isinstance(value, cst.Name) and value.value in ("device", "_device")
 
 
 def _read_from(call: cst.Call) -> str:
