@@ -238,3 +238,31 @@ def scan_edited(tmp_path: Path, path: str, pristine: str, edited: str) -> set[tu
     )
     assert code == 0, err
     return {(f["rule"], f["line"]) for f in json.loads(out)["findings"] if f.get("rule")}
+
+
+@dataclass(frozen=True)
+class EditedModule:
+    """A module of a meanings test, edited as a person would: ``after`` replaces each ``(old, new)`` (each
+    ``old`` found exactly once), ``found`` is what the analysis reports of the edit — (rule, severity name,
+    line) — against the pristine text."""
+
+    path: str
+    pristine: str
+
+    def after(self, *edits: tuple[str, str]) -> str:
+        text = self.pristine
+        for old, new in edits:
+            assert text.count(old) == 1, old
+            text = text.replace(old, new)
+        return text
+
+    def found(self, *edits: tuple[str, str]) -> list[tuple[str, str, int]]:
+        from patchguard.analysis import CodeChange, analyse
+
+        change = CodeChange(self.path, self.pristine.encode(), self.after(*edits).encode(), "pkg", "1.0")
+        return [(str(f.rule), f.severity.name, f.line or 0) for f in analyse(change)]
+
+
+def line_of(text: str, needle: str) -> int:
+    """The number of the first line of ``text`` that holds ``needle``."""
+    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)

@@ -14,7 +14,7 @@ import pytest
 from patchguard.analysis import CodeChange, analyse
 from patchguard.analysis.reach.calls import configured, every_run
 
-from .helpers import scan_edited
+from .helpers import EditedModule, line_of, scan_edited
 
 ENGINE = "pkg/engine.py"
 PRISTINE = """\
@@ -100,23 +100,8 @@ def load_weights(params: dict, weights: dict) -> None:
         param.copy_(w)
 """
 
-
-def _after(*edits: tuple[str, str]) -> str:
-    text = PRISTINE
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
-
-
-def _found(*edits: tuple[str, str]) -> list[tuple[str, str, int]]:
-    after = _after(*edits)
-    found = analyse(CodeChange(ENGINE, PRISTINE.encode(), after.encode(), "pkg", "1.0"))
-    return [(str(f.rule), f.severity.name, f.line or 0) for f in found]
-
-
-def _line(text: str, needle: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_after, _found, _line = _MODULE.after, _MODULE.found, line_of
 
 
 def _removed_check_at(edit: tuple[str, str], needle: str) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from patchguard.analysis import CodeChange, analyse
 
-from .helpers import scan_edited
+from .helpers import EditedModule, line_of, scan_edited
 
 ENGINE = "pkg/runner.py"
 PRISTINE = """\
@@ -78,22 +78,8 @@ class Runner:
         return t * 2
 """
 
-
-def _after(*edits: tuple[str, str]) -> str:
-    text = PRISTINE
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
-
-
-def _found(*edits: tuple[str, str]) -> list[tuple[str, str, int]]:
-    found = analyse(CodeChange(ENGINE, PRISTINE.encode(), _after(*edits).encode(), "pkg", "1.0"))
-    return [(str(f.rule), f.severity.name, f.line or 0) for f in found]
-
-
-def _line(text: str, needle: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_after, _found, _line = _MODULE.after, _MODULE.found, line_of
 
 
 def _rules_near(edit: tuple[str, str], needle: str) -> set[str]:
