@@ -931,23 +931,26 @@ def _calls_validator(text: str, before: str | None) -> bool:
     call = _VALIDATOR_CALL.match(text)
     if call is None or before is None:
         return False
-    return call.group().rstrip("(").rsplit(".", 1)[-1] in _validators(before)
+    name = call.group().rstrip("(").rsplit(".", 1)[-1]
+    return f"def {name}(" in before and _validator(before, name)  # (most calls: of another module's)
 
 
-@functools.lru_cache(maxsize=4)
-def _validators(source: str) -> frozenset[str]:
-    """The functions of a file whose whole job is to refuse bad input: they raise, return no value, and do
-    nothing else — checks, local names worked out for them, loops over them (a validator by what it does,
-    not by a name such as ``check_*``)."""
+@functools.lru_cache(maxsize=64)
+def _validator(source: str, name: str) -> bool:
+    """Whether the file's function (or method) ``name`` has the whole job to refuse bad input: it raises,
+    returns no value, and does nothing else — checks, local names worked out for them, loops over them (a
+    validator by what it does, not by a name such as ``check_*``)."""
     tree = _tree_of(source)
     if tree is None:
-        return frozenset()
-    return frozenset(
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        return False
+    defs: list[ast.stmt] = list(tree.body)
+    defs += [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
+    return any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name == name
         and any(isinstance(n, ast.Raise) for n in _own_statements(node.body))
         and all(_only_refuses(n) for n in _own_statements(node.body[_docstring(node) :]))
+        for node in defs
     )
 
 
@@ -1667,6 +1670,8 @@ def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     for r in regions:
         if not r.removed or not any(old.lstrip().startswith("return") for old in r.removed):
             continue
+        if _ALLOWING.isdisjoint(_words((edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1])):
+            continue  # (most functions do not say what is allowed: nothing parsed)
         was = [v for i in range(len(r.removed)) if (v := _returned_literal(_statement(r.removed, i)))]
         for n in r.lines:
             now = _returned_literal(_statement(edit.lines, n - 1))
