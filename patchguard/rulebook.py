@@ -293,6 +293,15 @@ RULES: dict[str, Rule] = {
                     "slack_sdk.WebClient",
                     "psycopg2.connect",
                     "pymysql.connect",
+                    # experiment trackers: a run started syncs to the service (wandb's default is online),
+                    # a metric logged is sent to the tracking server (mlflow: MLFLOW_TRACKING_URI)
+                    "wandb.init",
+                    "wandb.Api",
+                    "mlflow.start_run",
+                    "mlflow.log_metric",
+                    "mlflow.log_metrics",
+                    "mlflow.log_param",
+                    "mlflow.log_params",
                 ),
                 module_methods=(
                     ("requests", _NETWORK_VERBS),

@@ -162,6 +162,16 @@ def test_a_busy_wait_on_a_clock_is_a_sleep() -> None:
     assert "sleep" not in {rule for rule, _severity, _n in _found(idle)}
 
 
+def test_an_experiment_tracker_started_talks_to_the_network() -> None:
+    """``wandb.init`` syncs the run to its service (online by default); ``mlflow.log_metric`` sends to the
+    tracking server — data on the effect, from their documentation."""
+    anchor = "        return t * 2\n"
+    run = "        import wandb\n        run = wandb.init(project='moe')\n        run.log({'x': 1})\n"
+    assert ("network", "HIGH") in {(r, s) for r, s, _n in _found((anchor, run + anchor))}
+    metric = "        import mlflow\n        mlflow.log_metric('load', 1.0)\n"
+    assert ("network", "HIGH") in {(r, s) for r, s, _n in _found((anchor, metric + anchor))}
+
+
 def test_a_handler_widened_that_no_longer_raises_swallows() -> None:
     edit = ("        except AssertionError:\n            raise AssertionError(\"not distributed\")\n",
             "        except (AssertionError, RuntimeError):\n            return t\n")  # fmt: skip
