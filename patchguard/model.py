@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "PLAN_SCHEMA",
     "REPORT_SCHEMA",
+    "ChangedFile",
     "Environment",
     "Finding",
     "GateKind",
@@ -35,6 +36,7 @@ __all__ = [
     "Report",
     "RollbackResult",
     "RuleId",
+    "SetChange",
     "SetState",
     "SetStatus",
     "Severity",
@@ -678,6 +680,67 @@ class Reinstall:
     to_version: str | None
     wheel: str = ""
     files: int = 0  # files written (or, for a removal, removed)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedFile:
+    """One file apply or revert changed (or would change): what it does to it — ``create``, ``patch``,
+    ``delete`` (apply); ``revert``, ``remove``, ``recreate`` (revert) —, the lines each hunk moved by, and
+    after a revert where the file stands against its RECORD (``verdict``; ``clean``: nothing left to
+    look at)."""
+
+    path: str
+    change: str
+    offsets: tuple[int, ...] = ()
+    verdict: str | None = None
+    clean: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetChange:
+    """What ``apply`` or ``revert`` did to a set (or would do: ``dry_run``): ``patchguard.set-change/1``."""
+
+    command: str  # "apply" or "revert"
+    name: str
+    action: str  # "applied", "reverted", "already applied", "not applied"
+    files: tuple[ChangedFile, ...]
+    dry_run: bool = False
+    txid: str | None = None  # the transaction that did it (None: a dry run, or nothing to do)
+    backup_dir: str | None = None
+    recovered: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.action in ("applied", "reverted")
+
+    @property
+    def clean(self) -> bool:
+        """Every reverted file is its wheel's again, or was new and is gone (always, for an apply)."""
+        return all(f.clean is not False for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.set-change/1``: what ``apply``/``revert --format json`` prints."""
+        return {
+            "schema": "patchguard.set-change/1",
+            "command": self.command,
+            "set": json_name(self.name),
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "files": [
+                {
+                    "path": json_name(f.path),
+                    "change": f.change,
+                    "offsets": list(f.offsets),
+                    "verdict": f.verdict,
+                    "clean": f.clean,
+                }
+                for f in self.files
+            ],
+            "clean": self.clean,
+            "transaction": self.txid,
+            "backup_dir": json_name_or_none(self.backup_dir),
+            "recovered": list(self.recovered),
+        }
 
 
 @dataclass(frozen=True, slots=True)

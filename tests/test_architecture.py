@@ -431,6 +431,8 @@ def test_every_format_option_offers_its_registry() -> None:
         "rollback": "rollback",
         "bisect": "bisect",
         "fleet": "fleet",
+        "apply": "set-change",
+        "revert": "set-change",
     }
     assert REGISTRY["rebase-all"].names == REGISTRY["rebase"].names  # rebase --all: the same --format
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -197,6 +198,24 @@ def test_revert_says_what_else_still_touches_a_file(env: Env, patches: Path) -> 
     assert verdicts[MLA].verdict is patchguard.Verdict.OTHER_CHANGES
     assert verdicts[MLA].text.startswith("still differs from RECORD: other changes remain")
     assert out.action is patchguard.SetAction.REVERTED
+
+
+def test_revert_writes_its_document_for_a_deploy_script(env: Env, patches: Path) -> None:
+    """``revert --format json``: each file, what was done to it and where it stands against its RECORD; a
+    file left differing says so in the document and in the exit code, as the text does."""
+    hand_edit_glm5(env)
+    mla = env.site / MLA
+    mla.write_text(mla.read_text() + "\n# someone else's change\n")
+    site = ["--site-packages", str(env.site), "--patches", str(patches), "--format", "json"]
+    code, out, _ = cli("revert", "--set", "glm5-debug", *site)
+    doc = json.loads(out)
+    assert code == 1 and doc["action"] == "reverted" and doc["clean"] is False
+    files = {f["path"]: f for f in doc["files"]}
+    assert files[WEIGHTS]["clean"] is True and files[WEIGHTS]["verdict"] == "verified pristine"
+    assert files[MLA]["clean"] is False and files[MLA]["change"] == "revert"
+    assert doc["transaction"] and doc["backup_dir"]
+    code, out, _ = cli("revert", "--set", "glm5-debug", *site)
+    assert code == 0 and json.loads(out)["action"] == "not applied" and json.loads(out)["files"] == []
 
 
 # --- crafted and broken sets -----------------------------------------------------------------------------

@@ -169,6 +169,25 @@ def _rollback_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
     return [out, ROLLBACK.get("json").render(result)]
 
 
+def _set_change_documents(env: Env, tmp: Path, _wheel: Path) -> list[str]:
+    """A real apply (a dry run first), the revert after it, a no-op, and a change with hostile names."""
+    from patchguard.formats import SET_CHANGE
+    from patchguard.model import ChangedFile, SetChange
+
+    shutil.copytree(REPO / "patches", tmp / "patches")
+    site = ["--site-packages", str(env.site), "--patches", str(tmp / "patches"), "--format", "json"]
+    texts: list[str] = []
+    for command in ("apply", "apply", "revert", "revert"):
+        dry = ["--dry-run"] if not texts else []
+        code, out, err = cli(command, "--set", "sm120-support", *site, *dry)
+        assert code == 0, err
+        texts.append(out)
+    hostile = ChangedFile(HOSTILE, "revert", (3, -1), f"still differs: {HOSTILE}", False)
+    change = SetChange("revert", HOSTILE, "reverted", (hostile,), txid="t")
+    texts.append(SET_CHANGE.get("json").render(change))
+    return texts
+
+
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.deploy.gate import CheckResult
     from patchguard.deploy.policy import Policy
@@ -257,6 +276,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "rebase-all": _rebase_all_documents,
     "plan": _plan_documents,
     "rollback": _rollback_documents,
+    "set-change": _set_change_documents,
     "bisect": _bisect_documents,
     "fleet": _fleet_documents,
 }

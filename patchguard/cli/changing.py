@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..formats import BACKUPS, SETS, STATUS, UNFINISHED, Backups, StatusDocument, Unfinished
+from ..formats import BACKUPS, SET_CHANGE, SETS, STATUS, UNFINISHED, Backups, StatusDocument, Unfinished
 from ..model import for_terminal
 from ._common import (
     EXIT_FINDINGS,
@@ -23,7 +23,6 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from ..patchsets.ops import SetOutcome
     from ..pristine.sources import SourceOptions
 
 
@@ -113,38 +112,6 @@ def _say_restart(python: str | None, site_packages: tuple[str, ...]) -> None:
             )
 
 
-def _describe(
-    plan_path: str, before: bytes | None, after: bytes | None, offsets: tuple[int, ...], reverse: bool
-) -> str:
-    if reverse:
-        what = "remove" if after is None else "recreate" if before is None else "revert"
-    else:
-        what = "create" if before is None else "delete" if after is None else "patch"
-    moved = [o for o in offsets if o]
-    note = f" (hunks moved by {', '.join(f'{o:+d}' for o in moved)} lines)" if moved else ""
-    return f"{what:<9}{for_terminal(plan_path)}{note}"
-
-
-def _report_outcome(out: SetOutcome, reverse: bool, dry_run: bool) -> None:
-    """Print what apply/revert did; exit 1 when a reverted file is still not its wheel's."""
-    if not out.action.changed:
-        click.echo(f"{for_terminal(out.name)} is {out.action.value}; nothing to do")
-        return
-    verdicts = {v.path: v for v in out.verdicts}
-    for f in out.files:
-        line = ("would " if dry_run else "") + _describe(f.path, f.before, f.after, f.offsets, reverse)
-        if f.path in verdicts:
-            line += f": {for_terminal(verdicts[f.path].text)}"
-        click.echo(line)
-    if not dry_run:
-        n = len(out.files)
-        click.echo(
-            f"{out.action.value} {for_terminal(out.name)}: {n} file{'s' if n != 1 else ''} in one transaction"
-        )
-        if any(not v.verdict.clean for v in out.verdicts):
-            sys.exit(EXIT_FINDINGS)
-
-
 def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
     def command(
         set_name: str,
@@ -153,6 +120,7 @@ def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
         site_packages: tuple[str, ...],
         dry_run: bool,
         force_version: bool,
+        fmt: str,
     ) -> None:
         from ..patchsets.ops import apply_set, revert_set
 
@@ -168,7 +136,10 @@ def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
         say_recovered(out.recovered)
         if out.action.changed and not dry_run:
             _say_restart(python, site_packages)
-        _report_outcome(out, reverse, dry_run)
+        document = out.document(reverse)
+        click.echo(SET_CHANGE.get(fmt).render(document), nl=False)
+        if document.changed and not dry_run and not document.clean:
+            sys.exit(EXIT_FINDINGS)  # a reverted file is still not its wheel's
 
     decorators: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         click.option(
@@ -181,6 +152,10 @@ def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
             "--force-version",
             is_flag=True,
             help="Try even if the installed version is outside the set's targets.",
+        ),
+        click.option(
+            "--format", "fmt", type=click.Choice(SET_CHANGE.names), default=SET_CHANGE.default,
+            show_default=True, help="json: the patchguard.set-change/1 document.",
         ),
         errors_to_exit,
     ]

@@ -24,7 +24,7 @@ from .interface import Format, Formats
 
 if TYPE_CHECKING:
     from ..diffs import FileDiff
-    from ..model import RollbackResult, SetState, UpgradePlan
+    from ..model import RollbackResult, SetChange, SetState, UpgradePlan
     from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "ROLLBACK",
     "RUNNING",
     "SETS",
+    "SET_CHANGE",
     "STATUS",
     "UNFINISHED",
     "Backups",
@@ -136,6 +137,13 @@ def _rollback() -> tuple[Format[RollbackResult], ...]:
     return RollbackText(), RollbackJson()
 
 
+def _set_change() -> tuple[Format[SetChange], ...]:
+    from .jsondoc import SetChangeJson
+    from .text import SetChangeText
+
+    return SetChangeText(), SetChangeJson()
+
+
 def _sets() -> tuple[Format[Sequence[SetState]], ...]:
     from .text import SetsText
 
@@ -177,6 +185,7 @@ PLAN: Formats[UpgradePlan] = Formats("plan", ("text", "json"), _plan)
 ROLLBACK: Formats[RollbackResult] = Formats("rollback", ("text", "json"), _rollback)
 BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
 FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
+SET_CHANGE: Formats[SetChange] = Formats("set-change", ("text", "json"), _set_change)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
 STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
 UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
@@ -186,6 +195,6 @@ REGISTRY: Mapping[str, Formats[Any]] = {
     f.kind: f
     for f in (
         *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN, ROLLBACK),
-        *(BISECT, FLEET, SETS, STATUS, UNFINISHED, BACKUPS),
+        *(BISECT, FLEET, SET_CHANGE, SETS, STATUS, UNFINISHED, BACKUPS),
     )
 }

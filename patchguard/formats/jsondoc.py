@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, hunks_json
-from ..model import Report, RollbackResult, UpgradePlan, printable
+from ..model import Report, RollbackResult, SetChange, UpgradePlan, printable
 from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
@@ -32,6 +32,7 @@ __all__ = [
     "RebaseJson",
     "ReportJson",
     "RunningJson",
+    "SetChangeJson",
     "format_diff",
     "format_json",
     "format_lock",
@@ -169,4 +170,11 @@ class RollbackJson(Format[RollbackResult]):
     name = "json"
 
     def render(self, document: RollbackResult) -> str:
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
+
+
+class SetChangeJson(Format[SetChange]):
+    name = "json"
+
+    def render(self, document: SetChange) -> str:
         return json.dumps(valid_text(document.to_json()), indent=2) + "\n"

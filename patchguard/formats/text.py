@@ -18,6 +18,7 @@ from ..model import (
     Kind,
     Loaded,
     Report,
+    SetChange,
     SetState,
     SetStatus,
     Severity,
@@ -32,6 +33,7 @@ __all__ = [
     "CheckStatus",
     "CheckText",
     "DiffText",
+    "SetChangeText",
     "SetsText",
     "StatusText",
     "Table",
@@ -518,3 +520,24 @@ class BackupsText(Format[Backups]):
             f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
             f"{where} (the last {document.keep} are kept: keep_backups)\n"
         )
+
+
+class SetChangeText(Format[SetChange]):
+    """What apply or revert did to each file, and the transaction: the lines a person reads."""
+
+    name = "text"
+
+    def render(self, document: SetChange) -> str:
+        if not document.changed:
+            return for_terminal(f"{document.name} is {document.action}; nothing to do") + "\n"
+        lines = []
+        for f in document.files:
+            moved = [o for o in f.offsets if o]
+            note = f" (hunks moved by {', '.join(f'{o:+d}' for o in moved)} lines)" if moved else ""
+            line = ("would " if document.dry_run else "") + f"{f.change:<9}{for_terminal(f.path)}{note}"
+            lines.append(line + (f": {for_terminal(f.verdict)}" if f.verdict is not None else ""))
+        if not document.dry_run:
+            n = len(document.files)
+            what = f"{document.action} {for_terminal(document.name)}"
+            lines.append(f"{what}: {n} file{'s' if n != 1 else ''} in one transaction")
+        return "".join(line + "\n" for line in lines)

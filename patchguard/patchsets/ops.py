@@ -17,6 +17,7 @@ from .._fs import sha256_bytes
 from .._version import __version__
 from ..env import Target, resolve_target
 from ..integrity.records import InstalledDistribution, matches
+from ..model import ChangedFile, SetChange
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, environment_lock, refuse_during_session
 from .installed import SetEnvironment, check_paths, owned_paths, reader
@@ -79,6 +80,39 @@ class SetOutcome:
     committed: Committed | None = None
     verdicts: tuple[FileVerdict, ...] = ()  # after a revert: each file against its RECORD hash
     recovered: tuple[str, ...] = ()
+
+    def document(self, reverse: bool) -> SetChange:
+        """The command's document (:class:`~patchguard.model.SetChange`), what its formats write."""
+        verdicts = {v.path: v for v in self.verdicts}
+        files = tuple(
+            ChangedFile(
+                f.path,
+                _change(f.before, f.after, reverse),
+                f.offsets,
+                verdicts[f.path].text if f.path in verdicts else None,
+                verdicts[f.path].verdict.clean if f.path in verdicts else None,
+            )
+            for f in (self.files if self.action.changed else ())
+        )
+        committed = self.committed
+        return SetChange(
+            "revert" if reverse else "apply",
+            self.name,
+            self.action.value,
+            files,
+            self.dry_run,
+            committed.txid if committed else None,
+            committed.backup_dir if committed else None,
+            self.recovered,
+        )
+
+
+def _change(before: bytes | None, after: bytes | None, reverse: bool) -> str:
+    """What a set does to a file: ``create``/``patch``/``delete`` applied, ``recreate``/``revert``/``remove``
+    reverted."""
+    if reverse:
+        return "remove" if after is None else "recreate" if before is None else "revert"
+    return "create" if before is None else "delete" if after is None else "patch"
 
 
 def _plan_or_noop(ps: PatchSet, read: Reader, reverse: bool) -> tuple[list[FilePlan], list[FilePlan]] | None:
