@@ -20,7 +20,6 @@ from typing import Any
 __all__ = [
     "PLAN_SCHEMA",
     "REPORT_SCHEMA",
-    "ChangedFile",
     "Environment",
     "Finding",
     "GateKind",
@@ -34,9 +33,11 @@ __all__ = [
     "Reach",
     "Reinstall",
     "Report",
+    "RestoreDocument",
     "RollbackResult",
     "RuleId",
     "SetChange",
+    "SetFileChange",
     "SetState",
     "SetStatus",
     "Severity",
@@ -683,7 +684,7 @@ class Reinstall:
 
 
 @dataclass(frozen=True, slots=True)
-class ChangedFile:
+class SetFileChange:
     """One file apply or revert changed (or would change): what it does to it — ``create``, ``patch``,
     ``delete`` (apply); ``revert``, ``remove``, ``recreate`` (revert) —, the lines each hunk moved by, and
     after a revert where the file stands against its RECORD (``verdict``; ``clean``: nothing left to
@@ -703,7 +704,7 @@ class SetChange:
     command: str  # "apply" or "revert"
     name: str
     action: str  # "applied", "reverted", "already applied", "not applied"
-    files: tuple[ChangedFile, ...]
+    files: tuple[SetFileChange, ...]
     dry_run: bool = False
     txid: str | None = None  # the transaction that did it (None: a dry run, or nothing to do)
     backup_dir: str | None = None
@@ -740,6 +741,41 @@ class SetChange:
             "transaction": self.txid,
             "backup_dir": json_name_or_none(self.backup_dir),
             "recovered": list(self.recovered),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreDocument:
+    """What ``restore`` did (or would do: ``dry_run``): ``patchguard.restore/1``. ``files``: (what was done —
+    ``restore``, ``recreate``, ``remove`` —, the path as shown); ``still``: the files restored that a scan
+    after the transaction still finds not pristine."""
+
+    files: tuple[tuple[str, str], ...]
+    dry_run: bool
+    still: tuple[str, ...] = ()
+    records: tuple[str, ...] = ("RECORD",)
+    txid: str | None = None
+    backup_dir: str | None = None
+    recovered: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return not self.still
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.restore/1``: what ``restore --format json`` prints."""
+        return {
+            "schema": "patchguard.restore/1",
+            "dry_run": self.dry_run,
+            "files": [{"path": json_name(path), "action": action} for action, path in self.files],
+            "clean": self.clean,
+            "still_modified": [json_name(p) for p in self.still],
+            "verified_against": list(self.records),
+            "transaction": self.txid,
+            "backup_dir": json_name_or_none(self.backup_dir),
+            "recovered": list(self.recovered),
+            "notes": list(self.notes),
         }
 
 

@@ -433,6 +433,7 @@ def test_every_format_option_offers_its_registry() -> None:
         "fleet": "fleet",
         "apply": "set-change",
         "revert": "set-change",
+        "restore": "restore",
     }
     assert REGISTRY["rebase-all"].names == REGISTRY["rebase"].names  # rebase --all: the same --format
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}

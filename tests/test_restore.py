@@ -145,6 +145,31 @@ def test_restore_cli_says_verified_pristine(env: Env, house: Path) -> None:
     assert "verified pristine against RECORD" in proc.stdout
 
 
+def test_restore_writes_its_document_for_a_deploy_script(env: Env, house: Path) -> None:
+    """``restore --format json``: what it would do (a dry run writes nothing), then each file put back, the
+    records it was verified against and the transaction; the scan after it is clean."""
+    import json
+
+    break_it(env)
+    before = snapshot(env)
+    args = ["restore", "minillm", "--site-packages", str(env.site), "--wheelhouse", str(house), "--offline"]
+    dry = run_cli(*args, "--dry-run", "--format", "json")
+    doc = json.loads(dry.stdout)
+    assert dry.returncode == 0 and doc["dry_run"] and doc["transaction"] is None
+    assert {(f["action"], f["path"]) for f in doc["files"]} == {("restore", MLA), ("restore", WEIGHTS),
+                                                              ("recreate", CUDA)}  # fmt: skip
+    assert snapshot(env) == before
+    done = run_cli(*args, "--format", "json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert doc["clean"] and doc["still_modified"] == [] and doc["verified_against"] == ["RECORD"]
+    assert doc["transaction"] and Path(doc["backup_dir"]).is_dir()
+    after = patchguard.scan(["minillm"], site_packages=[str(env.site)]).findings
+    assert not [f for f in after if f.kind in (Kind.MODIFIED, Kind.MISSING)]
+    again = json.loads(run_cli(*args, "--format", "json").stdout)
+    assert again["files"] == [] and again["transaction"] is None
+
+
 def test_restore_without_a_wheel_changes_nothing(env: Env) -> None:
     break_it(env)
     before = snapshot(env)

@@ -172,7 +172,7 @@ def _rollback_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
 def _set_change_documents(env: Env, tmp: Path, _wheel: Path) -> list[str]:
     """A real apply (a dry run first), the revert after it, a no-op, and a change with hostile names."""
     from patchguard.formats import SET_CHANGE
-    from patchguard.model import ChangedFile, SetChange
+    from patchguard.model import SetChange, SetFileChange
 
     shutil.copytree(REPO / "patches", tmp / "patches")
     site = ["--site-packages", str(env.site), "--patches", str(tmp / "patches"), "--format", "json"]
@@ -182,10 +182,23 @@ def _set_change_documents(env: Env, tmp: Path, _wheel: Path) -> list[str]:
         code, out, err = cli(command, "--set", "sm120-support", *site, *dry)
         assert code == 0, err
         texts.append(out)
-    hostile = ChangedFile(HOSTILE, "revert", (3, -1), f"still differs: {HOSTILE}", False)
+    hostile = SetFileChange(HOSTILE, "revert", (3, -1), f"still differs: {HOSTILE}", False)
     change = SetChange("revert", HOSTILE, "reverted", (hostile,), txid="t")
     texts.append(SET_CHANGE.get("json").render(change))
     return texts
+
+
+def _restore_documents(env: Env, _tmp: Path, wheel: Path) -> list[str]:
+    """A real restore of the broken environment (a dry run first, then done), and one with hostile names."""
+    from patchguard.formats import RESTORE
+    from patchguard.model import RestoreDocument
+
+    _break(env)
+    site = ["--site-packages", str(env.site), "--wheelhouse", str(wheel.parent), "--offline"]
+    site += ["--format", "json"]
+    texts = [cli("restore", "minillm", *site, "--dry-run")[1], cli("restore", "minillm", *site)[1]]
+    hostile = RestoreDocument((("restore", HOSTILE),), False, (HOSTILE,), ("RECORD",), "t", f"/b/{HOSTILE}")
+    return [*texts, RESTORE.get("json").render(hostile)]
 
 
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
@@ -277,6 +290,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "plan": _plan_documents,
     "rollback": _rollback_documents,
     "set-change": _set_change_documents,
+    "restore": _restore_documents,
     "bisect": _bisect_documents,
     "fleet": _fleet_documents,
 }

@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..formats import BACKUPS, SET_CHANGE, SETS, STATUS, UNFINISHED, Backups, StatusDocument, Unfinished
+from ..formats import (
+    BACKUPS,
+    RESTORE,
+    SET_CHANGE,
+    SETS,
+    STATUS,
+    UNFINISHED,
+    Backups,
+    StatusDocument,
+    Unfinished,
+)
 from ..model import for_terminal
 from ._common import (
     EXIT_FINDINGS,
@@ -39,6 +49,10 @@ if TYPE_CHECKING:
 )
 @click.option("--force", is_flag=True, help="Restore files that hold a set in place too (undoing it).")
 @patches_option
+@click.option(
+    "--format", "fmt", type=click.Choice(RESTORE.names), default=RESTORE.default, show_default=True,
+    help="json: the patchguard.restore/1 document.",
+)
 @errors_to_exit
 def restore(
     distributions: tuple[str, ...],
@@ -50,11 +64,10 @@ def restore(
     remove_unexpected: bool,
     force: bool,
     patches: str | None,
+    fmt: str,
 ) -> None:
     """Put modified and missing files back to the wheel's bytes, all in one transaction."""
-    from ..model import Kind
     from ..patchsets.keep import restore as run_restore
-    from ..pristine.restore import FileAction
 
     result = run_restore(
         distributions,
@@ -70,28 +83,15 @@ def restore(
     say_recovered(result.recovered)
     for text in result.notes:
         note(f"note: {text}")
-    if not result.actions:
-        click.echo("nothing to restore")
-        return
-    for a in result.actions:
-        click.echo(f"{'would ' if dry_run else ''}{a.action.value:<9}{for_terminal(a.shown)}")
-    if dry_run or result.after is None:
-        return
-    left = {f.path for f in result.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}
-    still = [a.shown for a in result.actions if a.action is not FileAction.REMOVE and a.shown in left]
-    if still:
+    document = result.document()
+    click.echo(RESTORE.get(fmt).render(document), nl=False)
+    if document.still:
         # The transaction did commit: this is a finding about the result, not "nothing changed".
-        click.echo(
-            f"patchguard: restored, but still not pristine: {for_terminal(', '.join(still))}", err=True
-        )
+        still = for_terminal(", ".join(document.still))
+        click.echo(f"patchguard: restored, but still not pristine: {still}", err=True)
         sys.exit(EXIT_FINDINGS)
-    assert result.committed is not None
-    click.echo(
-        f"{len(result.actions)} file{'s' if len(result.actions) != 1 else ''} restored in one transaction; "
-        f"verified pristine against {' and '.join(result.records)} "
-        f"(originals kept in {for_terminal(result.committed.backup_dir)})"
-    )
-    _say_restart(python, site_packages)
+    if document.txid is not None:
+        _say_restart(python, site_packages)
 
 
 def _say_restart(python: str | None, site_packages: tuple[str, ...]) -> None:

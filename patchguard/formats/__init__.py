@@ -24,7 +24,7 @@ from .interface import Format, Formats
 
 if TYPE_CHECKING:
     from ..diffs import FileDiff
-    from ..model import RollbackResult, SetChange, SetState, UpgradePlan
+    from ..model import RestoreDocument, RollbackResult, SetChange, SetState, UpgradePlan
     from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "REBASE_ALL",
     "REGISTRY",
     "REPORT",
+    "RESTORE",
     "ROLLBACK",
     "RUNNING",
     "SETS",
@@ -137,6 +138,13 @@ def _rollback() -> tuple[Format[RollbackResult], ...]:
     return RollbackText(), RollbackJson()
 
 
+def _restore() -> tuple[Format[RestoreDocument], ...]:
+    from .jsondoc import RestoreJson
+    from .text import RestoreText
+
+    return RestoreText(), RestoreJson()
+
+
 def _set_change() -> tuple[Format[SetChange], ...]:
     from .jsondoc import SetChangeJson
     from .text import SetChangeText
@@ -186,6 +194,7 @@ ROLLBACK: Formats[RollbackResult] = Formats("rollback", ("text", "json"), _rollb
 BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
 FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
 SET_CHANGE: Formats[SetChange] = Formats("set-change", ("text", "json"), _set_change)
+RESTORE: Formats[RestoreDocument] = Formats("restore", ("text", "json"), _restore)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
 STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
 UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
@@ -195,6 +204,6 @@ REGISTRY: Mapping[str, Formats[Any]] = {
     f.kind: f
     for f in (
         *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN, ROLLBACK),
-        *(BISECT, FLEET, SET_CHANGE, SETS, STATUS, UNFINISHED, BACKUPS),
+        *(BISECT, FLEET, SET_CHANGE, RESTORE, SETS, STATUS, UNFINISHED, BACKUPS),
     )
 }

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, hunks_json
-from ..model import Report, RollbackResult, SetChange, UpgradePlan, printable
+from ..model import Report, RestoreDocument, RollbackResult, SetChange, UpgradePlan, printable
 from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
@@ -31,6 +31,7 @@ __all__ = [
     "LockJson",
     "RebaseJson",
     "ReportJson",
+    "RestoreJson",
     "RunningJson",
     "SetChangeJson",
     "format_diff",
@@ -177,4 +178,11 @@ class SetChangeJson(Format[SetChange]):
     name = "json"
 
     def render(self, document: SetChange) -> str:
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
+
+
+class RestoreJson(Format[RestoreDocument]):
+    name = "json"
+
+    def render(self, document: RestoreDocument) -> str:
         return json.dumps(valid_text(document.to_json()), indent=2) + "\n"

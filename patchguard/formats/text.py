@@ -18,6 +18,7 @@ from ..model import (
     Kind,
     Loaded,
     Report,
+    RestoreDocument,
     SetChange,
     SetState,
     SetStatus,
@@ -33,6 +34,7 @@ __all__ = [
     "CheckStatus",
     "CheckText",
     "DiffText",
+    "RestoreText",
     "SetChangeText",
     "SetsText",
     "StatusText",
@@ -540,4 +542,24 @@ class SetChangeText(Format[SetChange]):
             n = len(document.files)
             what = f"{document.action} {for_terminal(document.name)}"
             lines.append(f"{what}: {n} file{'s' if n != 1 else ''} in one transaction")
+        return "".join(line + "\n" for line in lines)
+
+
+class RestoreText(Format[RestoreDocument]):
+    """Each file restore put back (or would), and the transaction that did it."""
+
+    name = "text"
+
+    def render(self, document: RestoreDocument) -> str:
+        if not document.files:
+            return "nothing to restore\n"
+        would = "would " if document.dry_run else ""
+        lines = [f"{would}{action:<9}{for_terminal(path)}" for action, path in document.files]
+        if not document.dry_run and document.txid is not None and document.clean:
+            n = len(document.files)
+            lines.append(
+                f"{n} file{'s' if n != 1 else ''} restored in one transaction; "
+                f"verified pristine against {' and '.join(document.records)} "
+                f"(originals kept in {for_terminal(document.backup_dir or '')})"
+            )
         return "".join(line + "\n" for line in lines)

@@ -17,7 +17,7 @@ from .._fs import sha256_bytes
 from .._version import __version__
 from ..env import Target, resolve_target
 from ..integrity.records import InstalledDistribution, matches
-from ..model import ChangedFile, SetChange
+from ..model import SetChange, SetFileChange
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, environment_lock, refuse_during_session
 from .installed import SetEnvironment, check_paths, owned_paths, reader
@@ -85,7 +85,7 @@ class SetOutcome:
         """The command's document (:class:`~patchguard.model.SetChange`), what its formats write."""
         verdicts = {v.path: v for v in self.verdicts}
         files = tuple(
-            ChangedFile(
+            SetFileChange(
                 f.path,
                 _change(f.before, f.after, reverse),
                 f.offsets,

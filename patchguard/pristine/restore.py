@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .._fs import sha256_bytes, sha256_file
 from ..errors import UsageError
 from ..integrity.inventory import ChangedFile, Scanned, changed_files
-from ..model import Kind, Report, command
+from ..model import Kind, Report, RestoreDocument, command
 from ..state import read_state, state_change
 from ..txn import Change, Committed, Plan, commit, refuse_during_session
 from .explain import WRONG_RECORD, Explainer, cache_link_note, survey
@@ -58,6 +58,26 @@ class RestoreResult:
     notes: tuple[str, ...] = ()  # what else to do: e.g. uv's cache still holds an edit
     # The installers' records the files were verified against: "RECORD", "conda-meta", "dpkg".
     records: tuple[str, ...] = ("RECORD",)
+
+    def document(self) -> RestoreDocument:
+        """The command's document (:class:`~patchguard.model.RestoreDocument`), what its formats write: the
+        files restored that the scan after it still finds modified or missing are named in ``still``."""
+        still: tuple[str, ...] = ()
+        if not self.dry_run and self.after is not None:
+            left = {f.path for f in self.after.findings if f.kind in (Kind.MODIFIED, Kind.MISSING)}
+            put_back = [a.shown for a in self.actions if a.action is not FileAction.REMOVE]
+            still = tuple(shown for shown in put_back if shown in left)
+        committed = self.committed
+        return RestoreDocument(
+            tuple((a.action.value, a.shown) for a in self.actions),
+            self.dry_run,
+            still,
+            self.records,
+            committed.txid if committed else None,
+            committed.backup_dir if committed else None,
+            self.recovered,
+            self.notes,
+        )
 
 
 def restore(
