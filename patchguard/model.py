@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "PLAN_SCHEMA",
     "REPORT_SCHEMA",
+    "CaptureDocument",
     "Environment",
     "Finding",
     "GateKind",
@@ -741,6 +742,32 @@ class SetChange:
             "transaction": self.txid,
             "backup_dir": json_name_or_none(self.backup_dir),
             "recovered": list(self.recovered),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureDocument:
+    """What ``capture`` wrote: ``patchguard.capture/1``. ``targets``: (distribution, versions) pairs, the
+    distribution empty for the environment itself (files no distribution owns)."""
+
+    name: str
+    directory: str
+    targets: tuple[tuple[str, str], ...]
+    paths: tuple[str, ...]
+    digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.capture/1``: what ``capture --format json`` prints."""
+        return {
+            "schema": "patchguard.capture/1",
+            "set": json_name(self.name),
+            "directory": json_name(self.directory),
+            "targets": [
+                {"environment": True} if not d else {"distribution": json_name(d), "version": v}
+                for d, v in self.targets
+            ],
+            "paths": [json_name(p) for p in self.paths],
+            "digest": self.digest,
         }
 
 

@@ -179,9 +179,13 @@ def test_capture_writes_a_set_and_refuses_to_overwrite(env: Env, tmp_path: Path,
     ]
     code, _, err = cli(*args)
     assert code == 2 and "a patch set of that name exists" in err and "--force" in err
-    code, _, err = cli(*args, "--force", "--version", ">=0.4")
+    code, out, err = cli(*args, "--force", "--version", ">=0.4", "--format", "json")
     assert code == 0, err
     assert load_set(str(tmp_path / "sets/mine")).targets[0].version == ">=0.4"
+    doc = json.loads(out)  # what a deploy script reads: the set as written
+    assert doc["set"] == "mine" and doc["paths"] == [MLA] and doc["directory"] == str(tmp_path / "sets/mine")
+    assert doc["targets"] == [{"distribution": "minillm", "version": ">=0.4"}]
+    assert doc["digest"] == load_set(str(tmp_path / "sets/mine")).digest
     assert [p.name for p in (tmp_path / "sets").iterdir()] == ["mine"]  # no staging left behind
     # The captured set reverts the hand edit.
     out_revert = patchguard.revert_set("mine", patches=str(tmp_path / "sets"), site_packages=[str(env.site)])

@@ -201,6 +201,20 @@ def _restore_documents(env: Env, _tmp: Path, wheel: Path) -> list[str]:
     return [*texts, RESTORE.get("json").render(hostile)]
 
 
+def _capture_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
+    """A real capture of the broken environment's edit, and a set written with hostile names."""
+    from patchguard.formats import CAPTURE
+    from patchguard.model import CaptureDocument
+
+    dump_in_mla(env)
+    site = ["--site-packages", str(env.site), "--wheelhouse", str(wheel.parent), "--offline"]
+    args = ["capture", "minillm", "--set", "mine", "--patches", str(tmp / "sets"), "--format", "json"]
+    code, out, err = cli(*args, *site)
+    assert code == 0, err
+    hostile = CaptureDocument(HOSTILE, f"/p/{HOSTILE}", ((HOSTILE, ">=1"), ("", "")), (HOSTILE,), "d")
+    return [out, CAPTURE.get("json").render(hostile)]
+
+
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.deploy.gate import CheckResult
     from patchguard.deploy.policy import Policy
@@ -291,6 +305,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "rollback": _rollback_documents,
     "set-change": _set_change_documents,
     "restore": _restore_documents,
+    "capture": _capture_documents,
     "bisect": _bisect_documents,
     "fleet": _fleet_documents,
 }

@@ -11,6 +11,7 @@ import click
 
 from ..formats import (
     BACKUPS,
+    CAPTURE,
     RESTORE,
     SET_CHANGE,
     SETS,
@@ -236,6 +237,10 @@ def status(patches: str | None, python: str | None, site_packages: tuple[str, ..
 @patches_option
 @environment_options
 @source_options
+@click.option(
+    "--format", "fmt", type=click.Choice(CAPTURE.names), default=CAPTURE.default, show_default=True,
+    help="json: the patchguard.capture/1 document.",
+)
 @errors_to_exit
 def capture(
     distributions: tuple[str, ...],
@@ -249,6 +254,7 @@ def capture(
     site_packages: tuple[str, ...],
     fetch: SourceOptions,
     unowned: bool,
+    fmt: str,
 ) -> None:
     """Write patches/NAME from the current modifications of DISTRIBUTIONS' files (one target each), and
     with --unowned of the files no distribution owns."""
@@ -267,7 +273,4 @@ def capture(
         python=python,
         fetch=fetch,
     )
-    targets = ", ".join(str(t) for t in ps.targets)
-    click.echo(
-        f"wrote {for_terminal(ps.directory)} ({for_terminal(targets)}): {for_terminal(', '.join(ps.paths))}"
-    )
+    click.echo(CAPTURE.get(fmt).render(ps.captured()), nl=False)

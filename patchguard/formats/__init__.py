@@ -24,12 +24,13 @@ from .interface import Format, Formats
 
 if TYPE_CHECKING:
     from ..diffs import FileDiff
-    from ..model import RestoreDocument, RollbackResult, SetChange, SetState, UpgradePlan
+    from ..model import CaptureDocument, RestoreDocument, RollbackResult, SetChange, SetState, UpgradePlan
     from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
     "BACKUPS",
     "BISECT",
+    "CAPTURE",
     "CHECK",
     "DIFF",
     "FLEET",
@@ -138,6 +139,13 @@ def _rollback() -> tuple[Format[RollbackResult], ...]:
     return RollbackText(), RollbackJson()
 
 
+def _capture() -> tuple[Format[CaptureDocument], ...]:
+    from .jsondoc import CaptureJson
+    from .text import CaptureText
+
+    return CaptureText(), CaptureJson()
+
+
 def _restore() -> tuple[Format[RestoreDocument], ...]:
     from .jsondoc import RestoreJson
     from .text import RestoreText
@@ -195,6 +203,7 @@ BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
 FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
 SET_CHANGE: Formats[SetChange] = Formats("set-change", ("text", "json"), _set_change)
 RESTORE: Formats[RestoreDocument] = Formats("restore", ("text", "json"), _restore)
+CAPTURE: Formats[CaptureDocument] = Formats("capture", ("text", "json"), _capture)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
 STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
 UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
@@ -204,6 +213,6 @@ REGISTRY: Mapping[str, Formats[Any]] = {
     f.kind: f
     for f in (
         *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN, ROLLBACK),
-        *(BISECT, FLEET, SET_CHANGE, RESTORE, SETS, STATUS, UNFINISHED, BACKUPS),
+        *(BISECT, FLEET, SET_CHANGE, RESTORE, CAPTURE, SETS, STATUS, UNFINISHED, BACKUPS),
     )
 }

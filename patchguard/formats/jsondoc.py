@@ -19,12 +19,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..diffs import FileDiff, hunks_json
-from ..model import Report, RestoreDocument, RollbackResult, SetChange, UpgradePlan, printable
+from ..model import (
+    CaptureDocument,
+    Report,
+    RestoreDocument,
+    RollbackResult,
+    SetChange,
+    UpgradePlan,
+    printable,
+)
 from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
 from .interface import Format
 
 __all__ = [
     "DIFF_SCHEMA",
+    "CaptureJson",
     "CheckJson",
     "DiffJson",
     "FleetJson",
@@ -185,4 +194,11 @@ class RestoreJson(Format[RestoreDocument]):
     name = "json"
 
     def render(self, document: RestoreDocument) -> str:
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
+
+
+class CaptureJson(Format[CaptureDocument]):
+    name = "json"
+
+    def render(self, document: CaptureDocument) -> str:
         return json.dumps(valid_text(document.to_json()), indent=2) + "\n"

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from ..diffs import FileDiff, unified_diff
 from ..model import (
+    CaptureDocument,
     Finding,
     Kind,
     Loaded,
@@ -31,6 +32,7 @@ from .interface import Format
 
 __all__ = [
     "BackupsText",
+    "CaptureText",
     "CheckStatus",
     "CheckText",
     "DiffText",
@@ -563,3 +565,18 @@ class RestoreText(Format[RestoreDocument]):
                 f"(originals kept in {for_terminal(document.backup_dir or '')})"
             )
         return "".join(line + "\n" for line in lines)
+
+
+class CaptureText(Format[CaptureDocument]):
+    """Where the set was written, for what, and the files it holds."""
+
+    name = "text"
+
+    def render(self, document: CaptureDocument) -> str:
+        targets = ", ".join(
+            "environment" if not d else f"{d} {v}".strip() for d, v in document.targets
+        )
+        return (
+            f"wrote {for_terminal(document.directory)} ({for_terminal(targets)}): "
+            f"{for_terminal(', '.join(document.paths))}\n"
+        )

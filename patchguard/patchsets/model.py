@@ -42,6 +42,7 @@ from .._fs import not_a_directory, parse_toml, read_input, read_regular
 from ..config import load_config
 from ..diffs import git_unquote, parse_patch
 from ..errors import PatchguardError
+from ..model import CaptureDocument
 
 __all__ = [
     "FilePatch",
@@ -148,6 +149,11 @@ class PatchSet:
     def paths(self) -> tuple[str, ...]:
         """Every file the set touches, each once, in order."""
         return tuple(dict.fromkeys(p.path for p in self.patches))
+
+    def captured(self) -> CaptureDocument:
+        """``capture``'s document: the set as written (:class:`~patchguard.model.CaptureDocument`)."""
+        targets = tuple((t.distribution, t.version) for t in self.targets)
+        return CaptureDocument(self.name, self.directory, targets, self.paths, self.digest)
 
 
 def patches_dir(explicit: str | None = None, *, must_exist: bool = True) -> str:
