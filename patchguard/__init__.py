@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
     from .patchsets.planner import FilePlan, PlanFailed
     from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_all, rebase_set
-    from .patchsets.status import set_states
+    from .patchsets.status import environment_status, set_states
     from .pristine.explain import diff
     from .pristine.restore import Action, FileAction, RestoreResult
     from .pristine.sources import NoPristineSource, SourceOptions
@@ -88,6 +88,7 @@ _LAZY = {
     "RebasedFile": "patchsets.rebase",
     "FileOutcome": "patchsets.rebase",
     "set_states": "patchsets.status",
+    "environment_status": "patchsets.status",
     "load_sets": "patchsets.model",
     "PatchSet": "patchsets.model",
     "PatchSetError": "patchsets.model",
@@ -180,6 +181,7 @@ __all__ = [
     "capture_set",
     "check",
     "diff",
+    "environment_status",
     "fleet",
     "load_sets",
     "lock",

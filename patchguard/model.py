@@ -20,8 +20,10 @@ from typing import Any
 __all__ = [
     "PLAN_SCHEMA",
     "REPORT_SCHEMA",
+    "AppliedSet",
     "CaptureDocument",
     "Environment",
+    "EnvironmentStatus",
     "Finding",
     "GateKind",
     "Kind",
@@ -529,6 +531,76 @@ class SetState:
     state: SetStatus
     files: int
     detail: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedSet:
+    """A set patchguard applied, as ``state.json`` of its site directory records it."""
+
+    name: str
+    site: str
+    time: str
+    tool_version: str
+    files: int
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentStatus:
+    """``status``: the interrupted transactions found (``(site, transaction, label)``, said before they are
+    rolled back), what recovery put back, the sets patchguard applied, where every set stands, and the
+    backups kept (``(site, ((transaction, bytes), …), how many are kept)``): ``patchguard.status/1``."""
+
+    unfinished: tuple[tuple[str, str, str], ...]
+    recovered: tuple[str, ...]
+    applied: tuple[AppliedSet, ...]
+    states: tuple[SetState, ...]
+    backups: tuple[tuple[str, tuple[tuple[str, int], ...], int], ...]
+
+    @property
+    def troubled(self) -> bool:
+        """A set is drifted, partly applied or otherwise in trouble (``status`` exits 1)."""
+        return any(s.state.troubled for s in self.states)
+
+    def to_json(self) -> dict[str, Any]:
+        """``patchguard.status/1``: what ``status --format json`` prints."""
+        return {
+            "schema": "patchguard.status/1",
+            "unfinished": [
+                {"site": json_name(site), "transaction": txid, "label": label}
+                for site, txid, label in self.unfinished
+            ],
+            "recovered": [json_name(r) for r in self.recovered],
+            "applied": [_applied_json(a) for a in self.applied],
+            "sets": [
+                {
+                    "set": json_name(s.name),
+                    "targets": s.targets,
+                    "state": s.state.value,
+                    "files": s.files,
+                    "detail": list(s.detail),
+                }
+                for s in self.states
+            ],
+            "backups": [
+                {
+                    "site": json_name(site),
+                    "kept": [{"transaction": t, "bytes": n} for t, n in kept],
+                    "keep": keep,
+                }
+                for site, kept, keep in self.backups
+            ],
+            "troubled": self.troubled,
+        }
+
+
+def _applied_json(a: AppliedSet) -> dict[str, Any]:
+    return {
+        "set": json_name(a.name),
+        "site": json_name(a.site),
+        "time": a.time,
+        "tool_version": a.tool_version,
+        "files": a.files,
+    }
 
 
 # -- the upgrade plan: what ``patchguard plan`` says of an upgrade before it happens -------------------------

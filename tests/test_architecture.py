@@ -435,6 +435,7 @@ def test_every_format_option_offers_its_registry() -> None:
         "revert": "set-change",
         "restore": "restore",
         "capture": "capture",
+        "status": "status",
     }
     assert REGISTRY["rebase-all"].names == REGISTRY["rebase"].names  # rebase --all: the same --format
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}

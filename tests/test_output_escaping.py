@@ -186,10 +186,11 @@ def test_error_details_and_verbose_lines_are_escaped() -> None:
 
 def test_sets_and_status_show_hostile_set_details_escaped() -> None:
     from patchguard.formats.text import format_sets, format_status
-    from patchguard.model import SetState, SetStatus
+    from patchguard.model import AppliedSet, SetState, SetStatus
 
     state = SetState("evil\x1b]0;x\x07", "minillm ==0.4.0\n  fake", SetStatus.DRIFTED, 1, ("a\nb\u202e",))
-    text = format_sets([state]) + format_status([], [("evil\n", {"time": "t\x1b[2J"})], [state])
+    applied = AppliedSet("evil\n", "/site", "t\x1b[2J", "None", 0)
+    text = format_sets([state]) + format_status([], [applied], [state])
     _assert_terminal_safe(text)
     assert "evil\\x1b]0;x\\x07" in text and "a\\nb\\u202e" in text and "t\\x1b[2J" in text
 

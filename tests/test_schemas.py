@@ -215,6 +215,26 @@ def _capture_documents(env: Env, tmp: Path, wheel: Path) -> list[str]:
     return [out, CAPTURE.get("json").render(hostile)]
 
 
+def _status_documents(env: Env, tmp: Path, _wheel: Path) -> list[str]:
+    """A real status (a set applied, then drifted: exit 1), and one with hostile names everywhere."""
+    from patchguard.formats import STATUS
+    from patchguard.model import AppliedSet, EnvironmentStatus, SetState, SetStatus
+
+    shutil.copytree(REPO / "patches", tmp / "patches")
+    site = ["--site-packages", str(env.site), "--patches", str(tmp / "patches")]
+    assert cli("apply", "--set", "sm120-support", *site)[0] == 0
+    cuda = env.site / "minillm/platforms/cuda.py"
+    cuda.write_text(cuda.read_text() + "\n# drift\n")
+    code, out, err = cli("status", *site, "--format", "json")
+    assert code == 1 and json.loads(out)["troubled"], err
+    state = SetState(HOSTILE, HOSTILE, SetStatus.DRIFTED, 1, (HOSTILE,))
+    hostile = EnvironmentStatus(
+        ((HOSTILE, HOSTILE, HOSTILE),), (HOSTILE,), (AppliedSet(HOSTILE, HOSTILE, HOSTILE, HOSTILE, 1),),
+        (state,), ((HOSTILE, (("t", 5),), 3),),
+    )  # fmt: skip
+    return [out, STATUS.get("json").render(hostile)]
+
+
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.deploy.gate import CheckResult
     from patchguard.deploy.policy import Policy
@@ -306,6 +326,7 @@ JSON_DOCUMENTS: dict[str, Builder] = {
     "set-change": _set_change_documents,
     "restore": _restore_documents,
     "capture": _capture_documents,
+    "status": _status_documents,
     "bisect": _bisect_documents,
     "fleet": _fleet_documents,
 }

@@ -9,18 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..formats import (
-    BACKUPS,
-    CAPTURE,
-    RESTORE,
-    SET_CHANGE,
-    SETS,
-    STATUS,
-    UNFINISHED,
-    Backups,
-    StatusDocument,
-    Unfinished,
-)
+from ..formats import CAPTURE, RESTORE, SET_CHANGE, SETS, STATUS
 from ..model import for_terminal
 from ._common import (
     EXIT_FINDINGS,
@@ -190,30 +179,18 @@ def sets(patches: str | None, python: str | None, site_packages: tuple[str, ...]
 @click.command()
 @patches_option
 @environment_options
+@click.option(
+    "--format", "fmt", type=click.Choice(STATUS.names), default=STATUS.default, show_default=True,
+    help="json: the patchguard.status/1 document.",
+)
 @errors_to_exit
-def status(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+def status(patches: str | None, python: str | None, site_packages: tuple[str, ...], fmt: str) -> None:
     """Applied sets, drift, and unfinished transactions (rolled back on sight)."""
-    from ..env import resolve_target
-    from ..patchsets.status import set_states
-    from ..state import read_state
-    from ..txn import backups, keep_backups, pending
+    from ..patchsets.status import environment_status
 
-    target = resolve_target(python, site_packages or None)
-    for site in target.site_packages:  # said before set_states() rolls them back
-        journal = pending(site)
-        if journal is not None:
-            click.echo(UNFINISHED.get().render(Unfinished(site, journal)), nl=False)
-    states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
-    applied = [
-        (name, record)
-        for site in target.site_packages
-        for name, record in sorted(read_state(site)["applied"].items())
-    ]
-    click.echo(STATUS.get().render(StatusDocument(recovered, applied, states)), nl=False)
-    keep = keep_backups()
-    for site in target.site_packages:
-        click.echo(BACKUPS.get().render(Backups(site, backups(site), keep)), nl=False)
-    if any(s.state.troubled for s in states):
+    document = environment_status(patches=patches, site_packages=site_packages or None, python=python)
+    click.echo(STATUS.get(fmt).render(document), nl=False)
+    if document.troubled:
         sys.exit(EXIT_FINDINGS)
 
 

@@ -13,22 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .documents import (
-    Backups,
-    CheckDocument,
-    ReportDocument,
-    StatusDocument,
-    Unfinished,
-)
+from .documents import CheckDocument, ReportDocument
 from .interface import Format, Formats
 
 if TYPE_CHECKING:
     from ..diffs import FileDiff
-    from ..model import CaptureDocument, RestoreDocument, RollbackResult, SetChange, SetState, UpgradePlan
+    from ..model import (
+        CaptureDocument,
+        EnvironmentStatus,
+        RestoreDocument,
+        RollbackResult,
+        SetChange,
+        SetState,
+        UpgradePlan,
+    )
     from .documents import BisectView, FleetView, RebaseView, RunningView
 
 __all__ = [
-    "BACKUPS",
     "BISECT",
     "CAPTURE",
     "CHECK",
@@ -46,14 +47,10 @@ __all__ = [
     "SETS",
     "SET_CHANGE",
     "STATUS",
-    "UNFINISHED",
-    "Backups",
     "CheckDocument",
     "Format",
     "Formats",
     "ReportDocument",
-    "StatusDocument",
-    "Unfinished",
 ]
 
 
@@ -166,22 +163,11 @@ def _sets() -> tuple[Format[Sequence[SetState]], ...]:
     return (SetsText(),)
 
 
-def _status() -> tuple[Format[StatusDocument], ...]:
+def _status() -> tuple[Format[EnvironmentStatus], ...]:
+    from .jsondoc import StatusJson
     from .text import StatusText
 
-    return (StatusText(),)
-
-
-def _unfinished() -> tuple[Format[Unfinished], ...]:
-    from .text import UnfinishedText
-
-    return (UnfinishedText(),)
-
-
-def _backups() -> tuple[Format[Backups], ...]:
-    from .text import BackupsText
-
-    return (BackupsText(),)
+    return StatusText(), StatusJson()
 
 
 # The kinds of document and their formats' names (the first is the default): scan's report, check's verdict,
@@ -205,14 +191,12 @@ SET_CHANGE: Formats[SetChange] = Formats("set-change", ("text", "json"), _set_ch
 RESTORE: Formats[RestoreDocument] = Formats("restore", ("text", "json"), _restore)
 CAPTURE: Formats[CaptureDocument] = Formats("capture", ("text", "json"), _capture)
 SETS: Formats[Sequence[SetState]] = Formats("sets", ("text",), _sets)
-STATUS: Formats[StatusDocument] = Formats("status", ("text",), _status)
-UNFINISHED: Formats[Unfinished] = Formats("unfinished", ("text",), _unfinished)
-BACKUPS: Formats[Backups] = Formats("backups", ("text",), _backups)
+STATUS: Formats[EnvironmentStatus] = Formats("status", ("text", "json"), _status)
 
 REGISTRY: Mapping[str, Formats[Any]] = {
     f.kind: f
     for f in (
         *(REPORT, CHECK, DIFF, LOCK, RUNNING, REBASE, REBASE_ALL, PLAN, ROLLBACK),
-        *(BISECT, FLEET, SET_CHANGE, RESTORE, CAPTURE, SETS, STATUS, UNFINISHED, BACKUPS),
+        *(BISECT, FLEET, SET_CHANGE, RESTORE, CAPTURE, SETS, STATUS),
     )
 }

@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..model import Finding, Report, SetState, Severity
+from ..model import Finding, Report, Severity
 
 __all__ = [
-    "Backups",
     "BisectTrialView",
     "BisectUnitView",
     "BisectView",
@@ -32,8 +31,6 @@ __all__ = [
     "RebasedFileView",
     "ReportDocument",
     "RunningView",
-    "StatusDocument",
-    "Unfinished",
 ]
 
 
@@ -189,33 +186,6 @@ class RebaseView(Protocol):
     @property
     def hunks(self) -> tuple[int, int, int]: ...
     def to_json(self) -> Mapping[str, object]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class StatusDocument:
-    """``status``: what recovery put back, the sets patchguard applied (their state records), every set."""
-
-    recovered: Sequence[str]
-    applied: Sequence[tuple[str, Mapping[str, Any]]]
-    states: Sequence[SetState]
-
-
-@dataclass(frozen=True, slots=True)
-class Unfinished:
-    """An interrupted transaction found in a site directory (said before it is rolled back)."""
-
-    site: str
-    journal: Mapping[str, object]
-
-
-@dataclass(frozen=True, slots=True)
-class Backups:
-    """The transactions' backups kept in one site directory: (transaction id, bytes) each, and how many
-    the setting keeps."""
-
-    site: str
-    kept: Sequence[tuple[str, int]]
-    keep: int
 
 
 class ValueView(Protocol):

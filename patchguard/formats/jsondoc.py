@@ -21,6 +21,7 @@ from typing import Any
 from ..diffs import FileDiff, hunks_json
 from ..model import (
     CaptureDocument,
+    EnvironmentStatus,
     Report,
     RestoreDocument,
     RollbackResult,
@@ -43,6 +44,7 @@ __all__ = [
     "RestoreJson",
     "RunningJson",
     "SetChangeJson",
+    "StatusJson",
     "format_diff",
     "format_json",
     "format_lock",
@@ -201,4 +203,11 @@ class CaptureJson(Format[CaptureDocument]):
     name = "json"
 
     def render(self, document: CaptureDocument) -> str:
+        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
+
+
+class StatusJson(Format[EnvironmentStatus]):
+    name = "json"
+
+    def render(self, document: EnvironmentStatus) -> str:
         return json.dumps(valid_text(document.to_json()), indent=2) + "\n"

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from ..diffs import FileDiff, unified_diff
 from ..model import (
+    AppliedSet,
     CaptureDocument,
+    EnvironmentStatus,
     Finding,
     Kind,
     Loaded,
@@ -27,11 +29,10 @@ from ..model import (
     command,
     for_terminal,
 )
-from .documents import Backups, CheckDocument, ReportDocument, StatusDocument, Unfinished
+from .documents import CheckDocument, ReportDocument
 from .interface import Format
 
 __all__ = [
-    "BackupsText",
     "CaptureText",
     "CheckStatus",
     "CheckText",
@@ -42,7 +43,6 @@ __all__ = [
     "StatusText",
     "Table",
     "TextTable",
-    "UnfinishedText",
     "format_check_status",
     "format_check_text",
     "format_sets",
@@ -373,16 +373,16 @@ def _files(n: int) -> str:
 
 
 def format_status(
-    recovered: Sequence[str], applied: Sequence[tuple[str, Mapping[str, Any]]], states: Sequence[SetState]
+    recovered: Sequence[str], applied: Sequence[AppliedSet], states: Sequence[SetState]
 ) -> str:
     """``patchguard status``: what recovery put back, the sets patchguard applied, the sets in trouble."""
     lines: list[str] = []
     if recovered:
         lines.append(f"  rolled back: {len(recovered)} file{'s' if len(recovered) != 1 else ''} put back")
     by_name = {s.name: s for s in states}
-    for name, record in applied:
-        files = _files(len(record.get("files", {})))
-        when, tool = for_terminal(str(record.get("time"))), for_terminal(str(record.get("tool_version")))
+    for a in applied:
+        name, files = a.name, _files(a.files)
+        when, tool = for_terminal(a.time), for_terminal(a.tool_version)
         lines.append(f"applied  {for_terminal(name)}  at {when}  ({files}, by patchguard {tool})")
         now = by_name.get(name)
         if now is not None and not now.state.in_place and not now.state.troubled:
@@ -491,39 +491,30 @@ class SetsText(Format[Sequence[SetState]]):
         return format_sets(document)
 
 
-class StatusText(Format[StatusDocument]):
-    name = "text"
-
-    def render(self, document: StatusDocument) -> str:
-        return format_status(document.recovered, document.applied, document.states)
-
-
-class UnfinishedText(Format[Unfinished]):
-    """An interrupted transaction ``status`` found (before it is rolled back)."""
+class StatusText(Format[EnvironmentStatus]):
+    """``status``: the interrupted transactions found, the sets applied and in trouble, the backups kept."""
 
     name = "text"
 
-    def render(self, document: Unfinished) -> str:
-        txid = for_terminal(str(document.journal.get("txid")))
-        label = for_terminal(str(document.journal.get("label")))
-        return f"unfinished transaction {txid} ({label}) in {for_terminal(document.site)}\n"
-
-
-class BackupsText(Format[Backups]):
-    """The backups ``status`` finds kept in a site directory: one line, or none when none is kept."""
-
-    name = "text"
-
-    def render(self, document: Backups) -> str:
-        kept = document.kept
-        if not kept:
-            return ""
-        size = sum(n for _txid, n in kept)
-        where = for_terminal(os.path.join(document.site, ".patchguard", "backups"))
-        return (
-            f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
-            f"{where} (the last {document.keep} are kept: keep_backups)\n"
+    def render(self, document: EnvironmentStatus) -> str:
+        unfinished = "".join(
+            f"unfinished transaction {for_terminal(txid)} ({for_terminal(label)}) in {for_terminal(site)}\n"
+            for site, txid, label in document.unfinished
         )
+        status = format_status(document.recovered, document.applied, document.states)
+        return unfinished + status + "".join(_backups_line(*b) for b in document.backups)
+
+
+def _backups_line(site: str, kept: Sequence[tuple[str, int]], keep: int) -> str:
+    """The backups kept in a site directory: one line, or none when none is kept."""
+    if not kept:
+        return ""
+    size = sum(n for _txid, n in kept)
+    where = for_terminal(os.path.join(site, ".patchguard", "backups"))
+    return (
+        f"backups  {len(kept)} transaction{'s' if len(kept) != 1 else ''}, {size / 1e6:.1f} MB in "
+        f"{where} (the last {keep} are kept: keep_backups)\n"
+    )
 
 
 class SetChangeText(Format[SetChange]):

@@ -9,13 +9,13 @@ from .._fs import sha256_bytes
 from ..env import Target, resolve_target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution
-from ..model import SetState, SetStatus
+from ..model import AppliedSet, EnvironmentStatus, SetState, SetStatus
 from ..state import read_state
 from .installed import SetEnvironment, reader
 from .model import PatchSet, load_sets
 from .planner import PlanFailed, Reader, plan_patches
 
-__all__ = ["SetState", "SetStatus", "set_states", "states_of"]
+__all__ = ["SetState", "SetStatus", "environment_status", "set_states", "states_of"]
 
 
 def _file_state(ps: PatchSet, rel: str, read: Reader) -> str:
@@ -42,6 +42,32 @@ def set_states(
     """Every set of the patches directory and its state in the environment (plus what recovery put back)."""
     env = SetEnvironment.open(resolve_target(python, site_packages))
     return states_of(env.target, env.dists, patches), env.recovered
+
+
+def environment_status(
+    *, patches: str | None = None, site_packages: Sequence[str] | None = None, python: str | None = None
+) -> EnvironmentStatus:
+    """``status``: the interrupted transactions of each site directory (read before reading the sets rolls
+    them back), what that recovery put back, the sets patchguard applied, every set's state, the backups."""
+    from ..txn import backups, keep_backups, pending
+
+    target = resolve_target(python, site_packages)
+    unfinished = []
+    for site in target.site_packages:
+        journal = pending(site)
+        if journal is not None:
+            unfinished.append((site, str(journal.get("txid")), str(journal.get("label"))))
+    states, recovered = set_states(patches=patches, site_packages=site_packages, python=python)
+    applied = tuple(
+        AppliedSet(
+            name, site, str(record.get("time")), str(record.get("tool_version")), len(record.get("files", {}))
+        )
+        for site in target.site_packages
+        for name, record in sorted(read_state(site)["applied"].items())
+    )
+    keep = keep_backups()
+    kept = tuple((site, tuple(backups(site)), keep) for site in target.site_packages)
+    return EnvironmentStatus(tuple(unfinished), tuple(recovered), applied, tuple(states), kept)
 
 
 def states_of(
