@@ -116,10 +116,10 @@ def _rebase() -> tuple[Format[RebaseView], ...]:
 
 
 def _plan() -> tuple[Format[UpgradePlan], ...]:
-    from .jsondoc import PlanJson
+    from .jsondoc import DocumentJson
     from .plan import PlanText
 
-    return PlanText(), PlanJson()
+    return PlanText(), DocumentJson()
 
 
 def _rebase_all() -> tuple[Format[Sequence[RebaseView]], ...]:
@@ -130,31 +130,31 @@ def _rebase_all() -> tuple[Format[Sequence[RebaseView]], ...]:
 
 
 def _rollback() -> tuple[Format[RollbackResult], ...]:
-    from .jsondoc import RollbackJson
+    from .jsondoc import DocumentJson
     from .plan import RollbackText
 
-    return RollbackText(), RollbackJson()
+    return RollbackText(), DocumentJson()
 
 
 def _capture() -> tuple[Format[CaptureDocument], ...]:
-    from .jsondoc import CaptureJson
+    from .jsondoc import DocumentJson
     from .text import CaptureText
 
-    return CaptureText(), CaptureJson()
+    return CaptureText(), DocumentJson()
 
 
 def _restore() -> tuple[Format[RestoreDocument], ...]:
-    from .jsondoc import RestoreJson
+    from .jsondoc import DocumentJson
     from .text import RestoreText
 
-    return RestoreText(), RestoreJson()
+    return RestoreText(), DocumentJson()
 
 
 def _set_change() -> tuple[Format[SetChange], ...]:
-    from .jsondoc import SetChangeJson
+    from .jsondoc import DocumentJson
     from .text import SetChangeText
 
-    return SetChangeText(), SetChangeJson()
+    return SetChangeText(), DocumentJson()
 
 
 def _sets() -> tuple[Format[Sequence[SetState]], ...]:
@@ -164,10 +164,10 @@ def _sets() -> tuple[Format[Sequence[SetState]], ...]:
 
 
 def _status() -> tuple[Format[EnvironmentStatus], ...]:
-    from .jsondoc import StatusJson
+    from .jsondoc import DocumentJson
     from .text import StatusText
 
-    return StatusText(), StatusJson()
+    return StatusText(), DocumentJson()
 
 
 # The kinds of document and their formats' names (the first is the default): scan's report, check's verdict,

@@ -16,17 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..diffs import FileDiff, hunks_json
 from ..model import (
-    CaptureDocument,
-    EnvironmentStatus,
     Report,
-    RestoreDocument,
-    RollbackResult,
-    SetChange,
-    UpgradePlan,
     printable,
 )
 from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
@@ -34,17 +28,14 @@ from .interface import Format
 
 __all__ = [
     "DIFF_SCHEMA",
-    "CaptureJson",
     "CheckJson",
     "DiffJson",
+    "DocumentJson",
     "FleetJson",
     "LockJson",
     "RebaseJson",
     "ReportJson",
-    "RestoreJson",
     "RunningJson",
-    "SetChangeJson",
-    "StatusJson",
     "format_diff",
     "format_json",
     "format_lock",
@@ -156,13 +147,6 @@ class FleetJson(Format[FleetView]):
         return _dumps(document.to_json())
 
 
-class PlanJson(Format[UpgradePlan]):
-    name = "json"
-
-    def render(self, document: UpgradePlan) -> str:
-        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
-
-
 class RebaseAllJson(Format[Sequence[RebaseView]]):
     """``patchguard rebase --all --format json``: ``patchguard.rebase-all/1``, each set's
     ``patchguard.rebase/1`` document in ``sets``."""
@@ -178,36 +162,15 @@ class RebaseAllJson(Format[Sequence[RebaseView]]):
         return json.dumps(valid_text(doc), indent=2) + "\n"
 
 
-class RollbackJson(Format[RollbackResult]):
+class _WritesItself(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class DocumentJson(Format[_WritesItself]):
+    """A document whose value writes its own JSON (its ``to_json`` is the one definition of its shape): the
+    upgrade plan, rollback, apply/revert, restore, capture, status."""
+
     name = "json"
 
-    def render(self, document: RollbackResult) -> str:
-        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
-
-
-class SetChangeJson(Format[SetChange]):
-    name = "json"
-
-    def render(self, document: SetChange) -> str:
-        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
-
-
-class RestoreJson(Format[RestoreDocument]):
-    name = "json"
-
-    def render(self, document: RestoreDocument) -> str:
-        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
-
-
-class CaptureJson(Format[CaptureDocument]):
-    name = "json"
-
-    def render(self, document: CaptureDocument) -> str:
-        return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
-
-
-class StatusJson(Format[EnvironmentStatus]):
-    name = "json"
-
-    def render(self, document: EnvironmentStatus) -> str:
+    def render(self, document: _WritesItself) -> str:
         return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
