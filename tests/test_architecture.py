@@ -341,6 +341,18 @@ def test_the_cli_takes_formats_from_the_registry_only(module: str) -> None:
     assert not wrong, "the CLI reaches past the registry into formats/:\n" + "\n".join(dict.fromkeys(wrong))
 
 
+@pytest.mark.parametrize("module", _cli_modules())
+def test_the_cli_reads_no_transaction_nor_state(module: str) -> None:
+    """The CLI calls the library and prints its documents: what a transaction left (the journal, backups)
+    and what ``state.json`` records reach it as values (``status``'s document), never by reading them."""
+    wrong = [
+        f"line {line}: imports {target}"
+        for target, line in _imports(module, MODULES[module])
+        if target in ("txn", "state") or target.startswith(("txn.", "state."))
+    ]
+    assert not wrong, "the CLI reads the transaction's or the state's files itself:\n" + "\n".join(wrong)
+
+
 def _format_names() -> set[str]:
     from patchguard.formats import REGISTRY
 
