@@ -448,6 +448,7 @@ def test_every_format_option_offers_its_registry() -> None:
         "restore": "restore",
         "capture": "capture",
         "status": "status",
+        "lock": "lock",
     }
     assert REGISTRY["rebase-all"].names == REGISTRY["rebase"].names  # rebase --all: the same --format
     assert offered == {cmd: (REGISTRY[k].names, REGISTRY[k].default) for cmd, k in kinds.items()}

@@ -315,15 +315,21 @@ def check(
 @output_option
 @patches_option
 @environment_options
+@click.option(
+    "--format", "fmt", type=click.Choice(LOCK.names), default=LOCK.default, show_default=True,
+    help="json: the patchguard.lock/1 document (the only form a lock has).",
+)
 @errors_to_exit
-def lock(output: str | None, patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+def lock(
+    output: str | None, patches: str | None, python: str | None, site_packages: tuple[str, ...], fmt: str
+) -> None:
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from ..audit import run
     from ..deploy.lockfile import make_lock
 
     scanned = run(site_packages=site_packages or None, python=python)
     say_recovered(scanned.recovered)
-    write(LOCK.get(), make_lock(scanned, patches), output, "the lock")
+    write(LOCK.get(fmt), make_lock(scanned, patches), output, "the lock")
 
 
 @click.command("running")
