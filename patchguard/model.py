@@ -813,7 +813,7 @@ class SetChange:
             "clean": self.clean,
             "transaction": self.txid,
             "backup_dir": json_name_or_none(self.backup_dir),
-            "recovered": list(self.recovered),
+            "recovered": [json_name(r) for r in self.recovered],
         }
 
 
@@ -873,7 +873,7 @@ class RestoreDocument:
             "verified_against": list(self.records),
             "transaction": self.txid,
             "backup_dir": json_name_or_none(self.backup_dir),
-            "recovered": list(self.recovered),
+            "recovered": [json_name(r) for r in self.recovered],
             "notes": list(self.notes),
         }
 

@@ -143,6 +143,34 @@ def test_look_alikes_are_not_checks_taken_out(old: str, new: str) -> None:
     assert not [f for f in _found((old, new)) if f[0] == "removed-check"]
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # an assertion split in two asks as much
+        ("        assert evicted >= 0 and evicted % self.page_size == 0\n",
+         "        assert evicted >= 0\n        assert evicted % self.page_size == 0\n"),
+        # a clamp written as a test that mends
+        ("        num_reqs = min(num_reqs, cap)\n",
+         "        if num_reqs > cap:\n            num_reqs = cap\n"),
+        # a state, or a feature, whose name holds a check word inside another word
+        ("        self.done = None\n",
+         "        self.done = None\n        self.verified = False\n"),
+        ("        self.done = None\n",
+         "        self.done = None\n        self.gradient_checkpointing = False\n"),
+    ],
+)  # fmt: skip
+def test_review_look_alikes_are_not_checks_taken_out(old: str, new: str) -> None:
+    assert not [f for f in _found((old, new)) if f[0] == "removed-check"]
+
+
+def test_expressions_nested_past_pythons_recursion_get_no_verdict_and_no_crash() -> None:
+    deep = "not " * 900 + "evicted"
+    edit = ("        assert evicted >= 0 and evicted % self.page_size == 0\n", f"        assert {deep}\n")
+    _found(edit)  # (no RecursionError out of the analysis)
+    grown = ("        return [64, 128, 256]\n", "        return [" + "-" * 2000 + "1, 64, 128, 256]\n")
+    _found(grown)
+
+
 def test_a_print_forced_off_is_not_a_check_taken_out() -> None:
     text = PRISTINE.replace("            self.table.fill_(-1)\n", "            print('big', num_reqs)\n")
     after = text.replace("        if num_reqs > 1 << 20:\n", "        if False and num_reqs > 1 << 20:\n")

@@ -21,7 +21,7 @@ import re
 import textwrap
 import tokenize
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -237,18 +237,26 @@ def analyse(change: CodeChange) -> list[Finding]:
     if not out and before is not None and _only_cosmetic(before, edit.st):
         return _cosmetic(edit, regions)
     out += _removed_checks(regions, edit, out)
-    out += _narrowed_checks(regions, edit)
-    out += _forced_conditions(regions, edit)
-    out += _flags_turned_off(regions, edit)
-    out += _bounds_dropped(regions, edit)
-    out += _requirements_lowered(regions, edit)
-    out += _supported_grown(regions, edit)
+    for meaning in (_narrowed_checks, _forced_conditions, _flags_turned_off, _bounds_dropped):
+        out += _shallow(meaning, regions, edit)
+    out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _checks_voices(_scripts_are_not_library(out, edit.st.tree), regions)
     return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
+
+
+def _shallow(
+    meaning: Callable[[Sequence[Region], _Edit], list[Finding]], regions: Sequence[Region], edit: _Edit
+) -> list[Finding]:
+    """A reading of the edit's meaning, or none when its expressions nest deeper than Python's own
+    recursion can follow (``not not … x`` two thousand times): no verdict on such code, never a crash."""
+    try:
+        return meaning(regions, edit)
+    except (RecursionError, MemoryError):
+        return []
 
 
 def _checks_voices(out: list[Finding], regions: Sequence[Region]) -> list[Finding]:
@@ -716,13 +724,21 @@ _REPORTING = frozenset({print.__name__, "show", "report", "describe", "display",
 
 
 def _in_handler(lines: Sequence[str], line: int) -> bool:
-    """Whether ``line`` sits in an ``except`` block (of the function around it)."""
-    header = _block_header(lines, line)
-    while header and not header.startswith(("def ", "async def ", "class ")):
-        if header.startswith("except"):
+    """Whether ``line`` sits in an ``except`` block (of the function around it): the headers above it, each
+    less indented than the last, read up to its ``def``."""
+    if not 0 < line <= len(lines):
+        return False
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for k in range(line - 1, 0, -1):
+        text = lines[k - 1]
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#") or len(text) - len(text.lstrip()) >= indent:
+            continue
+        if stripped.startswith("except"):
             return True
-        line = next(n for n in range(line - 1, 0, -1) if lines[n - 1].strip() == header)
-        header = _block_header(lines, line)
+        if stripped.startswith(("def ", "async def ", "class ")):
+            return False
+        indent = len(text) - len(text.lstrip())
     return False
 
 
@@ -732,8 +748,9 @@ def _callers(name: str, lines: Sequence[str]) -> list[str | None]:
     call = re.compile(rf"(?<![\w]){re.escape(name)}\(")
     out: list[str | None] = []
     for n, text in enumerate(lines):
-        found = call.search(text)
-        if found is None or text.lstrip().startswith(("def ", "async def ")):
+        code_part = _QUOTED.sub('""', _code_of(text))  # not in a comment, not in a string on the line
+        found = call.search(code_part)
+        if found is None or text.lstrip().startswith(("def ", "async def ", '"', "'")):
             continue
         indent = len(text) - len(text.lstrip())
         out.append(_def_above(lines, n, indent))
@@ -1051,15 +1068,16 @@ def _asserts_weakened(r: Region, edit: _Edit) -> list[Finding]:
     """An assertion that asks less than it did, in place: ``assert a and b`` → ``assert a``, ``assert n <= 8``
     → ``assert n <= 16``, ``assert all(ok(x) and x >= 0 …)`` → ``… ok(x) …`` — what it refused passes."""
     before = [_assertion(_statement(r.removed, i)) for i, old in enumerate(r.removed) if _is_assert(old)]
+    added = [n for n in r.lines if _is_assert(edit.lines[n - 1])]
     out: list[Finding] = []
-    for n in r.lines:
-        if not before or not _is_assert(edit.lines[n - 1]):
-            continue
+    if len(before) != 1 or len(added) != 1 or before[0] is None:
+        return out  # one assertion edited in place (one split in two asks as much)
+    for n in added:
         after = _assertion(_statement(edit.lines, n - 1))
         if after is None:
             continue
         # an assertion refuses where its test is false: it asks less when the old test implies the new one
-        old = next((t for t in before if t is not None and _fires_less(after, t)), None)
+        old = before[0] if _fires_less(after, before[0]) else None
         if old is not None:
             detail = f"the assertion asked `{_short(old)}`, now only `{_short(after)}`"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
@@ -1612,6 +1630,9 @@ def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     return out
 
 
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=[^=]")
+
+
 def _clamped(statement: str) -> str:
     """``x`` of ``x = min(x, cap)`` / ``x = max(floor, x)``, else ""."""
     target, value = _decision(statement)
@@ -1627,11 +1648,13 @@ def _clamps_gone(r: Region, edit: _Edit) -> list[Finding]:
     """A clamp of a value by another taken out (``num_reqs = min(num_reqs, cap)`` deleted or commented
     out): what it kept the value within, it is no longer kept within."""
     squeezed = _squeeze("".join(map(_code_of, edit.lines)))
-    kept = {_clamped(_code_of(_statement(edit.lines, n - 1))) for n in r.lines}  # a clamp given another bound
+    # a clamp given another bound, or the value given anew in the region (``if n > cap: n = cap``)
+    kept = {_ASSIGNED.match(edit.lines[n - 1]) for n in r.lines}
+    kept_targets = {m.group(1) for m in kept if m is not None}
     for i in range(len(r.removed)):
         statement = _code_of(_statement(r.removed, i))
         target = _clamped(statement)
-        if target and target not in kept and _squeeze(statement) not in squeezed:
+        if target and target not in kept_targets and _squeeze(statement) not in squeezed:
             shown = " ".join(statement.split())[:60]
             detail = f"the clamp `{shown}` is gone: nothing keeps the value within it"
             line = max(r.start, 1)
@@ -1807,10 +1830,20 @@ def _flags_overridden(r: Region, edit: _Edit) -> list[Finding]:
             continue
         name, value = forced.group(1), forced.group(2)
         bare = name.rsplit(".", 1)[-1]
-        if _turns_off(bare, value == "True") and re.search(rf"\b{re.escape(bare)}\b", edit.before):
+        if _flag_turned_off(bare, value == "True") and re.search(rf"\b{re.escape(bare)}\b", edit.before):
             detail = f"`{name}` is forced to {value}: the check it asked for is off"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _flag_turned_off(name: str, value: bool) -> bool:
+    """Whether a flag named ``name`` (its whole snake-case words: not ``gradient_checkpointing``, not a state
+    such as ``verified``) given ``value`` turns a check off."""
+    words = set(name.lower().strip("_").split("_"))
+    if not words.isdisjoint({"skip", "ignore", "allow", "unsafe", "trust", "disable", "no"}):
+        return value
+    checking = {"check", "checks", "validate", "validation", "verify", "strict"}
+    return not value and not words.isdisjoint(checking)
 
 
 _OVERRIDE = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False)\s*$")
