@@ -144,16 +144,17 @@ def test_a_value_read_of_a_tensor_made_with_a_device_handed_as_an_argument() -> 
 def test_an_except_block_is_found_by_its_indentation_not_by_a_line_like_its_header() -> None:
     """A log line after a try/except whose handler holds a line like the block's own header is not in the
     handler; a docstring naming the function is not its caller."""
-    from patchguard.analysis.engine import _callers, _in_handler
+    from patchguard.analysis.engine import _callers, _in_handler, locate
 
     lines = [
         "def update(self):\n", "    with self._lock:\n", "        try:\n", "            x()\n",
         "        except KeyError:\n", "            with self._lock:\n", "                y()\n",
         "        logger.info('n')\n",
     ]  # fmt: skip
-    assert not _in_handler(lines, 8) and _in_handler(lines, 7)
+    st = locate("".join(lines))
+    assert not _in_handler(st, 8) and _in_handler(st, 7)
     doc = ['"""Call encode_batch(texts) once per request."""\n', "def run():\n", "    encode_batch(t)\n"]
-    assert _callers("encode_batch", doc) == ["run"]
+    assert _callers("encode_batch", locate("".join(doc)), doc) == ["run"]
 
 
 def test_a_logger_of_another_library_bound_to_any_name() -> None:

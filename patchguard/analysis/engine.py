@@ -29,8 +29,15 @@ from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .aliases import resolve
 from .bounds import too_wild
-from .families import CHECKING_CALL, CHECKING_FLAG_WORDS, LENIENT_FLAG_WORDS, SUPPRESSORS
-from .rules import RULES, could_hit, on_hot_path, runs_once
+from .families import (
+    CHECKING_CALL,
+    CHECKING_FLAG_NAME_WORDS,
+    CHECKING_FLAG_WORDS,
+    LENIENT_FLAG_NAME_WORDS,
+    LENIENT_FLAG_WORDS,
+    SUPPRESSORS,
+)
+from .rules import LOG_METHODS, RULES, could_hit, on_hot_path, runs_once
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -215,6 +222,11 @@ class _Edit:
     st: Structure
     lines: Sequence[str]
     finding: _Maker
+
+    @property
+    def text(self) -> str:
+        """The installed text (its lines joined)."""
+        return "".join(self.lines)
 
 
 def analyse(change: CodeChange) -> list[Finding]:
@@ -454,7 +466,7 @@ def _one_per_line(findings: list[Finding]) -> list[Finding]:
 _RULE_ORDER = {rule: n for n, rule in enumerate(RULES)}
 
 
-def _one_per_site(hits: list[Hit], finding: _Maker) -> list[Finding]:
+def _one_per_site(hits: list[Hit], edit: _Edit) -> list[Finding]:
     """One finding per injection site: only a contiguous run of one rule in one block (ten prints in a row,
     the same gate, the same target) folds into the finding of its first line, which lists every line.
     Separate blocks, other targets or other gates stay separate findings, however close."""
@@ -462,12 +474,12 @@ def _one_per_site(hits: list[Hit], finding: _Maker) -> list[Finding]:
     last: dict[str, list[Hit]] = {}  # rule -> its current run
     for h in sorted(hits, key=lambda h: (h.line, h.end_line)):
         run = last.get(h.rule)
-        if run and _continues(run[-1], h, finding.lines):
+        if run and _continues(run[-1], h, edit.lines):
             run.append(h)
             continue
         last[h.rule] = [h]
         runs.append(last[h.rule])
-    return [_folded(run, finding) for run in runs]
+    return [_folded(run, edit) for run in runs]
 
 
 def _continues(prev: Hit, h: Hit, lines: Sequence[str]) -> bool:
@@ -490,8 +502,8 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _folded(run: list[Hit], finding: _Maker) -> Finding:
-    first = _injected(run[0], finding)
+def _folded(run: list[Hit], edit: _Edit) -> Finding:
+    first = _injected(run[0], edit)
     if len({h.line for h in run}) == 1:
         return replace(first, end_line=max(h.end_line for h in run))
     lines = list(dict.fromkeys(h.line for h in run))
@@ -544,7 +556,7 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
             ]
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
-    return _one_per_site(reported, edit.finding)
+    return _one_per_site(reported, edit)
 
 
 def _forced_open(st: Structure, changed: set[int]) -> list[tuple[int, int, str]]:
@@ -646,12 +658,12 @@ class _Pristine:
         return dict(hit_counts(bunit, self.st, self.lines))
 
 
-def _injected(hit: Hit, finding: _Maker) -> Finding:
+def _injected(hit: Hit, edit: _Edit) -> Finding:
     """The finding of a rule hit: the rule's severity, less for logging off the hot path, info when dead."""
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
     forward = name.startswith("forward")
-    severity = _severity(hit, rule.severity, name, finding)
+    severity = _severity(hit, rule.severity, name, edit)
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
     what = "check neutralised" if hit.rule == RuleId.REMOVED_CHECK else f"{hit.qualname} {rule.rationale}"
     message = (
@@ -663,18 +675,18 @@ def _injected(hit: Hit, finding: _Maker) -> Finding:
         + (" (the pristine function does the same already)" if _familiar(hit) else "")
         + (" (unreachable: it cannot run)" if hit.dead else "")
     )
-    return finding(
+    return edit.finding(
         Kind.INJECTED_CODE, hit.rule, severity, hit.line, hit.end_line, hit.function, message, gate
     )
 
 
-def _severity(hit: Hit, severity: Severity, name: str, finding: _Maker) -> Severity:
+def _severity(hit: Hit, severity: Severity, name: str, edit: _Edit) -> Severity:
     """A hit's severity where it stands: less for logging off the hot path, for a wait whose loop's job is
     waiting, for a command's own output; info when dead."""
     if hit.dead:
         return Severity.INFO
-    path = finding.change.path
-    if _off_the_hot_path(hit, name, finding.lines):
+    path = edit.finding.change.path
+    if _off_the_hot_path(hit, name, edit):
         severity = Severity.MINOR
     command = (_command_line(name) and "." not in hit.function) or path.endswith("__main__.py")
     if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
@@ -684,7 +696,7 @@ def _severity(hit: Hit, severity: Severity, name: str, finding: _Maker) -> Sever
     return severity
 
 
-def _off_the_hot_path(hit: Hit, name: str, lines: Sequence[str]) -> bool:
+def _off_the_hot_path(hit: Hit, name: str, edit: _Edit) -> bool:
     """Whether a hit costs little where it stands: a log line where the code runs seldom (where the reach
     cannot tell, a function not run once — a constructor, a loader, a warm-up, what only they call — may
     well run per request), a wait for the device where it runs once, a backoff or a poll off the hot path
@@ -693,20 +705,22 @@ def _off_the_hot_path(hit: Hit, name: str, lines: Sequence[str]) -> bool:
     if hot and hit.rule != RuleId.SLEEP:
         return False
     if hit.rule == RuleId.LOGGING:
-        return _seldom(hit, name, lines)
+        return _seldom(hit, name, edit)
     if hit.rule == RuleId.DEVICE_SYNC:
         return runs_once(name)
     return hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller or hit.device)
 
 
-def _seldom(hit: Hit, name: str, lines: Sequence[str]) -> bool:
+def _seldom(hit: Hit, name: str, edit: _Edit) -> bool:
     """Whether the code of a hit runs seldom: once in a process's life — at import, in a function that does
     by its role (:func:`.rules.runs_once`), in one the file calls only from such places (``build_engine``,
     called from ``main`` alone) — or only when something failed (an ``except`` block), or in a function
     whose pristine code logs already (one that reports: ``log_stats``)."""
-    if not hit.function or runs_once(name) or _reports(name) or hit.familiar or _in_handler(lines, hit.line):
+    if not hit.function or runs_once(name) or _reports(name) or hit.familiar:
         return True
-    callers = _callers(name, lines)
+    if _in_handler(edit.st, hit.line):
+        return True
+    callers = _callers(name, edit.st, edit.lines)
     return bool(callers) and all(c is None or runs_once(c) or _command_line(c) for c in callers)
 
 
@@ -723,46 +737,23 @@ _LOG_ARITHMETIC = frozenset({"softmax", "prob", "probs", "sum", "exp", "det", "l
 _REPORTING = frozenset({print.__name__, "show", "report", "describe", "display", "summarize"})
 
 
-def _in_handler(lines: Sequence[str], line: int) -> bool:
-    """Whether ``line`` sits in an ``except`` block (of the function around it): the headers above it, each
-    less indented than the last, read up to its ``def``."""
-    if not 0 < line <= len(lines):
-        return False
-    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
-    for k in range(line - 1, 0, -1):
-        text = lines[k - 1]
-        stripped = text.strip()
-        if not stripped or stripped.startswith("#") or len(text) - len(text.lstrip()) >= indent:
-            continue
-        if stripped.startswith("except"):
-            return True
-        if stripped.startswith(("def ", "async def ", "class ")):
-            return False
-        indent = len(text) - len(text.lstrip())
-    return False
+def _in_handler(st: Structure, line: int) -> bool:
+    """Whether ``line`` sits in an ``except`` block (the file's handlers, as its structure keeps them)."""
+    return any(h.lineno <= line <= (h.end_lineno or h.lineno) for h in st.handlers)
 
 
-def _callers(name: str, lines: Sequence[str]) -> list[str | None]:
-    """The function around each call of ``name`` (``name(…)``, ``self.name(…)``) in a file's lines —
-    ``None`` at module level; the nearest ``def`` above it that is less indented."""
+def _callers(name: str, st: Structure, lines: Sequence[str]) -> list[str | None]:
+    """The function around each call of ``name`` (``name(…)``, ``self.name(…)``) in the file — ``None`` at
+    module level: its innermost scope's name, as the structure says it."""
     call = re.compile(rf"(?<![\w]){re.escape(name)}\(")
     out: list[str | None] = []
-    for n, text in enumerate(lines):
+    for n, text in enumerate(lines, 1):
         code_part = _QUOTED.sub('""', _code_of(text))  # not in a comment, not in a string on the line
-        found = call.search(code_part)
-        if found is None or text.lstrip().startswith(("def ", "async def ", '"', "'")):
+        if call.search(code_part) is None or text.lstrip().startswith(("def ", "async def ", '"', "'")):
             continue
-        indent = len(text) - len(text.lstrip())
-        out.append(_def_above(lines, n, indent))
+        scope = st.qualname_at(n)
+        out.append(scope.rsplit(".", 1)[-1] if scope else None)
     return out
-
-
-def _def_above(lines: Sequence[str], n: int, indent: int) -> str | None:
-    for above in reversed(lines[:n]):
-        stripped = above.lstrip()
-        if stripped.startswith(("def ", "async def ")) and len(above) - len(stripped) < indent:
-            return stripped.split("def ", 1)[1].split("(", 1)[0].strip()
-    return None
 
 
 def _its_job(hit: Hit, name: str) -> bool:
@@ -809,7 +800,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
     if not _removes_checks(regions, edit):
         return out  # (most edits remove no raise, assert or bail-out: the whole files are not read for them)
     gone = _Gone.of(edit)
-    squeezed = _squeeze("".join(map(_code_of, edit.lines)))
+    squeezed = _squeezed_source(edit.text)
     before = _squeezed_source(edit.before or "")
     asserts = list(_assert_lines(edit.lines) - _assert_lines(gone.before_lines))  # the new ones
     for r in regions:
@@ -886,7 +877,7 @@ def _block_header(lines: Sequence[str], line: int) -> str:
 _NOT_IF_HEADERS = ("else", "try", "except", "finally", "def ", "async ", "class ", "for ", "while ", "with ")
 
 
-@functools.lru_cache(maxsize=4)  # the pristine file: for removed checks and for new handlers
+@functools.lru_cache(maxsize=4)  # the pristine and the installed text: for removed checks, clamps, handlers
 def _squeezed_source(source: str) -> str:
     """A file's code without comments or whitespace: where a statement is looked for by its text."""
     return _squeeze("".join(map(_code_of, split_lines(source))))
@@ -1375,7 +1366,7 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
     return (
         _inner_part_weaker(before, after)
         or _divisor_relaxed(before, after)
-        or         _and_more(before, after)
+        or _and_more(before, after)
         or _fewer_ors(before, after)
         or _lenient_limit(before, after)
         or _fewer_refused(before, after)
@@ -1647,14 +1638,13 @@ def _clamped(statement: str) -> str:
 def _clamps_gone(r: Region, edit: _Edit) -> list[Finding]:
     """A clamp of a value by another taken out (``num_reqs = min(num_reqs, cap)`` deleted or commented
     out): what it kept the value within, it is no longer kept within."""
-    squeezed = _squeeze("".join(map(_code_of, edit.lines)))
     # a clamp given another bound, or the value given anew in the region (``if n > cap: n = cap``)
     kept = {_ASSIGNED.match(edit.lines[n - 1]) for n in r.lines}
     kept_targets = {m.group(1) for m in kept if m is not None}
     for i in range(len(r.removed)):
         statement = _code_of(_statement(r.removed, i))
         target = _clamped(statement)
-        if target and target not in kept_targets and _squeeze(statement) not in squeezed:
+        if target and target not in kept_targets and _squeeze(statement) not in _squeezed_source(edit.text):
             shown = " ".join(statement.split())[:60]
             detail = f"the clamp `{shown}` is gone: nothing keeps the value within it"
             line = max(r.start, 1)
@@ -1840,10 +1830,9 @@ def _flag_turned_off(name: str, value: bool) -> bool:
     """Whether a flag named ``name`` (its whole snake-case words: not ``gradient_checkpointing``, not a state
     such as ``verified``) given ``value`` turns a check off."""
     words = set(name.lower().strip("_").split("_"))
-    if not words.isdisjoint({"skip", "ignore", "allow", "unsafe", "trust", "disable", "no"}):
+    if not words.isdisjoint(LENIENT_FLAG_NAME_WORDS):
         return value
-    checking = {"check", "checks", "validate", "validation", "verify", "strict"}
-    return not value and not words.isdisjoint(checking)
+    return not value and not words.isdisjoint(CHECKING_FLAG_NAME_WORDS)
 
 
 _OVERRIDE = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False)\s*$")
@@ -1893,7 +1882,7 @@ def _guards_raise(tree: ast.Module | None, line: int) -> bool:
     """Whether the ``if`` at ``line`` refuses what its condition names: its body raises or asserts, warns
     (``logger.warning``, ``warnings.warn``), or hands back an error message (``return error_msg``,
     ``return f"… exceeds …"``) — a validator that reports instead of raising is a check as much."""
-    node = next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
+    node = _if_at(tree, line)
     if node is None:
         return False
     return _guards_raise_node(node) or any(map(_refusal, _own_statements(node.body))) or _sanitizes(node)
@@ -1904,8 +1893,13 @@ def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
     does work — not output alone (a debug print switched off is no check taken out)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else []
     never = _falsy(test) or any(map(_falsy, parts))
-    node = next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
+    node = _if_at(tree, line)
     return never and node is not None and not all(map(_output_only, node.body))
+
+
+def _if_at(tree: ast.Module | None, line: int) -> ast.If | None:
+    """The ``if`` whose header is at ``line``."""
+    return next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
 
 
 def _falsy(test: ast.expr) -> bool:
@@ -1922,8 +1916,7 @@ def _output_only(stmt: ast.stmt) -> bool:
 
 
 # What prints or logs, by the last name called (``print`` itself named by the builtin).
-_OUTPUT_CALLS = frozenset({print.__name__, "pprint", "warn", "debug", "info", "warning", "error", "critical"})
-_OUTPUT_CALLS |= {"exception", "log"}
+_OUTPUT_CALLS = LOG_METHODS | {print.__name__, "pprint"}
 
 
 def _sanitizes(node: ast.If) -> bool:

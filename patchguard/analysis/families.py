@@ -19,10 +19,13 @@ __all__ = [
     "ARGUMENT_METHODS",
     "BOUND_WRITERS",
     "CHECKING_CALL",
+    "CHECKING_FLAG_NAME_WORDS",
     "CHECKING_FLAG_WORDS",
+    "CLOCKS",
     "FAMILIES",
     "IMPORTERS",
     "IN_MEMORY",
+    "LENIENT_FLAG_NAME_WORDS",
     "LENIENT_FLAG_WORDS",
     "MEMMAPS",
     "NATIVE_LOADERS",
@@ -63,6 +66,10 @@ MEMMAPS = frozenset({"numpy.memmap", "numpy.lib.format.open_memmap"})
 IMPORTERS = frozenset({"importlib.import_module", "__import__", "builtins.__import__"})
 # What lets the errors of a block go by the exceptions it is given (``with contextlib.suppress(KeyError):``).
 SUPPRESSORS = frozenset({"contextlib.suppress"})
+# The clocks of the standard library's ``time`` module: a loop that only reads one waits (a busy wait).
+CLOCKS = frozenset(
+    {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
+)
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | {"select.select"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
@@ -76,6 +83,10 @@ CHECKING_CALL = (
 # ``strict=True``: turned off by False), one that lets things through (``skip_validation``: on by True).
 CHECKING_FLAG_WORDS = ("raise", "strict", "check", "validat", "verif", "assert")
 LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check", "trust")
+# The same, as whole snake-case words of a name a line put in gives a constant (``trust_remote_code = True``,
+# ``self.strict = False``) — not stems found inside other words (``gradient_checkpointing``, ``verified``).
+CHECKING_FLAG_NAME_WORDS = frozenset({"check", "checks", "validate", "validation", "verify", "strict"})
+LENIENT_FLAG_NAME_WORDS = frozenset({"skip", "ignore", "allow", "unsafe", "trust", "disable", "no"})
 
 # Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,
 # or a value brought to the host by one of TO_HOST (``f.write(t.cpu().numpy().tobytes())``).

@@ -22,6 +22,7 @@ from .families import (
     ARGUMENT_CALLS,
     BOUND_WRITERS,
     CHECKING_CALL,
+    CLOCKS,
     FAMILIES,
     IN_MEMORY,
     OPEN_METHODS,
@@ -34,6 +35,7 @@ from .families import (
 __all__ = [
     "CALLS",
     "HOT_PATH",
+    "LOG_METHODS",
     "METHODS",
     "REDUCTIONS",
     "RULES",
@@ -135,7 +137,8 @@ REDUCTIONS = frozenset(
     {"sum", "max", "min", "mean", "all", "any", "argmax", "argmin", "norm", "std", "var", "prod", "numel"}
     | {"count_nonzero", "amax", "amin", "item", "abs", "isnan", "isinf", "eq", "ne", "gt", "lt", "ge", "le"}
 )
-_LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+# The methods of a logger that write a record (``logger.info(…)``, ``logging.warning(…)``).
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 # Logging libraries whose loggers a module may bind to any name (``from loguru import logger as _lg``).
 _LOGGING_MODULES = ("logging.", "loguru.", "structlog.")
 
@@ -153,7 +156,7 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> Ru
             return family
     if method is not None:  # the receiver may be an expression (``(root / name).write_text(x)``): no name
         base = (receiver or "").rsplit(".", 1)[-1].lower()
-        if method in _LOG_METHODS and ("log" in base or qualname.startswith(_LOGGING_MODULES)):
+        if method in LOG_METHODS and ("log" in base or qualname.startswith(_LOGGING_MODULES)):
             return RuleId.LOGGING
         if method in METHODS:
             return METHODS[method]
@@ -207,7 +210,7 @@ _FORMS = re.compile(
     r"|\b(?:exec|spawn|posix_spawn)\w*\("
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     r"|^\s*while\s+(?:True|1)\s*:"  # a loop that may never leave (a hang)
-    r"|^\s*while\b.*\b(?:time|time_ns|perf_counter|perf_counter_ns|monotonic|monotonic_ns)\("  # a busy wait
+    r"|^\s*while\b.*\b(?:" + "|".join(sorted(CLOCKS)) + r")\("  # a busy wait on a clock
     r"|^\s*while\s+not\b.*\.(?:exists|isfile|is_file|isdir|is_dir|lexists)\("  # until a file appears
     r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
@@ -564,7 +567,7 @@ def could_hit(
     words = set(_IDENT.findall(changed))
     if words & _WORDS or _FORMS.search(changed):
         return True
-    if words & _LOG_METHODS and any("log" in w.lower() for w in words):
+    if words & LOG_METHODS and any("log" in w.lower() for w in words):
         return True  # a logger's call: `logger.info(`, `logging.warning(` (not `logits`, `catalog`)
     local = _local_names(unit, aliases)
     named = not (words.isdisjoint(_QUALIFIED_WORDS) and words.isdisjoint(local)) or "getattr" in words

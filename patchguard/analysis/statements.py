@@ -22,7 +22,7 @@ from libcst.helpers import get_full_name_for_node
 from ..model import RuleId
 from .aliases import reads_environment, resolve
 from .cstwalk import Dispatch, walk
-from .families import CHECKING_CALL, WAIT_METHODS
+from .families import CHECKING_CALL, CLOCKS, WAIT_METHODS
 from .rules import CALLS, SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
@@ -336,7 +336,8 @@ def _burns_time(node: cst.While, scope: Scope) -> Iterator[Seen]:
         isinstance(s, cst.SimpleStatementLine) and all(_nothing(x) for x in s.body) for s in body
     )
     calls = [c for c in m.findall(node.test, m.Call()) if isinstance(c, cst.Call)]
-    clocks = [_last(c.func) for c in calls if _last(c.func) in _CLOCKS]
+    last = [(get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] for c in calls]
+    clocks = [name for name in last if name in CLOCKS]
     if body and idle and clocks and scope.touches(node):
         yield Seen(RuleId.SLEEP, clocks[0], node.test, "the host spins doing nothing until time passes")
 
@@ -345,18 +346,6 @@ def _nothing(small: cst.BaseSmallStatement) -> bool:
     if isinstance(small, cst.Pass):
         return True
     return isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis)
-
-
-def _last(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else ""
-
-
-# The clocks of the standard library's ``time`` module.
-_CLOCKS = frozenset(
-    {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
-)
 
 
 # What only passes time: the sleep rule's calls (by their last name), a pause, a wait.
