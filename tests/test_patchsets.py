@@ -447,6 +447,23 @@ def test_kill_at_every_write_point(env: Env, patches: Path, command: str, tmp_pa
     assert _run(args).stdout.strip().endswith("nothing to do")
 
 
+def test_status_says_what_it_rolled_back_even_when_it_then_fails(
+    env: Env, patches: Path, tmp_path: Path
+) -> None:
+    """An apply killed mid-way leaves a journal. A bad backups setting is refused before anything is rolled
+    back (the journal stays); a bad patches directory, found after the rollback, says the rollback in its
+    error — no rollback goes unsaid."""
+    args = ["apply", "--set", "glm5-debug", "--site-packages", str(env.site), "--patches", str(patches)]
+    journal = env.site / ".patchguard/journal.json"
+    assert any(_run(args, PATCHGUARD_TEST_CRASH_AT=str(n)) and journal.exists() for n in range(2, 40))
+    site = ["--site-packages", str(env.site)]
+    refused = _run(["status", *site, "--patches", str(patches)], PATCHGUARD_KEEP_BACKUPS="x")
+    assert refused.returncode == 2 and journal.exists(), refused.stderr
+    failed = _run(["status", *site, "--patches", str(tmp_path / "nope")])
+    assert failed.returncode == 2 and not journal.exists()
+    assert "unfinished transaction" in failed.stderr and "was rolled back" in failed.stderr, failed.stderr
+
+
 def test_enospc_during_apply_changes_nothing(
     env: Env, patches: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,17 +47,28 @@ def set_states(
 def environment_status(
     *, patches: str | None = None, site_packages: Sequence[str] | None = None, python: str | None = None
 ) -> EnvironmentStatus:
-    """``status``: the interrupted transactions of each site directory (read before reading the sets rolls
-    them back), what that recovery put back, the sets patchguard applied, every set's state, the backups."""
+    """``status``: the interrupted transactions of each site directory (read before opening the environment
+    rolls them back), what that recovery put back, the sets patchguard applied, every set's state, the
+    backups. The environment is resolved once; a bad backups setting is refused before anything is rolled
+    back, and an error after the rollback still says what was rolled back."""
     from ..txn import backups, keep_backups, pending
 
+    keep = keep_backups()
     target = resolve_target(python, site_packages)
     unfinished = []
     for site in target.site_packages:
         journal = pending(site)
         if journal is not None:
             unfinished.append((site, str(journal.get("txid")), str(journal.get("label"))))
-    states, recovered = set_states(patches=patches, site_packages=site_packages, python=python)
+    try:
+        env = SetEnvironment.open(target)
+        states = states_of(env.target, env.dists, patches)
+    except PatchguardError as exc:
+        exc.message += "".join(
+            f"\nbefore this, the unfinished transaction {txid} ({label}) in {site} was rolled back"
+            for site, txid, label in unfinished
+        )
+        raise
     applied = tuple(
         AppliedSet(
             name, site, str(record.get("time")), str(record.get("tool_version")), len(record.get("files", {}))
@@ -65,9 +76,8 @@ def environment_status(
         for site in target.site_packages
         for name, record in sorted(read_state(site)["applied"].items())
     )
-    keep = keep_backups()
     kept = tuple((site, tuple(backups(site)), keep) for site in target.site_packages)
-    return EnvironmentStatus(tuple(unfinished), tuple(recovered), applied, tuple(states), kept)
+    return EnvironmentStatus(tuple(unfinished), env.recovered, applied, tuple(states), kept)
 
 
 def states_of(
