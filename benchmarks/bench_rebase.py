@@ -577,6 +577,7 @@ def bench_pair(
         **summary,
         "ratio": round(failed / git_failed, 3) if git_failed else None,
         "verdict_ratio": ("PASS" if failed <= TARGET_RATIO * git_failed else "FAIL") if git_failed else None,
+        **kept_ratio(summary, ref),
         "cold_s": round(cold, 3),
         "warm_s": round(warm, 3),
         "warm_runs_s": [round(w, 3) for w in warm_runs],
@@ -602,6 +603,15 @@ def bench_pair(
     result["spot_check"] = check
     restore_patches(snapshot, patches)
     return result
+
+
+def kept_ratio(summary: Json, ref: Json) -> Json:
+    """The ratio over the files upstream kept: hunks in files the release deleted are lost to every method
+    (git's lost files and the rebase's lost and moved files left out of both sides)."""
+    conflicting, rejected = summary.get("hunks_conflicting"), ref.get("rejected_hunks")
+    if not isinstance(conflicting, int) or not isinstance(rejected, int) or not rejected:
+        return {"ratio_kept_files": None}
+    return {"ratio_kept_files": round(conflicting / rejected, 3)}
 
 
 # --- output -------------------------------------------------------------------------------------------------
@@ -692,7 +702,8 @@ def table(results: list[Json]) -> None:
         print(
             f"{name}: rebase exit {rb['exit']}, failed hunks {rb['failed_hunks']} (conflicting + lost) "
             f"vs git apply {ref['failing_hunks']}: ratio {cell(rb['ratio'], '.2f')} (target <= 0.33) "
-            f"{cell(rb['verdict_ratio'])}"
+            f"{cell(rb['verdict_ratio'])}; on the files upstream kept: conflicting {rb['hunks_conflicting']} "
+            f"vs rejected {ref['rejected_hunks']}, ratio {cell(rb.get('ratio_kept_files'), '.2f')}"
             + ("; WARNING: rebase modified the site" if rb["site_modified"] else "")
         )
         sc = r.get("spot_check")
