@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from installer import install
 from installer.destinations import SchemeDictionaryDestination
@@ -266,3 +267,21 @@ class EditedModule:
 def line_of(text: str, needle: str) -> int:
     """The number of the first line of ``text`` that holds ``needle``."""
     return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def patch_txn(monkeypatch: Any, name: str, replacement: object) -> object:
+    """Replace a step of the transaction package (``write_durable``, ``write_point``, ``apply_changes``)
+    wherever its modules call it; returns the real one."""
+    import importlib
+    import pkgutil
+
+    import patchguard.txn as package
+
+    real = None
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"patchguard.txn.{info.name}")
+        if name in vars(module):
+            real = real or vars(module)[name]
+            monkeypatch.setattr(module, name, replacement)
+    assert real is not None, f"no step {name} in patchguard.txn"
+    return real

@@ -20,6 +20,22 @@ PACKAGE = REPO / "patchguard"
 # The bottom of the house, lowest first: each may import only modules earlier in this list.
 BOTTOM = ["_version", "errors", "model", "_fs", "config", "diffs", "env", "rulebook", "txn", "state"]
 
+# A bottom package's modules, lowest first: each may import only those before it (its ``__init__`` all of them).
+LAYERS = {
+    "txn": [
+        "values",
+        "durable",
+        "locking",
+        "paths",
+        "journal",
+        "rollback",
+        "backups",
+        "staging",
+        "sessions",
+        "transaction",
+    ],
+}
+
 # What each package (or top module) may import besides the bottom modules and its own package.
 ALLOWED: dict[str, set[str]] = {
     "integrity": set(),
@@ -138,6 +154,23 @@ def test_no_import_cycle() -> None:
     )
 
 
+def _layered(package: str, module: str, target: str) -> bool:
+    """Whether ``module`` of a bottom package may import ``target`` of the same package: its ``__init__``
+    any of them, every other only those below it in the package's layers."""
+    layers = LAYERS.get(package, [])
+    inner, _, rest = target.partition(".")[2].partition(".")
+    if module == package:
+        return inner in layers
+    mine = module.partition(".")[2].partition(".")[0]
+    return mine in layers and inner in layers and layers.index(inner) < layers.index(mine) and not rest
+
+
+def test_every_module_of_a_layered_package_has_its_layer() -> None:
+    for package, layers in LAYERS.items():
+        found = {m.split(".")[1] for m in MODULES if m.startswith(package + ".")}
+        assert found == set(layers), (package, found ^ set(layers))
+
+
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert _cycles({"a": ["b"], "b": []}) == []
@@ -151,7 +184,9 @@ def test_imports_point_down(module: str) -> None:
         target_owner = _owner(target)
         if target_owner == owner and owner not in BOTTOM:
             continue  # within its own package
-        if owner in BOTTOM:
+        if target_owner == owner:
+            ok = _layered(owner, module, target)
+        elif owner in BOTTOM:
             ok = target_owner in BOTTOM and BOTTOM.index(target_owner) < BOTTOM.index(owner)
         else:
             ok = target_owner in BOTTOM or target_owner in ALLOWED[owner]

@@ -24,7 +24,7 @@ import patchguard
 from patchguard._fs import sha256_file
 from patchguard.patchsets.search import Outcome, search
 
-from .helpers import Env, build_wheel, cli, patchguard_exe, tree
+from .helpers import Env, build_wheel, cli, patch_txn, patchguard_exe, tree
 
 N = 16
 
@@ -342,11 +342,11 @@ def test_a_trial_cut_short_inside_its_commit_still_ends_at_the_start(
 
     with pytest.raises(_Interrupted), txn.session(str(root), paths, label="bisect"):
         changes = [txn.Change(p, b"VALUE = 99\n", sha256_file(p)) for p in paths]
-        monkeypatch.setattr(txn, "write_point", cut)
+        patch_txn(monkeypatch, "write_point", cut)
         try:
             txn.commit(txn.Plan(str(root), tuple(changes), "bisect trial"), keep_backup=False)
         finally:
-            monkeypatch.setattr(txn, "write_point", lambda: None)
+            patch_txn(monkeypatch, "write_point", lambda: None)
         raise _Interrupted  # the commit got through: the interrupt comes after it
     assert tree(root) == before
     assert not (root / ".patchguard" / "session.json").exists()

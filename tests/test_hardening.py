@@ -15,7 +15,7 @@ import pytest
 import patchguard
 from patchguard import Kind, Severity
 
-from .helpers import REPO, Env, build_wheel, cli
+from .helpers import REPO, Env, build_wheel, cli, patch_txn
 
 MLA = "minillm/models/mla.py"
 
@@ -210,14 +210,14 @@ def test_a_failed_commit_rolls_back_files_outside_the_state_root(tmp_path: Path)
         also=(str(scripts),),
     )
 
-    real_apply = txn._apply
+    real_apply = txn.staging.apply_changes
 
     def full(plan: txn.Plan, entries: Any) -> set[str]:
         real_apply(plan, entries)  # every file replaced, then a write fails before the commit point
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(txn, "_apply", full)
+    patch_txn(mp, "apply_changes", full)
     try:
         with pytest.raises(txn.TransactionError, match="nothing was changed"):
             txn.commit(plan)

@@ -19,7 +19,7 @@ from patchguard import txn
 from patchguard.patchsets.model import PatchSetError, load_set, parse_diff
 from patchguard.patchsets.planner import PlanFailed, plan_patches
 
-from .helpers import REPO, Env, build_wheel, cli, patchguard_exe, tree
+from .helpers import REPO, Env, build_wheel, cli, patch_txn, patchguard_exe, tree
 
 MLA = "minillm/models/mla.py"
 WEIGHTS = "minillm/model_loader/weights.py"
@@ -468,7 +468,7 @@ def test_enospc_during_apply_changes_nothing(
     env: Env, patches: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = _state(env)
-    real = txn._write_durable
+    real = txn.durable.write_durable
     calls = {"n": 0}
 
     def full(path: str, data: bytes, mode: int) -> None:
@@ -477,7 +477,7 @@ def test_enospc_during_apply_changes_nothing(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         real(path, data, mode)
 
-    monkeypatch.setattr(txn, "_write_durable", full)
+    patch_txn(monkeypatch, "write_durable", full)
     with pytest.raises(txn.TransactionError, match="No space left on device"):
         patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=[str(env.site)])
     assert _state(env) == before

@@ -20,7 +20,7 @@ import pytest
 import patchguard
 from patchguard import Kind, txn
 
-from .helpers import REPO, Env, run_cli, tree
+from .helpers import REPO, Env, patch_txn, run_cli, tree
 
 MLA = "minillm/models/mla.py"
 CUDA = "minillm/platforms/cuda.py"
@@ -249,7 +249,7 @@ def test_crash_after_the_commit_point_keeps_the_after_state(env: Env, house: Pat
 def test_enospc_while_staging_changes_nothing(env: Env, house: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     break_it(env)
     before = snapshot(env)
-    real = txn._write_durable
+    real = txn.durable.write_durable
     calls = {"n": 0}
 
     def full_disk(path: str, data: bytes, mode: int) -> None:
@@ -258,7 +258,7 @@ def test_enospc_while_staging_changes_nothing(env: Env, house: Path, monkeypatch
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         real(path, data, mode)
 
-    monkeypatch.setattr(txn, "_write_durable", full_disk)
+    patch_txn(monkeypatch, "write_durable", full_disk)
     with pytest.raises(txn.TransactionError, match=r"No space left on device.*nothing was changed"):
         patchguard.restore(["minillm"], site_packages=[str(env.site)], wheelhouse=[str(house)], offline=True)
     assert snapshot(env) == before
@@ -386,13 +386,13 @@ def test_enospc_while_writing_the_journal_leaves_no_debris(
 ) -> None:
     break_it(env)
     before = tree(env.site)
-    real = txn._write_durable
+    real = txn.durable.write_durable
 
     def half_written(path: str, data: bytes, mode: int) -> None:
         real(path, data[: len(data) // 2], mode)  # the temp journal exists, half full, then the disk is
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
-    monkeypatch.setattr(txn, "_write_durable", half_written)
+    patch_txn(monkeypatch, "write_durable", half_written)
     with pytest.raises(txn.TransactionError, match=r"No space left on device.*nothing was changed"):
         patchguard.restore(["minillm"], site_packages=[str(env.site)], wheelhouse=[str(house)], offline=True)
     assert tree(env.site) == before  # no journal.json.tmp, no backup directory, no new directory
