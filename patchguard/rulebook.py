@@ -65,6 +65,9 @@ RULES: dict[str, Rule] = {
                     "torch.jit._serialization.save",
                     "torch.distributed.checkpoint.save",
                     "torch.distributed.checkpoint.save_state_dict",
+                    "torch.distributed.checkpoint.async_save",
+                    "torch.export.save",  # an ExportedProgram to a file (torch.export docs)
+                    "torch.onnx.export",  # the traced model to ``f``
                     "torch.utils.tensorboard.SummaryWriter",
                     "torch.utils.tensorboard.writer.SummaryWriter",
                     "tensorboardX.SummaryWriter",
@@ -95,10 +98,6 @@ RULES: dict[str, Rule] = {
                     "safetensors.torch.save_file",
                     "safetensors.torch.save_model",
                     "safetensors.numpy.save_file",
-                    "wandb.log",
-                    "wandb.save",
-                    "mlflow.log_artifact",
-                    "mlflow.log_dict",
                 ),
                 methods=(
                     "tofile",
@@ -294,9 +293,15 @@ RULES: dict[str, Rule] = {
                     "psycopg2.connect",
                     "pymysql.connect",
                     # experiment trackers: a run started syncs to the service (wandb's default is online),
-                    # a metric logged is sent to the tracking server (mlflow: MLFLOW_TRACKING_URI)
+                    # what is logged or saved to a run is uploaded to it (``wandb.log``: "upload run data";
+                    # ``wandb.save``: sync a file), a metric or an artifact logged goes to the tracking
+                    # server and its artifact store (mlflow: MLFLOW_TRACKING_URI)
                     "wandb.init",
                     "wandb.Api",
+                    "wandb.log",
+                    "wandb.save",
+                    "mlflow.log_artifact",
+                    "mlflow.log_dict",
                     "mlflow.start_run",
                     "mlflow.log_metric",
                     "mlflow.log_metrics",

@@ -217,7 +217,14 @@ def judged_edit(rel: str, anchor: str, text: str, *, replace: bool = False) -> s
     assert before.count(anchor) == 1, anchor
     after = before.replace(anchor, text if replace else anchor + text, 1)
     findings = analyse(CodeChange(rel, before.encode(), after.encode(), "minillm", "0.4.0"))
-    return {(f.rule, f.severity.name) for f in findings}
+    also = {  # the rules a finding names beside its own, on its line ("also: device-sync")
+        (rule, f.severity.name)
+        for f in findings
+        for e in f.evidence
+        if e.startswith("also: ")
+        for rule in e[len("also: ") :].split(", ")
+    }
+    return {(f.rule, f.severity.name) for f in findings} | also
 
 
 def scan_edited(tmp_path: Path, path: str, pristine: str, edited: str) -> set[tuple[str, int]]:

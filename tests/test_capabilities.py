@@ -134,7 +134,7 @@ def test_every_family_names_a_rule_of_the_rulebook() -> None:
         ("import torch", 'torch.serialization.save(batch, "/tmp/b.pt")', "tensor-dump"),
         ("import numpy as np", 'np.lib.npyio.save("/tmp/x.npy", batch)', "tensor-dump"),
         ("import pickle", 'pickle.Pickler(open("/tmp/p", "wb")).dump(batch)', "tensor-dump"),
-        ("import wandb", "wandb.log({'hidden': batch})", "tensor-dump"),
+        ("import wandb", "wandb.log({'hidden': batch})", "network"),
         ("from torch.utils.tensorboard import SummaryWriter", "SummaryWriter('/tmp/tb')", "tensor-dump"),
         ("import zmq", "zmq.Context().socket(zmq.PUSH)", "network"),
         ("import ctypes", 'ctypes.CDLL("/tmp/libhack.so")', "dynamic-exec"),

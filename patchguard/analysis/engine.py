@@ -37,7 +37,7 @@ from .families import (
     LENIENT_FLAG_WORDS,
     SUPPRESSORS,
 )
-from .rules import LOG_METHODS, RULES, could_hit, on_hot_path, runs_once
+from .rules import LOG_METHODS, RULES, could_hit, on_hot_path, rule_for_call, runs_once
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -254,6 +254,8 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
+    out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
+    out += _shallow(_checks_made_conditional, regions, edit)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _checks_voices(_scripts_are_not_library(out, edit.st.tree), regions)
@@ -549,14 +551,32 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
             baseline = pristine.counts(unit, edit.st) if pristine is not None else None
             after_counts = Counter(site(h) for h in all_hits)
             done = {rule for rule, _q, _w in baseline} if baseline else set()
+            moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
             reported += [
                 replace(h, familiar=h.rule in done)
                 for h in hits
-                if baseline is None or baseline.get(site(h), 0) < after_counts[site(h)]
+                if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
+                and not (moved and _value_read(h.rule, h.qualname))
             ]
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
     return _one_per_site(reported, edit)
+
+
+def _reads(counts: dict[Site, int]) -> int:
+    """How many times a unit reads a tensor's values into Python, whatever the call (``.item()`` per
+    element, or one ``.tolist()``): a read that took the place of another — no more of them than the
+    pristine unit had — is no sync added."""
+    return sum(n for (rule, qualname, _w), n in counts.items() if _value_read(rule, qualname))
+
+
+def _value_read(rule: str, qualname: str) -> bool:
+    """A device sync that reads values into Python objects (``x.item()``, ``x.tolist()``): one always
+    waits, so one for another is the same wait — unlike a copy, whose blocking is what an edit changes."""
+    return rule == RuleId.DEVICE_SYNC and qualname.rsplit(".", 1)[-1] in _VALUE_READS
+
+
+_VALUE_READS = frozenset({"item", "tolist"})
 
 
 def _forced_open(st: Structure, changed: set[int]) -> list[tuple[int, int, str]]:
@@ -718,10 +738,26 @@ def _seldom(hit: Hit, name: str, edit: _Edit) -> bool:
     whose pristine code logs already (one that reports: ``log_stats``)."""
     if not hit.function or runs_once(name) or _reports(name) or hit.familiar:
         return True
-    if _in_handler(edit.st, hit.line):
+    if _in_handler(edit.st, hit.line) or _once_gated(edit.st.tree, hit.line):
         return True
     callers = _callers(name, edit.st, edit.lines)
     return bool(callers) and all(c is None or runs_once(c) or _command_line(c) for c in callers)
+
+
+def _once_gated(tree: ast.Module | None, line: int) -> bool:
+    """Whether ``line`` sits under a gate that closes itself: ``if self._first: self._first = False …``
+    (or ``if not self._done: self._done = True``) — its block runs once."""
+    for node in _nodes_at(tree, {line}):
+        if not isinstance(node, ast.If) or not node.body or line < node.body[0].lineno:
+            continue
+        negated = isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
+        flag = ast.unparse(node.test.operand if isinstance(node.test, ast.UnaryOp) else node.test)
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+                closes = bool(stmt.value.value) == negated  # what makes the test false from now on
+                if closes and flag in {ast.unparse(t) for t in stmt.targets}:
+                    return True
+    return False
 
 
 def _reports(name: str) -> bool:
@@ -1024,8 +1060,9 @@ def _names(caught: str) -> set[str]:
     return {n.strip() for n in caught.strip("()").split(",") if n.strip()}
 
 
-def _raises(handler: ast.ExceptHandler) -> bool:
-    return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
+def _raises(handler: ast.ExceptHandler) -> int:
+    """How many ``raise`` statements a handler holds (fewer now: an error that went on stops there)."""
+    return sum(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
 
 def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -1178,6 +1215,88 @@ def _new_handlers(
             if detail:
                 out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, h.lineno, detail))
     return out
+
+
+def _handlers_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A handler of named errors made to catch everything (``except NotSupportedError: return False`` →
+    ``except Exception: return False``), raising nothing and saying nothing: every other error, which went
+    on, stops there unseen."""
+    out: list[Finding] = []
+    for r in regions:
+        was = [_EXCEPT.match(old) for old in r.removed]
+        before = [m.group(1) or "" for m in was if m is not None]
+        if len(before) != 1 or _BROAD_CAUGHT & (_names(before[0]) or {""}):
+            continue
+        for h in edit.st.handlers:
+            said = any(map(_refusal, _own_statements(h.body)))  # a warning or an error logged: it is seen
+            if h.lineno in r.lines and _broad_handler(h) and not _raises(h) and not said:
+                caught = ast.unparse(h.type) if h.type is not None else "everything"
+                detail = f"the handler catches `{caught}` now, not `{before[0]}`: every other error stops"
+                out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, h.lineno, detail))
+    return out
+
+
+_EXCEPT = re.compile(r"\s*except\b\s*(?:\*\s*)?([^:]*?)(?:\s+as\s+\w+)?\s*:")
+_BROAD_CAUGHT = frozenset({"", "Exception", "BaseException", "builtins.Exception"})
+
+
+def _broad_handler(h: ast.ExceptHandler) -> bool:
+    """``except:``, ``except Exception``, ``except BaseException`` (alone or in a tuple)."""
+    return h.type is None or not _BROAD_CAUGHT.isdisjoint(_names(ast.unparse(h.type)))
+
+
+def _checks_made_conditional(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A check that ran every time put under a condition the edit wrote (``self.verify_signature(…)`` →
+    ``if signature is not None: self.verify_signature(…)``): when the condition fails, nothing is checked."""
+    out: list[Finding] = []
+    for r in regions:
+        checks = {old.strip() for old in r.removed if _checking(old.strip(), edit.before)}
+        for n in r.lines if checks else ():
+            if edit.lines[n - 1].strip() not in checks:
+                continue
+            ifs = [x for x in _nodes_at(edit.st.tree, {n}) if isinstance(x, ast.If) and x.lineno < n]
+            guard = max(ifs, key=lambda x: x.lineno, default=None)  # the innermost
+            if guard is not None and guard.lineno in r.lines and not guard.orelse:
+                detail = f"check neutralised: the check now runs only when `{_short(guard.test)}`"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, guard.lineno, detail))
+    return out
+
+
+def _switches_left_on(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A process-wide setting no longer put back: a call that sets it (``torch.set_default_dtype(old)`` in a
+    ``finally``) taken out below where the function still sets it — what it switched stays switched for the
+    whole process."""
+    out: list[Finding] = []
+    for r in regions:
+        line = max(r.start, 1)
+        scope = edit.st.innermost(line)
+        if scope is None or not r.removed:
+            continue
+        aliases = edit.st.aliases_at(scope.qualname)
+        above = "".join(edit.lines[scope.start - 1 : line - 1])  # where the function sets it, before
+        for i in range(len(r.removed)):
+            call = _called(_code_of(_statement(r.removed, i)))
+            if call is None:
+                continue
+            written = ast.unparse(call.func)
+            qualname = resolve(aliases, written)
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            if rule_for_call(qualname, method, None) != RuleId.GLOBAL_SWITCH or f"{written}(" not in above:
+                continue
+            detail = f"`{written}(…)` no longer puts the setting back: it stays switched for the process"
+            out.append(edit.finding(Kind.INJECTED_CODE, RuleId.GLOBAL_SWITCH, Severity.MODERATE, line, line,
+                                    scope.qualname, detail, edit.st.gate_at(line)))  # fmt: skip
+    return out
+
+
+def _called(statement: str) -> ast.Call | None:
+    """The call a statement of one call is (``torch.set_default_dtype(old)``), else ``None``."""
+    try:
+        tree = ast.parse(statement.strip())
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    return stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
 
 
 def _all_new(handlers: Sequence[ast.ExceptHandler], changed: set[int], edited: Collection[int]) -> bool:
@@ -1486,50 +1605,95 @@ def _fewer_ors(before: ast.expr, after: ast.expr) -> str:
 
 
 def _lenient_limit(before: ast.expr, after: ast.expr) -> str:
-    """``x > 2.0`` → ``x > 5.0`` (``x < 8`` → ``x < 4``): its limit moved so that it fires less — a limit
-    given a margin too (``n >= limit`` → ``n >= limit + 256``)."""
-    margin = _margin(before, after)
-    if margin:
-        return margin
-    old, new = _limit(before), _limit(after)
-    if old is None or new is None or old[:2] != new[:2]:
+    """An ordering comparison moved so that it fires less: read as "``big`` exceeds ``small``" (``a < b`` is
+    ``b`` exceeding ``a``), the new ``big`` is no larger, the new ``small`` no smaller, and the comparison no
+    less strict, one of them for certain — ``x > 2.0`` → ``x > 5.0``, ``n >= limit`` → ``n > limit + 256``,
+    ``free < need`` → ``free * 1.3 < need``, ``v < parse("2.5")`` → ``v < parse("2.3")``."""
+    old, new = _ordering(before), _ordering(after)
+    if old is None or new is None:
         return ""
-    op = old[1]
-    if (op in (ast.Gt, ast.GtE) and new[2] > old[2]) or (op in (ast.Lt, ast.LtE) and new[2] < old[2]):
-        return f"its limit moved from {old[2]:g} to {new[2]:g}: it fires less"
-    return ""
+    big, small = _moved(old[0], new[0]), _moved(old[1], new[1])
+    if big is None or small is None or big > 0 or small < 0 or (old[2] and not new[2]):
+        return ""
+    if big == 0 and small == 0 and old[2] == new[2]:
+        return ""
+    return f"`{_short(before)}` became `{_short(after)}`: it fires less"
 
 
-def _margin(before: ast.expr, after: ast.expr) -> str:
-    """``n >= limit`` → ``n >= limit + 256`` (``n < floor`` → ``n < floor - 8``): the same comparison, its
-    right side given a margin the lenient way."""
-    if not (isinstance(before, ast.Compare) and isinstance(after, ast.Compare)):
-        return ""
-    if len(before.ops) != 1 or len(after.ops) != 1 or type(before.ops[0]) is not type(after.ops[0]):
-        return ""
-    op, old, new = before.ops[0], before.comparators[0], after.comparators[0]
-    if ast.dump(before.left) != ast.dump(after.left) or not isinstance(new, ast.BinOp):
-        return ""
-    amount = _number(new.right)
-    if ast.dump(new.left) != ast.dump(old) or amount is None or amount <= 0:
-        return ""
-    grows = (isinstance(new.op, ast.Add)) or (isinstance(new.op, ast.Mult) and amount > 1)
-    shrinks = (isinstance(new.op, ast.Sub)) or (isinstance(new.op, ast.Div) and amount > 1)
-    if (isinstance(op, (ast.Gt, ast.GtE)) and grows) or (isinstance(op, (ast.Lt, ast.LtE)) and shrinks):
-        return f"its limit `{ast.unparse(old)[:40]}` given a margin ({ast.unparse(new)[:40]}): it fires less"
-    return ""
+_ORDER = {ast.Gt: (0, 1, True), ast.GtE: (0, 1, False), ast.Lt: (1, 0, True), ast.LtE: (1, 0, False)}
 
 
-def _limit(test: ast.expr) -> tuple[str, type, float] | None:
-    """``x > 2.0`` (or ``2.0 < x``) as (``x``, the comparison with the number on the right, the number)."""
-    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+def _ordering(test: ast.expr) -> tuple[ast.expr, ast.expr, bool] | None:
+    """(``big``, ``small``, strict) of a comparison that holds when ``big`` exceeds ``small`` (``a > b``,
+    ``b < a``; strict unless ``>=``/``<=``)."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or type(test.ops[0]) not in _ORDER:
         return None
-    left, op, right = test.left, type(test.ops[0]), test.comparators[0]
-    flip = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE}
-    if _number(left) is not None and _number(right) is None and op in flip:
-        left, op, right = right, flip[op], left
-    value = _number(right)
-    return (ast.dump(left), op, value) if value is not None and _number(left) is None else None
+    sides = (test.left, test.comparators[0])
+    i, j, strict = _ORDER[type(test.ops[0])]
+    return sides[i], sides[j], strict
+
+
+def _moved(old: ast.expr, new: ast.expr) -> int | None:
+    """Which way ``new`` lies from ``old`` for certain: 0 the same, 1 larger, -1 smaller, ``None`` unknown —
+    two numbers, the same expression given a margin (``+ 8``, ``* 1.3``, ``2 * x``, ``- 8``, ``/ 2``), or the
+    same expression but for one literal: a number, or a version string (``parse("2.5.0")``)."""
+    if ast.dump(old) == ast.dump(new):
+        return 0
+    a, b = _number(old), _number(new)
+    if a is not None and b is not None:
+        return (b > a) - (b < a)
+    pair = _numbers(old), _numbers(new)
+    if pair[0] is not None and pair[1] is not None and len(pair[0]) == len(pair[1]):
+        return (pair[1] > pair[0]) - (pair[1] < pair[0])  # (major, minor) tuples, in order
+    if isinstance(new, ast.BinOp):
+        for inner, amount, left in ((new.left, new.right, True), (new.right, new.left, False)):
+            value = _number(amount)
+            if value is None or value <= 0 or ast.dump(inner) != ast.dump(old):
+                continue
+            if isinstance(new.op, ast.Add) or (isinstance(new.op, ast.Mult) and value > 1):
+                return 1
+            divides = isinstance(new.op, (ast.Div, ast.FloorDiv)) and value > 1
+            if left and (isinstance(new.op, ast.Sub) or divides):
+                return -1
+    return _one_literal_moved(old, new)
+
+
+def _one_literal_moved(old: ast.expr, new: ast.expr) -> int | None:
+    """Two expressions the same but for one constant, a number or a version string: which way it moved."""
+    was = [n for n in ast.walk(old) if isinstance(n, ast.Constant)]
+    now = [n for n in ast.walk(new) if isinstance(n, ast.Constant)]
+    if len(was) != len(now) or ast.dump(_blanked(old)) != ast.dump(_blanked(new)):
+        return None
+    differ = [(x.value, y.value) for x, y in zip(was, now, strict=True) if x.value != y.value]
+    if len(differ) != 1:
+        return None
+    x, y = differ[0]
+    if not (isinstance(x, str) and isinstance(y, str)):
+        return None  # a number inside an expression: an index, an argument — no telling which way
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        vx, vy = Version(x), Version(y)
+    except InvalidVersion:
+        return None
+    return (vy > vx) - (vy < vx)
+
+
+def _numbers(node: ast.expr) -> tuple[float, ...] | None:
+    """A tuple of numbers (``(9, 0)``) as its values."""
+    if not isinstance(node, ast.Tuple) or not node.elts:
+        return None
+    values = [_number(e) for e in node.elts]
+    return None if any(v is None for v in values) else tuple(v for v in values if v is not None)
+
+
+def _blanked(node: ast.expr) -> ast.expr:
+    """A copy of ``node`` with every constant made ``None``: its shape alone."""
+    copy = ast.parse(ast.unparse(node), mode="eval").body
+    for n in ast.walk(copy):
+        if isinstance(n, ast.Constant):
+            n.value = None
+    return copy
 
 
 def _number(node: ast.expr) -> float | None:
@@ -1603,7 +1767,7 @@ def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     x``) — what the floor or the ceiling kept out passes now."""
     out: list[Finding] = []
     for r in regions:
-        if not r.removed or not any("max(" in old or "min(" in old for old in r.removed):
+        if not r.removed or not any(_BOUNDING.search(old) for old in r.removed):
             continue  # (most regions take off no bound: nothing parsed)
         bounded: dict[str, tuple[ast.expr, ast.expr]] = {}
         for i in range(len(r.removed)):
@@ -1621,18 +1785,44 @@ def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     return out
 
 
+_BOUNDING = re.compile(r"\b(?:min|max|clamp\w*|clip\w*)\(")
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=[^=]")
 
 
 def _clamped(statement: str) -> str:
-    """``x`` of ``x = min(x, cap)`` / ``x = max(floor, x)``, else ""."""
-    target, value = _decision(statement)
-    if not (target and target != "return" and isinstance(value, ast.Call)):
+    """``x`` of a statement that keeps ``x`` within bounds: ``x = min(x, cap)``, ``x = max(floor, x)``,
+    ``x = x.clamp(0, n)``, ``x = torch.clip(x, lo, hi)``, ``x.clamp_(max=n)``; else ""."""
+    try:
+        tree = ast.parse(statement.strip())
+    except (SyntaxError, ValueError, RecursionError):
         return ""
-    if not isinstance(value.func, ast.Name):
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):  # in place: x.clamp_(…)
+        func = stmt.value.func
+        if isinstance(func, ast.Attribute) and func.attr.endswith("_") and _clamps(stmt.value):
+            return ast.unparse(func.value)
         return ""
-    clamps = value.func.id in ("min", "max") and target in {ast.unparse(a) for a in value.args}
-    return target if clamps else ""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+        return ""
+    target = ast.unparse(stmt.targets[0])
+    return target if target in map(ast.unparse, _clamps(stmt.value)) else ""
+
+
+# What keeps a value within bounds, by the last name called: the builtins, and the tensor and array methods
+# and functions (``x.clamp(…)``, ``torch.clip(x, …)``, ``np.clip``; a trailing ``_``: in place).
+_CLAMPS = frozenset({min.__name__, max.__name__, "clamp", "clip", "clamp_min", "clamp_max"})
+
+
+def _clamps(call: ast.Call) -> list[ast.expr]:
+    """What a call may be keeping within bounds: the arguments of ``min``/``max``; the receiver or the first
+    argument of a clamp (``x.clamp(lo, hi)``, ``torch.clamp(x, lo, hi)``); nothing for any other call."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name.rstrip("_") not in _CLAMPS:
+        return []
+    if name in (min.__name__, max.__name__):
+        return list(call.args) if isinstance(func, ast.Name) else []
+    return [func.value, *call.args[:1]] if isinstance(func, ast.Attribute) else list(call.args[:1])
 
 
 def _clamps_gone(r: Region, edit: _Edit) -> list[Finding]:
@@ -1641,6 +1831,7 @@ def _clamps_gone(r: Region, edit: _Edit) -> list[Finding]:
     # a clamp given another bound, or the value given anew in the region (``if n > cap: n = cap``)
     kept = {_ASSIGNED.match(edit.lines[n - 1]) for n in r.lines}
     kept_targets = {m.group(1) for m in kept if m is not None}
+    kept_targets |= {_clamped(_code_of(edit.lines[n - 1])) for n in r.lines}  # clamped still, otherwise
     for i in range(len(r.removed)):
         statement = _code_of(_statement(r.removed, i))
         target = _clamped(statement)
@@ -1743,8 +1934,11 @@ def _one_literal_changed(old: str, new: str) -> tuple[str, str, str | None] | No
     depth = 0
     for k in range(i - 1, 0, -1):  # back to the bracket the literal sits in: the call's name before it
         depth += {")": 1, "(": -1}.get(a[k][1], 0)
-        if depth < 0:
-            return (before, after, a[k - 1][1]) if a[k - 1][0] == tokenize.NAME else None
+        if depth < 0 and a[k - 1][0] == tokenize.NAME:
+            return before, after, a[k - 1][1]
+        if depth < 0 and a[k - 1][1] not in ("(", ","):
+            return None
+        depth = max(depth, 0)  # a tuple the literal is part of (``f((7, 5))``): the call holding it
     return None
 
 
@@ -1954,7 +2148,10 @@ def _refusal(stmt: ast.stmt) -> bool:
             return True
         if isinstance(value, ast.Constant):
             return isinstance(value.value, str)
-        return isinstance(value, ast.Name) and not _ERROR_WORDS.isdisjoint(value.id.lower().split("_"))
+        if isinstance(value, ast.Call):  # an error made and handed back: create_error_response(...)
+            value = value.func
+        name = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
+        return not _ERROR_WORDS.isdisjoint(name.lower().split("_"))
     return False
 
 
@@ -2036,16 +2233,16 @@ class _Gone:
             return 0
         if self.before is None or self.before.tree is None or self.after.tree is None:
             return 0
-        caught = [
-            _caught(node)
+        holding = [
+            node
             for node in _handlers_around(self.before, line)
             if any(isinstance(r, ast.Raise) and r.lineno == line for r in ast.walk(node))
         ]
         around = _handlers_around(self.after, now)
         inner = max(around, key=lambda n: n.lineno, default=None)
-        if caught and inner is not None and _covers(inner, caught[-1]) and not _raises(inner):
-            return inner.lineno
-        return 0
+        if not holding or inner is None or not _covers(inner, _caught(holding[-1])):
+            return 0
+        return inner.lineno if _raises(inner) < _raises(holding[-1]) else 0
 
     @classmethod
     def of(cls, edit: _Edit) -> _Gone:
@@ -2177,7 +2374,7 @@ def _bails(node: ast.If) -> bool:
     container — or it leaves when something is empty, zero or missing (``if n == 0: return total``)."""
     last = node.body[-1]
     value = last.value if isinstance(last, ast.Return) else None
-    if len(node.body) > 1 or value is None:
+    if len(node.body) > 1 or value is None or _refusal(last):  # ``return f"… must be non-negative"``
         return True
     if isinstance(value, ast.Constant) or (isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value)):
         return True

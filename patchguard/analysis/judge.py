@@ -13,7 +13,7 @@ import ast
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -187,9 +187,11 @@ class _Walker(Dispatch):
         aliases: dict[str, str] | None = None,
         source_lines: Sequence[str] = (),
         horizon: int | None = None,
+        edited: Collection[int] = (),
     ) -> None:
         super().__init__()
         self.unit, self.changed, self.st = unit, changed, st
+        self.edited = frozenset(edited if changed is None else changed)  # the lines the edit wrote
         # Only the hits on ``changed`` are wanted, the last of which is ``horizon``: code that touches none
         # of them is walked only as far as it binds names, and nothing past the horizon is walked into.
         self.horizon = horizon
@@ -222,6 +224,11 @@ class _Walker(Dispatch):
         if self.changed is None or any(line in self.changed for line in range(start, end + 1)):
             return start, end
         return None
+
+    def _written_here(self, node: cst.CSTNode) -> bool:
+        """Whether the edit wrote ``node``'s first line: a loop the edit made waits where the code did not
+        (waiting is not its job, as it is a pristine retry's or poll's)."""
+        return self._lines(node)[0] in self.edited
 
     def _function(self) -> str:
         return ".".join(n for n in self.names if n)
@@ -431,7 +438,8 @@ class _Walker(Dispatch):
                 self.loops > 0,
                 rule in (RuleId.SLEEP, RuleId.LOGGING)
                 and bool(self.loop_nodes)
-                and _waits(self.loop_nodes[-1]),
+                and _waits(self.loop_nodes[-1])
+                and not (rule == RuleId.SLEEP and self._written_here(self.loop_nodes[-1])),
                 self.st.hot.get(self._function(), "") if self.names else "",
                 rule in (RuleId.LOGGING, RuleId.SLEEP) and self.on_device_path(),
             )
@@ -474,14 +482,11 @@ class _Walker(Dispatch):
         """The rule a call hits where it stands: its own, then what the scope says of it (a switch undone by
         its ``with``, a read-back off the device path, a setattr on a local object, a tensor's bytes out)."""
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
+        if rule == RuleId.LOGGING and method == "debug" and not self._costs_anyway(node):
+            rule = None  # below info, of values at hand: no output, nothing worked out for it
         if rule == RuleId.GLOBAL_SWITCH and id(node) in self.scoped:
             rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
-        if (
-            rule is None
-            and qualname in ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
-            and node.args
-            and is_tensor(node.args[0].value, self.tensors(), self.aliases)
-        ):
+        if rule is None and self._read_as_number(node, qualname):
             rule = RuleId.DEVICE_SYNC  # a tensor read back as a Python number
         if rule == RuleId.DEVICE_SYNC:
             rule = self._device_sync_here(node)
@@ -493,6 +498,35 @@ class _Walker(Dispatch):
             rule = RuleId.DYNAMIC_EXEC  # a module or a library the environment names: code chosen at run time
         rule = _hang(node, method, self._made_here(node.func)) or rule
         return self._dumped(node, method, rule)
+
+    def _read_as_number(self, node: cst.Call, qualname: str) -> bool:
+        """``int(x)``, ``float(x)``, ``bool(x)`` of a tensor."""
+        numbers = ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
+        return (
+            qualname in numbers
+            and bool(node.args)
+            and is_tensor(node.args[0].value, self.tensors(), self.aliases)
+        )
+
+    def _costs_anyway(self, node: cst.Call) -> bool:
+        """Whether a log call's arguments do work on every call, the record written or not: an f-string
+        formatted, or tensors read (``tuple(q.shape)``, ``x.max()``) — unless a level test gates it
+        (``if logger.isEnabledFor(logging.DEBUG):``)."""
+        import libcst.matchers as m
+
+        if any("isEnabledFor" in code(test) for test, _orelse in self.ifs):
+            return False
+        tensors = self.tensors()
+        for arg in node.args:
+            value = arg.value
+            if isinstance(value, cst.FormattedString):
+                if any(isinstance(p, cst.FormattedStringExpression) for p in value.parts):
+                    return True
+                continue
+            names = {n.value for n in m.findall(value, m.Name()) if isinstance(n, cst.Name)}
+            if names & tensors or is_tensor(value, tensors, self.aliases):
+                return True
+        return False
 
     def _device_sync_here(self, node: cst.Call) -> RuleId | None:
         """A device sync where it stands: on the device path or in a loop, and not of a value named for the
@@ -791,8 +825,6 @@ def _call_rule(node: cst.Call, qualname: str, method: str | None, receiver: str 
                 return matcher.rule
             if qualname in OPENERS:
                 return rule  # an open() that does not write is no write, whatever else matches
-    if rule == RuleId.LOGGING and method == "debug":
-        return None  # below info: not output on a hot path
     return rule
 
 
@@ -1093,7 +1125,7 @@ def judge_changed(
         run(module, first, places)
         if not first.hits:
             return [], []
-    walker = _Walker(unit, None, st, None, source_lines)
+    walker = _Walker(unit, None, st, None, source_lines, edited=mine)
     run(module, walker, places)
     wanted = set(mine)
     return walker.hits, [h for h in walker.hits if any(n in wanted for n in range(h.line, h.end_line + 1))]

@@ -156,11 +156,22 @@ def rule_for_call(qualname: str, method: str | None, receiver: str | None) -> Ru
             return family
     if method is not None:  # the receiver may be an expression (``(root / name).write_text(x)``): no name
         base = (receiver or "").rsplit(".", 1)[-1].lower()
-        if method in LOG_METHODS and ("log" in base or qualname.startswith(_LOGGING_MODULES)):
+        maker = qualname.rsplit(".", 1)[0].rsplit(".", 1)[-1]  # what made the receiver: init_logger(…).info
+        if method in LOG_METHODS and (
+            "log" in base or qualname.startswith(_LOGGING_MODULES) or _LOGGER_WORDS & _words_of(maker)
+        ):
             return RuleId.LOGGING
         if method in METHODS:
             return METHODS[method]
     return None
+
+
+_LOGGER_WORDS = frozenset({"logger", "log"})
+
+
+def _words_of(name: str) -> set[str]:
+    """The words of a name, snake or camel case (``init_logger``, ``getLogger``), lower case."""
+    return {w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)}
 
 
 def _module_rule(qualname: str) -> RuleId | None:
@@ -211,6 +222,7 @@ _FORMS = re.compile(
     r"|\.query\(\s*\)"  # a stream or event polled (a spin on the device), not a `query` tensor
     r"|^\s*while\s+(?:True|1)\s*:"  # a loop that may never leave (a hang)
     r"|^\s*while\b.*\b(?:" + "|".join(sorted(CLOCKS)) + r")\("  # a busy wait on a clock
+    r"|^\s*while\b.*\)\s*:\s*(?:#.*)?\n\s*(?:pass|\.\.\.)\s*(?:#.*)?$"  # a spin on a poll, doing nothing
     r"|^\s*while\s+not\b.*\.(?:exists|isfile|is_file|isdir|is_dir|lexists)\("  # until a file appears
     r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit

@@ -259,6 +259,23 @@ def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
         yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", node)
 
 
+def _exits_before_raising(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
+    """A ``return``/``continue``/``break`` in a handler above its ``raise``: the error stops there now."""
+    import libcst.matchers as m
+
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    for i, stmt in enumerate(body):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        if any(isinstance(s, cst.Raise) for s in stmt.body):
+            return
+        if any(isinstance(s, TERMINAL) for s in stmt.body):
+            if any(m.findall(later, m.Raise()) for later in body[i + 1 :]):
+                detail = "the handler exits before its raise: the error stops here"
+                yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", stmt, detail)
+            return
+
+
 _CHECKING = re.compile(f"^{CHECKING_CALL}$")
 
 
@@ -328,7 +345,7 @@ def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
 
 def _burns_time(node: cst.While, scope: Scope) -> Iterator[Seen]:
     """``while time.perf_counter() - t0 < 2e-4: pass``: a loop that does nothing while it reads a clock —
-    a sleep by busy wait, which also holds the core."""
+    a sleep by busy wait, which also holds the core — or while it polls (``while not ev.query(): pass``)."""
     import libcst.matchers as m
 
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
@@ -338,8 +355,13 @@ def _burns_time(node: cst.While, scope: Scope) -> Iterator[Seen]:
     calls = [c for c in m.findall(node.test, m.Call()) if isinstance(c, cst.Call)]
     last = [(get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] for c in calls]
     clocks = [name for name in last if name in CLOCKS]
-    if body and idle and clocks and scope.touches(node):
+    if not (body and idle and last and scope.touches(node)):
+        return
+    if clocks:
         yield Seen(RuleId.SLEEP, clocks[0], node.test, "the host spins doing nothing until time passes")
+    else:  # a poll: ``while not done.query(): pass``, ``while not req.is_completed(): pass``
+        detail = f"the host spins doing nothing until `{last[0]}()` changes"
+        yield Seen(RuleId.SLEEP, last[0], node.test, detail)
 
 
 def _nothing(small: cst.BaseSmallStatement) -> bool:
@@ -565,7 +587,7 @@ STATEMENT_RULES: dict[type[cst.CSTNode], tuple[StatementRule, ...]] = {
     cst.Del: (_env_deleted,),
     cst.Assign: (_assigned,),
     cst.AugAssign: (_aug_assigned,),
-    cst.ExceptHandler: (_swallowed,),
+    cst.ExceptHandler: (_swallowed, _exits_before_raising),
     cst.Try: (_check_silenced,),
     cst.If: (_tested, _never_fires),
     cst.Assert: (_tested, _always_holds),

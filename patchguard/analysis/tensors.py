@@ -282,6 +282,9 @@ def decides_tensor(test: cst.BaseExpression, tensors: set[str], aliases: Mapping
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return decides_tensor(test.expression, tensors, aliases)
     if isinstance(test, cst.BooleanOperation):
+        host = _host_typed(test.left) if isinstance(test.operator, cst.And) else set()
+        if host:  # ``isinstance(n, int) and n < 0``: then ``n`` is no tensor
+            tensors = {t for t in tensors if t not in host}
         return decides_tensor(test.left, tensors, aliases) or decides_tensor(test.right, tensors, aliases)
     if isinstance(test, cst.Comparison):
         if any(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in test.comparisons):
@@ -289,3 +292,22 @@ def decides_tensor(test: cst.BaseExpression, tensors: set[str], aliases: Mapping
         sides = [test.left, *(c.comparator for c in test.comparisons)]
         return any(is_tensor(s, tensors, aliases) for s in sides)
     return is_tensor(test, tensors, aliases)
+
+
+# Python's own types: a value ``isinstance`` proves one of them is on the host.
+_HOST_TYPES = frozenset(t.__name__ for t in (int, float, bool, str, list, tuple, dict))
+
+
+def _host_typed(test: cst.BaseExpression) -> set[str]:
+    """The names a condition proves to be host values when it holds: ``isinstance(n, int)`` (or a tuple of
+    Python's own types), through ``and``."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _host_typed(test.left) | _host_typed(test.right)
+    if not (isinstance(test, cst.Call) and get_full_name_for_node(test.func) == "isinstance"):
+        return set()
+    if len(test.args) != 2 or not isinstance(test.args[0].value, cst.Name):
+        return set()
+    kind = test.args[1].value
+    kinds = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+    named = [get_full_name_for_node(k) for k in kinds]
+    return {test.args[0].value.value} if named and all(n in _HOST_TYPES for n in named) else set()

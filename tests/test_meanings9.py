@@ -1,0 +1,301 @@
+"""Meanings (issue 34, the ninth blind batch's misses): a comparison moved the lenient way, whatever its
+spelling (a margin, a factor, a version, a strictness); a minimum inside a tuple lowered; a clamp by a
+tensor method taken out; a check put under a condition; a refusal that returns an error message; a handler
+that exits before its raise, one that no longer re-raises, one widened to catch everything; a sleep in a
+loop the edit wrote; a spin on a poll; a debug log that works out tensors; a logger made on the spot; a
+setting no longer put back; trackers that upload; and the false alarms — a read moved out of a loop, a
+value proven a host int, a log under a gate that closes itself — each judged on a module of its own, edited
+as a person would, and once end to end on an installed wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .helpers import EditedModule, line_of, scan_edited
+
+ENGINE = "pkg/server.py"
+PRISTINE = """\
+import contextlib
+import logging
+import time
+
+import torch
+from packaging import version
+
+logger = logging.getLogger(__name__)
+_BS = 8
+
+
+class NotSupportedError(Exception):
+    pass
+
+
+class Server:
+    def __init__(self, max_len: int) -> None:
+        self.max_len = max_len
+        self._first = True
+
+    def validate(self, prompt_len: int, free: int, need: int, m: int, torch_version: str) -> str | None:
+        if prompt_len >= self.max_len:
+            return self.create_error_response("prompt too long")
+        if free < need:
+            raise ValueError("not enough memory")
+        if m > _BS:
+            raise ValueError("too many tokens")
+        if version.parse(torch_version) < version.parse("2.5.0"):
+            raise RuntimeError("torch too old")
+        return None
+
+    def create_error_response(self, message: str) -> str:
+        return message
+
+    def capable(self, platform) -> bool:
+        return platform.has_device_capability((7, 5))
+
+    def ids(self, items: list) -> str | None:
+        for i, item in enumerate(items):
+            if item < 0:
+                return f"item {i} must be non-negative"
+        return None
+
+    def get(self, key, signature):
+        self.verify_signature(key, signature)
+        return key
+
+    def verify_signature(self, key, signature):
+        if signature != key:
+            raise ValueError("forged")
+
+    def forward(self, q: torch.Tensor, pos: torch.Tensor, k: int) -> torch.Tensor:
+        pos = pos.clamp(0, k - 1)
+        q = q * 2
+        return q[pos]
+
+    def load(self, name: str):
+        try:
+            return torch.load(name)
+        except FileNotFoundError as e:
+            raise ImportError(name) from e
+
+    def tokenizer(self, name: str):
+        try:
+            return self.make(name)
+        except ValueError as e:
+            if "fast" in name:
+                raise RuntimeError("fast tokenizer failed") from e
+            raise
+
+    def make(self, name: str):
+        return name
+
+    def probe(self, graph) -> bool:
+        try:
+            graph.validate()
+            return True
+        except NotSupportedError:
+            return False
+
+    def put(self, buf, size):
+        try:
+            return buf.allocate(size)
+        except MemoryError:
+            return buf.allocate(size)
+
+    def ring(self, reqs):
+        for req in reqs:
+            req.wait()
+
+    def step(self, flags: torch.Tensor, reqs: list) -> None:
+        for index, req in enumerate(reqs):
+            if flags[index].item():
+                req.drop()
+
+    def update(self):
+        if self._first:
+            self._first = False
+            torch.cuda.empty_cache()
+        return 1
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_after, _found, _line = _MODULE.after, _MODULE.found, line_of
+
+
+def _moderate_near(edit: tuple[str, str], needle: str) -> set[str]:
+    line = _line(_after(edit), needle)
+    return {
+        rule for rule, severity, n in _found(edit) if abs(n - line) <= 1 and severity in ("MODERATE", "HIGH")
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a limit given a margin and made strict
+        ("if prompt_len >= self.max_len:", "if prompt_len > self.max_len + 512:", "+ 512"),
+        # the other side scaled up: it fires less
+        ("if free < need:", "if free * 1.3 < need:", "* 1.3"),
+        # a limit given a factor on its left
+        ("if m > _BS:", "if m > 2 * _BS:", "2 * _BS"),
+        # a version asked for lowered
+        ('version.parse("2.5.0"):', 'version.parse("2.3.0"):', "2.3.0"),
+        # a minimum inside a tuple argument lowered
+        ("has_device_capability((7, 5))", "has_device_capability((7, 0))", "(7, 0)"),
+        # a clamp by a tensor method taken out
+        ("        pos = pos.clamp(0, k - 1)\n", "        # positions are in range here\n", "in range"),
+        # a validator put under a condition the edit wrote
+        ("        self.verify_signature(key, signature)\n",
+         "        if signature is not None:\n            self.verify_signature(key, signature)\n",
+         "if signature is not None"),
+        # a refusal that hands back an error message, taken out
+        ("            if item < 0:\n                return f\"item {i} must be non-negative\"\n",
+         "            pass  # negative ids are sentinels\n", "sentinels"),
+    ],
+)  # fmt: skip
+def test_a_check_weakened_by_meaning(old: str, new: str, needle: str) -> None:
+    assert "removed-check" in _moderate_near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # stricter, not weaker: the limit lowered, a version raised, a minimum raised
+        ("if prompt_len >= self.max_len:", "if prompt_len >= self.max_len - 8:"),
+        ('version.parse("2.5.0"):', 'version.parse("2.6.0"):'),
+        ("has_device_capability((7, 5))", "has_device_capability((8, 0))"),
+        # a number inside an expression moved: no telling which way (an index)
+        ("if m > _BS:", "if m > sizes[1]:"),
+        # the clamp still there, written otherwise
+        ("        pos = pos.clamp(0, k - 1)\n", "        last = k - 1\n        pos = pos.clamp(0, last)\n"),
+        # the same check with a second one under the condition, the first one kept bare
+        ("        self.verify_signature(key, signature)\n",
+         "        self.verify_signature(key, signature)\n        if key:\n"
+         "            self.verify_signature(key, key)\n"),
+    ],
+)  # fmt: skip
+def test_a_check_kept_or_strengthened_is_not_weakened(old: str, new: str) -> None:
+    assert "removed-check" not in {
+        rule for rule, severity, _n in _found((old, new)) if severity == "MODERATE"
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # an exit typed in above the handler's raise
+        ("        except FileNotFoundError as e:\n",
+         "        except FileNotFoundError as e:\n            return 0  # not built\n", "not built"),
+        # the bare re-raise replaced by a fallback, a raise of another branch left
+        ("                raise RuntimeError(\"fast tokenizer failed\") from e\n            raise\n",
+         "                raise RuntimeError(\"fast tokenizer failed\") from e\n"
+         "            return self.make(\"llama\")\n",
+         "make(\"llama\")"),
+        # a handler of one error made to catch everything, saying nothing
+        ("        except NotSupportedError:\n", "        except Exception:\n", "except Exception"),
+    ],
+)  # fmt: skip
+def test_an_error_that_went_on_is_swallowed(old: str, new: str, needle: str) -> None:
+    assert "swallowed-exception" in _moderate_near((old, new), needle)
+
+
+def test_a_handler_widened_that_logs_the_error_is_handling() -> None:
+    edit = ("        except NotSupportedError:\n            return False\n",
+            "        except Exception as exc:\n            logger.warning(\"probe failed: %s\", exc)\n"
+            "            return False\n")  # fmt: skip
+    assert "swallowed-exception" not in {rule for rule, _s, _n in _found(edit)}
+
+
+def test_a_wait_in_a_loop_the_edit_wrote_is_no_backoff() -> None:
+    retry = ("            return buf.allocate(size)\n\n    def ring",
+             "            while True:\n                try:\n                    return buf.allocate(size)\n"
+             "                except MemoryError:\n"
+             "                    time.sleep(0.001)\n\n    def ring")  # fmt: skip
+    assert ("sleep", "MODERATE") in {(r, s) for r, s, _n in _found(retry)}
+    poll = (
+        "            req.wait()\n",
+        "            while not req.is_completed():\n                time.sleep(0.0002)\n",
+    )
+    assert ("sleep", "MODERATE") in {(r, s) for r, s, _n in _found(poll)}
+
+
+def test_a_spin_on_a_poll_is_a_busy_wait() -> None:
+    spin = ("            req.wait()\n", "            while not req.is_completed():\n                pass\n")
+    assert "sleep" in {r for r, _s, _n in _found(spin)}
+
+
+def test_a_debug_log_that_works_out_tensors_costs_every_call() -> None:
+    anchor = "        q = q * 2\n"
+    shapes = anchor + '        logger.debug("q=%s pos=%s", tuple(q.shape), pos.max())\n'
+    assert ("logging", "MODERATE") in {(r, s) for r, s, _n in _found((anchor, shapes))}
+    fstring = anchor + '        logger.debug(f"q={q.shape}")\n'
+    assert "logging" in {r for r, _s, _n in _found((anchor, fstring))}
+    plain = anchor + '        logger.debug("k=%d", k)\n'
+    assert "logging" not in {r for r, _s, _n in _found((anchor, plain))}
+    gated = (
+        anchor + '        if logger.isEnabledFor(logging.DEBUG):\n            logger.debug("q=%s", q.max())\n'
+    )
+    assert "logging" not in {r for r, _s, _n in _found((anchor, gated))}
+
+
+def test_a_logger_made_on_the_spot_logs() -> None:
+    anchor = "        q = q * 2\n"
+    made = anchor + '        logging.getLogger("dbg").info("q=%s", q.shape)\n'
+    assert "logging" in {r for r, _s, _n in _found((anchor, made))}
+
+
+def test_a_setting_no_longer_put_back_stays_switched() -> None:
+    edit = ("        torch.set_default_dtype(old)\n", "        pass  # keep it\n")
+    assert ("global-switch", "MODERATE") in {(r, s) for r, s, _n in _found(edit)}
+
+
+def test_what_a_tracker_logs_is_uploaded() -> None:
+    anchor = "        q = q * 2\n"
+    run = anchor + '        import wandb\n        wandb.log({"q": q.float().mean()})\n'
+    assert ("network", "HIGH") in {(r, s) for r, s, _n in _found((anchor, run))}
+    export = anchor + '        torch.export.save(self, "/tmp/ep.pt2")\n'
+    assert ("tensor-dump", "HIGH") in {(r, s) for r, s, _n in _found((anchor, export))}
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # one read of the flags instead of one per request: no sync added
+        ("        for index, req in enumerate(reqs):\n            if flags[index].item():\n",
+         "        done = flags.tolist()\n        for index, req in enumerate(reqs):\n"
+         "            if done[index]:\n"),
+        # a value proven a host int before it is compared
+        ("        pos = pos.clamp(0, k - 1)\n",
+         "        if isinstance(k, int) and k < 0:\n            raise ValueError(k)\n"
+         "        pos = pos.clamp(0, k - 1)\n"),
+        # a log line under a gate that closes itself: it runs once
+        ("            torch.cuda.empty_cache()\n",
+         "            torch.cuda.empty_cache()\n            logger.info(\"released the cache once\")\n"),
+    ],
+)  # fmt: skip
+def test_look_alikes_are_not_flagged(old: str, new: str) -> None:
+    assert not [f for f in _found((old, new)) if f[1] in ("MODERATE", "HIGH")]
+
+
+def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
+    """End to end: a real wheel installed, edited in place as a person would, scanned against the wheel."""
+    edited = _after(
+        ("if m > _BS:", "if m > 2 * _BS:"),
+        ("        except NotSupportedError:\n", "        except Exception:\n"),
+        ("        torch.set_default_dtype(old)\n", "        pass  # keep it\n"),
+    )
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    assert ("removed-check", _line(edited, "2 * _BS")) in found
+    assert ("swallowed-exception", _line(edited, "except Exception")) in found
+    assert ("global-switch", _line(edited, "pass  # keep it")) in found
