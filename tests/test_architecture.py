@@ -20,7 +20,7 @@ PACKAGE = REPO / "patchguard"
 # The bottom of the house, lowest first: each may import only modules earlier in this list.
 BOTTOM = ["_version", "errors", "model", "_fs", "config", "diffs", "env", "rulebook", "txn", "state"]
 
-# A bottom package's modules, lowest first: each may import only those before it (its ``__init__`` all of them).
+# A bottom package's modules, lowest first: each may import only those before it (``__init__``: all).
 LAYERS = {
     "txn": [
         "values",

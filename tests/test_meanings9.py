@@ -19,9 +19,11 @@ ENGINE = "pkg/server.py"
 PRISTINE = """\
 import contextlib
 import logging
+import os
 import time
 
 import torch
+import triton
 from packaging import version
 
 logger = logging.getLogger(__name__)
@@ -117,6 +119,27 @@ class Server:
             self._first = False
             torch.cuda.empty_cache()
         return 1
+
+
+    def _wait_for_cache_load(self, event) -> None:
+        event.wait()
+
+    def get_capability(self, device_id: int = 0):
+        cap = self.probe_arch(device_id)
+        if cap is not None:
+            return cap
+        return None
+
+
+@triton.jit
+def _kernel(x_ptr, n):
+    pass
+
+
+def launch(x, lens, n):
+    total = n
+    _kernel[(total,)](x, n)
+    return total
 
 
 @contextlib.contextmanager
@@ -286,6 +309,32 @@ def test_what_a_tracker_logs_is_uploaded() -> None:
 )  # fmt: skip
 def test_look_alikes_are_not_flagged(old: str, new: str) -> None:
     assert not [f for f in _found((old, new)) if f[1] in ("MODERATE", "HIGH")]
+
+
+def test_a_function_is_named_for_its_role_by_its_verb() -> None:
+    """``_wait_for_cache_load`` waits (per step): it is no loader that runs once."""
+    edit = ("        event.wait()\n",
+            "        event.wait()\n        torch.cuda.current_stream().synchronize()\n")  # fmt: skip
+    assert ("device-sync", "MODERATE") in {(r, s) for r, s, _n in _found(edit)}
+
+
+def test_an_answer_handed_back_under_a_switch_is_forced() -> None:
+    edit = ("        cap = self.probe_arch(device_id)\n",
+            "        if fake := os.environ.get(\"FAKE_CAP\"):\n            major, minor = fake.split(\".\")\n"
+            "            return (int(major), int(minor))\n"
+            "        cap = self.probe_arch(device_id)\n")  # fmt: skip
+    assert "removed-check" in _moderate_near(edit, "FAKE_CAP")
+
+
+def test_a_kernel_launcher_is_on_the_device_path() -> None:
+    edit = ("    total = n\n", "    total = sum(lens.tolist())\n")
+    assert "device-sync" in _moderate_near(edit, "lens.tolist")
+
+
+def test_the_values_of_a_reduction_read_as_a_number_are_a_sync() -> None:
+    anchor = "        q = q * 2\n"
+    mode = anchor + "        hot = int(torch.mode(pos.flatten()).values)\n"
+    assert "device-sync" in {r for r, _s, _n in _found((anchor, mode))}
 
 
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:

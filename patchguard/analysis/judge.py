@@ -213,6 +213,7 @@ class _Walker(Dispatch):
         self.on_device: set[str] = set()  # local names holding a tensor a call made on the device
         self.hits: list[Hit] = []
         self._own: dict[int, set[str]] = {}  # per function met: the names it binds itself
+        self._launchers: dict[int, bool] = {}  # per function met: whether it launches a kernel on a grid
 
     # -- where we are ---------------------------------------------------------------------------------
     def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -259,7 +260,21 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name):
             return False
-        return bool({p.name.value for p in params_of(fn)} & self.tensors())
+        return bool({p.name.value for p in params_of(fn)} & self.tensors()) or self._launches(fn)
+
+    def _launches(self, fn: cst.FunctionDef) -> bool:
+        """Whether a function launches a kernel of the file on a grid (``kernel[grid](…)``, ``kernel`` a
+        ``@triton.jit`` def): its job is the device's work, whatever its parameters say."""
+        if id(fn) not in self._launchers:
+            import libcst.matchers as m
+
+            kernels = _kernels(self.st)
+            launched = m.findall(fn.body, m.Call(func=m.Subscript(value=m.Name())))
+            calls = [c for c in launched if isinstance(c, cst.Call)]
+            grids = [c.func for c in calls if isinstance(c.func, cst.Subscript)]
+            names = {g.value.value for g in grids if isinstance(g.value, cst.Name)}
+            self._launchers[id(fn)] = bool(names & kernels)
+        return self._launchers[id(fn)]
 
     def own(self, name: str) -> bool:
         """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
@@ -1201,13 +1216,27 @@ _SETUP_AND_STORAGE = re.compile(
 )
 
 
+def _kernels(st: Structure) -> frozenset[str]:
+    """The names of the file's defs a kernel compiler takes (``@triton.jit``), read from its ast."""
+    out = set()
+    for fn in st.defs.values():
+        for d in fn.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            if ast.unparse(target).rsplit(".", 1)[-1] in _KERNEL_DECORATORS:
+                out.add(fn.name)
+    return frozenset(out)
+
+
+_KERNEL_DECORATORS = ("jit", "kernel")
+
+
 def _compiled(fn: cst.FunctionDef) -> bool:
     """A function a kernel compiler takes (``@triton.jit``, ``@cute.jit``, ``@cute.kernel``,
     ``@numba.cuda.jit``): its code is traced into device code, where a value decided is no host read."""
     for d in fn.decorators:
         target = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
         name = get_full_name_for_node(target) or ""
-        if name.rsplit(".", 1)[-1] in ("jit", "kernel"):
+        if name.rsplit(".", 1)[-1] in _KERNEL_DECORATORS:
             return True
     return False
 

@@ -119,7 +119,10 @@ def runs_once(name: str) -> bool:
     if name in _CONSTRUCTORS:
         return True
     bare = name.strip("_").lower()
-    return not on_hot_path(name) and (bare.startswith("from_") or not _ONCE_WORDS.isdisjoint(bare.split("_")))
+    words = bare.split("_")
+    # the role is the name's verb, its first word (``load_weights``, ``init_cache``: ``_wait_for_…_load``
+    # waits)
+    return not on_hot_path(name) and (bare.startswith("from_") or words[0] in _ONCE_WORDS)
 
 
 # Calls that run the callable they are given: ``functools.partial(torch.save, x)`` dumps as surely as

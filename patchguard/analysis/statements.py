@@ -528,7 +528,7 @@ def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
         ):
             why = "a check below it can no longer run" + (f" when `{switch}`" if switch else "")
             yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
-        elif _forced_answer(stmt, node.body[i + 1 :]):
+        elif _forced_answer(stmt, node.body[i + 1 :], switched=switch is not None):
             why = f"the answer worked out below is forced when `{switch}`" if switch else (
                 "the answer worked out below is forced: it can no longer be anything else"
             )
@@ -537,7 +537,7 @@ def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
             return
 
 
-def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement]) -> bool:
+def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement], *, switched: bool = False) -> bool:
     """Whether an exit — switched, or typed in bare — returns ``True``/``False`` where the code below works
     the answer out (a ``return`` of anything but a constant): a decision forced (``if
     os.environ.get("FORCE"): return True`` above the capability test, ``return True  # HACK`` above it)."""
@@ -546,8 +546,8 @@ def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement]) -> boo
     block = stmt.body if isinstance(stmt, cst.If) else None
     last = block.body[-1] if isinstance(block, cst.IndentedBlock) else stmt
     ret = last.body[-1] if isinstance(last, cst.SimpleStatementLine) else None
-    if not isinstance(ret, cst.Return) or ret.value is None or _unknown(ret.value):
-        return False
+    if not isinstance(ret, cst.Return) or ret.value is None or (_unknown(ret.value) and not switched):
+        return False  # (under a switch, any answer it hands back is the operator's, not the code's)
     returns = [r for s in below for r in m.findall(s, m.Return())]
     return any(isinstance(r, cst.Return) and r.value is not None and _unknown(r.value) for r in returns)
 
@@ -555,6 +555,11 @@ def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement]) -> boo
 def _unknown(value: cst.BaseExpression) -> bool:
     """A value that is not a constant (``True``, ``0``, ``"x"``, ``None``)."""
     return truth(value) is None and not (isinstance(value, cst.Name) and value.value == "None")
+
+
+def _sets(stmt: cst.BaseStatement) -> bool:
+    """A statement that only binds names (``major, minor = (int(p) for p in fake.split("."))``)."""
+    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(x, cst.Assign) for x in stmt.body)
 
 
 def _says(stmt: cst.BaseStatement) -> bool:
@@ -574,7 +579,7 @@ def _switched_exit(stmt: cst.CSTNode) -> str | None:
     leaves = (
         isinstance(last, cst.SimpleStatementLine)
         and all(isinstance(x, (cst.Return, cst.Continue, cst.Break)) for x in last.body)
-        and all(_says(s) for s in said)  # what it says before it leaves (a warning, a print)
+        and all(_says(s) or _sets(s) for s in said)  # what it says or works out before it leaves
     )
     test = " ".join(code(stmt.test).split())
     return test[:60] if leaves and (reads_environment(test) or truth(stmt.test) is True) else None

@@ -179,6 +179,11 @@ def _names_tensor(annotation: cst.BaseExpression) -> bool:
     return "Tensor" in text and "list[" not in text.lower() and "tuple[" not in text.lower()
 
 
+# What a tensor's attribute is a tensor of itself: its views and parts, and the fields of what torch's
+# reductions with an index hand back (``x.max(dim=1).values``, ``torch.topk(x, 5).indices``, ``torch.mode``).
+_TENSOR_ATTRS = frozenset({"T", "mT", "H", "real", "imag", "data", "grad", "values", "indices"})
+
+
 def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str, str]) -> bool:
     """Whether ``expr`` evaluates to a tensor, as far as a glance tells."""
     if isinstance(expr, cst.Name):
@@ -189,7 +194,7 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
         return (
             expr.attr.value not in _METADATA_ATTRS
             and is_tensor(expr.value, tensors, aliases)
-            and (expr.attr.value in ("T", "mT", "H", "real", "imag", "data", "grad"))
+            and (expr.attr.value in _TENSOR_ATTRS)
         )
     if isinstance(expr, cst.Subscript):
         return is_tensor(expr.value, tensors, aliases)
