@@ -114,6 +114,31 @@ class Server:
             if flags[index].item():
                 req.drop()
 
+    def reject(self, kind: str, allowed: bool):
+        if kind == "a":
+            return False, "kind a"
+        elif allowed and not self.max_len:
+            return False, "not allowed"
+        elif kind == "c":
+            return False, "kind c"
+        return True, None
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 89
+
+    def read(self, path: str, allow_pickle: bool):
+        if allow_pickle:
+            self.payload = torch.load(path, weights_only=False)
+        return torch.load(path, weights_only=True)
+
+    def setup_penalties(self, n: int) -> None:
+        self.pending = torch.zeros(n)
+
+    def penalize(self, logits: torch.Tensor) -> None:
+        mask = self.pending > 0
+        logits.add_(torch.where(mask, -1.0, 0.0))
+
     def update(self):
         if self._first:
             self._first = False
@@ -335,6 +360,32 @@ def test_the_values_of_a_reduction_read_as_a_number_are_a_sync() -> None:
     anchor = "        q = q * 2\n"
     mode = anchor + "        hot = int(torch.mode(pos.flatten()).values)\n"
     assert "device-sync" in {r for r, _s, _n in _found((anchor, mode))}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a flag that keeps a load to what is safe turned off
+        ("        return torch.load(path, weights_only=True)\n",
+         "        return torch.load(path, weights_only=False)\n", "weights_only=False"),
+        # a gate forced open over code that does work
+        ("        if allow_pickle:\n", "        if True or allow_pickle:\n", "True or"),
+        # a stated minimum handed to the environment
+        ("        return 89\n", "        return int(os.environ.get(\"MIN_CAP\", \"89\"))\n", "MIN_CAP"),
+        # a branch of a chain of refusals commented out
+        ("        elif allowed and not self.max_len:\n            return False, \"not allowed\"\n",
+         "        # elif allowed and not self.max_len:\n        #     return False, \"not allowed\"\n",
+         "# elif allowed"),
+    ],
+)  # fmt: skip
+def test_a_check_switched_off_by_meaning(old: str, new: str, needle: str) -> None:
+    assert "removed-check" in _moderate_near((old, new), needle)
+
+
+def test_a_field_the_class_makes_with_torch_holds_a_tensor() -> None:
+    edit = ("        logits.add_(torch.where(mask, -1.0, 0.0))\n",
+            "        if mask.any():\n            logits[mask] -= 1.0\n")  # fmt: skip
+    assert "device-sync" in _moderate_near(edit, "mask.any()")
 
 
 def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
-from .aliases import resolve
+from .aliases import reads_environment, resolve
 from .bounds import too_wild
 from .families import (
     CHECKING_CALL,
@@ -255,7 +255,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
-    out += _shallow(_checks_made_conditional, regions, edit)
+    out += _shallow(_checks_made_conditional, regions, edit) + _gates_forced_open(edit, changed)
     for r in regions:
         _unexplained(edit, r, covered, out)
     out = _checks_voices(_scripts_are_not_library(out, edit.st.tree), regions)
@@ -871,8 +871,15 @@ def _removes_checks(regions: Sequence[Region], edit: _Edit) -> bool:
 def _bail_gone(edit: _Edit, gone: _Gone, r: Region, i: int, line: int) -> list[Finding]:
     """The finding of a bail-out taken out at removed line ``i`` of ``r`` — a targeted edit: a function
     rewritten around it (more than :data:`_TARGETED` lines removed) is another thing."""
-    bail = gone.bail_out(r.old_start + i) if len(r.removed) <= _TARGETED else ""
+    disabled = _commented_out(r, edit)  # the guard is still there, as a comment: switched off, not rewritten
+    bail = gone.bail_out(r.old_start + i, disabled) if len(r.removed) <= _TARGETED else ""
     return [_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {bail}")] if bail else []
+
+
+def _commented_out(r: Region, edit: _Edit) -> bool:
+    """Whether every line ``r`` removed is among its added lines as a comment (``# elif …``)."""
+    commented = {_squeeze(line.strip().lstrip("#")) for n in r.lines if (line := edit.lines[n - 1]).strip()}
+    return bool(r.removed) and all(_squeeze(old.strip()) in commented for old in r.removed if old.strip())
 
 
 def _guard_exits(regions: Sequence[Region], edit: _Edit) -> bool:
@@ -1243,6 +1250,22 @@ _BROAD_CAUGHT = frozenset({"", "Exception", "BaseException", "builtins.Exception
 def _broad_handler(h: ast.ExceptHandler) -> bool:
     """``except:``, ``except Exception``, ``except BaseException`` (alone or in a tuple)."""
     return h.type is None or not _BROAD_CAUGHT.isdisjoint(_names(ast.unparse(h.type)))
+
+
+def _gates_forced_open(edit: _Edit, changed: set[int]) -> list[Finding]:
+    """An ``if`` the edit made always true (``if True or envs.ALLOW_PICKLE:``, ``if allowed or 1:``) over
+    code that does work: what it let run only when its condition held now always runs — the gate is gone."""
+    if edit.before is None:
+        return []
+    out: list[Finding] = []
+    for first, _last, test in _forced_open(edit.st, changed):
+        node = _if_at(edit.st.tree, first - 1)
+        if node is None or all(map(_output_only, node.body)):
+            continue  # a debug print let out: the print is the finding
+        shown = " ".join(test.split())[:60]
+        detail = f"check neutralised: `if {shown}` always holds: what it gated always runs"
+        out.append(_check_finding(edit, RuleId.REMOVED_CHECK, first - 1, detail))
+    return out
 
 
 def _checks_made_conditional(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -1850,6 +1873,7 @@ def _requirements_lowered(regions: Sequence[Region], edit: _Edit) -> list[Findin
     80`` → ``return 75``) — what it kept out passes now. Numbers compare as numbers, strings as versions."""
     out: list[Finding] = []
     for r in regions:
+        out += _minimum_from_environment(edit, r)
         if not r.removed or len(r.removed) != len(r.lines):
             continue
         for old, n in zip(r.removed, r.lines, strict=True):
@@ -1865,6 +1889,23 @@ def _requirements_lowered(regions: Sequence[Region], edit: _Edit) -> list[Findin
                 detail = f"{what} less: {before} → {after}"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _minimum_from_environment(edit: _Edit, r: Region) -> list[Finding]:
+    """What a function that states a minimum returns (``return 89``) now read from the environment
+    (``return int(os.environ.get("MIN_CAP", "89"))``): whoever sets the variable sets the bar."""
+    returned = [v for old in r.removed if (v := _decision(_code_of(old)))[0] == "return"]
+    if len(returned) != 1 or returned[0][1] is None or _number(returned[0][1]) is None:
+        return []
+    for n in r.lines:
+        function = (edit.st.qualname_at(n) or "").rsplit(".", 1)[-1]
+        line = edit.lines[n - 1]
+        states = not {"min", "minimum"}.isdisjoint(_words(function))
+        if states and line.lstrip().startswith("return") and reads_environment(line):
+            was = ast.unparse(returned[0][1])
+            detail = f"check neutralised: {function} states what the environment says now, not {was}"
+            return [_check_finding(edit, RuleId.REMOVED_CHECK, n, detail)]
+    return []
 
 
 def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -2148,6 +2189,9 @@ def _refusal(stmt: ast.stmt) -> bool:
             return True
         if isinstance(value, ast.Constant):
             return isinstance(value.value, str)
+        if isinstance(value, ast.Tuple) and value.elts:  # a "no" and its reason: ``return False, why``
+            first = value.elts[0]
+            return isinstance(first, ast.Constant) and first.value in (False, None) and len(value.elts) > 1
         if isinstance(value, ast.Call):  # an error made and handed back: create_error_response(...)
             value = value.func
         name = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
@@ -2251,7 +2295,7 @@ class _Gone:
             return cls(None, (), edit.st, edit.lines, scopes)
         return cls(locate(edit.before), split_lines(edit.before), edit.st, edit.lines, scopes)
 
-    def bail_out(self, line: int) -> str:
+    def bail_out(self, line: int, disabled: bool = False) -> str:
         """What a pristine ``return``/``continue``/``break`` at ``line`` was when it ended a bail-out (``if
         bad: log(...); return``) that the installed file no longer has — the code below the guard now runs
         where it stopped — else "". The same guard kept, moved, or leaving otherwise, lives on."""
@@ -2260,12 +2304,15 @@ class _Gone:
         node = next(
             (
                 n for n in _nodes_at(self.before.tree, {line})
-                if isinstance(n, ast.If) and not n.orelse and isinstance(n.body[-1], _EXIT_NODES)
+                if isinstance(n, ast.If) and _no_else(n) and isinstance(n.body[-1], _EXIT_NODES)
                 and n.body[-1].lineno == line and len(n.body) <= 3
             ),
             None,
         )  # fmt: skip
-        if node is None or self.scope(line) or self.subject(line, f"assert {ast.unparse(node.test)}"):
+        if node is None:
+            return ""
+        rewritten = self.scope(line) or self.subject(line, f"assert {ast.unparse(node.test)}")
+        if rewritten and not disabled:
             return ""  # what it guarded, or what it tested, left with a rewrite: not a guard taken out
         if not _bails(node):
             return ""  # an answer returned early (``if cached is not None: return cached``): a dispatch
@@ -2335,7 +2382,7 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
         root = next((n for n in spans if isinstance(n, _SCOPES) and (n.end_lineno or 0) == scope.end), None)
     out: collections.Counter[Guard] = collections.Counter()
     for node in ast.walk(root) if root is not None else ():
-        if isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], _EXIT_NODES):
+        if isinstance(node, ast.If) and _no_else(node) and isinstance(node.body[-1], _EXIT_NODES):
             out[(where, ast.dump(node.test), type(node.body[-1]).__name__)] += 1
     return out
 
@@ -2366,6 +2413,12 @@ def _guard_folded(guard: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef | No
 def _names_in(node: ast.expr) -> set[str]:
     """The names and attribute chains ``node`` reads (``self.total``, ``n``)."""
     return {ast.unparse(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _no_else(node: ast.If) -> bool:
+    """An ``if`` with no ``else`` — or one whose ``else`` is the next test of a chain (``elif``): a case
+    its branch turned away goes on to the next test once the branch is gone."""
+    return not node.orelse or (len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If))
 
 
 def _bails(node: ast.If) -> bool:

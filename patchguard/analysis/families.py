@@ -79,13 +79,16 @@ CHECKING_CALL = (
     r"(?!_*(?:set|get|enable|disable|is|has)_)"  # a setter, a getter or a question is no check
     r"(?:[A-Za-z0-9]\w*?_)?_*(?:check|validate|verify|assert|ensure|require|raise|detect)(?:_\w*)?"
 )
-# What a keyword flag's name says it does: one that asks the call to check (``raise_exception=True``,
-# ``strict=True``: turned off by False), one that lets things through (``skip_validation``: on by True).
-CHECKING_FLAG_WORDS = ("raise", "strict", "check", "validat", "verif", "assert")
+# What a keyword flag's name says it does: one that asks the call to check or to keep to what is safe
+# (``raise_exception=True``, ``strict=True``, ``weights_only=True``, ``safe_mode=True``: turned off by False),
+# one that lets things through (``skip_validation``: on by True).
+CHECKING_FLAG_WORDS = ("raise", "strict", "check", "validat", "verif", "assert", "safe", "secure", "_only")
 LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_check", "trust")
 # The same, as whole snake-case words of a name a line put in gives a constant (``trust_remote_code = True``,
 # ``self.strict = False``) — not stems found inside other words (``gradient_checkpointing``, ``verified``).
-CHECKING_FLAG_NAME_WORDS = frozenset({"check", "checks", "validate", "validation", "verify", "strict"})
+CHECKING_FLAG_NAME_WORDS = frozenset(
+    {"check", "checks", "validate", "validation", "verify", "strict", "safe", "only"}
+)
 LENIENT_FLAG_NAME_WORDS = frozenset({"skip", "ignore", "allow", "unsafe", "trust", "disable", "no"})
 
 # Methods that send bytes somewhere (a file, a socket, a pipe): given a tensor's data, a dump — a tensor,

@@ -435,17 +435,48 @@ def _without_docstring(body: object) -> object:
 
 
 def _tensor_fields(classes: Iterable[ast.ClassDef]) -> dict[str, frozenset[str]]:
+    """A class's fields that hold tensors: annotated so in its body, or given one a torch creation op made
+    in any of its methods (``self.len_output_tokens = torch.zeros(…)``)."""
     out: dict[str, frozenset[str]] = {}
     for node in classes:
-        names = frozenset(
+        names = {
             s.target.id
             for s in node.body
             if isinstance(s, ast.AnnAssign)
             and isinstance(s.target, ast.Name)
             and _tensor_annotation(s.annotation)
-        )
+        }
+        names |= _made_tensors(node)
         if names:
-            out[node.name] = names
+            out[node.name] = frozenset(names)
+    return out
+
+
+# torch's creation ops (the "Creation Ops" of its documentation), and the joins that make a new tensor.
+_CREATION_OPS = frozenset(
+    {"tensor", "as_tensor", "from_numpy", "zeros", "zeros_like", "ones", "ones_like", "arange", "linspace"}
+    | {"logspace", "eye", "empty", "empty_like", "empty_strided", "full", "full_like", "rand", "randn"}
+    | {"randint", "randperm", "cat", "stack", "where"}
+)
+
+
+def _made_tensors(cls: ast.ClassDef) -> set[str]:
+    """``X`` of every ``self.X = torch.<creation op>(…)`` in the methods of ``cls``."""
+    out: set[str] = set()
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for n in ast.walk(method):
+            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
+                continue
+            func = ast.unparse(n.value.func).split(".")
+            if len(func) != 2 or func[0] != "torch" or func[1] not in _CREATION_OPS:
+                continue
+            out |= {
+                t.attr
+                for t in n.targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            }
     return out
 
 
