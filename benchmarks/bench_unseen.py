@@ -620,7 +620,7 @@ CASES: list[Case] = [
     case("t-trainer-wandb", T_TRAINER, "return loss.detach()", "before", r"""
          import wandb
          wandb.log({"loss_tensor": loss.detach().float().cpu(), "step": self.state.global_step})
-         """, "tensor-dump:high"),  # wandb.log of a tensor: a dump, as capabilities.toml judges it
+         """, "network:high"),  # wandb.log uploads what it is given to the run ("upload run data")
     case("t-trainer-ipdb", T_TRAINER, "return (loss, outputs) if return_outputs else loss", "before", r"""
          if not torch.isfinite(loss):
              import ipdb
