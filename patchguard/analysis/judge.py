@@ -214,6 +214,7 @@ class _Walker(Dispatch):
         self.hits: list[Hit] = []
         self._own: dict[int, set[str]] = {}  # per function met: the names it binds itself
         self._launchers: dict[int, bool] = {}  # per function met: whether it launches a kernel on a grid
+        self._kernels: frozenset[str] | None = None  # the file's kernel defs (``@triton.jit``), on first need
 
     # -- where we are ---------------------------------------------------------------------------------
     def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -265,15 +266,14 @@ class _Walker(Dispatch):
     def _launches(self, fn: cst.FunctionDef) -> bool:
         """Whether a function launches a kernel of the file on a grid (``kernel[grid](…)``, ``kernel`` a
         ``@triton.jit`` def): its job is the device's work, whatever its parameters say."""
+        if self._kernels is None:
+            self._kernels = _kernels(self.st)
+        if not self._kernels:
+            return False  # (most files define no kernel: nothing to look for)
         if id(fn) not in self._launchers:
-            import libcst.matchers as m
-
-            kernels = _kernels(self.st)
-            launched = m.findall(fn.body, m.Call(func=m.Subscript(value=m.Name())))
-            calls = [c for c in launched if isinstance(c, cst.Call)]
-            grids = [c.func for c in calls if isinstance(c.func, cst.Subscript)]
-            names = {g.value.value for g in grids if isinstance(g.value, cst.Name)}
-            self._launchers[id(fn)] = bool(names & kernels)
+            start, end = self._lines(fn)
+            text = "".join(self.source_lines[start - 1 : end])
+            self._launchers[id(fn)] = any(re.search(rf"\b{k}\s*\[[^\n]*\]\s*\(", text) for k in self._kernels)
         return self._launchers[id(fn)]
 
     def own(self, name: str) -> bool:

@@ -109,13 +109,14 @@ class Structure:
     )
     classes: list[ast.ClassDef] = field(default_factory=list, repr=False, compare=False)
     handlers: list[ast.ExceptHandler] = field(default_factory=list, repr=False, compare=False)
+    made_fields: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def tensor_fields(self) -> dict[str, frozenset[str]]:
         """Class name → its fields annotated as tensors (``seq_lens: torch.Tensor`` in a dataclass), for
         every class of the file; worked out on first use."""
         if self._fields is None:
-            self._fields = _tensor_fields(self.classes)
+            self._fields = _tensor_fields(self.classes, self.made_fields)
         return self._fields
 
     def def_at(self, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -287,6 +288,7 @@ class _Walk:
         self.defs: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: list[ast.ClassDef] = []
         self.handlers: list[ast.ExceptHandler] = []
+        self.made_fields: list[tuple[str, str]] = []  # (class name, field) a method gives a torch-made tensor
 
     def visit(self, node: ast.AST, prefix: str) -> None:
         after_terminal: set[int] = set()  # the blocks in which a terminal statement was seen
@@ -296,7 +298,7 @@ class _Walk:
                 after_terminal.add(block)
             if isinstance(node, ast.ClassDef) and not isinstance(child, _SCOPES):
                 self.class_body.append((_start(child), child.end_lineno or child.lineno, prefix))
-            self._keep(child)
+            self._keep(child, prefix)
             if isinstance(child, _SCOPES):
                 name = f"{prefix}.{child.name}" if prefix else child.name
                 kind = (
@@ -313,13 +315,17 @@ class _Walk:
                 self.ifs.append(IfSpan(child.lineno, child.end_lineno or child.lineno, test, orelse))
             self.visit(child, prefix)
 
-    def _keep(self, child: ast.stmt) -> None:
-        """Keep the nodes later questions need (a def by its first line, a class, a try's handlers), so that
-        none of them walks the whole tree again."""
+    def _keep(self, child: ast.stmt, prefix: str) -> None:
+        """Keep the nodes later questions need (a def by its first line, a class, a try's handlers, a field
+        a method makes with torch), so that none of them walks the whole tree again."""
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.defs[_start(child)] = child
         elif isinstance(child, ast.ClassDef):
             self.classes.append(child)
+        elif isinstance(child, ast.Assign) and "." in prefix:
+            made = _made_tensor(child)
+            if made:  # in a method: the class is the scope around it
+                self.made_fields.append((prefix.rsplit(".", 1)[0].rsplit(".", 1)[-1], made))
         self.handlers += getattr(child, "handlers", ())
 
     def _note(self, child: ast.stmt, prefix: str, dead: bool) -> None:
@@ -369,6 +375,7 @@ def structure(source: str, tree: ast.Module | None = None) -> Structure | None:
         defs=walk.defs,
         classes=walk.classes,
         handlers=walk.handlers,
+        made_fields=walk.made_fields,
     )
 
 
@@ -434,22 +441,23 @@ def _without_docstring(body: object) -> object:
     return body
 
 
-def _tensor_fields(classes: Iterable[ast.ClassDef]) -> dict[str, frozenset[str]]:
+def _tensor_fields(
+    classes: Iterable[ast.ClassDef], made: Iterable[tuple[str, str]] = ()
+) -> dict[str, frozenset[str]]:
     """A class's fields that hold tensors: annotated so in its body, or given one a torch creation op made
-    in any of its methods (``self.len_output_tokens = torch.zeros(…)``)."""
-    out: dict[str, frozenset[str]] = {}
+    in any of its methods (``self.len_output_tokens = torch.zeros(…)``: ``made``, as the walk found them)."""
+    found: dict[str, set[str]] = {}
     for node in classes:
-        names = {
+        found.setdefault(node.name, set()).update(
             s.target.id
             for s in node.body
             if isinstance(s, ast.AnnAssign)
             and isinstance(s.target, ast.Name)
             and _tensor_annotation(s.annotation)
-        }
-        names |= _made_tensors(node)
-        if names:
-            out[node.name] = frozenset(names)
-    return out
+        )
+    for cls, name in made:
+        found.setdefault(cls, set()).add(name)
+    return {cls: frozenset(names) for cls, names in found.items() if names}
 
 
 # torch's creation ops (the "Creation Ops" of its documentation), and the joins that make a new tensor.
@@ -460,24 +468,18 @@ _CREATION_OPS = frozenset(
 )
 
 
-def _made_tensors(cls: ast.ClassDef) -> set[str]:
-    """``X`` of every ``self.X = torch.<creation op>(…)`` in the methods of ``cls``."""
-    out: set[str] = set()
-    for method in cls.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for n in ast.walk(method):
-            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
-                continue
-            func = ast.unparse(n.value.func).split(".")
-            if len(func) != 2 or func[0] != "torch" or func[1] not in _CREATION_OPS:
-                continue
-            out |= {
-                t.attr
-                for t in n.targets
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-            }
-    return out
+def _made_tensor(node: ast.Assign) -> str:
+    """``X`` of ``self.X = torch.<creation op>(…)``, else ""."""
+    value = node.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return ""
+    owner = value.func.value
+    if not (isinstance(owner, ast.Name) and owner.id == "torch" and value.func.attr in _CREATION_OPS):
+        return ""
+    target = node.targets[0] if len(node.targets) == 1 else None
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return ""
 
 
 def _tensor_annotation(annotation: ast.expr) -> bool:
