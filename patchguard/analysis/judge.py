@@ -47,7 +47,6 @@ from .tensors import is_tensor, local_names, params_of, tensor_names
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
-_FORWARD = ("forward", "__call__", "_forward")
 _MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||", "#")  # not code: never a header
 
 
@@ -234,9 +233,6 @@ class _Walker(Dispatch):
 
     def _function(self) -> str:
         return ".".join(n for n in self.names if n)
-
-    def _in_forward(self) -> bool:
-        return any(n.startswith(_FORWARD) for n in self.names[-1:])
 
     def touches(self, node: cst.CSTNode) -> bool:
         return self._touched(node) is not None
