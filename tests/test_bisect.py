@@ -22,7 +22,7 @@ import pytest
 
 import patchguard
 from patchguard._fs import sha256_file
-from patchguard.patchsets.search import Outcome, search
+from patchguard.patchsets.bisect.search import Outcome, search
 
 from .helpers import Env, build_wheel, cli, patch_txn, patchguard_exe, tree
 

@@ -297,8 +297,8 @@ def _bisect_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.env import Target
     from patchguard.formats import BISECT
     from patchguard.patchsets.bisect import BisectResult, By, Trial
-    from patchguard.patchsets.search import Outcome
-    from patchguard.patchsets.units import Unit, UnitKind
+    from patchguard.patchsets.bisect.search import Outcome
+    from patchguard.patchsets.bisect.units import Unit, UnitKind
 
     _break(env)
     test = f"! grep -q torch.save {env.site / MLA}"

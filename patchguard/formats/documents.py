@@ -194,7 +194,7 @@ class ValueView(Protocol):
 
 
 class BisectUnitView(Protocol):
-    """One change ``bisect`` included or left out (:class:`patchguard.patchsets.units.Unit`)."""
+    """One change ``bisect`` included or left out (:class:`patchguard.patchsets.bisect.units.Unit`)."""
 
     @property
     def number(self) -> int: ...

@@ -23,16 +23,16 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .._fs import read_regular, sha256_bytes, sha256_file
-from ..env import Target
-from ..errors import PatchguardError, UsageError
-from ..integrity.inventory import changed_files
-from ..model import json_name
-from ..pristine.explain import Explainer, read_installed, survey
-from ..pristine.sources import SourceOptions
-from ..txn import Change, Plan, commit, note_trial, session
-from .installed import SetEnvironment, reader
-from .model import load_set, patches_dir
+from ..._fs import read_regular, sha256_bytes, sha256_file
+from ...env import Target
+from ...errors import PatchguardError, UsageError
+from ...integrity.inventory import changed_files
+from ...model import json_name
+from ...pristine.explain import Explainer, read_installed, survey
+from ...pristine.sources import SourceOptions
+from ...txn import Change, Plan, commit, note_trial, session
+from ..installed import SetEnvironment, reader
+from ..model import load_set, patches_dir
 from .search import Outcome, search
 from .units import FileChange, StateImpossible, Unit, Units, by_files, by_hunks, by_sets
 
@@ -479,7 +479,7 @@ def run_bisect(
 def _fingerprint(target: Target, distributions: Sequence[str]) -> dict[str, str]:
     """Every changed file of the distributions (all, with none named) → what it is now: before and after a
     bisect, what the test changed outside the changes shows as a difference."""
-    from ..integrity.inventory import take_inventory
+    from ...integrity.inventory import take_inventory
 
     scanned = take_inventory(distributions, target=target)
     out: dict[str, str] = {}

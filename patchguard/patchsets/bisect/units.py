@@ -14,9 +14,9 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..diffs import FileDiff, is_binary, split_lines
-from .model import PatchSet
-from .planner import PlanFailed, plan_patches
+from ...diffs import FileDiff, is_binary, split_lines
+from ..model import PatchSet
+from ..planner import PlanFailed, plan_patches
 
 __all__ = ["FileChange", "StateImpossible", "Unit", "UnitKind", "Units", "by_files", "by_hunks", "by_sets"]
 
