@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 _write_points = 0
 
@@ -45,3 +46,23 @@ def write_durable(path: str, data: bytes, mode: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back while a commit writes: a handler that raises (Ctrl-C, a bisect told to
+    stop) runs once the commit is whole — never between its commit point and its clean-up, which would leave
+    a transaction's backups behind. SIGKILL cannot be held back: the journal is for that. Only the main
+    thread's mask can be set for Python's handlers; elsewhere, and where the platform has no signal mask,
+    nothing is held."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -14,7 +14,7 @@ from .._fs import (
     transaction_left,
 )
 from .backups import _after_commit, keep_backups
-from .durable import fsync_dir, write_point
+from .durable import fsync_dir, signals_held, write_point
 from .journal import _discard_journal_tmp, _write_journal
 from .locking import _lock_timeout, _locked, _locked_unless_held
 from .paths import _check_paths
@@ -86,31 +86,32 @@ def commit(
             "entries": entries,
             "rmdirs": rmdirs,  # [path, mode]: a rollback makes them again
         }
-        try:
-            _write_journal(state, journal)
-            _stage(plan, entries, backup_dir)
-            touched_dirs = apply_changes(plan, entries)
-            for d, _mode in rmdirs:
+        with signals_held():  # a Ctrl-C or SIGTERM handler runs once the commit is whole
+            try:
+                _write_journal(state, journal)
+                _stage(plan, entries, backup_dir)
+                touched_dirs = apply_changes(plan, entries)
+                for d, _mode in rmdirs:
+                    write_point()
+                    os.rmdir(d)
+                    touched_dirs.discard(d)
+                    touched_dirs.add(os.path.dirname(d))
+                for d in sorted(touched_dirs):
+                    fsync_dir(d)
                 write_point()
-                os.rmdir(d)
-                touched_dirs.discard(d)
-                touched_dirs.add(os.path.dirname(d))
-            for d in sorted(touched_dirs):
-                fsync_dir(d)
-            write_point()
-            os.unlink(os.path.join(state, _JOURNAL))  # the commit point
-            fsync_dir(state)
-            _after_commit(root, backup_dir, keep if keep_backup else None)
-        except OSError as exc:
-            # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
-            recover(root, allowed=plan.also, _locked_already=True)
-            _discard_journal_tmp(state)
-            raise TransactionError(
-                f"could not write ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}); "
-                "nothing was changed",
-                path=root,
-                hint="free space or fix permissions, then run the command again",
-            ) from None
+                os.unlink(os.path.join(state, _JOURNAL))  # the commit point
+                fsync_dir(state)
+                _after_commit(root, backup_dir, keep if keep_backup else None)
+            except OSError as exc:
+                # A write failed (ENOSPC, EROFS, EACCES): undo everything, then report.
+                recover(root, allowed=plan.also, _locked_already=True)
+                _discard_journal_tmp(state)
+                raise TransactionError(
+                    f"could not write ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}); "
+                    "nothing was changed",
+                    path=root,
+                    hint="free space or fix permissions, then run the command again",
+                ) from None
     return Committed(txid, backup_dir, recovered, tuple(removed))
 
 
