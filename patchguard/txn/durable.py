@@ -52,17 +52,24 @@ def write_durable(path: str, data: bytes, mode: int) -> None:
 def signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM held back while a commit writes: a handler that raises (Ctrl-C, a bisect told to
     stop) runs once the commit is whole — never between its commit point and its clean-up, which would leave
-    a transaction's backups behind. SIGKILL cannot be held back: the journal is for that. Only the main
-    thread's mask can be set for Python's handlers; elsewhere, and where the platform has no signal mask,
-    nothing is held."""
+    a transaction's backups behind. Python runs handlers in the main thread, whichever thread the signal came
+    to: the handlers are swapped for one that notes the signal, and each noted one is raised again, to the
+    handlers put back, at the end. SIGKILL cannot be held back: the journal is for that. Off the main thread
+    (where no handler can be set) nothing is held."""
     import signal
     import threading
 
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    noted: list[int] = []
+    held = {s: h for s in (signal.SIGINT, signal.SIGTERM) if (h := signal.getsignal(s)) is not None}
+    for s in held:
+        signal.signal(s, lambda signum, _frame: noted.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in held.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
