@@ -14,6 +14,7 @@ import ast
 import bisect
 import builtins
 import collections
+import copy
 import functools
 import io
 import keyword
@@ -1712,11 +1713,11 @@ def _numbers(node: ast.expr) -> tuple[float, ...] | None:
 
 def _blanked(node: ast.expr) -> ast.expr:
     """A copy of ``node`` with every constant made ``None``: its shape alone."""
-    copy = ast.parse(ast.unparse(node), mode="eval").body
-    for n in ast.walk(copy):
+    shape = copy.deepcopy(node)  # (not unparsed and parsed again: the tree is at hand)
+    for n in ast.walk(shape):
         if isinstance(n, ast.Constant):
             n.value = None
-    return copy
+    return shape
 
 
 def _number(node: ast.expr) -> float | None:
