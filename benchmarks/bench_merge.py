@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_rebase import EDIT_LINE, fetch, local_edits, py_members
 
-from patchguard.patchsets.merge import merge, merge_file
+from patchguard.patchsets.rebase.merge import merge, merge_file
 
 DEFAULT_PAIRS = ["packaging:24.0:24.1", "rich:13.6.0:13.7.0", "vllm:0.33.0:0.34.0"]
 LABELS = ("ours", "base", "theirs")

@@ -8,9 +8,9 @@ for each of ``--cases`` random cases (seeded: the same cases every run):
 * the set (base -> theirs) inserts ``_pg_set = 1`` right after one statement of the body;
 * upstream (base -> ours) inserts, at random places of the same body, copies of its own one-line statements
   (look-alikes of the anchor among them) and new statements;
-* ``patchguard.patchsets.merge.merge_file`` merges; a conflict is "left for review" (no harm done); a clean
-  result must be the reference — upstream's file with the set's line right after the very statement it was
-  written after — else it is counted **wrong**.
+* ``patchguard.patchsets.rebase.merge.merge_file`` merges; a conflict is "left for review" (no harm done); a
+  clean result must be the reference — upstream's file with the set's line right after the very statement it
+  was written after — else it is counted **wrong**.
 
 Prints cases, clean, left for review, wrong (target 0) and the wall time. Exits 0 when it ran.
 
@@ -31,7 +31,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchguard.patchsets.merge import merge_file
+from patchguard.patchsets.rebase.merge import merge_file
 
 LABELS = ("target", "base", "base + set")
 

@@ -171,6 +171,33 @@ def test_every_module_of_a_layered_package_has_its_layer() -> None:
         assert found == set(layers), (package, found ^ set(layers))
 
 
+# A package's families (sub-packages): its other modules are the core, which imports no family; a family
+# imports the core and itself, never another family.
+FAMILIES = {"patchsets": {"rebase", "bisect"}}
+
+
+def _family(package: str, module: str) -> str:
+    part = module.split(".")[1] if module.count(".") else ""
+    return part if part in FAMILIES[package] else ""
+
+
+@pytest.mark.parametrize("package", sorted(FAMILIES))
+def test_families_import_the_core_and_themselves_only(package: str) -> None:
+    assert {f"{package}.{family}" for family in FAMILIES[package]} <= set(MODULES)
+    wrong = []
+    for module, path in MODULES.items():
+        if not module.startswith(package + ".") or module == package:
+            continue
+        mine = _family(package, module)
+        for target, line in _imports(module, path):
+            if not target.startswith(package + "."):
+                continue
+            theirs = _family(package, target)
+            if theirs and theirs != mine:
+                wrong.append(f"line {line}: {module} -> {target}")
+    assert not wrong, "a family reached sideways or the core reached up:\n" + "\n".join(wrong)
+
+
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert _cycles({"a": ["b"], "b": []}) == []

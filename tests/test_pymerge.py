@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchguard.patchsets.merge import merge, merge_file
-from patchguard.patchsets.pymerge import carry, doubt
+from patchguard.patchsets.rebase.merge import merge, merge_file
+from patchguard.patchsets.rebase.pymerge import carry, doubt
 
 from .test_rebase import _rebase_pkg, _set, _two_releases
 
@@ -191,7 +191,7 @@ def test_a_clean_line_merge_that_is_not_certain_goes_to_review(tmp_path: Path) -
 def test_many_files_are_merged_in_helper_processes_alike() -> None:
     """From 8 files on, merges run in helper processes: the same results, in the same order, as one by
     one — a conflict, a merge by statement and a clean line merge among them."""
-    from patchguard.patchsets.merge import _PARALLEL_FROM, merge_all
+    from patchguard.patchsets.rebase.merge import _PARALLEL_FROM, merge_all
 
     docstring = BASE.replace("def forward(x, y):\n", 'def forward(x, y):\n    """Add them."""\n')
     clash = (

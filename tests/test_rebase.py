@@ -502,7 +502,7 @@ B = b"alpha = 1\nbeta = 2\ngamma = 3\ndelta = 4\n"
 def test_touching_versus_overlapping(
     ours: bytes, theirs: bytes, merged: bytes | None, tmp_path: Path
 ) -> None:
-    from patchguard.patchsets.merge import merge
+    from patchguard.patchsets.rebase.merge import merge
 
     base = B if ours.startswith(b"alpha") else b"def f(a, b):\n    return a\n"
     got = merge(ours, base, theirs, ("new", "old", "set"))
@@ -666,7 +666,7 @@ def test_revert_after_a_rebase_reverts_the_form_that_is_applied(
 
 def test_repeated_lines_are_never_merged_line_by_line() -> None:
     """Two identical lines: which one an edit is about cannot be told; git's conflict stands."""
-    from patchguard.patchsets.merge import merge
+    from patchguard.patchsets.rebase.merge import merge
 
     base = b"x = 1\nx = 1\ny = 2\n"
     got = merge(b"x = 1\nx = 10\ny = 2\n", base, b"x = 1\ny = 2\n", ("new", "old", "set"))

@@ -31,8 +31,8 @@ from ..model import (
     printable,
 )
 from ..patchsets.model import PatchSet, SetTarget
-from ..patchsets.outcome import FileOutcome, RebasedFile
 from ..patchsets.rebase import RebaseResult, part_of, rebase_set, sets_to_carry
+from ..patchsets.rebase.outcome import FileOutcome, RebasedFile
 from ..pristine.sources import SourceOptions
 
 __all__ = ["plan_upgrade", "read_targets"]

@@ -8,7 +8,7 @@ import collections
 import os
 from collections.abc import Sequence
 
-from ..pristine.releases import ReleaseFiles
+from ...pristine.releases import ReleaseFiles
 from .merge import line_counts, similarity
 
 __all__ = ["MOVED_THRESHOLD", "find_moves"]

@@ -31,24 +31,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..diffs import is_binary
-from ..env import Target, resolve_target
-from ..errors import UsageError
-from ..integrity.records import InstalledDistribution, canonicalize
-from ..model import json_name, json_name_or_none, printable
-from ..pristine.sources import SourceOptions, Sources
-from ..state import read_state
-from ..txn import write_point
+from ...diffs import is_binary
+from ...env import Target, resolve_target
+from ...errors import UsageError
+from ...integrity.records import InstalledDistribution, canonicalize
+from ...model import json_name, json_name_or_none, printable
+from ...pristine.sources import SourceOptions, Sources
+from ...state import read_state
+from ...txn import write_point
+from ..installed import SetEnvironment, owned_paths
+from ..model import PatchSet, PatchSetError, SetTarget, find_set, load_sets, patches_dir
+from ..planner import PlanFailed, plan_patches
+from ..setdir import set_lock
 from .inputs import RebaseInputs, checked_version, open_inputs
-from .installed import SetEnvironment, owned_paths
 from .merge import Merged, MergeJob, merge, merge_all, merge_file
-from .model import PatchSet, PatchSetError, SetTarget, find_set, load_sets, patches_dir
 from .moves import MOVED_THRESHOLD, find_moves
 from .outcome import FileOutcome, Rebased, RebasedFile
-from .planner import PlanFailed, plan_patches
 from .review import done_with, must_be_review, pointed, retire, review_dir, take_resolutions, write_review
 from .rewrite import rewrite
-from .setdir import set_lock
 
 __all__ = [
     "MOVED_THRESHOLD",

@@ -15,15 +15,15 @@ import json
 import os
 from collections.abc import Sequence
 
-from .._fs import put_file, read_regular, staged_dir
-from ..errors import UsageError
-from ..model import command
-from ..txn import write_point
+from ..._fs import put_file, read_regular, staged_dir
+from ...errors import UsageError
+from ...model import command
+from ...txn import write_point
+from ..model import PatchSet
+from ..setdir import discard
 from .inputs import RebaseInputs
 from .merge import has_markers
-from .model import PatchSet
 from .outcome import FileOutcome, Rebased, RebasedFile
-from .setdir import discard
 
 __all__ = [
     "REVIEW_SUFFIX",

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import PatchguardError
+from ...errors import PatchguardError
 
 __all__ = [
     "MergeFailed",

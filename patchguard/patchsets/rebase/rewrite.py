@@ -16,12 +16,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._fs import read_regular
-from .._version import __version__
-from ..diffs import FileDiff
-from .capture import DiffText, set_header, write_set
+from ..._fs import read_regular
+from ..._version import __version__
+from ...diffs import FileDiff
+from ..capture import DiffText, set_header, write_set
+from ..model import MAX_PATCH_BYTES, PatchSet, PatchSetError
 from .inputs import RebaseInputs
-from .model import MAX_PATCH_BYTES, PatchSet, PatchSetError
 from .outcome import Rebased
 
 __all__ = ["KEPT_LIMIT", "rewrite"]

@@ -13,14 +13,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._fs import sha256_bytes
-from ..errors import PatchguardError, UsageError
-from ..integrity.records import InstalledDistribution, canonicalize
-from ..pristine.releases import ReleaseFiles, installed_release, wheel_release
-from ..pristine.sources import ReleaseId, Sources, local_versions, wheel_tags
-from ..pristine.wheels import Rejected
-from .model import PatchSet, PatchSetError
-from .planner import PlanFailed, plan_patches
+from ..._fs import sha256_bytes
+from ...errors import PatchguardError, UsageError
+from ...integrity.records import InstalledDistribution, canonicalize
+from ...pristine.releases import ReleaseFiles, installed_release, wheel_release
+from ...pristine.sources import ReleaseId, Sources, local_versions, wheel_tags
+from ...pristine.wheels import Rejected
+from ..model import PatchSet, PatchSetError
+from ..planner import PlanFailed, plan_patches
 
 __all__ = ["DoesNotApply", "RebaseInputs", "checked_version", "open_inputs"]
 
