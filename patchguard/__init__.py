@@ -37,58 +37,68 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from .audit import check, lock, plan, scan
+    from .api import (
+        apply_set,
+        bisect,
+        capture_set,
+        check,
+        diff,
+        environment_status,
+        lock,
+        plan,
+        rebase_all,
+        rebase_set,
+        restore,
+        revert_set,
+        rollback,
+        scan,
+        set_states,
+    )
     from .config import ConfigError
-    from .deploy.bisecting import bisect
     from .deploy.fleet import Aspect, Change, Chosen, Difference, FleetGroup, FleetResult, fleet
     from .deploy.gate import CheckResult
     from .deploy.hostdocs import FleetInputError, HostDocument
     from .deploy.policy import Policy
-    from .deploy.rollback import rollback
     from .diffs import FileDiff
     from .integrity.inventory import ProgressCallback
     from .patchsets.bisect import BisectError, BisectResult, Trial
-    from .patchsets.capture import capture_set
-    from .patchsets.keep import restore
     from .patchsets.model import PatchSet, PatchSetError, load_sets
-    from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict, apply_set, revert_set
+    from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict
     from .patchsets.planner import FilePlan, PlanFailed
-    from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult, rebase_all, rebase_set
-    from .patchsets.status import environment_status, set_states
-    from .pristine.explain import diff
+    from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult
     from .pristine.restore import Action, FileAction, RestoreResult
     from .pristine.sources import NoPristineSource, SourceOptions
     from .txn import Committed, LockTimeout, SessionBusy, TransactionError
 
 # Name -> the module that defines it, imported on first use (not at `import patchguard`).
 _LAZY = {
-    "scan": "audit",
-    "check": "audit",
-    "lock": "audit",
-    "plan": "audit",
-    "rollback": "deploy.rollback",
-    "rebase_all": "patchsets.rebase",
+    "scan": "api",
+    "check": "api",
+    "lock": "api",
+    "plan": "api",
+    "rollback": "api",
+    "rebase_all": "api",
     "SourceOptions": "pristine.sources",
     "ProgressCallback": "integrity.inventory",
-    "diff": "pristine.explain",
+    "diff": "api",
     "FileDiff": "diffs",
-    "restore": "patchsets.keep",
+    "restore": "api",
     "RestoreResult": "pristine.restore",
     "Action": "pristine.restore",
     "FileAction": "pristine.restore",
-    "apply_set": "patchsets.ops",
-    "revert_set": "patchsets.ops",
+    "apply_set": "api",
+    "revert_set": "api",
     "SetOutcome": "patchsets.ops",
     "SetAction": "patchsets.ops",
     "Verdict": "patchsets.ops",
     "FileVerdict": "patchsets.ops",
-    "capture_set": "patchsets.capture",
-    "rebase_set": "patchsets.rebase",
+    "capture_set": "api",
+    "rebase_set": "api",
     "RebaseResult": "patchsets.rebase",
     "RebasedFile": "patchsets.rebase",
     "FileOutcome": "patchsets.rebase",
-    "set_states": "patchsets.status",
-    "environment_status": "patchsets.status",
+    "set_states": "api",
+    "environment_status": "api",
     "load_sets": "patchsets.model",
     "PatchSet": "patchsets.model",
     "PatchSetError": "patchsets.model",
@@ -111,7 +121,7 @@ _LAZY = {
     "LockTimeout": "txn",
     "Committed": "txn",
     "SessionBusy": "txn",
-    "bisect": "deploy.bisecting",
+    "bisect": "api",
     "BisectResult": "patchsets.bisect",
     "BisectError": "patchsets.bisect",
     "Trial": "patchsets.bisect",

@@ -44,16 +44,13 @@ __all__ = ["Served", "check", "judge", "lock", "run", "scan", "with_sets"]
 def scan(
     distributions: Iterable[str] | None = None,
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
+    target: Target,
     use_cache: bool = True,
     cache_dir: str | None = None,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     against: str = "HEAD",
     verify_record: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
     patches: str | None = None,
     analyse: bool = True,
     entries: Sequence[str] = (),
@@ -61,31 +58,13 @@ def scan(
     fetch: SourceOptions | None = None,
     frameworks: Sequence[str] = (),
 ) -> Report:
-    """Fingerprint every installed file of an environment against its wheel's RECORD.
-
-    With no arguments, scans the environment of the running interpreter. ``distributions`` limits the
-    scan to those names (then the top of site-packages is not searched for startup hooks).
-    ``site_packages`` / ``python`` choose another environment, as ``--site-packages`` / ``--python`` do.
-
-    Raises :class:`~patchguard.errors.PatchguardError` subclasses for environments that cannot be read
-    and for distributions that are not installed; everything about individual files is a finding.
-    Editable installs are compared with their git checkout at ``against``; ``verify_record`` compares
-    each installed RECORD with the pristine wheel's (a file edited together with its RECORD row).
-
-    With ``analyse`` (the default), changed code is judged (:mod:`patchguard.analysis`) against its
-    pristine source: the store, ``wheelhouse``, the pip/uv caches, or — unless ``offline`` — the wheel
-    fetched once from this box's indexes (``fetch``: index options, progress); a file holding its wheel's
-    very bytes is a wrong upstream RECORD (``record-wrong``, info). The live path: bytecode, ``entries``,
-    ``architectures`` (the framework's registry), ``frameworks`` (what serves, by-name modules included).
-    """
-    from .pristine.sources import SourceOptions
-
+    """Fingerprint every installed file of ``target`` against its wheel's RECORD, judge what changed and
+    name the sets in place (:func:`patchguard.scan` is its public face, which says what each keyword does)."""
     _named_patches(patches)
     return with_sets(
         run(
             distributions,
-            site_packages=site_packages,
-            python=python,
+            target=target,
             use_cache=use_cache,
             cache_dir=cache_dir,
             workers=workers,
@@ -96,7 +75,7 @@ def scan(
             entries=entries,
             architectures=architectures,
             verify_record=verify_record,
-            fetch=SourceOptions.of(fetch, wheelhouse, offline),
+            fetch=fetch,
             frameworks=frameworks,
         ),
         patches,
@@ -124,14 +103,12 @@ def with_sets(scanned: Scanned, patches: str | None) -> Report:
 def run(
     distributions: Iterable[str] | None = None,
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
+    target: Target,
     use_cache: bool = True,
     cache_dir: str | None = None,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     against: str = "HEAD",
-    target: Target | None = None,
     patches: str | None = None,
     analyse: bool = False,
     entries: Sequence[str] = (),
@@ -150,8 +127,6 @@ def run(
     started = time.perf_counter()
     scanned = survey(
         distributions,
-        site_packages=site_packages,
-        python=python,
         target=target,
         against=against,
         use_cache=use_cache,
@@ -564,33 +539,18 @@ def _policy_sources(pol: Policy, fetch: SourceOptions | None) -> SourceOptions:
 
 def check(
     *,
+    target: Target,
     policy: Policy | str | None = None,
     lock: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
     patches: str | None = None,
     use_cache: bool = True,
     architectures: Sequence[str] = (),
     model_config: str | None = None,
     frameworks: Sequence[str] = (),
     fetch: SourceOptions | None = None,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
 ) -> CheckResult:
-    """The pre-restart gate: scan, apply the policy (and compare with a lock), and judge.
-
-    >>> import patchguard
-    >>> result = patchguard.check(policy="/srv/patchguard.toml")  # doctest: +SKIP
-    >>> result.passed, result.violations  # doctest: +SKIP
-    (True, ())
-
-    Raises :class:`~patchguard.errors.PatchguardError` when the check itself cannot be done (bad policy,
-    unreadable lock, missing environment); violations are results, not errors. What is served
-    (``architectures``, ``model_config``, ``frameworks``) and where pristine wheels come from (``fetch``)
-    are judged as ``scan`` judges them (``wheelhouse``/``offline``: the plain keywords of ``fetch``), the
-    policy's keys (``arch``, ``model_config``, ``framework``, ``wheelhouse``, ``offline``, the index keys)
-    added."""
-    fetch = SourceOptions.of(fetch, wheelhouse, offline) if wheelhouse or offline else fetch
+    """The pre-restart gate on ``target``: scan, apply the policy (and compare with a lock), and judge
+    (:func:`patchguard.check` is its public face)."""
     from .deploy.gate import evaluate
     from .deploy.policy import load_policy
 
@@ -602,8 +562,7 @@ def check(
         pol.check_set_names([s.name for s in load_sets(patches)], patches_dir(patches))
     archs = _served_by(pol, architectures, model_config)
     scanned = run(
-        site_packages=site_packages,
-        python=python,
+        target=target,
         patches=patches,
         use_cache=use_cache,
         analyse=True,
@@ -621,25 +580,12 @@ def check(
     return evaluate(scanned, pol, states, lock)
 
 
-def lock(
-    *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    patches: str | None = None,
-    output: str | None = None,
-) -> dict[str, Any]:
-    """The environment's lock (``patchguard.lock/1``): what ``patchguard lock`` writes — versions, each
-    distribution's digest and changed files, the sets in place, the startup hooks. With ``output``, it is
-    also written there (atomically: complete or absent).
-
-    >>> import patchguard
-    >>> doc = patchguard.lock(python="/srv/venv/bin/python", output="env.lock")  # doctest: +SKIP
-    >>> patchguard.check(python="/srv/venv/bin/python", lock="env.lock").passed  # doctest: +SKIP
-    True
-    """
+def lock(*, target: Target, patches: str | None = None, output: str | None = None) -> dict[str, Any]:
+    """The lock of ``target`` (``patchguard.lock/1``), also written to ``output`` when given
+    (:func:`patchguard.lock` is its public face)."""
     from .deploy.lockfile import make_lock
 
-    doc = make_lock(run(site_packages=site_packages, python=python), patches)
+    doc = make_lock(run(target=target), patches)
     if output is not None:  # the bytes `patchguard lock -o FILE` writes
         from ._fs import write_atomically
         from .deploy.lockfile import lock_bytes
@@ -652,36 +598,18 @@ def lock(
 def plan(
     requirements: Sequence[str] = (),
     *,
+    target: Target,
     requirement_files: Sequence[str] = (),
     report: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
     patches: str | None = None,
     fetch: SourceOptions | None = None,
 ) -> UpgradePlan:
-    """What an upgrade to ``requirements`` (pinned: ``vllm==0.34.0``; also requirement files, and pip's
-    ``--dry-run --report`` of what it would install) does to the hand patches, before it happens: for
-    each set it touches, what ``rebase --all`` will do after it, file by file (carries, already upstream,
-    needs review, lost); the changed files it replaces (carried by a set, or in no set: lost); and the
-    startup hooks. The new releases' pristine files are fetched from the box's indexes (or ``fetch``'s
-    wheelhouses); nothing in the environment changes.
-
-    >>> import patchguard
-    >>> p = patchguard.plan(["vllm==0.34.0"])  # doctest: +SKIP
-    >>> [(s.name, s.verdict.value) for s in p.sets]  # doctest: +SKIP
-    [('sm120-support', 'carries')]
-    """
+    """What an upgrade of ``target`` to ``requirements`` does to the hand patches, before it happens
+    (:func:`patchguard.plan` is its public face)."""
     from .deploy.upgrade import plan_upgrade, read_targets
     from .pristine.sources import SourceOptions
 
     _named_patches(patches)
     targets = read_targets(requirements, requirement_files, report)
-    scanned = run(site_packages=site_packages, python=python, patches=patches)
-    return plan_upgrade(
-        scanned,
-        targets,
-        patches=patches,
-        site_packages=site_packages,
-        python=python,
-        fetch=fetch or SourceOptions(),
-    )
+    scanned = run(target=target, patches=patches)
+    return plan_upgrade(scanned, targets, patches=patches, fetch=fetch or SourceOptions())

@@ -18,12 +18,12 @@ import shlex
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ._fs import not_a_directory
 from .errors import EnvironmentNotFound, UsageError
 
-__all__ = ["Target", "host_name", "resolve_target", "timestamp"]
+__all__ = ["Target", "host_name", "resolve_target", "runs_patchguard", "timestamp"]
 
 # Runs inside the *other* interpreter with -I -S. It must work on any Python >= 3.8 and import nothing
 # of that environment. Without `site`, a venv is not recognised by the interpreter itself, so the
@@ -115,6 +115,9 @@ class Target:
     scripts: str | None
     implementation: str = "cpython"
     conda: str | None = None  # the prefix, when conda made the environment (it has ``conda-meta/``)
+    # How the user named it (``--python PATH``, ``--site-packages DIR``…; nothing: the running one): what the
+    # commands patchguard prints for a person to run repeat. Not part of what the environment is.
+    selector: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -289,7 +292,8 @@ def resolve_target(python: str | None = None, site_packages: Sequence[str] | Non
     if python and site_packages:
         raise UsageError("give either --python or --site-packages, not both")
     if site_packages:
-        return _given(site_packages)
+        words = tuple(w for site in site_packages for w in ("--site-packages", site))
+        return replace(_given(site_packages), selector=words)
     target = _other(python) if python else _running()
     if not target.site_packages:
         raise EnvironmentNotFound(
@@ -297,4 +301,13 @@ def resolve_target(python: str | None = None, site_packages: Sequence[str] | Non
             path=python or sys.executable,
             hint="pass --site-packages DIR",
         )
-    return target
+    return replace(target, selector=("--python", python)) if python else target
+
+
+def runs_patchguard(target: Target) -> bool:
+    """Whether ``target`` is the environment patchguard runs from: one of its site directories is the running
+    interpreter's purelib or platlib — compared as environments, never as interpreter binaries (two venvs of
+    one base interpreter link the same binary and are still two environments)."""
+    paths = sysconfig.get_paths()
+    own = {os.path.realpath(paths["purelib"]), os.path.realpath(paths["platlib"])}
+    return any(os.path.realpath(site) in own for site in target.site_packages)

@@ -369,11 +369,9 @@ _SELECTOR: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("pat
 
 
 @contextlib.contextmanager
-def selecting(python: str | None, site_packages: Sequence[str]) -> Iterator[None]:
-    """Within the block, the environment is the one the user selected so: the printed commands repeat it."""
-    words: list[str] = ["--python", python] if python else []
-    for site in site_packages:
-        words += ["--site-packages", site]
+def selecting(words: Sequence[str]) -> Iterator[None]:
+    """Within the block, the environment is the one the user selected with ``words`` (``--python PATH``,
+    ``--site-packages DIR``…: a target's ``selector``): the printed commands repeat them."""
     token = _SELECTOR.set(tuple(words))
     try:
         yield

@@ -45,9 +45,10 @@ ALLOWED: dict[str, set[str]] = {
     "patchsets": {"pristine", "integrity"},
     "deploy": {"patchsets", "pristine", "integrity"},
     "audit": {"deploy", "patchsets", "analysis", "pristine", "integrity"},
+    "api": {"audit", "deploy", "patchsets", "pristine", "integrity"},  # the public functions: the edge
     "cli": {"audit", "deploy", "patchsets", "analysis", "pristine", "integrity", "formats"},
     "__main__": {"cli"},
-    "": {"audit", "deploy", "patchsets", "analysis", "pristine", "integrity", "formats"},  # the public API
+    "": {"api", "audit", "deploy", "patchsets", "analysis", "pristine", "integrity", "formats"},  # the API
 }
 
 _DECISIONS = (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.Assert)
@@ -169,6 +170,49 @@ def test_every_module_of_a_layered_package_has_its_layer() -> None:
     for package, layers in LAYERS.items():
         found = {m.split(".")[1] for m in MODULES if m.startswith(package + ".")}
         assert found == set(layers), (package, found ^ set(layers))
+
+
+# Where an environment named as the command line names it (``site_packages``/``python``) becomes a Target:
+# the public functions, the CLI's option, and the resolver itself. Every stage below takes the Target.
+EDGES = {"api": None, "cli._common": {"resolved"}, "env": {"resolve_target"}}
+
+
+def _takes_the_pair(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    names = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    return {"site_packages", "python"} <= names
+
+
+def _resolves(tree: ast.AST) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "resolve_target"
+    ]
+
+
+def test_the_environment_is_resolved_at_the_edge_only() -> None:
+    """No stage takes the ``(site_packages, python)`` pair or resolves a Target itself: the API and the
+    CLI make it once and hand it down."""
+    wrong = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed = EDGES.get(name, set())
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or allowed is None:
+                continue
+            if _takes_the_pair(node) and node.name not in allowed:
+                wrong.append(f"{name}.{node.name} takes site_packages and python")
+        if name not in EDGES:
+            wrong += [f"{name} line {line} resolves the environment" for line in _resolves(tree)]
+    assert not wrong, "below the edge:\n" + "\n".join(wrong)
+
+
+def test_the_edge_finder_finds_pairs() -> None:
+    tree = ast.parse("def f(x, *, site_packages=None, python=None): resolve_target(python, site_packages)")
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef) and _takes_the_pair(fn) and _resolves(tree) == [1]
+    assert not _takes_the_pair(ast.parse("def g(target): pass").body[0])  # type: ignore[arg-type]
 
 
 # A package's families (sub-packages): its other modules are the core, which imports no family; a family

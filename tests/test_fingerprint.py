@@ -268,16 +268,17 @@ def test_a_file_put_back_is_clean_again(env: Env, stat_mode: list[int]) -> None:
 
 def test_rows_of_a_cached_distribution_are_read_again_from_record(env: Env) -> None:
     from patchguard.audit import run
+    from patchguard.env import resolve_target
     from patchguard.errors import PatchguardError
 
     _settle()
-    cold = run(site_packages=[str(env.site)])
-    warm = run(site_packages=[str(env.site)])
+    cold = run(target=resolve_target(site_packages=[str(env.site)]))
+    warm = run(target=resolve_target(site_packages=[str(env.site)]))
     (fresh,), (cached,) = cold.dists, warm.dists
     assert cached.rows is None  # from the cache: not parsed until asked for
     assert cached.entries == fresh.entries
     assert cached.checks == fresh.checks
-    again = run(site_packages=[str(env.site)])
+    again = run(target=resolve_target(site_packages=[str(env.site)]))
     record = Path(again.dists[0].record_path)
     record.write_text(record.read_text() + "minillm/extra.py,,\n")
     with pytest.raises(PatchguardError, match="RECORD changed"):

@@ -429,7 +429,7 @@ def test_prometheus_labels_round_trip(name: str) -> None:
 
 def test_ordinary_names_are_unchanged(env: Env) -> None:
     (env.site / "minillm" / "models" / "mla.py").write_text("x = 1\n")
-    from patchguard.audit import scan
+    from patchguard import scan
 
     report = scan(site_packages=[str(env.site)])
     assert "minillm/models/mla.py" in format_table(report)

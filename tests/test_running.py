@@ -18,6 +18,7 @@ import pytest
 import patchguard
 from patchguard import Loaded
 from patchguard.deploy.running import Process, Verdict, running
+from patchguard.env import resolve_target
 
 from .helpers import REPO, cli, make_venv
 
@@ -61,14 +62,14 @@ def test_a_server_running_old_code_is_stale_and_a_new_one_current(
     server: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
     site, old = server
-    found = {p.pid: p for p in running(site_packages=[str(site)]).processes}
+    found = {p.pid: p for p in running(resolve_target(site_packages=[str(site)])).processes}
     assert found[old.pid].verdict is Verdict.CURRENT  # nothing changed since it started
 
     time.sleep(2.1)  # start times are known to the second: the change comes clearly after the start
     patches = tmp_path / "patches"
     shutil.copytree(REPO / "patches", patches)
     patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=[str(site)])
-    found = {p.pid: p for p in running(site_packages=[str(site)]).processes}
+    found = {p.pid: p for p in running(resolve_target(site_packages=[str(site)])).processes}
     stale = found[old.pid]
     assert stale.verdict is Verdict.STALE
     changed = {os.path.relpath(p, site) for p in (*stale.imported_changed, *stale.maybe_changed)}
@@ -77,7 +78,7 @@ def test_a_server_running_old_code_is_stale_and_a_new_one_current(
 
     new = _start(site.parent.parent.parent / "bin/python")
     try:
-        found = {p.pid: p for p in running(site_packages=[str(site)]).processes}
+        found = {p.pid: p for p in running(resolve_target(site_packages=[str(site)])).processes}
         assert found[new.pid].verdict is Verdict.CURRENT and found[old.pid].verdict is Verdict.STALE
         code, out, _ = cli("running", "--site-packages", str(site), "--format", "json")
         assert code == 1
@@ -168,7 +169,7 @@ def test_other_environments_and_vanished_processes(
     other.install(minillm_wheel)
     theirs = _start(other.prefix / "bin/python")
     try:
-        pids = {p.pid for p in running(site_packages=[str(site)]).processes}
+        pids = {p.pid for p in running(resolve_target(site_packages=[str(site)])).processes}
         assert mine.pid in pids and theirs.pid not in pids  # a process of another environment is not listed
     finally:
         _stop(theirs)
@@ -190,7 +191,7 @@ def test_other_environments_and_vanished_processes(
         return real_read(path)
 
     monkeypatch.setattr(running_mod, "_read", exits_meanwhile)
-    assert running(site_packages=[str(site)], proc=str(fake)).processes == []
+    assert running(resolve_target(site_packages=[str(site)]), proc=str(fake)).processes == []
 
 
 def test_a_process_table_that_cannot_be_read_is_exit_2_not_zero_processes(
@@ -203,13 +204,13 @@ def test_a_process_table_that_cannot_be_read_is_exit_2_not_zero_processes(
     site = tmp_path / "venv/lib/python3.11/site-packages"
     site.mkdir(parents=True)
     with pytest.raises(PatchguardError, match="cannot read the process table"):
-        running(site_packages=[str(site)], proc=str(tmp_path / "no-proc"))
+        running(resolve_target(site_packages=[str(site)]), proc=str(tmp_path / "no-proc"))
     hidden = tmp_path / "proc"
     (hidden / str(os.getpid())).mkdir(parents=True)  # only our own process is shown
     with pytest.raises(PatchguardError, match="shows only some processes"):
-        running(site_packages=[str(site)], proc=str(hidden))
+        running(resolve_target(site_packages=[str(site)]), proc=str(hidden))
     real = running_mod.running
-    monkeypatch.setattr(running_mod, "running", lambda **kw: real(**kw, proc=str(hidden)))
+    monkeypatch.setattr(running_mod, "running", lambda target: real(target, proc=str(hidden)))
     code, out, err = cli("running", "--site-packages", str(site))
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
@@ -323,7 +324,7 @@ def _replace(path: Path, content: bytes) -> None:
 
 
 def _find(site: Path, pid: int) -> Process:
-    (found,) = [p for p in running(site_packages=[str(site)]).processes if p.pid == pid]
+    (found,) = [p for p in running(resolve_target(site_packages=[str(site)])).processes if p.pid == pid]
     return found
 
 

@@ -6,8 +6,8 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
@@ -15,10 +15,13 @@ from ..errors import PatchguardError
 from ..model import for_terminal, selecting
 
 if TYPE_CHECKING:
+    from ..env import Target
     from ..formats import Format
 
 F = TypeVar("F", bound=Callable[..., Any])
 D = TypeVar("D")
+# Told when the environment named cannot be resolved: the error and the command's other arguments.
+Unresolved = Callable[[Exception, dict[str, Any]], None]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 QUIET = False  # -q: notes on stderr are left out (errors never are)
@@ -34,20 +37,40 @@ def note(text: str) -> None:
 FAIL_ON = ("high", "moderate", "minor", "info", "never")
 
 
-def environment_options(func: F) -> F:
-    """``--python`` / ``--site-packages``: the environment selectors every command accepts. A command about
-    to work on the very environment patchguard runs from says once, on stderr, why that is weaker."""
+@overload
+def environment_options(func: F) -> F: ...
+@overload
+def environment_options(*, unresolved: Unresolved) -> Callable[[F], F]: ...
+def environment_options(func: F | None = None, *, unresolved: Unresolved | None = None) -> Any:
+    """``--python`` / ``--site-packages``: the environment selectors every command accepts, resolved here,
+    once, into the :class:`~patchguard.env.Target` the command receives as ``environment``. A command about
+    to work on the very environment patchguard runs from says once, on stderr, why that is weaker.
 
+    An environment that cannot be resolved is an error line and exit 2 — after ``unresolved``, when given,
+    has been told (with the command's other arguments): a health check says it in its own words first."""
+    if func is None:
+        return functools.partial(environment_options, unresolved=unresolved)
     command = func
 
     @functools.wraps(command)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        with selecting(kwargs.get("python"), kwargs.get("site_packages") or ()):
-            if _runs_from(kwargs.get("python"), kwargs.get("site_packages") or ()):
-                note(SELF_NOTE)
-            return command(*args, **kwargs)
+    def resolved(*args: Any, python: str | None, site_packages: tuple[str, ...], **kwargs: Any) -> Any:
+        from ..env import resolve_target, runs_patchguard
 
-    func = checked  # type: ignore[assignment]
+        def resolve() -> Target:
+            try:
+                return resolve_target(python, site_packages or None)
+            except (PatchguardError, OSError) as exc:
+                if unresolved is not None:
+                    unresolved(exc, kwargs)
+                raise
+
+        target = errors_to_exit(resolve)()
+        with selecting(target.selector):
+            if runs_patchguard(target):
+                note(SELF_NOTE)
+            return command(*args, environment=target, **kwargs)
+
+    func = resolved  # type: ignore[assignment]
     func = click.option(
         "--site-packages",
         "site_packages",
@@ -69,39 +92,6 @@ SELF_NOTE = (
     "ran before any check; in production install patchguard in its own environment (pipx install, or a "
     "dedicated venv) and pass --python /path/to/env/bin/python"
 )
-
-
-def _runs_from(python: str | None, site_packages: Sequence[str]) -> bool:
-    """Whether the environment named (or, naming none, the running one) is the one patchguard runs from —
-    compared as environments (the venv's prefix, or the site-packages), never as interpreter binaries: two
-    venvs of one base interpreter link the same binary and are still two environments."""
-    import os
-    import sysconfig
-
-    own = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
-    if python and site_packages:
-        return False  # a usage error, said on its own
-    if python:
-        prefix = _venv_prefix(python)
-        if prefix is not None:
-            return prefix == os.path.realpath(sys.prefix)
-        # A base interpreter: the running one only if patchguard is not in a venv of its own.
-        return sys.prefix == sys.base_prefix and os.path.realpath(python) == os.path.realpath(sys.executable)
-    if site_packages:
-        return any(os.path.realpath(p) in own for p in site_packages)
-    return True
-
-
-def _venv_prefix(python: str) -> str | None:
-    """The venv an interpreter path belongs to (its ``pyvenv.cfg`` beside or above its ``bin``), if any:
-    found from the path as given, not its resolved binary."""
-    import os
-
-    bindir = os.path.dirname(os.path.abspath(python))
-    for cfg in (os.path.join(bindir, "pyvenv.cfg"), os.path.join(os.path.dirname(bindir), "pyvenv.cfg")):
-        if os.path.isfile(cfg):
-            return os.path.realpath(os.path.dirname(cfg))
-    return None
 
 
 output_option = click.option(

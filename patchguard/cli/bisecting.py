@@ -19,6 +19,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from ..env import Target
     from ..patchsets.bisect import Trial
     from ..pristine.sources import SourceOptions
 
@@ -60,8 +61,7 @@ def bisect(
     show_output: bool,
     fmt: str,
     output: str | None,
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     patches: str | None,
     quiet: bool,
@@ -85,8 +85,7 @@ def bisect(
         repeat=repeat,
         timeout=timeout,
         keep_going=keep_going,
-        site_packages=site_packages or None,
-        python=python,
+        target=environment,
         fetch=fetch,
         patches=patches,
         output=sys.stderr.fileno() if show_output else None,

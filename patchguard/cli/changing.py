@@ -23,6 +23,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from ..env import Target
     from ..pristine.sources import SourceOptions
 
 
@@ -46,8 +47,7 @@ if TYPE_CHECKING:
 @errors_to_exit
 def restore(
     distributions: tuple[str, ...],
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     paths: tuple[str, ...],
     dry_run: bool,
@@ -61,8 +61,7 @@ def restore(
 
     result = run_restore(
         distributions,
-        site_packages=site_packages or None,
-        python=python,
+        target=environment,
         paths=paths,
         dry_run=dry_run,
         remove_unexpected=remove_unexpected,
@@ -81,16 +80,16 @@ def restore(
         click.echo(f"patchguard: restored, but still not pristine: {still}", err=True)
         sys.exit(EXIT_FINDINGS)
     if document.txid is not None:
-        _say_restart(python, site_packages)
+        _say_restart(environment)
 
 
-def _say_restart(python: str | None, site_packages: tuple[str, ...]) -> None:
+def _say_restart(environment: Target) -> None:
     """After a write: the running processes of the environment that now run older code (restart them)."""
     from ..deploy.running import Verdict, running
     from ..errors import PatchguardError
 
     try:
-        found = running(site_packages=site_packages or None, python=python)
+        found = running(environment)
     except (OSError, PatchguardError):
         return  # no /proc to read: nothing to say
     for p in found.processes:
@@ -106,8 +105,7 @@ def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
     def command(
         set_name: str,
         patches: str | None,
-        python: str | None,
-        site_packages: tuple[str, ...],
+        environment: Target,
         dry_run: bool,
         force_version: bool,
         fmt: str,
@@ -118,14 +116,13 @@ def _set_command(name: str, reverse: bool, help_text: str) -> click.Command:
         out = run(
             set_name,
             patches=patches,
-            site_packages=site_packages or None,
-            python=python,
+            target=environment,
             dry_run=dry_run,
             force_version=force_version,
         )
         say_recovered(out.recovered)
         if out.action.changed and not dry_run:
-            _say_restart(python, site_packages)
+            _say_restart(environment)
         document = out.document(reverse)
         click.echo(SET_CHANGE.get(fmt).render(document), nl=False)
         if document.changed and not dry_run and not document.clean:
@@ -167,11 +164,11 @@ revert = _set_command(
 @patches_option
 @environment_options
 @errors_to_exit
-def sets(patches: str | None, python: str | None, site_packages: tuple[str, ...]) -> None:
+def sets(patches: str | None, environment: Target) -> None:
     """List patch sets and where each stands in the environment."""
     from ..patchsets.status import set_states
 
-    states, recovered = set_states(patches=patches, site_packages=site_packages or None, python=python)
+    states, recovered = set_states(target=environment, patches=patches)
     say_recovered(recovered)
     click.echo(SETS.get().render(states), nl=False)
 
@@ -184,11 +181,11 @@ def sets(patches: str | None, python: str | None, site_packages: tuple[str, ...]
     help="json: the patchguard.status/1 document.",
 )
 @errors_to_exit
-def status(patches: str | None, python: str | None, site_packages: tuple[str, ...], fmt: str) -> None:
+def status(patches: str | None, environment: Target, fmt: str) -> None:
     """Applied sets, drift, and unfinished transactions (rolled back on sight)."""
     from ..patchsets.status import environment_status
 
-    document = environment_status(patches=patches, site_packages=site_packages or None, python=python)
+    document = environment_status(target=environment, patches=patches)
     click.echo(STATUS.get(fmt).render(document), nl=False)
     if document.troubled:
         sys.exit(EXIT_FINDINGS)
@@ -227,8 +224,7 @@ def capture(
     description: str,
     force: bool,
     patches: str | None,
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     unowned: bool,
     fmt: str,
@@ -246,8 +242,7 @@ def capture(
         description=description,
         force=force,
         patches=patches,
-        site_packages=site_packages or None,
-        python=python,
+        target=environment,
         fetch=fetch,
     )
     click.echo(CAPTURE.get(fmt).render(ps.captured()), nl=False)

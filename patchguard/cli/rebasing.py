@@ -13,6 +13,7 @@ from ..formats import PLAN, REBASE, REBASE_ALL, ROLLBACK
 from ._common import EXIT_FINDINGS, environment_options, errors_to_exit, patches_option, source_options, write
 
 if TYPE_CHECKING:
+    from ..env import Target
     from ..pristine.sources import SourceOptions
 
 __all__ = ["plan", "rebase", "rollback"]
@@ -56,8 +57,7 @@ def rebase(
     dry_run: bool,
     fmt: str,
     patches: str | None,
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     target: str | None,
 ) -> None:
@@ -77,7 +77,7 @@ def rebase(
         )
     if every:
         results = rebase_all(
-            patches=patches, site_packages=site_packages or None, python=python, fetch=fetch, dry_run=dry_run
+            environment=environment, patches=patches, fetch=fetch, dry_run=dry_run
         )
         write(REBASE_ALL.get(fmt), results, None, "the rebase report")
         if not all(r.complete for r in results):
@@ -88,9 +88,8 @@ def rebase(
         set_name,
         to_version=to_version,
         from_version=from_version,
+        environment=environment,
         patches=patches,
-        site_packages=site_packages or None,
-        python=python,
         fetch=fetch,
         dry_run=dry_run,
         target=target,
@@ -127,8 +126,7 @@ def plan(
     report: str | None,
     fmt: str,
     patches: str | None,
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
 ) -> None:
     """What an upgrade will do to the hand patches, before it happens; nothing is changed.
@@ -145,8 +143,7 @@ def plan(
         requirements,
         requirement_files=files,
         report=report,
-        site_packages=site_packages or None,
-        python=python,
+        target=environment,
         patches=patches,
         fetch=fetch,
     )
@@ -170,8 +167,7 @@ def rollback(
     dry_run: bool,
     fmt: str,
     patches: str | None,
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
 ) -> None:
     """Put the environment back as a lock says: the way back after an upgrade.
@@ -186,8 +182,7 @@ def rollback(
 
     result = roll_back(
         lock,
-        site_packages=site_packages or None,
-        python=python,
+        target=environment,
         patches=patches,
         fetch=fetch,
         dry_run=dry_run,

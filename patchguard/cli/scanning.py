@@ -15,6 +15,7 @@ from ..model import Severity, for_terminal
 
 if TYPE_CHECKING:
     from ..deploy.policy import Policy
+    from ..env import Target
     from ..model import Report
     from ..pristine.sources import SourceOptions
 
@@ -80,8 +81,7 @@ from ._common import (
 @errors_to_exit
 def scan(
     distributions: tuple[str, ...],
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     verify_record: bool,
     against: str,
@@ -115,8 +115,7 @@ def scan(
     try:
         report = run_scan(
             distributions,
-            site_packages=site_packages or None,
-            python=python,
+            target=environment,
             use_cache=not no_cache,
             progress=progress,
             against=against,
@@ -194,8 +193,7 @@ def _applied(report: Report) -> tuple[str, ...]:
 @errors_to_exit
 def diff(
     distributions: tuple[str, ...],
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     paths: tuple[str, ...],
     against: str,
@@ -211,8 +209,7 @@ def diff(
 
     diffs = run_diff(
         distributions,
-        site_packages=site_packages or None,
-        python=python,
+        target=environment,
         paths=paths,
         fetch=fetch,
         against=against,
@@ -244,7 +241,7 @@ def diff(
 )
 @click.option("--no-cache", is_flag=True, help="Hash every file; neither read nor write the stat cache.")
 @patches_option
-@environment_options
+@environment_options(unresolved=lambda exc, kwargs: _could_not_check(exc, kwargs["fmt"], kwargs["output"]))
 @source_options
 @click.option(
     "--arch", "architectures", multiple=True, metavar="NAME", help="Model architecture being served."
@@ -261,8 +258,7 @@ def check(
     fmt: str,
     no_cache: bool,
     patches: str | None,
-    python: str | None,
-    site_packages: tuple[str, ...],
+    environment: Target,
     fetch: SourceOptions,
     architectures: tuple[str, ...],
     model_config: str | None,
@@ -275,16 +271,13 @@ def check(
     1 problem, other unknown); --format status writes their one line (OK:, PROBLEM:, UNKNOWN:).
     """
     from ..audit import check as run_check
-    from ..errors import PatchguardError
-    from ._common import emit, error_line, internal_error
 
     chosen = CHECK.get(fmt)
     try:
         result = run_check(
             policy=policy,
             lock=lock_file,
-            site_packages=site_packages or None,
-            python=python,
+            target=environment,
             patches=patches,
             use_cache=not no_cache,
             architectures=architectures,
@@ -292,14 +285,8 @@ def check(
             frameworks=frameworks,
             fetch=fetch,
         )
-    except Exception as exc:  # on stderr (errors_to_exit), and in a health check's line: UNKNOWN, exit 2
-        known = error_line(exc) if isinstance(exc, (PatchguardError, OSError)) else internal_error(exc)
-        failed = chosen.failure(known)
-        if failed:
-            emit(failed, output, chosen.what or "the verdict")
-        if chosen.exits[2] != EXIT_ERROR:  # a monitoring system's own code for "could not check"
-            click.echo(f"patchguard: error: {known}", err=True)
-            sys.exit(chosen.exits[2])
+    except Exception as exc:
+        _could_not_check(exc, fmt, output)
         raise
     report = result.report
     say_recovered(report.recovered)
@@ -309,6 +296,22 @@ def check(
     write(chosen, CheckDocument(result, lock_file is not None, applied), output, "the verdict")
     if not result.passed:
         sys.exit(chosen.exits[1])
+
+
+def _could_not_check(exc: Exception, fmt: str, output: str | None) -> None:
+    """The check could not be done: said on stderr (errors_to_exit, after this) and in a health check's line
+    (UNKNOWN); a monitoring system with its own code for "could not check" gets that code here."""
+    from ..errors import PatchguardError
+    from ._common import emit, error_line, internal_error
+
+    chosen = CHECK.get(fmt)
+    known = error_line(exc) if isinstance(exc, (PatchguardError, OSError)) else internal_error(exc)
+    failed = chosen.failure(known)
+    if failed:
+        emit(failed, output, chosen.what or "the verdict")
+    if chosen.exits[2] != EXIT_ERROR:
+        click.echo(f"patchguard: error: {known}", err=True)
+        sys.exit(chosen.exits[2])
 
 
 @click.command("lock")
@@ -321,13 +324,13 @@ def check(
 )
 @errors_to_exit
 def lock(
-    output: str | None, patches: str | None, python: str | None, site_packages: tuple[str, ...], fmt: str
+    output: str | None, patches: str | None, environment: Target, fmt: str
 ) -> None:
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from ..audit import run
     from ..deploy.lockfile import make_lock
 
-    scanned = run(site_packages=site_packages or None, python=python)
+    scanned = run(target=environment)
     say_recovered(scanned.recovered)
     write(LOCK.get(fmt), make_lock(scanned, patches), output, "the lock")
 
@@ -337,14 +340,14 @@ def lock(
 @click.option("--format", "fmt", type=click.Choice(RUNNING.names), default=RUNNING.default, show_default=True)
 @output_option
 @errors_to_exit
-def running(python: str | None, site_packages: tuple[str, ...], fmt: str, output: str | None) -> None:
+def running(environment: Target, fmt: str, output: str | None) -> None:
     """Which running processes of the environment execute code older than its files (restart them).
 
     Reads /proc only: never signals, stops or attaches. Exit 0 all current, 1 any stale, 2 could not check.
     """
     from ..deploy.running import running as find_running
 
-    found = find_running(site_packages=site_packages or None, python=python)
+    found = find_running(environment)
     write(RUNNING.get(fmt), found, output, "the report")
     if found.exit_code:
         sys.exit(found.exit_code)

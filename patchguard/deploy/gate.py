@@ -114,7 +114,7 @@ def stale_processes(target: Target) -> list[str]:
     """One line per running process of the environment that runs code older than its files."""
     from .running import Verdict, running
 
-    found = running(site_packages=target.site_packages)
+    found = running(target)
     return [
         f"RUNNING pid {p.pid} runs code older than the environment ({p.command[:80]}): restart it"
         for p in found.processes

@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 
 from .._fs import read_regular, sha256_bytes
 from .._version import __version__
-from ..env import Target, resolve_target
+from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, RecordEntry, canonicalize, matches
 from ..model import Reinstall, RollbackResult, printable
@@ -47,22 +47,16 @@ __all__ = ["Reinstall", "RollbackResult", "rollback"]
 def rollback(
     lock: str,
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
+    target: Target,
     patches: str | None = None,
     fetch: SourceOptions | None = None,
     dry_run: bool = False,
 ) -> RollbackResult:
-    """Put the environment back as the lock at ``lock`` says (see the module docstring): all of it in one
-    transaction, or nothing when anything cannot be had or proven.
-
-    >>> import patchguard
-    >>> r = patchguard.rollback("before-upgrade.lock")  # doctest: +SKIP
-    >>> [(d.name, d.from_version, d.to_version) for d in r.distributions]  # doctest: +SKIP
-    [('vllm', '0.34.0', '0.33.0')]
-    """
+    """Put ``target`` back as the lock at ``lock`` says (see the module docstring): all of it in one
+    transaction, or nothing when anything cannot be had or proven. :func:`patchguard.rollback` is its
+    public face."""
     doc = read_lock(lock)
-    env = SetEnvironment.open(resolve_target(python, site_packages))
+    env = SetEnvironment.open(target)
     sources = (fetch or SourceOptions()).open(env.target)
     work = _Work(env.target, {d.canonical_name: d for d in env.dists})
     wanted = _locked(doc)

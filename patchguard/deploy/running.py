@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._fs import PYCACHE, STATE_DIR, bytecode_of
-from ..env import Target, resolve_target
+from ..env import Target
 from ..errors import PatchguardError
 from ..integrity.managed import installed_distributions
 from ..model import json_name
@@ -104,11 +104,8 @@ class Running:
         }
 
 
-def running(
-    *, site_packages: Sequence[str] | None = None, python: str | None = None, proc: str = "/proc"
-) -> Running:
+def running(target: Target, *, proc: str = "/proc") -> Running:
     """Every process of the environment and whether it runs what the disk holds."""
-    target = resolve_target(python, site_packages)
     sites = [os.path.realpath(s) for s in target.site_packages]
     bin_dir = os.path.join(target.prefix, "bin") + os.sep
     boot, tick = _boot_time(proc), os.sysconf("SC_CLK_TCK")

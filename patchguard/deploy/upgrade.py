@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
@@ -126,8 +127,6 @@ def plan_upgrade(
     targets: Mapping[str, tuple[str, str]],
     *,
     patches: str | None,
-    site_packages: Sequence[str] | None,
-    python: str | None,
     fetch: SourceOptions,
 ) -> UpgradePlan:
     """The plan of an upgrade to ``targets`` (:func:`read_targets`) of the scanned environment."""
@@ -139,7 +138,7 @@ def plan_upgrade(
     )
     changing = {canonicalize(u.distribution): u.to_version for u in upgrades}
     sets = [
-        _planned(ps, t, version, patches, site_packages, python, fetch)
+        _planned(ps, t, version, patches, scanned.target, fetch)
         for ps, t, version in sets_to_carry(patches, scanned.dists, changing)
     ]
     findings = scanned.report.findings
@@ -153,8 +152,7 @@ def _planned(
     t: SetTarget,
     version: str,
     patches: str | None,
-    site_packages: Sequence[str] | None,
-    python: str | None,
+    environment: Target,
     fetch: SourceOptions,
 ) -> PlannedSet:
     """What ``rebase`` would do to the set's part for ``t`` when its distribution is at ``version``."""
@@ -162,9 +160,8 @@ def _planned(
         result = rebase_set(
             ps.name,
             to_version=version,
+            environment=environment,
             patches=patches,
-            site_packages=site_packages,
-            python=python,
             fetch=fetch,
             dry_run=True,
             target=part_of(ps, t),

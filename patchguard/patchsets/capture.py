@@ -9,7 +9,7 @@ from typing import Protocol
 
 from .._fs import put_file, staged_dir
 from ..diffs import FileDiff
-from ..env import Target, resolve_target
+from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.managed import installed_distributions
 from ..integrity.records import InstalledDistribution, canonicalize
@@ -32,10 +32,7 @@ def capture_set(
     description: str = "",
     force: bool = False,
     patches: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
+    target: Target,
     fetch: SourceOptions | None = None,
     unowned: bool = False,
 ) -> PatchSet:
@@ -62,15 +59,14 @@ def capture_set(
         raise UsageError(
             "--version pins one distribution", hint="capture without it, then edit patchset.toml"
         )
-    env = resolve_target(python, site_packages)
+    env = target
     refuse_during_session(env.site_packages)  # a bisect's trial is not the change to keep
     installed = {d.canonical_name: d for d in installed_distributions(env)}
     missing = [n for n in names if canonicalize(n) not in installed]
     if missing:
         raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")
     dists = [installed[canonicalize(n)] for n in names]
-    fetch = SourceOptions.of(fetch, wheelhouse, offline)
-    diffs = _captured_diffs(dists, paths, env, fetch, unowned)
+    diffs = _captured_diffs(dists, paths, env, fetch or SourceOptions(), unowned)
     targets: list[tuple[str, str] | None] = [(d.name, version or f"=={d.version}") for d in dists]
     if unowned:
         targets.append(None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+from ..env import Target
 from ..errors import PatchguardError
 from ..integrity.inventory import Scanned
 from ..model import SetStatus
@@ -42,36 +43,25 @@ def by_hand(scanned: Scanned, patches: str | None = None) -> dict[str, str]:
 def restore(
     distributions: Iterable[str],
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
+    target: Target,
     paths: Sequence[str] = (),
     dry_run: bool = False,
     remove_unexpected: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
     fetch: SourceOptions | None = None,
     force: bool = False,
     patches: str | None = None,
 ) -> RestoreResult:
-    """Restore every modified and missing file of ``distributions`` to its wheel's bytes
+    """Restore every modified and missing file of ``distributions`` in ``target`` to its wheel's bytes
     (:func:`patchguard.pristine.restore.restore`), refusing — unless ``force``, and in a dry run as in the
     real one — to undo a set in place, whoever applied it: a set is protected by what is on disk, not by
-    who put it there (``patches``: where the sets are, as for ``sets``).
-
-    >>> import patchguard
-    >>> result = patchguard.restore(["vllm"], paths=["*/deepseek_v2.py"])  # doctest: +SKIP
-    >>> [a.shown for a in result.actions]  # doctest: +SKIP
-    ['vllm/model_executor/models/deepseek_v2.py']
-    """
+    who put it there (``patches``: where the sets are, as for ``sets``). :func:`patchguard.restore` is its
+    public face."""
     return restore_files(
         distributions,
-        site_packages=site_packages,
-        python=python,
+        target=target,
         paths=paths,
         dry_run=dry_run,
         remove_unexpected=remove_unexpected,
-        wheelhouse=wheelhouse,
-        offline=offline,
         fetch=fetch,
         force=force,
         protect=lambda scanned: by_hand(scanned, patches),

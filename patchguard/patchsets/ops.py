@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .._fs import sha256_bytes
 from .._version import __version__
-from ..env import Target, resolve_target
+from ..env import Target
 from ..integrity.records import InstalledDistribution, matches
 from ..model import SetChange, SetFileChange
 from ..state import read_state, state_change
@@ -141,39 +141,27 @@ def _plan_or_noop(ps: PatchSet, read: Reader, reverse: bool) -> tuple[list[FileP
 def apply_set(
     name: str,
     *,
+    target: Target,
     patches: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
     dry_run: bool = False,
     force_version: bool = False,
 ) -> SetOutcome:
-    """Apply a named set: all files or none. Already applied (by patchguard or by hand) is a no-op.
-
-    >>> import patchguard
-    >>> patchguard.apply_set("sm120-support", dry_run=True).files  # doctest: +SKIP
-    """
-    return _move(name, False, patches, resolve_target(python, site_packages), dry_run, force_version)
+    """Apply a named set to ``target``: all files or none. Already applied (by patchguard or by hand) is a
+    no-op. :func:`patchguard.apply_set` is its public face."""
+    return _move(name, False, patches, target, dry_run, force_version)
 
 
 def revert_set(
     name: str,
     *,
+    target: Target,
     patches: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
     dry_run: bool = False,
     force_version: bool = False,
 ) -> SetOutcome:
-    """Revert a named set, whether patchguard applied it or the same edits were made by hand.
-
-    After reverting, each file is checked against its RECORD hash: ``verified pristine``, or what still
-    touches it.
-
-    >>> import patchguard
-    >>> [v.text for v in patchguard.revert_set("glm5-debug").verdicts]  # doctest: +SKIP
-    ['verified pristine', 'verified pristine']
-    """
-    return _move(name, True, patches, resolve_target(python, site_packages), dry_run, force_version)
+    """Revert a named set in ``target``, whether patchguard applied it or the same edits were made by hand;
+    each file is checked against its RECORD hash after. :func:`patchguard.revert_set` is its public face."""
+    return _move(name, True, patches, target, dry_run, force_version)
 
 
 def _move(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._fs import sha256_bytes
-from ..env import Target, resolve_target
+from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution
 from ..model import AppliedSet, EnvironmentStatus, SetState, SetStatus
@@ -36,17 +36,13 @@ def _file_state(ps: PatchSet, rel: str, read: Reader) -> str:
         return "conflict"
 
 
-def set_states(
-    *, patches: str | None = None, site_packages: Sequence[str] | None = None, python: str | None = None
-) -> tuple[list[SetState], tuple[str, ...]]:
-    """Every set of the patches directory and its state in the environment (plus what recovery put back)."""
-    env = SetEnvironment.open(resolve_target(python, site_packages))
+def set_states(*, target: Target, patches: str | None = None) -> tuple[list[SetState], tuple[str, ...]]:
+    """Every set of the patches directory and its state in ``target`` (plus what recovery put back)."""
+    env = SetEnvironment.open(target)
     return states_of(env.target, env.dists, patches), env.recovered
 
 
-def environment_status(
-    *, patches: str | None = None, site_packages: Sequence[str] | None = None, python: str | None = None
-) -> EnvironmentStatus:
+def environment_status(*, target: Target, patches: str | None = None) -> EnvironmentStatus:
     """``status``: the interrupted transactions of each site directory (read before opening the environment
     rolls them back), what that recovery put back, the sets patchguard applied, every set's state, the
     backups. The environment is resolved once; a bad backups setting is refused before anything is rolled
@@ -54,7 +50,6 @@ def environment_status(
     from ..txn import backups, keep_backups, pending
 
     keep = keep_backups()
-    target = resolve_target(python, site_packages)
     unfinished = []
     for site in target.site_packages:
         journal = pending(site)

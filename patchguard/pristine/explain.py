@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from .._fs import read_regular
 from ..diffs import FileDiff
-from ..env import Target, resolve_target
+from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.inventory import (
     FILE_KINDS,
@@ -59,9 +59,7 @@ __all__ = [
 def survey(
     distributions: Iterable[str] | None = None,
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    target: Target | None = None,
+    target: Target,
     against: str = "HEAD",
     paths: Sequence[str] = (),
     use_cache: bool = True,
@@ -73,7 +71,7 @@ def survey(
     install compared with its git checkout at ``against``: what ``diff`` and ``restore`` work on."""
     scanned = take_inventory(
         distributions,
-        target=target or resolve_target(python, site_packages),
+        target=target,
         use_cache=use_cache,
         cache_dir=cache_dir,
         workers=workers,
@@ -264,30 +262,16 @@ class Explainer:
 def diff(
     distributions: Iterable[str] | None = None,
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
+    target: Target,
     paths: Sequence[str] = (),
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
     against: str = "HEAD",
     fetch: SourceOptions | None = None,
     select: Callable[[Finding], bool] | None = None,
-    target: Target | None = None,
 ) -> list[FileDiff]:
-    """The diff of every changed file against its pristine source (of those whose finding ``select``
-    keeps, when given).
-
-    >>> import patchguard
-    >>> for d in patchguard.diff(["vllm"], paths=["*/deepseek_v2.py"]):  # doctest: +SKIP
-    ...     print(d.text())
-
-    Raises :class:`~patchguard.pristine.sources.NoPristineSource` (listing where it looked) when a changed
-    file's distribution has no pristine source.
-    """
-    scanned = survey(
-        distributions, site_packages=site_packages, python=python, target=target, against=against, paths=paths
-    )
-    explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target), against)
+    """The diff of every changed file of ``target`` against its pristine source (of those whose finding
+    ``select`` keeps, when given); :func:`patchguard.diff` is its public face."""
+    scanned = survey(distributions, target=target, against=against, paths=paths)
+    explainer = Explainer((fetch or SourceOptions()).open(scanned.target), against)
     changes = [c for c in changed_files(scanned, paths) if select is None or select(c.finding)]
     diffs = [explainer.file_diff(c) for c in changes]
     # A file whose wheel shipped it as it is (a wrong upstream RECORD row) has nothing to show.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._fs import sha256_bytes, sha256_file
+from ..env import Target
 from ..errors import UsageError
 from ..integrity.inventory import ChangedFile, Scanned, changed_files
 from ..model import Kind, Report, RestoreDocument, command
@@ -83,23 +84,16 @@ class RestoreResult:
 def restore(
     distributions: Iterable[str],
     *,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
+    target: Target,
     paths: Sequence[str] = (),
     dry_run: bool = False,
     remove_unexpected: bool = False,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
     fetch: SourceOptions | None = None,
     force: bool = False,
     protect: Protect | None = None,
 ) -> RestoreResult:
-    """Restore every modified and missing file of ``distributions`` to its wheel's bytes.
-
-    >>> import patchguard
-    >>> result = patchguard.restore(["vllm"], paths=["*/deepseek_v2.py"])  # doctest: +SKIP
-    >>> [a.shown for a in result.actions]  # doctest: +SKIP
-    ['vllm/model_executor/models/deepseek_v2.py']
+    """Restore every modified and missing file of ``distributions`` in ``target`` to its wheel's bytes
+    (:func:`patchguard.restore` is its public face).
 
     Raises :class:`~patchguard.pristine.sources.NoPristineSource` when a file has no pristine source and
     :class:`~patchguard.txn.TransactionError` when the environment cannot be written; in both cases
@@ -109,9 +103,9 @@ def restore(
     names = list(distributions)
     if not names:
         raise UsageError("name the distributions to restore", hint="e.g. patchguard restore vllm")
-    scanned = survey(names, site_packages=site_packages, python=python, paths=paths)
+    scanned = survey(names, target=target, paths=paths)
     refuse_during_session(scanned.target.site_packages)  # what it read is a trial; the session puts back
-    explainer = Explainer(SourceOptions.of(fetch, wheelhouse, offline).open(scanned.target))
+    explainer = Explainer((fetch or SourceOptions()).open(scanned.target))
     changes, actions, notes, root = _planned(scanned, explainer, paths, remove_unexpected)
     root = root or scanned.target.site_packages[0]
     if changes and not force:  # a dry run says what the real one would: the same refusal

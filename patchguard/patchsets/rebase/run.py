@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...diffs import is_binary
-from ...env import Target, resolve_target
+from ...env import Target
 from ...errors import UsageError
 from ...integrity.records import InstalledDistribution, canonicalize
 from ...model import json_name, json_name_or_none, printable
@@ -167,37 +167,22 @@ class RebaseResult:
 def rebase_set(
     name: str,
     *,
+    environment: Target,
     to_version: str | None = None,
     from_version: str | None = None,
     patches: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
     dry_run: bool = False,
     fetch: SourceOptions | None = None,
     target: str | None = None,
 ) -> RebaseResult:
-    """Carry set ``name`` to ``to_version`` (default: the installed version of its distribution).
-
-    A set of several distributions is carried one target at a time (``target``; by default the one
-    whose installed release its version no longer admits): that target's files are merged, its version
-    pinned and a history entry written for it; the other targets' files and versions stay as they are.
-    Files no distribution owns (the environment target) are never rebased.
-
-    Never writes into the environment. Writes the set (when every file is carried) or the review directory
-    ``patches/NAME.rebase/`` (when conflicts or lost files remain); nothing with ``dry_run``.
-
-    >>> import patchguard
-    >>> r = patchguard.rebase_set("sm120-support")  # doctest: +SKIP
-    >>> r.complete, [f.path for f in r.conflicts]  # doctest: +SKIP
-    (True, [])
-    """
-    fetch = SourceOptions.of(fetch, wheelhouse, offline)
+    """Carry set ``name`` to ``to_version`` (default: the installed version of its distribution in
+    ``environment``); ``target``: the set's part to carry. :func:`patchguard.rebase_set` is its public face,
+    which says what happens."""
     lock = contextlib.nullcontext() if dry_run else set_lock(patches_dir(patches), name)
-    environment = resolve_target(python, site_packages)
     with lock:  # a second rebase (or capture) of the set waits, then reads what the first one wrote
-        return _rebase(name, to_version, from_version, patches, environment, dry_run, target, fetch)
+        return _rebase(
+            name, to_version, from_version, patches, environment, dry_run, target, fetch or SourceOptions()
+        )
 
 
 def touched_by_upgrade(
@@ -238,26 +223,20 @@ def part_of(ps: PatchSet, t: SetTarget) -> str | None:
 
 def rebase_all(
     *,
+    environment: Target,
     patches: str | None = None,
-    site_packages: Sequence[str] | None = None,
-    python: str | None = None,
-    wheelhouse: Sequence[str] = (),
-    offline: bool = False,
     dry_run: bool = False,
     fetch: SourceOptions | None = None,
 ) -> tuple[RebaseResult, ...]:
-    """Carry every set to the releases installed now: each target of each set whose version does not admit
-    its installed release, or that was applied on another release (:func:`touched_by_upgrade`), by
-    :func:`rebase_set` — rewritten where the merge is certain, the rest left for review. What ``plan`` said
-    before the upgrade is what this does after it."""
-    fetch = SourceOptions.of(fetch, wheelhouse, offline)
-    env = SetEnvironment.open(resolve_target(python, site_packages))
+    """Carry every set to the releases installed in ``environment`` now: each target of each set whose
+    version does not admit its installed release, or that was applied on another release
+    (:func:`touched_by_upgrade`), by :func:`rebase_set`. :func:`patchguard.rebase_all` is its public face."""
+    env = SetEnvironment.open(environment)
     return tuple(
         rebase_set(
             ps.name,
+            environment=env.target,
             patches=patches,
-            site_packages=site_packages,
-            python=python,
             fetch=fetch,
             dry_run=dry_run,
             target=part_of(ps, t),
