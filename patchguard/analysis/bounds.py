@@ -9,6 +9,7 @@ judged as a file no grammar parses (an ``unparseable`` finding saying why), neve
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["MAX_DEPTH", "MAX_LINE", "too_wild"]
@@ -27,6 +28,7 @@ _TOKENS = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=16)  # a file's text is asked of by its structure, the cosmetic test, the reach
 def too_wild(text: str) -> tuple[int, str] | None:
     """``(line, why)`` when ``text`` is too deeply nested or has too long a line for a parser; else ``None``.
 

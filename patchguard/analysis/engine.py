@@ -30,6 +30,7 @@ from ..diffs import split_lines
 from ..model import Finding, GateKind, Kind, RuleId, Severity
 from .aliases import reads_environment, resolve
 from .bounds import too_wild
+from .cases import compare
 from .families import (
     CHECKING_CALL,
     CHECKING_FLAG_NAME_WORDS,
@@ -253,6 +254,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     for meaning in (_narrowed_checks, _forced_conditions, _flags_turned_off, _bounds_dropped):
         out += _shallow(meaning, regions, edit)
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
+    out += _shallow(_answer_widened, regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
@@ -847,7 +849,8 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             s = old.strip()
             at = gone.handler_raise(r.old_start + i, s, line)  # the except line of one that swallows now
             said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
-            handler = bool(at) and not said
+            relays = s.startswith(("raise ", "raise(")) and gone.relays_caught(r.old_start + i)
+            handler = (bool(at) or relays) and not said
             if s.startswith(_EXITS) and not handler:
                 out += _bail_gone(edit, gone, r, i, line)
                 continue
@@ -1028,7 +1031,7 @@ def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Findin
     removed = _check_finding(edit, RuleId.REMOVED_CHECK, line, f"removed: {text[:100]}")
     if not handler:
         return [removed]
-    swallowed = f"the handler no longer raises: removed: {text[:100]}"
+    swallowed = f"the error caught is no longer raised: removed: {text[:100]}"
     return [removed, _check_finding(edit, RuleId.SWALLOWED_EXCEPTION, line, swallowed)]
 
 
@@ -1044,6 +1047,32 @@ def _check_finding(edit: _Edit, rule: RuleId, line: int, message: str) -> Findin
         message,
         edit.st.gate_at(line),
     )
+
+
+def _innermost_def(
+    defs: Iterable[ast.FunctionDef | ast.AsyncFunctionDef], line: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost of ``defs`` whose span holds ``line``."""
+    found: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    for node in defs:
+        if node.lineno <= line <= (node.end_lineno or 0) and (found is None or node.lineno > found.lineno):
+            found = node
+    return found
+
+
+def _keepers(handler: ast.ExceptHandler, name: str) -> set[str]:
+    """The names a handler keeps its caught error in: given it (``exception = e``) or a container it is put
+    into (``errors.append(e)``, ``errors[k] = e``)."""
+    out: set[str] = set()
+    for node in ast.walk(handler):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
+            out |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+        func = call.func if call is not None else None
+        held = call is not None and any(isinstance(a, ast.Name) and a.id == name for a in call.args)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and held:
+            out.add(func.value.id)
+    return out
 
 
 def _handlers_around(st: Structure, line: int) -> list[ast.ExceptHandler]:
@@ -1095,6 +1124,11 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
             if detail and (_guards_raise(edit.st.tree, n) or _forced_off(edit.st.tree, n, after)):
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+            elif before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n):
+                was = next((c for c in before if c is not None and _weaker(after, c)), None)
+                if was is not None:
+                    detail = f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew"
+                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
     return out
@@ -1514,7 +1548,18 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
         or _lenient_limit(before, after)
         or _fewer_refused(before, after)
         or _one_part_weaker(before, after)
+        or _fewer_by_cases(before, after)
     )
+
+
+def _fewer_by_cases(before: ast.expr, after: ast.expr) -> str:
+    """The new condition holds in fewer cases than the old one, read by cases (:mod:`.cases`): ``x not in
+    (256, 448)`` → ``not 0 < x <= 448``, ``(a is None) ^ (b is not None)`` → ``a is None and b is None``."""
+    found = compare(before, after)
+    if found is None or not found.fewer:
+        return ""
+    when = f" (no longer when {found.example})" if found.example else ""
+    return f"`{_short(before)}` became `{_short(after)}`: it holds in fewer cases{when}"
 
 
 def _inner_part_weaker(before: ast.expr, after: ast.expr) -> str:
@@ -1805,11 +1850,97 @@ def _bounds_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 was = " ".join(ast.unparse(bounded[target][0]).split())[:50]
                 detail = f"the bound `{was}` is gone: what it kept out passes"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        out += _unwrapped_in_place(r, edit, {f.line for f in out})
         out += _clamps_gone(r, edit)
     return out
 
 
-_BOUNDING = re.compile(r"\b(?:min|max|clamp\w*|clip\w*)\(")
+def _unwrapped_in_place(r: Region, edit: _Edit, said: Collection[int | None]) -> list[Finding]:
+    """A statement the same but for a clamp taken off what it kept in bounds, wherever it stood — an index,
+    an argument, a returned value: ``all_ids[idx, pos.clamp(0, n - 1)]`` → ``all_ids[idx, pos]``, ``return
+    mx.clip(mx.where(mx.isnan(x), -1e30, x), -1e30, 1e30)`` → ``return x``."""
+    if len(r.removed) > _TARGETED or len(r.lines) > _TARGETED:
+        return []  # (a function rewritten: not a clamp taken off)
+    was = [t for i in range(len(r.removed)) if _BOUNDING.search(r.removed[i]) and (t := _parsed(r, i))]
+    out: list[Finding] = []
+    for n in r.lines if was else ():
+        now = _parsed_line(edit.lines, n)
+        names = {x.id for x in ast.walk(now) if isinstance(x, ast.Name)} if now is not None else set()
+        near = [old for old in was if now is not None and _within(names, old)]
+        shown = next((c for old in near if now is not None and (c := _unclamped(old, now))), "")
+        if shown and n not in said:
+            detail = f"the clamp `{shown}` is taken off: what it kept in bounds passes as it is"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _within(names: set[str], old: ast.stmt) -> bool:
+    """Whether every name of a new statement is one the old statement has (what taking a clamp off leaves)."""
+    return names <= {x.id for x in ast.walk(old) if isinstance(x, ast.Name)}
+
+
+def _parsed(r: Region, i: int) -> ast.stmt | None:
+    return _one_statement(_code_of(_statement(r.removed, i)))
+
+
+def _parsed_line(lines: Sequence[str], n: int) -> ast.stmt | None:
+    return _one_statement(_code_of(_statement(lines, n - 1)))
+
+
+def _one_statement(text: str) -> ast.stmt | None:
+    try:
+        tree = ast.parse(textwrap.dedent(text).strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return tree.body[0] if len(tree.body) == 1 else None
+
+
+def _unclamped(old: ast.stmt, new: ast.stmt, depth: int = 3) -> str:
+    """The clamp (shown) whose removal — one, or one inside another, up to ``depth`` — makes ``old`` the
+    statement ``new``; "" when none does."""
+    wanted = ast.dump(new)
+    for call, operand in _clamp_operands(old):
+        if _bound_kept(old, call, operand):
+            continue  # ``n = min(n, cap)`` → ``n = cap``: the bound given, not the clamp taken off
+        peeled = _with_replaced(old, call, operand)
+        if ast.dump(peeled) == wanted or (depth > 1 and _unclamped(peeled, new, depth - 1)):
+            return " ".join(ast.unparse(call).split())[:60]
+    return ""
+
+
+def _bound_kept(stmt: ast.stmt, call: ast.Call, operand: ast.expr) -> bool:
+    """Whether ``stmt`` clamps its own target (``n = min(n, cap)``) and ``operand`` is the bound, not it."""
+    if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1):
+        return False
+    target = ast.unparse(stmt.targets[0])  # (by its text: a target is stored, an argument loaded)
+    return any(ast.unparse(a) == target for a in call.args) and ast.unparse(operand) != target
+
+
+def _clamp_operands(tree: ast.AST) -> Iterator[tuple[ast.Call, ast.expr]]:
+    """Every clamp call of ``tree`` with each operand it may be keeping in bounds."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for operand in _clamps(node):
+                yield node, operand
+
+
+def _with_replaced(tree: ast.stmt, node: ast.AST, by: ast.expr) -> ast.stmt:
+    """A copy of ``tree`` with ``node`` (one of its nodes) replaced by a copy of ``by``."""
+    nodes = list(ast.walk(tree))
+    copied = copy.deepcopy(tree)
+    twins = dict(zip(map(id, nodes), ast.walk(copied), strict=True))
+    target, replacement = twins[id(node)], copy.deepcopy(by)
+
+    class _Swap(ast.NodeTransformer):
+        def visit(self, n: ast.AST) -> ast.AST:
+            return replacement if n is target else self.generic_visit(n)
+
+    swapped = _Swap().visit(copied)
+    assert isinstance(swapped, ast.stmt)  # (a statement's node is replaced, never the statement)
+    return swapped
+
+
+_BOUNDING = re.compile(r"\b(?:min|max|clamp\w*|clip\w*|where|nan_to_num)\(")
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=[^=]")
 
 
@@ -1821,8 +1952,11 @@ def _clamped(statement: str) -> str:
     except (SyntaxError, ValueError, RecursionError):
         return ""
     stmt = tree.body[0] if len(tree.body) == 1 else None
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):  # in place: x.clamp_(…)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):  # in place: x.clamp_(…), out=x
         func = stmt.value.func
+        out = next((k.value for k in stmt.value.keywords if k.arg == "out"), None)
+        if out is not None and _clamps(stmt.value):
+            return ast.unparse(out)
         if isinstance(func, ast.Attribute) and func.attr.endswith("_") and _clamps(stmt.value):
             return ast.unparse(func.value)
         return ""
@@ -1833,15 +1967,21 @@ def _clamped(statement: str) -> str:
 
 
 # What keeps a value within bounds, by the last name called: the builtins, and the tensor and array methods
-# and functions (``x.clamp(…)``, ``torch.clip(x, …)``, ``np.clip``; a trailing ``_``: in place).
-_CLAMPS = frozenset({min.__name__, max.__name__, "clamp", "clip", "clamp_min", "clamp_max"})
+# and functions (``x.clamp(…)``, ``torch.clip(x, …)``, ``np.clip``, ``x.nan_to_num()``; a trailing ``_``: in
+# place); and a ``where`` that puts a value right where its test finds it wrong.
+_CLAMPS = frozenset({min.__name__, max.__name__, "clamp", "clip", "clamp_min", "clamp_max", "nan_to_num"})
 
 
 def _clamps(call: ast.Call) -> list[ast.expr]:
     """What a call may be keeping within bounds: the arguments of ``min``/``max``; the receiver or the first
-    argument of a clamp (``x.clamp(lo, hi)``, ``torch.clamp(x, lo, hi)``); nothing for any other call."""
+    argument of a clamp (``x.clamp(lo, hi)``, ``torch.clamp(x, lo, hi)``); the value a ``where`` keeps where
+    its test, which reads that value, holds or not (``torch.where(f > 0, f, 1.0)``: ``f``); nothing for any
+    other call."""
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name == "where" and isinstance(func, ast.Attribute) and len(call.args) == 3:
+        tested = {ast.dump(n) for n in ast.walk(call.args[0])}
+        return [a for a in call.args[1:] if ast.dump(a) in tested and not isinstance(a, ast.Constant)]
     if name.rstrip("_") not in _CLAMPS:
         return []
     if name in (min.__name__, max.__name__):
@@ -1932,8 +2072,36 @@ def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     return out
 
 
-# Words of a function whose answer is what is let through (``get_supported_dtypes``, ``allowed_backends``).
-_ALLOWING = frozenset({"supported", "allowed", "valid", "accepted", "compatible", "permitted"})
+# Words of a function whose answer is what is let through (``get_supported_dtypes``, ``allowed_backends``,
+# ``supports_compute_capability``, ``can_implement``).
+_ALLOWING = frozenset(
+    {"supported", "supports", "allowed", "allows", "valid", "accepted", "compatible", "permitted", "can"}
+)
+
+
+def _answer_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """What a function that says whether something is supported or allowed answers, true in more cases
+    (read by cases, :mod:`.cases`): ``return capability.major in [9, 10]`` → ``return capability.major >=
+    9``, ``return n % 8 == 0`` → ``return n % 8 == 0 or n % 2 == 0`` — the function is the check."""
+    out: list[Finding] = []
+    for r in regions:
+        function = (edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1]
+        if not r.removed or _ALLOWING.isdisjoint(_words(function)):
+            continue  # (most functions do not say what is allowed: nothing parsed)
+        was = [v for i in range(len(r.removed)) if (v := _returned_test(_statement(r.removed, i)))]
+        for n in r.lines if len(was) == 1 else ():
+            now = _returned_test(_statement(edit.lines, n - 1))
+            found = compare(was[0], now) if now is not None else None
+            if now is not None and found is not None and found.more:
+                detail = f"{_short(was[0])} → {_short(now)}: it answers yes in more cases"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _returned_test(statement: str) -> ast.expr | None:
+    """The condition a ``return`` hands back (a comparison, ``and``/``or``, ``not``), or ``None``."""
+    target, value = _decision(_code_of(statement))
+    return value if target == "return" and isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None
 
 
 def _returned_literal(statement: str) -> ast.List | ast.Tuple | ast.Set | None:
@@ -2124,6 +2292,42 @@ def _guards_raise(tree: ast.Module | None, line: int) -> bool:
     return _guards_raise_node(node) or any(map(_refusal, _own_statements(node.body))) or _sanitizes(node)
 
 
+def _body_leaves(lines: Sequence[str], n: int) -> bool:
+    """Whether the block under the header at line ``n`` ends, by the text, with a ``return``, ``continue``
+    or ``break`` (the lines below it indented deeper; comments and blank lines skipped)."""
+    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
+    last = ""
+    for line in lines[n : n + 40]:  # (a skip past a refusal is a short block)
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if len(line) - len(line.lstrip()) <= indent:
+            break
+        last = text
+    return last.startswith(_EXITS)
+
+
+def _passes_a_refusal(tree: ast.Module | None, line: int) -> bool:
+    """Whether the ``if`` at ``line`` lets a case by a refusal: its body leaves (``continue``, ``return``,
+    ``break``) refusing nothing, and a later statement of the same block refuses (raises, asserts, warns)
+    — ``if declared == wanted: continue`` before the ``raise`` of a mismatch."""
+    around = list(_nodes_at(tree, {line}))  # outermost first: the ``if``'s block is its parent's
+    at = next((k for k, n in enumerate(around) if isinstance(n, ast.If) and n.lineno == line), None)
+    if at is None or tree is None:
+        return False
+    node, parent = around[at], around[at - 1] if at else tree
+    assert isinstance(node, ast.If)
+    last = node.body[-1]
+    if not isinstance(last, _EXIT_NODES) or _refusal(last) or _guards_raise_node(node):
+        return False
+    blocks = [getattr(parent, f, None) for f in ("body", "orelse", "finalbody")]
+    blocks += [h.body for h in getattr(parent, "handlers", [])]
+    for block in (b for b in blocks if isinstance(b, list) and node in b):
+        later = list(_own_statements(block[block.index(node) + 1 :]))
+        return any(isinstance(s, (ast.Raise, ast.Assert)) or _refusal(s) for s in later)
+    return False
+
+
 def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
     """Whether the ``if`` at ``line``, its condition made never to hold (``if False and …``), held code that
     does work — not output alone (a debug print switched off is no check taken out)."""
@@ -2288,6 +2492,24 @@ class _Gone:
         if not holding or inner is None or not _covers(inner, _caught(holding[-1])):
             return 0
         return inner.lineno if _raises(inner) < _raises(holding[-1]) else 0
+
+    def relays_caught(self, line: int) -> bool:
+        """Whether pristine ``line`` is a ``raise`` after the handlers of its function that passes on an
+        error one of them caught and kept — ``exception = e`` then ``raise exception``, ``errors.append(e)``
+        then ``raise errors[0]`` or ``raise RuntimeError(…) from errors[0]``: taken out, those errors stop
+        there."""
+        fn = _innermost_def(self.before.defs.values() if self.before is not None else (), line)
+        nodes = list(ast.walk(fn)) if fn is not None else []
+        raised = next((n for n in nodes if isinstance(n, ast.Raise) and n.lineno == line), None)
+        handlers = [n for n in nodes if isinstance(n, ast.ExceptHandler)]
+        if raised is None or any(h.lineno <= line <= (h.end_lineno or 0) for h in handlers):
+            return False  # (a raise inside a handler is :meth:`handler_raise`'s)
+        kept: set[str] = set()
+        for handler in handlers:
+            if handler.name:
+                kept |= {handler.name} | _keepers(handler, handler.name)
+        parts = [p for p in (raised.exc, raised.cause) if p is not None]
+        return any(isinstance(n, ast.Name) and n.id in kept for part in parts for n in ast.walk(part))
 
     @classmethod
     def of(cls, edit: _Edit) -> _Gone:

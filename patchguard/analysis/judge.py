@@ -260,16 +260,17 @@ class _Walker(Dispatch):
         return bool({p.name.value for p in params_of(fn)} & self.tensors()) or self._launches(fn)
 
     def _launches(self, fn: cst.FunctionDef) -> bool:
-        """Whether a function launches a kernel of the file on a grid (``kernel[grid](…)``, ``kernel`` a
-        ``@triton.jit`` def): its job is the device's work, whatever its parameters say."""
+        """Whether a function launches a kernel on a grid (``kernel[grid](…)``, ``kernel`` a ``@triton.jit``
+        def of the file, or a name it imports — its kernels module's, a ``numba.cuda`` one): its job is the
+        device's work, whatever its parameters say."""
         if self._kernels is None:
-            self._kernels = _kernels(self.st)
+            self._kernels = _kernels(self.st, self.source_lines)
         if not self._kernels:
-            return False  # (most files define no kernel: nothing to look for)
+            return False  # (most files define no kernel and launch none: nothing to look for)
         if id(fn) not in self._launchers:
             start, end = self._lines(fn)
             text = "".join(self.source_lines[start - 1 : end])
-            self._launchers[id(fn)] = any(re.search(rf"\b{k}\s*\[[^\n]*\]\s*\(", text) for k in self._kernels)
+            self._launchers[id(fn)] = any(m.group(1) in self._kernels for m in _LAUNCH.finditer(text))
         return self._launchers[id(fn)]
 
     def own(self, name: str) -> bool:
@@ -981,7 +982,8 @@ def _waits(loop: cst.CSTNode) -> bool:
 
 
 def _awaits_work(loop: cst.While) -> bool:
-    """Whether a loop's body awaits something other than a sleep."""
+    """Whether a loop's body awaits something other than a sleep, or blocks until work comes
+    (``item = self._load_queue.get()``, ``conn.recv()``): a worker's loop, not a poll."""
     found = _Awaits()
     walk(loop.body, found)
     return found.work
@@ -996,12 +998,26 @@ _NAPS = frozenset(
 )
 
 
+# Methods that block until work comes (a socket's, a pipe's, a ZeroMQ socket's — their docs): a loop
+# built on one waits for its work each time round. A queue's ``get()`` too (by the receiver's name).
+_TAKES = frozenset({"recv", "recv_pyobj", "recv_multipart", "recv_json", "recv_bytes", "accept"})
+
+
 class _Awaits(Dispatch):
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
     def __init__(self) -> None:
         super().__init__()
         self.work = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func  # a blocking take: ``queue.get()`` (no ``block=False``), ``sock.recv(n)``
+        if not isinstance(func, cst.Attribute) or any(a.keyword is not None for a in node.args):
+            return
+        receiver = (get_full_name_for_node(func.value) or "").rsplit(".", 1)[-1].lower()
+        method = func.attr.value
+        takes = method in _TAKES or (method == "get" and not node.args and "queue" in receiver)
+        self.work = self.work or takes
 
     def visit_Await(self, node: cst.Await) -> bool:
         call = node.expression
@@ -1212,15 +1228,23 @@ _SETUP_AND_STORAGE = re.compile(
 )
 
 
-def _kernels(st: Structure) -> frozenset[str]:
-    """The names of the file's defs a kernel compiler takes (``@triton.jit``), read from its ast."""
+def _kernels(st: Structure, lines: Sequence[str]) -> frozenset[str]:
+    """The names of the file's kernels: its defs a kernel compiler takes (``@triton.jit``), read from its
+    ast, and the names it imports that it launches as one (``kernel[grid](…)``: a name of another module
+    called on a grid is a kernel launched — lowercase, as kernels are named, not a generic class given its
+    parameters)."""
     out = set()
     for fn in st.defs.values():
         for d in fn.decorator_list:
             target = d.func if isinstance(d, ast.Call) else d
             if ast.unparse(target).rsplit(".", 1)[-1] in _KERNEL_DECORATORS:
                 out.add(fn.name)
-    return frozenset(out)
+    launched = {m.group(1) for line in lines if "](" in line for m in _LAUNCH.finditer(line)}
+    return frozenset(out | {name for name in launched if name in st.aliases})
+
+
+# ``name[grid](`` — a name (not an attribute) subscripted and called: how a kernel is launched on a grid.
+_LAUNCH = re.compile(r"(?<![.\w])([a-z_]\w*)\s*\[[^\n\]]*\]\s*\(")
 
 
 _KERNEL_DECORATORS = ("jit", "kernel")

@@ -10,6 +10,7 @@ turned into a Python number makes the host wait for the device: :func:`decides_t
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Collection, Mapping
 
 import libcst as cst
@@ -52,8 +53,9 @@ def tensor_names(
     fields: Mapping[str, frozenset[str]] | None = None,
     owner: str | None = None,
 ) -> set[str]:
-    """The names ``fn`` binds to tensors: its parameters annotated ``Tensor`` and locals assigned a
-    tensor expression (two passes: ``a = torch.ones(n)``; ``b = a * 2`` comes after) — and, from the
+    """The names ``fn`` binds to tensors: its parameters annotated ``Tensor``, locals assigned a tensor
+    expression (two passes: ``a = torch.ones(n)``; ``b = a * 2`` comes after), names it calls a method only
+    a tensor has on (``tokens.int()``, ``buf.copy_(x)``) — and, from the
     tensor ``fields`` of the file's classes, the attributes that are tensors: ``batch.seq_lens`` for a
     parameter ``batch: ForwardBatch``, ``self.cache`` in a method of ``owner``."""
     params = params_of(fn)
@@ -67,6 +69,7 @@ def tensor_names(
         names |= {f"self.{f}" for f in (fields or {}).get(owner, ())}
     collect = _Assignments()
     walk(fn.body, collect)
+    names |= collect.used_as_tensor
     for _ in range(2):
         for target, value, annotation in collect.found:
             if (annotation is not None and _names_tensor(annotation)) or (
@@ -92,7 +95,10 @@ def maybe_tensor_words(
             known.add(arg.arg)
     bound: list[tuple[str, ast.expr | None, ast.expr | None]] = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.Attribute) and node.attr in TENSOR_ONLY_METHODS:
+            if isinstance(node.value, ast.Name):
+                known.add(node.value.id)  # ``tokens.int()``: a tensor, whatever made it
+        elif isinstance(node, ast.Assign):
             bound += [(t.id, node.value, None) for t in node.targets if isinstance(t, ast.Name)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             bound.append((node.target.id, node.value, node.annotation))
@@ -119,10 +125,16 @@ def _says_tensor(annotation: ast.expr) -> bool:
 
 
 def _mentions(value: ast.expr, words: set[str]) -> bool:
+    """Whether ``value`` reads one of ``words``: a name (not a builtin's: ``int(n)`` is no ``x.int()``), or an
+    attribute."""
     return any(
-        (isinstance(n, ast.Name) and n.id in words) or (isinstance(n, ast.Attribute) and n.attr in words)
+        (isinstance(n, ast.Name) and n.id in words and n.id not in _BUILTINS)
+        or (isinstance(n, ast.Attribute) and n.attr in words)
         for n in ast.walk(value)
     )
+
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 def local_names(fn: cst.FunctionDef) -> set[str]:
@@ -146,6 +158,7 @@ class _Assignments(Dispatch):
     def __init__(self) -> None:
         super().__init__()
         self.found: list[tuple[str, cst.BaseExpression | None, cst.BaseExpression | None]] = []
+        self.used_as_tensor: set[str] = set()  # names a tensor-only method is called on
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -155,6 +168,11 @@ class _Assignments(Dispatch):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.target, cst.Name):
             self.found.append((node.target.value, node.value, node.annotation.annotation))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func  # ``tokens.int()``: only a tensor has that method — ``tokens`` holds one
+        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ONLY_METHODS:
+            self.used_as_tensor |= {func.value.value} if isinstance(func.value, cst.Name) else set()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -196,8 +214,10 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
             and is_tensor(expr.value, tensors, aliases)
             and (expr.attr.value in _TENSOR_ATTRS)
         )
-    if isinstance(expr, cst.Subscript):
-        return is_tensor(expr.value, tensors, aliases)
+    if isinstance(expr, cst.Subscript):  # a tensor's item or slice; what a tensor indexes (``rows[idx]``)
+        return is_tensor(expr.value, tensors, aliases) or any(
+            isinstance(e.slice, cst.Index) and is_tensor(e.slice.value, tensors, aliases) for e in expr.slice
+        )
     if isinstance(expr, cst.BinaryOperation):
         return is_tensor(expr.left, tensors, aliases) or is_tensor(expr.right, tensors, aliases)
     if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):

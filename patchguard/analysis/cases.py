@@ -1,0 +1,329 @@
+"""Two conditions compared by cases: for which values of what they test each one holds.
+
+A condition an edit rewrote is read as a function of what it tests — its *subjects* (``x``, ``self.cap``,
+``len(batch)``) and the comparisons it cannot see into (``a == f(b)``: one fact, true or false). Each subject
+takes the values the two conditions make interesting: every number either compares it with, one either side,
+zero, a very large one, every multiple up to a bound when it is divided, ``None`` when it is tested against
+``None``; each fact takes true and false. The two conditions are evaluated for every combination, as Python
+would (``and``/``or`` short-circuit, so ``x is not None and x > 3`` never orders ``None``); a combination
+either cannot evaluate is left out.
+
+``x not in (256, 448)`` → ``not 0 < x <= 448`` holds for fewer values (384 no longer); ``(a is None) ^ (b
+is not None)`` → ``a is None and b is None`` likewise (both given no longer); ``a and b`` → ``a and b and
+c`` too. Nothing is imported or run: the conditions are evaluated by a small interpreter of the expressions
+this module knows (comparisons, boolean and arithmetic operators on numbers, literal tuples and sets).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import operator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Compared", "compare"]
+
+_MAX_CASES = 4_096  # combinations evaluated at most: more subjects than that, and nothing is said
+_MAX_MULTIPLES = (
+    2_048  # a divided subject takes every whole number up to twice the largest number, this many at most
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """How ``after`` holds against ``before``: ``fewer`` — it holds in no case ``before`` does not, and
+    ``before`` holds in some case it does not (``example``: one such case, shown); ``more`` the other way."""
+
+    fewer: bool
+    more: bool
+    example: str = ""
+
+
+def compare(before: ast.expr, after: ast.expr) -> Compared | None:
+    """The two conditions compared by cases, or ``None`` when they test nothing in common or cannot be read
+    (an expression this module does not know, too many combinations)."""
+    subjects = _Subjects()
+    if not (subjects.read(before) and subjects.read(after)):
+        return None
+    if not subjects.values or not subjects.common(before, after):
+        return None
+    names = sorted(subjects.values)
+    domains = [subjects.domain(n) for n in names]
+    count = 1
+    for d in domains:
+        count *= len(d)
+    if count > _MAX_CASES:
+        return None
+    only_before = only_after = 0
+    example = ""
+    for combination in itertools.product(*domains):
+        case = dict(zip(names, combination, strict=True))
+        old, new = _holds(before, case, subjects), _holds(after, case, subjects)
+        if old is None or new is None or old == new:
+            continue
+        if old:
+            only_before += 1
+            example = example or _shown(case, subjects)
+        else:
+            only_after += 1
+    return Compared(
+        fewer=only_before > 0 and only_after == 0, more=only_after > 0 and only_before == 0, example=example
+    )
+
+
+class _Other:
+    """A value of a subject that equals nothing the conditions name (a string they do not list)."""
+
+    def __repr__(self) -> str:
+        return "<some other value>"
+
+
+_OTHER = _Other()
+
+
+class _Subjects:
+    """What two conditions test: each subject by its text, with the constants it meets."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, set[Any]] = {}  # subject -> the interesting values
+        self.facts: set[str] = set()  # subjects that are only true or false
+        self.divided: set[str] = set()
+        self.keys: dict[str, set[str]] = {}  # condition (its dump) -> the subjects it tests
+        self._texts: dict[int, str] = {}  # node (its id: the two conditions live while compared) -> its text
+
+    def key(self, node: ast.expr) -> str:
+        """A subject's or a fact's text (``self.cap``), worked out once per node."""
+        text = self._texts.get(id(node))
+        if text is None:
+            text = self._texts[id(node)] = " ".join(ast.unparse(node).split())
+        return text
+
+    def read(self, test: ast.expr) -> bool:
+        found: set[str] = set()
+        ok = self._read(test, found)
+        self.keys[ast.dump(test)] = found
+        return ok
+
+    def common(self, before: ast.expr, after: ast.expr) -> bool:
+        return bool(self.keys[ast.dump(before)] & self.keys[ast.dump(after)])
+
+    def _read(self, node: ast.expr, found: set[str]) -> bool:
+        if isinstance(node, ast.BoolOp):
+            return all(self._boolean(v, found) for v in node.values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return self._boolean(node.operand, found)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitXor, ast.BitAnd, ast.BitOr)):
+            return self._boolean(node.left, found) and self._boolean(node.right, found)
+        if isinstance(node, ast.Compare):
+            return self._compare(node, found)
+        return self._boolean(node, found)
+
+    def _boolean(self, node: ast.expr, found: set[str]) -> bool:
+        if isinstance(node, (ast.BoolOp, ast.Compare)) or _logical(node):
+            return self._read(node, found)
+        if isinstance(node, ast.Constant):
+            return True
+        if _subject(node):
+            key = self.key(node)
+            self.values.setdefault(key, set()).update((True, False))
+            self.facts.add(key)
+            found.add(key)
+            return True
+        return False
+
+    def _compare(self, node: ast.Compare, found: set[str]) -> bool:
+        sides = [node.left, *node.comparators]
+        subjects: set[str] = set()
+        for side in sides:
+            if not _arithmetic(side, subjects, self.key):
+                return self._fact(node, found)
+        if len(subjects) != 1:  # two things compared with each other: one fact
+            return self._fact(node, found)
+        (key,) = subjects
+        values = self.values.setdefault(key, set())
+        for side in sides:
+            for c in ast.walk(side):
+                self._note(c, key, values)
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            values.update((None, _OTHER))
+        found.add(key)
+        return True
+
+    def _note(self, c: ast.AST, key: str, values: set[Any]) -> None:
+        if isinstance(c, ast.BinOp) and isinstance(c.op, (ast.Mod, ast.FloorDiv)):
+            self.divided.add(key)
+        if isinstance(c, ast.Constant) and not isinstance(c.value, bool):
+            if isinstance(c.value, (int, float)):
+                values.update((c.value - 1, c.value, c.value + 1, -c.value))
+                if isinstance(c.value, float):
+                    values.update((c.value - 0.5, c.value + 0.5))
+            elif isinstance(c.value, str):
+                values.update((c.value, _OTHER))
+            elif c.value is None:
+                values.update((None, _OTHER))
+        if isinstance(c, ast.Tuple) and (t := _literal(c)) is not None and t and isinstance(t, tuple):
+            values.update(_around(t))
+
+    def _fact(self, node: ast.expr, found: set[str]) -> bool:
+        key = self.key(node)
+        self.values.setdefault(key, set()).update((True, False))
+        self.facts.add(key)
+        found.add(key)
+        return True
+
+    def domain(self, key: str) -> list[Any]:
+        values = self.values[key]
+        if key in self.facts:
+            return [False, True]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if numbers:
+            values = values | {0, 1, -1, 10**9}
+        if key in self.divided and numbers:
+            top = min(int(max(abs(v) for v in numbers)) * 2 + 2, _MAX_MULTIPLES)
+            values = values | set(range(top))
+        return sorted(values, key=repr)
+
+
+def _logical(node: ast.expr) -> bool:
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)) or (
+        isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitXor, ast.BitAnd, ast.BitOr))
+    )
+
+
+def _subject(node: ast.expr) -> bool:
+    """Whether ``node`` is something tested whose value is not written here: a name, an attribute, an item,
+    a call."""
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+
+
+def _arithmetic(node: ast.expr, subjects: set[str], key: Callable[[ast.expr], str]) -> bool:
+    """Whether ``node`` is numbers, literal tuples or sets, and subjects combined by arithmetic (the subjects
+    it holds added to ``subjects``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_arithmetic(e, subjects, key) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _arithmetic(node.operand, subjects, key)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _arithmetic(node.left, subjects, key) and _arithmetic(node.right, subjects, key)
+    if _subject(node):
+        subjects.add(key(node))
+        return True
+    return False
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _around(t: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+    """A tuple of numbers and the tuples next to it: each part one less and one more."""
+    yield t
+    for i, part in enumerate(t):
+        if isinstance(part, (int, float)) and not isinstance(part, bool):
+            for step in (-1, 1):
+                yield (*t[:i], part + step, *t[i + 1 :])
+
+
+_ARITHMETIC: Mapping[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_COMPARE: Mapping[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+class _Unknown(Exception):
+    """A case the conditions cannot be evaluated in (``None > 3``, a division by zero)."""
+
+
+def _holds(test: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> bool | None:
+    try:
+        return bool(_value(test, case, subjects))
+    except (_Unknown, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
+def _value(node: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    key = subjects.key(node) if isinstance(node, _KEYED) else ""
+    if key in case and (key in subjects.facts or not isinstance(node, ast.Compare)):
+        return case[key]
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BoolOp):
+        return _bool_op(node, case, subjects)
+    if isinstance(node, ast.UnaryOp):
+        operand = _value(node.operand, case, subjects)
+        if isinstance(node.op, ast.Not):
+            return not operand
+        return -operand if isinstance(node.op, ast.USub) else +operand
+    if isinstance(node, ast.BinOp):
+        left, right = _value(node.left, case, subjects), _value(node.right, case, subjects)
+        if isinstance(node.op, (ast.BitXor, ast.BitAnd, ast.BitOr)):
+            a, b = bool(left), bool(right)
+            return (
+                a ^ b
+                if isinstance(node.op, ast.BitXor)
+                else (a and b if isinstance(node.op, ast.BitAnd) else a or b)
+            )
+        return _ARITHMETIC[type(node.op)](left, right)
+    if isinstance(node, ast.Compare):
+        return _compared(node, case, subjects)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_value(e, case, subjects) for e in node.elts]
+        return set(items) if isinstance(node, ast.Set) else tuple(items)
+    raise _Unknown
+
+
+_SUBJECTS = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
+_KEYED = (ast.Compare, *_SUBJECTS)
+_IDENTITY = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+
+def _bool_op(node: ast.BoolOp, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    result: Any = None
+    for v in node.values:
+        result = _value(v, case, subjects)
+        if isinstance(node.op, ast.And) and not result:
+            return result
+        if isinstance(node.op, ast.Or) and result:
+            return result
+    return result
+
+
+def _compared(node: ast.Compare, case: Mapping[str, Any], subjects: _Subjects) -> bool:
+    left = _value(node.left, case, subjects)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        right = _value(right_node, case, subjects)
+        if (left is _OTHER or right is _OTHER) and not isinstance(op, _IDENTITY):
+            raise _Unknown  # another value has no order
+        if not _COMPARE[type(op)](left, right):
+            return False
+        left = right
+    return True
+
+
+def _shown(case: Mapping[str, Any], subjects: _Subjects) -> str:
+    """One case, its subjects that are values (not facts) shown: ``x = 384``."""
+    parts = [f"{k[:30]} = {v!r}" for k, v in case.items() if k not in subjects.facts]
+    return ", ".join(parts)[:80]
