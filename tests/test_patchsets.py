@@ -882,3 +882,28 @@ def test_a_set_in_place_is_protected_by_what_is_on_disk(
     assert f"patchguard revert --set mine --site-packages {env.site}" in answers[0][1]
     code, out, err = cli("restore", "minillm", "--path", "*/mla.py", *where, *source, "--force")
     assert code == 0 and (env.site / MLA).read_bytes() != edited, err
+
+
+def test_state_is_read_into_records_and_a_newer_patchguards_keys_kept(env: Env, patches: Path) -> None:
+    """state.json is parsed once into records; a record another (newer) patchguard wrote, with keys this one
+    does not know, is written back as it was when another set is applied beside it — and one whose files
+    are not hashes reads as unknown images, never a crash."""
+    import json
+
+    from patchguard.state import Images, read_state
+
+    site = [str(env.site)]
+    patchguard.apply_set("sm120-support", patches=str(patches), site_packages=site)
+    (record,) = read_state(str(env.site)).values()
+    assert record.digest and record.distributions == {"minillm": "0.4.0"}
+    assert all(isinstance(i, Images) and i.pre and i.post for i in record.files.values())
+    path = env.site / ".patchguard/state.json"
+    doc = json.loads(path.read_text())
+    foreign = {"digest": "sha256:x", "files": {"a.py": "not a hash object"}, "signed_by": {"k": [1, 2]}}
+    doc["applied"]["from-the-future"] = foreign
+    path.write_text(json.dumps(doc))
+    assert read_state(str(env.site))["from-the-future"].files == {"a.py": Images(None, None)}
+    patchguard.apply_set("glm5-debug", patches=str(patches), site_packages=site)
+    after = json.loads(path.read_text())["applied"]
+    assert after["from-the-future"] == foreign
+    assert set(after) == {"sm120-support", "glm5-debug", "from-the-future"}

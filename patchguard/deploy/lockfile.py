@@ -48,7 +48,7 @@ def applied_sets(
     directory that cannot be read adds none: the state still says what patchguard did."""
     found: dict[str, str] = {}
     for site in target.site_packages:
-        found.update({n: r.get("digest", "") for n, r in read_state(site)["applied"].items()})
+        found.update({n: r.digest for n, r in read_state(site).items()})
     from ..patchsets.model import load_sets
     from ..patchsets.status import states_of
 

@@ -19,14 +19,12 @@ import hashlib
 import io
 import os
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .._fs import read_regular, sha256_bytes
-from .._version import __version__
 from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution, RecordEntry, canonicalize, matches
@@ -37,7 +35,7 @@ from ..patchsets.ops import form_by_digest
 from ..patchsets.planner import PlanFailed, plan_patches
 from ..pristine.sources import NoPristineSource, ReleaseId, SourceOptions, Sources, candidates, remote
 from ..pristine.wheels import Candidate, in_site, wheel_record
-from ..state import state_change
+from ..state import AppliedRecord, Images, state_change
 from ..txn import Change, Plan, commit
 from .lockfile import build_digest, read_lock
 
@@ -101,7 +99,7 @@ class _Work:
     files: dict[str, tuple[bytes | None, int]] = field(default_factory=dict)
     actions: list[Reinstall] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)  # distribution name → its release after
-    _records: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # set → (site, record)
+    _records: dict[str, tuple[str, AppliedRecord]] = field(default_factory=dict)  # set → (site, record)
 
     def _ours(self, have: InstalledDistribution) -> None:
         """A distribution another package manager installed (conda, dpkg) is its to put back."""
@@ -187,17 +185,12 @@ class _Work:
         for f in planned:
             path = os.path.join(site, *f.path.split("/"))
             self.files[path] = (f.after, f.mode or self.files.get(path, (None, 0o644))[1] or 0o644)
-            record_files[f.path] = {"pre": sha256_bytes(f.before), "post": sha256_bytes(f.after)}
-        self._records[ps.name] = (site, {
-            "digest": ps.digest,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tool_version": __version__,
-            "distributions": {
-                t.distribution: self.versions.get(t.distribution) or self._installed_version(t.distribution)
-                for t in ps.distributions
-            },
-            "files": record_files,
-        })  # fmt: skip
+            record_files[f.path] = Images(sha256_bytes(f.before), sha256_bytes(f.after))
+        releases = {
+            t.distribution: self.versions.get(t.distribution) or self._installed_version(t.distribution)
+            for t in ps.distributions
+        }
+        self._records[ps.name] = (site, AppliedRecord.made(ps.digest, releases, record_files))
 
     def _installed_version(self, name: str) -> str:
         d = self.installed.get(canonicalize(name))
@@ -228,7 +221,7 @@ class _Work:
         return Plan(root, tuple(changes), label, others, _emptied(gone, written, self.target.roots))
 
 
-def _recorded(applied: dict[str, Any], *, records: Mapping[str, dict[str, Any]]) -> None:
+def _recorded(applied: dict[str, AppliedRecord], *, records: Mapping[str, AppliedRecord]) -> None:
     """state.json after the rollback: the sets applied again recorded; no record of another form left."""
     for name in list(applied):
         if name not in records:

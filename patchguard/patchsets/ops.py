@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import enum
 import os
-import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .._fs import sha256_bytes
-from .._version import __version__
 from ..env import Target
 from ..integrity.records import InstalledDistribution, matches
 from ..model import SetChange, SetFileChange
-from ..state import read_state, state_change
+from ..state import AppliedRecord, Images, read_state, state_change
 from ..txn import Change, Committed, Plan, commit, environment_lock, refuse_during_session
 from .installed import SetEnvironment, check_paths, owned_paths, reader
 from .model import FilePatch, PatchSet, PatchSetError, find_set, load_set, safe_relpath
@@ -188,10 +186,10 @@ def _applied_form(ps: PatchSet, env: SetEnvironment) -> PatchSet:
     """The form of the set that is applied here: after a ``rebase`` carried it to another release, the
     state record names the previous form by digest, and the set keeps it in its history: revert that."""
     for site in env.target.site_packages:
-        record = read_state(site)["applied"].get(ps.name)
-        if record is None or record.get("digest") == ps.digest:
+        record = read_state(site).get(ps.name)
+        if record is None or record.digest == ps.digest:
             continue
-        form = form_by_digest(ps, str(record.get("digest")))
+        form = form_by_digest(ps, record.digest)
         if form is not None:
             return form
     return ps
@@ -236,16 +234,14 @@ def _plan_move(
     if reverse:
         changes.append(state_change(site, lambda applied: applied.pop(ps.name, None)))
     else:
-        record = {
-            "digest": ps.digest,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tool_version": __version__,
-            "distributions": {d.name: d.version for d in dists},
-            "files": {
-                **{f.path: {"pre": sha256_bytes(f.after), "post": sha256_bytes(f.before)} for f in done},
-                **{f.path: {"pre": sha256_bytes(f.before), "post": sha256_bytes(f.after)} for f in plan},
+        record = AppliedRecord.made(
+            ps.digest,
+            {d.name: d.version for d in dists},
+            {
+                **{f.path: Images(sha256_bytes(f.after), sha256_bytes(f.before)) for f in done},
+                **{f.path: Images(sha256_bytes(f.before), sha256_bytes(f.after)) for f in plan},
             },
-        }
+        )
         changes.append(state_change(site, lambda applied: applied.__setitem__(ps.name, record)))
     action = SetAction.REVERTED if reverse else SetAction.APPLIED
     if dry_run:
@@ -307,7 +303,7 @@ def _verdicts(
 ) -> tuple[FileVerdict, ...]:
     """After a revert: is each file back to its RECORD hash, and if not, what else touches it?"""
     entries = {p: e for d in dists for e, p in zip(d.entries, d.paths, strict=True)}
-    applied = read_state(site)["applied"]
+    applied = read_state(site)
     out: list[FileVerdict] = []
     for f in plan:
         path = os.path.join(site, *f.path.split("/"))
@@ -318,7 +314,7 @@ def _verdicts(
         elif f.after is not None and matches(entry, f.after):
             out.append(FileVerdict(f.path, Verdict.PRISTINE))
         else:
-            others = [n for n, rec in applied.items() if n != ps.name and f.path in rec.get("files", {})]
+            others = [n for n, rec in applied.items() if n != ps.name and f.path in rec.files]
             if others:
                 out.append(FileVerdict(f.path, Verdict.OTHER_SETS, ", ".join(others)))
             else:

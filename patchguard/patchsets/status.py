@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from .._fs import sha256_bytes
 from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution
 from ..model import AppliedSet, EnvironmentStatus, SetState, SetStatus
-from ..state import read_state
+from ..state import AppliedRecord, read_state
 from .installed import SetEnvironment, reader
 from .model import PatchSet, load_sets
 from .planner import PlanFailed, Reader, plan_patches
@@ -65,11 +64,9 @@ def environment_status(*, target: Target, patches: str | None = None) -> Environ
         )
         raise
     applied = tuple(
-        AppliedSet(
-            name, site, str(record.get("time")), str(record.get("tool_version")), len(record.get("files", {}))
-        )
+        AppliedSet(name, site, str(record.time), str(record.tool_version), len(record.files))
         for site in target.site_packages
-        for name, record in sorted(read_state(site)["applied"].items())
+        for name, record in sorted(read_state(site).items())
     )
     kept = tuple((site, tuple(backups(site)), keep) for site in target.site_packages)
     return EnvironmentStatus(tuple(unfinished), env.recovered, applied, tuple(states), kept)
@@ -92,7 +89,7 @@ def states_of(
         site = env.site(dists)
         read = reader(site)
         states = {rel: _file_state(ps, rel, read) for rel in ps.paths}
-        record = read_state(site)["applied"].get(ps.name)
+        record = read_state(site).get(ps.name)
         detail: list[str] = []
         gone = _replaced_since(record, dists)
         if gone:  # an upgrade replaced the files the record speaks of: it says nothing about these
@@ -104,11 +101,11 @@ def states_of(
             out.append(SetState(ps.name, targets, SetStatus.UNKNOWN, len(ps.paths), tuple(unknown)))
             continue
         if record is not None:
-            for rel, hashes in record.get("files", {}).items():
+            for rel, images in record.files.items():
                 # Back at its pre-image (restored, reverted by hand) is "not applied", not drift.
-                if sha256_bytes(read(rel)) not in (hashes.get("post"), hashes.get("pre")):
+                if sha256_bytes(read(rel)) not in (images.post, images.pre):
                     drifted.append(rel)
-            if record.get("digest") != ps.digest:
+            if record.digest != ps.digest:
                 detail.append("the set changed since it was applied")
         state = _overall(states, record is not None, bool(drifted))
         if drifted:
@@ -123,14 +120,14 @@ def states_of(
     return out
 
 
-def _replaced_since(record: dict[str, Any] | None, dists: Sequence[InstalledDistribution]) -> str | None:
+def _replaced_since(record: AppliedRecord | None, dists: Sequence[InstalledDistribution]) -> str | None:
     """Why a state record is about another release than the installed one (``None``: it is not)."""
-    recorded = record.get("distributions") if record else None
-    if not isinstance(recorded, dict):
+    recorded = record.distributions if record is not None else None
+    if recorded is None:
         return None
     for d in dists:
         then = recorded.get(d.name)
-        if isinstance(then, str) and then != d.version:
+        if then is not None and then != d.version:
             return f"applied on {d.name} {then}; {d.name} {d.version} replaced its files since"
     return None
 

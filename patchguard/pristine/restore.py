@@ -178,10 +178,8 @@ def _refuse_undoing_sets(
 
 
 def _refuse_undoing_applied(root: str, changes: Sequence[Change], scanned: Scanned) -> None:
-    for name, record in sorted(read_state(root)["applied"].items()):
-        posts = {
-            os.path.join(root, *rel.split("/")): h.get("post") for rel, h in record.get("files", {}).items()
-        }
+    for name, record in sorted(read_state(root).items()):
+        posts = {os.path.join(root, *rel.split("/")): images.post for rel, images in record.files.items()}
         hits = [
             c.path for c in changes if c.path in posts and c.before is not None and c.before == posts[c.path]
         ]
@@ -195,14 +193,14 @@ def _refuse_undoing_applied(root: str, changes: Sequence[Change], scanned: Scann
 def _sets_undone(root: str, changes: Sequence[Change]) -> list[Change]:
     """The state file's change, in the same transaction, when the restore leaves an applied set with no
     file at its patched content: that set is not applied any more, and every command must say so."""
-    records = read_state(root)["applied"]
+    records = read_state(root)
     written = {c.path: sha256_bytes(c.new) for c in changes}
     undone = []
     for name, record in records.items():
-        files = {os.path.join(root, *rel.split("/")): h for rel, h in record.get("files", {}).items()}
+        files = {os.path.join(root, *rel.split("/")): images for rel, images in record.files.items()}
         if not files or not any(p in written for p in files):
             continue  # this restore does not touch the set
-        if all((written[p] if p in written else sha256_file(p)) != h.get("post") for p, h in files.items()):
+        if all((written[p] if p in written else sha256_file(p)) != h.post for p, h in files.items()):
             undone.append(name)
     if not undone:
         return []

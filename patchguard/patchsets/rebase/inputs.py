@@ -19,6 +19,7 @@ from ...integrity.records import InstalledDistribution, canonicalize
 from ...pristine.releases import ReleaseFiles, installed_release, wheel_release
 from ...pristine.sources import ReleaseId, Sources, local_versions, wheel_tags
 from ...pristine.wheels import Rejected
+from ...state import AppliedRecord
 from ..model import PatchSet, PatchSetError
 from ..planner import PlanFailed, plan_patches
 
@@ -66,7 +67,7 @@ def open_inputs(
     dist: InstalledDistribution | None,
     to: str,
     from_version: str | None,
-    record: dict[str, object] | None,
+    record: AppliedRecord | None,
     sources: Sources,
 ) -> RebaseInputs | None:
     """Both releases, proven, and the set applied to the base; ``None`` when the set already is for ``to``."""
@@ -94,7 +95,7 @@ def _base_versions(
     ps: PatchSet,
     dist: InstalledDistribution | None,
     from_version: str | None,
-    record: dict[str, object] | None,
+    record: AppliedRecord | None,
     sources: Sources,
     to: str,
 ) -> list[str]:
@@ -102,8 +103,8 @@ def _base_versions(
     target = ps.distributions[0]
     if from_version:
         return [checked_version(from_version, target.distribution, "--from-version")]
-    recorded = record.get("distributions") if record else None
-    if isinstance(recorded, dict) and dist is not None and isinstance(recorded.get(dist.name), str):
+    recorded = record.distributions if record is not None else None
+    if recorded is not None and dist is not None and dist.name in recorded:
         return [recorded[dist.name]]
     if target.admits(to):
         return [to]  # written for a range that holds the target already: nothing to carry
@@ -147,21 +148,18 @@ def _release(
     return wheel_release(ReleaseId(name, version), sources, tags=tags, accept=accept)
 
 
-def _proof(ps: PatchSet, record: dict[str, object] | None, version: str) -> Callable[[ReleaseFiles], None]:
+def _proof(ps: PatchSet, record: AppliedRecord | None, version: str) -> Callable[[ReleaseFiles], None]:
     """The base must be the build the set was applied on here (``state.json``'s pre-images), if it was:
     an ``accept`` that raises :class:`~patchguard.pristine.sources.Rejected` for another build."""
-    files = record.get("files") if record else None
-    recorded = record.get("distributions") if record else None
+    recorded = record.distributions if record is not None else None
     dist = canonicalize(ps.distributions[0].distribution)
-    same = isinstance(recorded, dict) and any(
-        canonicalize(str(k)) == dist and v == version for k, v in recorded.items()
-    )
+    same = recorded is not None and any(canonicalize(k) == dist and v == version for k, v in recorded.items())
 
     def accept(release: ReleaseFiles) -> None:
-        if not same or not isinstance(files, dict):
+        if not same or record is None:
             return
-        for path, hashes in files.items():
-            pre = hashes.get("pre") if isinstance(hashes, dict) else None
+        for path, images in record.files.items():
+            pre = images.pre
             if path in release.entries and pre is not None and sha256_bytes(release.get(path)) != pre:
                 raise Rejected(f"a different build: {path} is not the file {ps.name} was applied on")
 

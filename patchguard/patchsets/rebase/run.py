@@ -29,7 +29,6 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...diffs import is_binary
 from ...env import Target
@@ -37,7 +36,7 @@ from ...errors import UsageError
 from ...integrity.records import InstalledDistribution, canonicalize
 from ...model import json_name, json_name_or_none, printable
 from ...pristine.sources import SourceOptions, Sources
-from ...state import read_state
+from ...state import AppliedRecord, read_state
 from ...txn import write_point
 from ..installed import SetEnvironment, owned_paths
 from ..model import PatchSet, PatchSetError, SetTarget, find_set, load_sets, patches_dir
@@ -186,14 +185,14 @@ def rebase_set(
 
 
 def touched_by_upgrade(
-    t: SetTarget, version: str, record: Mapping[str, Any] | None, dist: InstalledDistribution
+    t: SetTarget, version: str, record: AppliedRecord | None, dist: InstalledDistribution
 ) -> bool:
     """Whether a set's target ``t`` must be carried when its distribution is (or will be) at ``version``: its
     version does not admit that release, or the set was applied on another one (the record of it in
     state.json: an upgrade replaces the files it patched)."""
-    recorded = record.get("distributions") if record else None
-    applied_on = recorded.get(dist.name) if isinstance(recorded, dict) else None
-    return not t.admits(version) or (isinstance(applied_on, str) and applied_on != version)
+    recorded = record.distributions if record is not None else None
+    applied_on = recorded.get(dist.name) if recorded is not None else None
+    return not t.admits(version) or (applied_on is not None and applied_on != version)
 
 
 def sets_to_carry(
@@ -210,7 +209,7 @@ def sets_to_carry(
             release = None if dist is None else dist.version if versions is None else versions.get(key)
             if dist is None or release is None:
                 continue
-            record = read_state(dist.site_dir)["applied"].get(ps.name)
+            record = read_state(dist.site_dir).get(ps.name)
             if touched_by_upgrade(t, release, record, dist):
                 yield ps, t, release
 
@@ -284,8 +283,8 @@ def _carry(
     dist = next((d for d in env.dists if d.canonical_name == canonicalize(dist_name)), None)
     ps = _part(whole, chosen, dist)
     to = checked_version(to_version or (dist.version if dist else None), dist_name, "--to-version")
-    record = read_state(dist.site_dir)["applied"].get(ps.name) if dist else None
-    if record is not None and record.get("digest") != ps.digest:
+    record = read_state(dist.site_dir).get(ps.name) if dist else None
+    if record is not None and record.digest != ps.digest:
         record = None  # a record of another form of the set (before an earlier rebase, say): not this one
     inputs = open_inputs(ps, dist, to, from_version, record, sources)
     review = review_dir(ps)
