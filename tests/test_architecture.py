@@ -573,3 +573,18 @@ def test_building_the_command_line_imports_no_formatter() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(ast.literal_eval(out.splitlines()[-1]))
     assert loaded <= {f"patchguard.{m}" for m in FORMATS_FACE | {"formats.documents"}}, loaded
+
+
+def test_hot_is_defined_once() -> None:
+    """What is hot by name is :data:`patchguard.analysis.rules.HOT_PATH` and ``is_forward``; the corpus
+    checker (stdlib only, so it holds a copy) names no other."""
+    import importlib.util
+
+    from patchguard.analysis.rules import HOT_PATH
+
+    path = PACKAGE.parent / "fixtures" / "analysis" / "check_corpus.py"
+    spec = importlib.util.spec_from_file_location("check_corpus", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert set(module.HOT_NAMES) <= set(HOT_PATH)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,32 +46,26 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     """The two conditions compared by cases, or ``None`` when they test nothing in common or cannot be read
     (an expression this module does not know, too many combinations)."""
     subjects = _Subjects()
-    if not (subjects.read(before) and subjects.read(after)):
-        return None
-    if not subjects.values or not subjects.common(before, after):
+    if not subjects.readable(before, after):
         return None
     names = sorted(subjects.values)
     domains = [subjects.domain(n) for n in names]
-    count = 1
-    for d in domains:
-        count *= len(d)
-    if count > _MAX_CASES:
+    if math.prod(map(len, domains)) > _MAX_CASES:
         return None
-    only_before = only_after = 0
-    example = ""
-    for combination in itertools.product(*domains):
-        case = dict(zip(names, combination, strict=True))
-        old, new = _holds(before, case, subjects), _holds(after, case, subjects)
-        if old is None or new is None or old == new:
-            continue
-        if old:
-            only_before += 1
-            example = example or _shown(case, subjects)
-        else:
-            only_after += 1
+    cases = (dict(zip(names, c, strict=True)) for c in itertools.product(*domains))
+    differ = [(old, case) for case in cases if (old := _differs(before, after, case, subjects)) is not None]
+    only_before = [case for old, case in differ if old]
+    only_after = len(differ) - len(only_before)
+    example = _shown(only_before[0], subjects) if only_before else ""
     return Compared(
-        fewer=only_before > 0 and only_after == 0, more=only_after > 0 and only_before == 0, example=example
+        fewer=bool(only_before) and not only_after, more=only_after > 0 and not only_before, example=example
     )
+
+
+def _differs(before: ast.expr, after: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> bool | None:
+    """In one case: ``True`` when only ``before`` holds, ``False`` when only ``after`` does, else ``None``."""
+    old, new = _holds(before, case, subjects), _holds(after, case, subjects)
+    return None if old is None or new is None or old == new else old
 
 
 class _Other:
@@ -106,7 +101,10 @@ class _Subjects:
         self.keys[ast.dump(test)] = found
         return ok
 
-    def common(self, before: ast.expr, after: ast.expr) -> bool:
+    def readable(self, before: ast.expr, after: ast.expr) -> bool:
+        """Whether both conditions are read, and test something in common."""
+        if not (self.read(before) and self.read(after)) or not self.values:
+            return False
         return bool(self.keys[ast.dump(before)] & self.keys[ast.dump(after)])
 
     def _read(self, node: ast.expr, found: set[str]) -> bool:
@@ -268,31 +266,47 @@ def _value(node: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> Any:
     key = subjects.key(node) if isinstance(node, _KEYED) else ""
     if key in case and (key in subjects.facts or not isinstance(node, ast.Compare)):
         return case[key]
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.BoolOp):
-        return _bool_op(node, case, subjects)
-    if isinstance(node, ast.UnaryOp):
-        operand = _value(node.operand, case, subjects)
-        if isinstance(node.op, ast.Not):
-            return not operand
-        return -operand if isinstance(node.op, ast.USub) else +operand
-    if isinstance(node, ast.BinOp):
-        left, right = _value(node.left, case, subjects), _value(node.right, case, subjects)
-        if isinstance(node.op, (ast.BitXor, ast.BitAnd, ast.BitOr)):
-            a, b = bool(left), bool(right)
-            return (
-                a ^ b
-                if isinstance(node.op, ast.BitXor)
-                else (a and b if isinstance(node.op, ast.BitAnd) else a or b)
-            )
-        return _ARITHMETIC[type(node.op)](left, right)
-    if isinstance(node, ast.Compare):
-        return _compared(node, case, subjects)
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        items = [_value(e, case, subjects) for e in node.elts]
-        return set(items) if isinstance(node, ast.Set) else tuple(items)
-    raise _Unknown
+    evaluate = _EVALUATE.get(type(node))
+    if evaluate is None:
+        raise _Unknown
+    return evaluate(node, case, subjects)
+
+
+def _unary(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    operand = _value(node.operand, case, subjects)
+    if isinstance(node.op, ast.Not):
+        return not operand
+    return -operand if isinstance(node.op, ast.USub) else +operand
+
+
+def _binary(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    left, right = _value(node.left, case, subjects), _value(node.right, case, subjects)
+    logical = _LOGICAL.get(type(node.op))
+    return (
+        logical(bool(left), bool(right)) if logical is not None else _ARITHMETIC[type(node.op)](left, right)
+    )
+
+
+def _items(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    items = [_value(e, case, subjects) for e in node.elts]
+    return set(items) if isinstance(node, ast.Set) else tuple(items)
+
+
+_LOGICAL: Mapping[type, Callable[[bool, bool], bool]] = {
+    ast.BitXor: operator.xor,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+}
+_EVALUATE: Mapping[type, Callable[[Any, Mapping[str, Any], _Subjects], Any]] = {
+    ast.Constant: lambda node, _case, _subjects: node.value,
+    ast.BoolOp: lambda node, case, subjects: _bool_op(node, case, subjects),
+    ast.UnaryOp: _unary,
+    ast.BinOp: _binary,
+    ast.Compare: lambda node, case, subjects: _compared(node, case, subjects),
+    ast.Tuple: _items,
+    ast.List: _items,
+    ast.Set: _items,
+}
 
 
 _SUBJECTS = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)

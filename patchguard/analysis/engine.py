@@ -39,7 +39,7 @@ from .families import (
     LENIENT_FLAG_WORDS,
     SUPPRESSORS,
 )
-from .rules import LOG_METHODS, RULES, could_hit, on_hot_path, rule_for_call, runs_once
+from .rules import LOG_METHODS, RULES, could_hit, is_forward, on_hot_path, rule_for_call, runs_once
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -685,7 +685,7 @@ def _injected(hit: Hit, edit: _Edit) -> Finding:
     """The finding of a rule hit: the rule's severity, less for logging off the hot path, info when dead."""
     rule = RULES[hit.rule]
     name = hit.function.rsplit(".", 1)[-1]
-    forward = name.startswith("forward")
+    forward = is_forward(name)
     severity = _severity(hit, rule.severity, name, edit)
     gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
     what = "check neutralised" if hit.rule == RuleId.REMOVED_CHECK else f"{hit.qualname} {rule.rationale}"
@@ -1065,14 +1065,22 @@ def _keepers(handler: ast.ExceptHandler, name: str) -> set[str]:
     into (``errors.append(e)``, ``errors[k] = e``)."""
     out: set[str] = set()
     for node in ast.walk(handler):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
+        if isinstance(node, ast.Assign) and _is_name(node.value, name):
             out |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
-        func = call.func if call is not None else None
-        held = call is not None and any(isinstance(a, ast.Name) and a.id == name for a in call.args)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and held:
-            out.add(func.value.id)
+        elif isinstance(node, ast.Call) and any(_is_name(a, name) for a in node.args):
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                out.add(func.value.id)
     return out
+
+
+def _caught_kept(handlers: Sequence[ast.ExceptHandler]) -> set[str]:
+    """The names the handlers bind their caught errors to, and keep them in (:func:`_keepers`)."""
+    return {k for h in handlers if h.name for k in {h.name} | _keepers(h, h.name)}
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _handlers_around(st: Structure, line: int) -> list[ast.ExceptHandler]:
@@ -1865,18 +1873,22 @@ def _unwrapped_in_place(r: Region, edit: _Edit, said: Collection[int | None]) ->
     out: list[Finding] = []
     for n in r.lines if was else ():
         now = _parsed_line(edit.lines, n)
-        names = {x.id for x in ast.walk(now) if isinstance(x, ast.Name)} if now is not None else set()
-        near = [old for old in was if now is not None and _within(names, old)]
-        shown = next((c for old in near if now is not None and (c := _unclamped(old, now))), "")
+        shown = _taken_off(was, now) if now is not None else ""
         if shown and n not in said:
             detail = f"the clamp `{shown}` is taken off: what it kept in bounds passes as it is"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
 
 
-def _within(names: set[str], old: ast.stmt) -> bool:
-    """Whether every name of a new statement is one the old statement has (what taking a clamp off leaves)."""
-    return names <= {x.id for x in ast.walk(old) if isinstance(x, ast.Name)}
+def _taken_off(was: Sequence[ast.stmt], now: ast.stmt) -> str:
+    """The clamp (shown) one of the old statements ``was`` had that ``now`` is without; "" when none."""
+    names = _name_ids(now)
+    return next((c for old in was if names <= _name_ids(old) and (c := _unclamped(old, now))), "")
+
+
+def _name_ids(node: ast.AST) -> set[str]:
+    """The names a node reads or binds (taking a clamp off leaves no new one)."""
+    return {x.id for x in ast.walk(node) if isinstance(x, ast.Name)}
 
 
 def _parsed(r: Region, i: int) -> ast.stmt | None:
@@ -1952,18 +1964,24 @@ def _clamped(statement: str) -> str:
     except (SyntaxError, ValueError, RecursionError):
         return ""
     stmt = tree.body[0] if len(tree.body) == 1 else None
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):  # in place: x.clamp_(…), out=x
-        func = stmt.value.func
-        out = next((k.value for k in stmt.value.keywords if k.arg == "out"), None)
-        if out is not None and _clamps(stmt.value):
-            return ast.unparse(out)
-        if isinstance(func, ast.Attribute) and func.attr.endswith("_") and _clamps(stmt.value):
-            return ast.unparse(func.value)
-        return ""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return _clamped_in_place(stmt.value)
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
         return ""
     target = ast.unparse(stmt.targets[0])
     return target if target in map(ast.unparse, _clamps(stmt.value)) else ""
+
+
+def _clamped_in_place(call: ast.Call) -> str:
+    """What a clamp call as a statement keeps within bounds: the tensor it writes into (``out=x``), or its
+    receiver when it works in place (``x.clamp_(max=n)``); else ""."""
+    if not _clamps(call):
+        return ""
+    out = next((k.value for k in call.keywords if k.arg == "out"), None)
+    if out is not None:
+        return ast.unparse(out)
+    func = call.func
+    return ast.unparse(func.value) if isinstance(func, ast.Attribute) and func.attr.endswith("_") else ""
 
 
 # What keeps a value within bounds, by the last name called: the builtins, and the tensor and array methods
@@ -2315,17 +2333,21 @@ def _passes_a_refusal(tree: ast.Module | None, line: int) -> bool:
     at = next((k for k, n in enumerate(around) if isinstance(n, ast.If) and n.lineno == line), None)
     if at is None or tree is None:
         return False
-    node, parent = around[at], around[at - 1] if at else tree
+    node = around[at]
     assert isinstance(node, ast.If)
     last = node.body[-1]
     if not isinstance(last, _EXIT_NODES) or _refusal(last) or _guards_raise_node(node):
         return False
+    later = _after_in_block(around[at - 1] if at else tree, node)
+    return any(isinstance(s, (ast.Raise, ast.Assert)) or _refusal(s) for s in _own_statements(later))
+
+
+def _after_in_block(parent: ast.AST, node: ast.stmt) -> list[ast.stmt]:
+    """The statements after ``node`` in the block of ``parent`` that holds it."""
     blocks = [getattr(parent, f, None) for f in ("body", "orelse", "finalbody")]
     blocks += [h.body for h in getattr(parent, "handlers", [])]
-    for block in (b for b in blocks if isinstance(b, list) and node in b):
-        later = list(_own_statements(block[block.index(node) + 1 :]))
-        return any(isinstance(s, (ast.Raise, ast.Assert)) or _refusal(s) for s in later)
-    return False
+    block = next((b for b in blocks if isinstance(b, list) and node in b), [])
+    return block[block.index(node) + 1 :] if block else []
 
 
 def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
@@ -2504,12 +2526,8 @@ class _Gone:
         handlers = [n for n in nodes if isinstance(n, ast.ExceptHandler)]
         if raised is None or any(h.lineno <= line <= (h.end_lineno or 0) for h in handlers):
             return False  # (a raise inside a handler is :meth:`handler_raise`'s)
-        kept: set[str] = set()
-        for handler in handlers:
-            if handler.name:
-                kept |= {handler.name} | _keepers(handler, handler.name)
         parts = [p for p in (raised.exc, raised.cause) if p is not None]
-        return any(isinstance(n, ast.Name) and n.id in kept for part in parts for n in ast.walk(part))
+        return not _caught_kept(handlers).isdisjoint(_name_ids(ast.Tuple(parts)))
 
     @classmethod
     def of(cls, edit: _Edit) -> _Gone:

@@ -43,6 +43,7 @@ __all__ = [
     "WRAPPERS",
     "Rule",
     "could_hit",
+    "is_forward",
     "on_hot_path",
     "rule_for_call",
     "runs_once",
@@ -95,10 +96,16 @@ HOT_PATH = (
 
 def on_hot_path(name: str) -> bool:
     """Whether a function named ``name`` is on the hot path (see :data:`HOT_PATH`), or is a forward by its
-    name (``eager_attention_forward``, ``mlp_forward``: transformers' attention functions, reached through a
-    table of them); a test never is."""
+    name (:func:`is_forward`); a test never is."""
+    return not name.startswith("test") and (name.lstrip("_").startswith(HOT_PATH) or is_forward(name))
+
+
+def is_forward(name: str) -> bool:
+    """Whether a function named ``name`` is a forward: ``forward``, ``forward_decode``, ``_forward_impl``, or
+    one that says so at its end (``eager_attention_forward``, ``mlp_forward``: transformers' attention
+    functions, reached through a table of them)."""
     bare = name.lstrip("_")
-    return not name.startswith("test") and (bare.startswith(HOT_PATH) or bare.endswith("_forward"))
+    return bare.startswith("forward") or bare.endswith("_forward")
 
 
 # The lifecycle of a library's objects: what a function named for one of these stages does runs once per
