@@ -105,7 +105,7 @@ def test_carries_a_set_whose_context_changed_upstream(
     ps = load_set(str(patches / SET))
     assert ps.targets[0].version == "==0.5.0"
     assert ps.description.startswith("Run on sm120")
-    assert ps.history[-1]["release"] == "0.4.0" and ps.history[-1]["version"] == ">=0.4,<0.5"
+    assert ps.history[-1].release == "0.4.0" and ps.history[-1].version == ">=0.4,<0.5"
     kept = patches / SET / "history" / "0.4.0"
     assert {p.name: p.read_bytes() for p in kept.iterdir()} == old_set
     assert not (patches / f"{SET}.rebase").exists()
@@ -541,8 +541,8 @@ def test_second_rebase_keeps_the_first_history_and_other_files(
     assert code == 0, out + err
     assert "0.5.0 -> 0.6.0" in out
     ps = load_set(str(patches / SET))
-    assert [h["release"] for h in ps.history] == ["0.4.0", "0.5.0"]
-    assert [h["kept"] for h in ps.history] == ["history/0.4.0", "history/0.5.0"]
+    assert [h.release for h in ps.history] == ["0.4.0", "0.5.0"]
+    assert [h.kept for h in ps.history] == ["history/0.4.0", "history/0.5.0"]
     assert (patches / SET / "history" / "0.4.0" / "patchset.toml").read_text() == first
     assert 'version = "==0.5.0"' in (patches / SET / "history" / "0.5.0" / "patchset.toml").read_text()
     assert (patches / SET / "README.md").read_text() == "why we carry sm120\n"
@@ -742,7 +742,7 @@ def test_a_set_of_several_targets_is_carried_one_target_at_a_time(
     assert "rebase sm120-support: minillm 0.4.0 -> 0.5.0" in out and "sidecar" not in out
     ps = load_set(str(ps_dir))
     assert [str(t) for t in ps.targets] == ["minillm ==0.5.0", "sidecar ==1.0", "environment"]
-    assert ps.history[-1]["distribution"] == "minillm" and ps.history[-1]["release"] == "0.4.0"
+    assert ps.history[-1].distribution == "minillm" and ps.history[-1].release == "0.4.0"
     by_path = {fp.path: Path(fp.origin).read_text() for fp in ps.patches}  # the diff files, as written
     assert by_path["sidecar/__init__.py"] == SIDE and by_path["sitecustomize.py"] == HOOK
     kept = ps_dir / "history" / "0.4.0"

@@ -42,7 +42,7 @@ class SetEnvironment:
         if self._admits(ps):
             return ps
         for h in reversed(ps.history):
-            kept = h.get("kept", "")
+            kept = h.kept
             if not kept or safe_relpath(kept):
                 continue
             try:

@@ -32,7 +32,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -128,6 +130,32 @@ class FilePatch:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One ``[[history]]`` table of ``patchset.toml``: a rebase of the set's target ``distribution`` (its
+    version then) from ``release`` to ``to``, when, by which patchguard, the digest of the form it carried
+    and where that form is ``kept`` (``history/<release>``). Empty strings for what an entry does not say."""
+
+    distribution: str = ""
+    version: str = ""
+    release: str = ""
+    to: str = ""
+    rebased: str = ""
+    digest: str = ""
+    tool: str = ""
+    kept: str = ""
+    # The table as read (or made): written back as it was, keys a newer patchguard added included.
+    raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> HistoryEntry:
+        known = {f: raw[f] for f in _HISTORY_KEYS if f in raw}
+        return cls(**known, raw=MappingProxyType(dict(raw)))
+
+
+_HISTORY_KEYS = ("distribution", "version", "release", "to", "rebased", "digest", "tool", "kept")
+
+
+@dataclass(frozen=True, slots=True)
 class PatchSet:
     """A loaded, validated patch set. ``digest`` is the sha256 of its toml and diffs (what was applied)."""
 
@@ -138,7 +166,7 @@ class PatchSet:
     directory: str
     digest: str
     patches: tuple[FilePatch, ...] = field(repr=False)
-    history: tuple[dict[str, str], ...] = ()  # one entry per rebase, oldest first
+    history: tuple[HistoryEntry, ...] = ()  # one entry per rebase, oldest first
 
     @property
     def distributions(self) -> tuple[SetTarget, ...]:
@@ -356,14 +384,14 @@ def _read_diff(directory: str, fname: str, toml_path: str) -> bytes:
         raise PatchSetError(f"cannot read ({exc.strerror or exc})", path=fpath) from None
 
 
-def _history(raw: object, toml_path: str) -> tuple[dict[str, str], ...]:
+def _history(raw: object, toml_path: str) -> tuple[HistoryEntry, ...]:
     if not isinstance(raw, list) or not all(
         isinstance(h, dict) and all(isinstance(v, str) for v in h.values()) for h in raw
     ):
         raise PatchSetError(
             "history must be a list of tables of strings ([[history]] entries rebase writes)", path=toml_path
         )
-    return tuple(raw)
+    return tuple(HistoryEntry.parse(h) for h in raw)
 
 
 def _targets(raw: object, toml_path: str) -> tuple[SetTarget, ...]:

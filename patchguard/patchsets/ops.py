@@ -201,8 +201,8 @@ def form_by_digest(ps: PatchSet, digest: str) -> PatchSet | None:
     if ps.digest == digest:
         return ps
     for h in ps.history:
-        kept = h.get("kept", "")
-        if h.get("digest") == digest and kept and not safe_relpath(kept):
+        kept = h.kept
+        if h.digest == digest and kept and not safe_relpath(kept):
             form = load_set(os.path.join(ps.directory, *kept.split("/")), ps.name)
             if form.digest == digest:
                 return form

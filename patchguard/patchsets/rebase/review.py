@@ -197,7 +197,7 @@ def done_with(review: str, ps: PatchSet) -> tuple[str, ...]:
     says it was rewritten from exactly that review's inputs (a rebase killed after rewriting the set, before
     removing it: its resolutions are in the set), else kept aside."""
     key = _key_of(review) if _is_review(review) else None
-    made_from = {(h.get("digest"), h.get("release"), h.get("to")) for h in ps.history}
+    made_from = {(h.digest, h.release, h.to) for h in ps.history}
     if key is not None and (key.get("digest"), key.get("from"), key.get("to")) in made_from:
         discard(review)
         return ()

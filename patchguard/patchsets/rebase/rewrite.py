@@ -20,7 +20,7 @@ from ..._fs import read_regular
 from ..._version import __version__
 from ...diffs import FileDiff
 from ..capture import DiffText, set_header, write_set
-from ..model import MAX_PATCH_BYTES, PatchSet, PatchSetError
+from ..model import MAX_PATCH_BYTES, HistoryEntry, PatchSet, PatchSetError
 from .inputs import RebaseInputs
 from .outcome import Rebased
 
@@ -49,16 +49,18 @@ def rewrite(inputs: RebaseInputs, rebased: Sequence[Rebased]) -> tuple[bool, str
         if not os.path.lexists(os.path.join(ps.directory, *kept.split("/"))):
             break
         kept = f"history/{base.version}-{n}"
-    entry = {
-        "distribution": part.distributions[0].distribution,
-        "version": part.distributions[0].version,
-        "release": base.version,
-        "to": target.version,
-        "rebased": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "digest": ps.digest,
-        "tool": f"patchguard {__version__}",
-        "kept": kept,
-    }
+    entry = HistoryEntry.parse(
+        {
+            "distribution": part.distributions[0].distribution,
+            "version": part.distributions[0].version,
+            "release": base.version,
+            "to": target.version,
+            "rebased": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "digest": ps.digest,
+            "tool": f"patchguard {__version__}",
+            "kept": kept,
+        }
+    )
     carried = part.distributions[0]
     targets = [
         None if t.is_environment else (t.distribution, "==" + target.version if t == carried else t.version)
@@ -66,7 +68,7 @@ def rewrite(inputs: RebaseInputs, rebased: Sequence[Rebased]) -> tuple[bool, str
     ]
     header = set_header(ps.name, ps.description, targets)
     tables = "".join(
-        "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.items())
+        "\n[[history]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in h.raw.items())
         for h in (*ps.history, entry)
     )
     write_set(
