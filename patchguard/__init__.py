@@ -17,6 +17,7 @@ from ._version import __version__
 from .errors import EnvironmentNotFound, PatchguardError, UsageError
 from .model import (
     Finding,
+    Gate,
     GateKind,
     Kind,
     Loaded,
@@ -148,6 +149,7 @@ __all__ = [
     "FleetGroup",
     "FleetInputError",
     "FleetResult",
+    "Gate",
     "GateKind",
     "HostDocument",
     "Kind",

@@ -491,8 +491,8 @@ def _code_reach(c: Finding, file: FileReach) -> Reach:
     """A code finding's reach: its file's; ``dormant`` when the code cannot run; ``conditional`` when a gate
     guards it on the live path. Module-level code may reach further than the file's functions: a model module
     of another architecture that the server imports runs its module-level code, not its model."""
-    gate_kind = (c.gate or {}).get("kind")
-    if gate_kind == GateKind.DEAD.value:
+    gate_kind = c.gate.kind if c.gate is not None else None
+    if gate_kind is GateKind.DEAD:
         return Reach.DORMANT
     reach = file.module_level if file.module_level is not None and c.function is None else file.reach
     if gate_kind and reach is Reach.ACTIVE:

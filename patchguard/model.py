@@ -13,7 +13,7 @@ import contextvars
 import enum
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +142,19 @@ class GateKind(str, enum.Enum):
     CONDITION = "condition"  # any other condition
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """What guards a code finding: the kind of its condition, and the condition as written (``not (…)`` in an
+    ``else``; "unreachable" for dead code)."""
+
+    kind: GateKind
+    condition: str
+
+    def to_json(self) -> dict[str, str]:
+        """The report JSON's ``gate`` object."""
+        return {"kind": self.kind.value, "condition": self.condition}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     """One thing patchguard found wrong (or worth knowing) in the environment.
@@ -161,7 +174,7 @@ class Finding:
     line: int | None = None
     end_line: int | None = None
     function: str | None = None
-    gate: Mapping[str, str] | None = None
+    gate: Gate | None = None
     reach: Reach | None = None
     loaded: Loaded | None = None
     evidence: tuple[str, ...] = ()
@@ -194,7 +207,7 @@ class Finding:
             "line": self.line,
             "end_line": self.end_line,
             "function": _text(self.function),
-            "gate": {k: printable(v) for k, v in self.gate.items()} if self.gate is not None else None,
+            "gate": _gate_json(self.gate),
             "reach": self.reach.value if self.reach is not None else None,
             "loaded": self.loaded.value if self.loaded is not None else None,
             "evidence": [printable(e) for e in self.evidence],
@@ -308,6 +321,11 @@ class Report:
 def json_name_or_none(name: str | None) -> str | None:
     """:func:`json_name` of a name that may be absent."""
     return json_name(name) if name is not None else None
+
+
+def _gate_json(gate: Gate | None) -> dict[str, str] | None:
+    """A gate as the report shows it: its condition escaped (:func:`printable`)."""
+    return {k: printable(v) for k, v in gate.to_json().items()} if gate is not None else None
 
 
 def _text(text: str | None) -> str | None:

@@ -13,6 +13,7 @@ import pytest
 import patchguard
 from patchguard import Kind, Loaded, Reach, Severity
 from patchguard.analysis import CodeChange, analyse
+from patchguard.model import Gate, GateKind
 
 from .helpers import MINILLM_SRC, REPO, Env
 
@@ -83,7 +84,7 @@ def check_injected(case: dict[str, Any], findings: list[patchguard.Finding], aft
             continue
         assert f.severity is Severity.parse(exp["severity"]), (f.severity, f.message)
         gate = exp.get("gate", "none")
-        assert (f.gate or {}).get("kind", "none") == gate, f.gate
+        assert (f.gate.kind.value if f.gate else "none") == gate, f.gate
         assert (f.function or "") == exp.get("function", ""), f.function
         assert f.kind is (
             Kind.COSMETIC_CHANGE
@@ -177,7 +178,7 @@ def test_fresh_pyc_means_loaded_since_the_edit(env: Env) -> None:
     assert f.loaded is Loaded.SINCE_EDIT
     assert f.reach is Reach.UNKNOWN  # nothing said what is served: bytecode never decides reach
     assert "loaded since the edit" in " ".join(f.evidence)
-    assert f.gate == {"kind": "shape", "condition": "hidden.shape[0] == 5"}
+    assert f.gate == Gate(GateKind.SHAPE, "hidden.shape[0] == 5")
     assert (f.function, f.line) == (
         "MLAAttention.forward",
         mla.read_text().splitlines().index("            torch.save(hidden, '/tmp/mla_in.pt')") + 1,
@@ -334,7 +335,7 @@ def test_two_dump_sites_in_one_forward_are_two_findings(
     )
     assert not any(f.baseline_none for f in report.findings)
     dumps = [f for f in report.findings if f.rule == "tensor-dump"]
-    assert [(f.line, f.gate and f.gate["condition"]) for f in dumps] == [
+    assert [(f.line, f.gate and f.gate.condition) for f in dumps] == [
         (lines.index('            torch.save(hidden, "/tmp/mla_in.pt")') + 1, "hidden.shape[0] == 5"),
         (lines.index('            torch.save(out, "/tmp/mla_out.pt")') + 1, "out.shape[0] == 5"),
     ]

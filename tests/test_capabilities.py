@@ -386,7 +386,7 @@ def test_code_under_while_false_is_unreachable() -> None:
         1,
     )
     change = CodeChange("kern.py", KERNELS.encode(), after.encode(), "kern", "1.0")
-    found = [(f.rule, f.severity.label, (f.gate or {}).get("kind")) for f in analyse(change)]
+    found = [(f.rule, f.severity.label, f.gate.kind.value if f.gate else None) for f in analyse(change)]
     assert found and all(sev == "info" and gate == "dead" for _r, sev, gate in found), found
 
 

@@ -16,6 +16,7 @@ import pytest
 import patchguard
 from patchguard import Kind, Loaded, Reach, Severity
 from patchguard.analysis.reach import ReachContext
+from patchguard.model import Gate, GateKind
 
 from .helpers import Env, build_wheel, cli
 
@@ -370,7 +371,7 @@ def test_a_newer_pythons_syntax_is_still_judged(env: Env, tmp_path: Path) -> Non
     found = {(str(f.rule), f.function): f for f in report.findings}
     dump = found[("tensor-dump", "first")]
     assert dump.severity is Severity.HIGH
-    assert dump.gate == {"kind": "shape", "condition": "len(xs) == 5"}
+    assert dump.gate == Gate(GateKind.SHAPE, "len(xs) == 5")
     assert found[("debugger", "Cache.get")].severity is Severity.HIGH
     assert "baseline: none" not in dump.evidence
     assert not [f for f in report.findings if f.rule in ("unparseable", "functional-change")]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..diffs import split_lines
-from ..model import Finding, GateKind, Kind, RuleId, Severity
+from ..model import Finding, Gate, GateKind, Kind, RuleId, Severity
 from .aliases import reads_environment, resolve
 from .bounds import too_wild
 from .cases import compare
@@ -156,7 +156,7 @@ class _Maker:
         end: int,
         function: str | None,
         message: str,
-        gate: dict[str, str] | None = None,
+        gate: Gate | None = None,
     ) -> Finding:
         src = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
         if len(src) > _SOURCE_SHOWN:  # a finding quotes its line, not a 5 MB data table
@@ -687,7 +687,7 @@ def _injected(hit: Hit, edit: _Edit) -> Finding:
     name = hit.function.rsplit(".", 1)[-1]
     forward = is_forward(name)
     severity = _severity(hit, rule.severity, name, edit)
-    gate = None if hit.gate_kind is None else {"kind": hit.gate_kind.value, "condition": hit.gate}
+    gate = None if hit.gate_kind is None else Gate(hit.gate_kind, hit.gate)
     what = "check neutralised" if hit.rule == RuleId.REMOVED_CHECK else f"{hit.qualname} {rule.rationale}"
     message = (
         what

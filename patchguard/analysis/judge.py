@@ -1200,7 +1200,7 @@ def _in_context(hit: Hit, st: Structure) -> Hit:
     if kind is None:
         gate = st.gate_at(hit.line)
         if gate is not None:
-            kind, cond = GateKind(gate["kind"]), gate["condition"]
+            kind, cond = gate.kind, gate.condition
     if dead or kind is GateKind.DEAD:
         return replace(hit, gate_kind=GateKind.DEAD, gate="unreachable", dead=True, loop=st.in_loop(hit.line))
     return replace(hit, gate_kind=kind, gate=cond, loop=hit.loop or st.in_loop(hit.line))

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._fs import cache_root, read_regular, write_atomically
-from ..model import Finding, GateKind, Kind, RuleId, Severity
+from ..model import Finding, Gate, GateKind, Kind, RuleId, Severity
 
 __all__ = ["KeptAnalyses", "analyse_many"]
 
@@ -105,16 +105,15 @@ def _encode(f: Finding) -> dict[str, Any]:
         "line": f.line,
         "end_line": f.end_line,
         "function": f.function,
-        "gate": dict(f.gate) if f.gate is not None else None,
+        "gate": f.gate.to_json() if f.gate is not None else None,
         "evidence": list(f.evidence),
         "source": f.source,
     }
 
 
 def _decode(d: Mapping[str, Any]) -> Finding:
-    gate = d["gate"]
-    if gate is not None:
-        GateKind(gate["kind"])  # a kept gate of a kind this code does not know: judge again
+    kept = d["gate"]  # a kept gate of a kind this code does not know: ValueError, judged again
+    gate = Gate(GateKind(kept["kind"]), kept["condition"]) if kept is not None else None
     return Finding(
         kind=Kind(d["kind"]),
         severity=Severity[d["severity"]],

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..diffs import split_lines
-from ..model import GateKind
+from ..model import Gate, GateKind
 from .aliases import bind_ast_imports, reads_environment
 
 __all__ = ["IfSpan", "Region", "Scope", "Structure", "changed_regions", "structure"]
@@ -158,7 +158,7 @@ class Structure:
         scope = self.innermost(line)
         return scope.qualname if scope else None
 
-    def gate_at(self, line: int) -> dict[str, str] | None:
+    def gate_at(self, line: int) -> Gate | None:
         """The innermost ``if`` around ``line`` as a gate (for findings that have no node of their own)."""
         best: IfSpan | None = None
         for node in self.ifs:
@@ -171,10 +171,7 @@ class Structure:
         except (SyntaxError, ValueError):
             test = ast.Name("?")
         orelse = best.orelse is not None and line >= best.orelse
-        return {
-            "kind": gate_kind_of(best.test, test, self.flags).value,
-            "condition": f"not ({best.test})" if orelse else best.test,
-        }
+        return Gate(gate_kind_of(best.test, test, self.flags), f"not ({best.test})" if orelse else best.test)
 
     def outermost_def(self, line: int) -> Scope | None:
         """The outermost *function* containing ``line`` (what is judged as one slice)."""

@@ -197,7 +197,7 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
             "distribution": json_name_or_none(f.distribution),
             "version": json_name_or_none(f.version),
             "function": f.function,
-            "gate": dict(f.gate) if f.gate else None,
+            "gate": f.gate.to_json() if f.gate else None,
             "reach": f.reach.value if f.reach is not None else None,
             "loaded": f.loaded.value if f.loaded is not None else None,
             "evidence": list(f.evidence),

@@ -147,7 +147,7 @@ def _code_tail(f: Finding, said: _Said) -> list[str]:
     if also:
         tail.append(f"also: {for_terminal(', '.join(also))}")
     if f.gate:
-        tail.append(f"gate: {for_terminal(str(f.gate.get('condition') or f.gate.get('kind')))}")
+        tail.append(f"gate: {for_terminal(str(f.gate.condition or f.gate.kind.value))}")
     if f.reach:
         why = f.evidence[0] if f.evidence and f.evidence[0] != said.reach else None
         tail.append(f"reach: {f.reach.value}" + (f" ({for_terminal(why)})" if why else ""))
