@@ -381,6 +381,8 @@ RULES: dict[str, Rule] = {
                     "tqdm.tqdm.write",
                     "tqdm.std.tqdm.write",
                     "tqdm.auto.tqdm.write",
+                    # printed by the device on every launch of the kernel (triton.language's docs)
+                    "triton.language.device_print",
                 ),
             ),
         ),

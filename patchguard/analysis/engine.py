@@ -254,7 +254,8 @@ def analyse(change: CodeChange) -> list[Finding]:
     for meaning in (_narrowed_checks, _forced_conditions, _flags_turned_off, _bounds_dropped):
         out += _shallow(meaning, regions, edit)
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
-    out += _shallow(_answer_widened, regions, edit)
+    out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
+    out += _shallow(_limits_moved, regions, edit)
     out += _widened_sets(edit, changed)
     out += _new_handlers(edit, changed, out, regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
@@ -852,7 +853,8 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             relays = s.startswith(("raise ", "raise(")) and gone.relays_caught(r.old_start + i)
             handler = (bool(at) or relays) and not said
             if s.startswith(_EXITS) and not handler:
-                out += _bail_gone(edit, gone, r, i, line)
+                checked = any(_CHECK_CALL.match(a) for a in added)  # another check took the guard's place
+                out += [] if checked else _bail_gone(edit, gone, r, i, line)
                 continue
             if not (handler or _checking(s, edit.before)):
                 continue
@@ -966,7 +968,18 @@ def _checking(text: str, before: str | None) -> bool:
         text.startswith(_CODE_START)
         or bool(_CHECK_CALL.match(text) or _ORDERING.match(text))
         or _calls_validator(text, before)
+        or _calls_refusal(text)
     )
+
+
+_CALLED = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(")
+
+
+def _calls_refusal(text: str) -> bool:
+    """Whether a stripped line is a call that ends the case in refusal by its name (``req.set_finish_with_
+    abort(msg)``, ``self.reject(req)``)."""
+    call = _CALLED.match(text)
+    return call is not None and not _REFUSING.isdisjoint(_words(call.group(1)))
 
 
 # A statement that orders work between streams or ranks: a stream waits for an event or another stream, a
@@ -1130,7 +1143,8 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             if after is None:
                 continue
             detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
-            if detail and (_guards_raise(edit.st.tree, n) or _forced_off(edit.st.tree, n, after)):
+            refuses = _guards_raise(edit.st.tree, n, _function_at(edit, n))
+            if detail and (refuses or _forced_off(edit.st.tree, n, after)):
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
             elif before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n):
                 was = next((c for c in before if c is not None and _weaker(after, c)), None)
@@ -1193,7 +1207,7 @@ def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
         before = _condition(_one_line(_statement(pristine, old - 1))) if 0 < old <= len(pristine) else None
         after = _condition(_one_line(_statement(edit.lines, h - 1)))
         detail = _weaker(before, after) if before is not None and after is not None else ""
-        if detail and _guards_raise(edit.st.tree, h):
+        if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
 
@@ -1233,7 +1247,7 @@ def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
             continue
         was = {ast.dump(e) for e in old.elts}
         more = [ast.unparse(e) for e in items.elts if ast.dump(e) not in was]
-        if more and was < {ast.dump(e) for e in items.elts} and _tested_in(tree, name):
+        if more and was < {ast.dump(e) for e in items.elts} and _tested_in(tree, name, text):
             detail = f"`{name}`, which a check tests membership of, allows more: {', '.join(more)[:60]}"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, lines[0], f"check neutralised: {detail}"))
     return out
@@ -1447,7 +1461,8 @@ def _is_ellipsis(stmt: ast.stmt) -> bool:
     return isinstance(value, ast.Constant) and value.value is Ellipsis
 
 
-_LITERAL_OPENING = re.compile(r"^[ \t]*[\w.]+[ \t]*(?::[^=\n]+)?=[ \t]*[\[({]", re.MULTILINE)
+_WRAPPED = r"(?:(?:frozenset|set|tuple|list)\(\s*)?"  # ``frozenset({…})``: a literal set all the same
+_LITERAL_OPENING = re.compile(rf"^[ \t]*[\w.]+[ \t]*(?::[^=\n]+)?=[ \t]*{_WRAPPED}[\[({{]", re.MULTILINE)
 
 
 def _in_literals(lines: Sequence[str], changed: set[int]) -> list[int]:
@@ -1471,14 +1486,24 @@ def _in_literals(lines: Sequence[str], changed: set[int]) -> list[int]:
 def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.Assign, ast.List | ast.Tuple | ast.Set]]:
     """Of these statements, every ``name = [literal items]`` (a list, tuple or set), with its items."""
     for node in nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, _LITERALS):
-            yield node, node.value
+        value = _unwrapped(node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(node, ast.Assign) and isinstance(value, _LITERALS):
+            yield node, value
+
+
+def _unwrapped(value: ast.expr) -> ast.expr:
+    """The literal a ``frozenset(…)``, ``set(…)``, ``tuple(…)`` or ``list(…)`` of one is made from."""
+    wrapper = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
+    return value.args[0] if wrapper and len(value.args) == 1 and not value.keywords else value  # type: ignore[attr-defined]
+
+
+_WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
 
 
 def _pristine_literal(lines: Sequence[str], name: str) -> ast.List | ast.Tuple | ast.Set | None:
     """The items the pristine file gives ``name`` where it writes ``name = [ … ]`` (once), read from the
     text: that statement alone is parsed."""
-    opening = re.compile(rf"^\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]+)?=\s*[\[({{]")
+    opening = re.compile(rf"^\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]+)?=\s*(?:{_WRAPPED}[\[({{]|\w+\($)")
     at = [k for k, line in enumerate(lines) if opening.match(line)]
     if len(at) != 1:
         return None
@@ -1494,8 +1519,13 @@ def _last_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def _tested_in(tree: ast.Module | None, name: str) -> bool:
-    """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``)."""
+def _tested_in(tree: ast.Module | None, name: str, text: str = "") -> bool:
+    """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``) —
+    or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any
+    ``not in`` of it in ``text`` (a table of refusals tests it as much)."""
+    named = not _ALLOWING.isdisjoint(_words(name.lower()))
+    if named and re.search(rf"\bnot\s+in\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
+        return True
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.If) and (_guards_raise_node(node) or isinstance(node.body[-1], _EXIT_NODES)):
             wanted: type = ast.NotIn
@@ -1797,8 +1827,7 @@ def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             if head is None or head.group(1) not in made or not _DECIDES.search(old):
                 continue
             target, value = _decision(_code_of(_statement(r.removed, i)))
-            decided = isinstance(value, (ast.Compare, ast.BoolOp)) or _negation(value)
-            if value is not None and target and decided:
+            if value is not None and target and _decided(value):
                 worked[target] = value
         out += _made_constant(edit, r, worked) if worked else []
     return out
@@ -1822,9 +1851,27 @@ def _made_constant(edit: _Edit, r: Region, worked: dict[str, ast.expr]) -> list[
     return out
 
 
+def _decided(value: ast.expr) -> bool:
+    """Whether ``value`` is a decision worked out: a comparison, ``and``/``or``/``not``, or a call that
+    answers a question (``x.is_contiguous()``, ``torch.equal(a, b)``, ``isinstance(…)``, ``any(…)``)."""
+    if isinstance(value, (ast.Compare, ast.BoolOp)) or _negation(value):
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return bool(name) and (name.startswith(_ASKING) or name in _ANSWERING)
+
+
+# What a call that answers a question is named: a predicate (``is_*``, ``has_*``…), or one of these.
+_ASKING = ("is_", "has_", "are_", "can_", "should_", "supports")
+_ANSWERING = frozenset(
+    {"equal", "allclose", "isinstance", "issubclass", "all", "any", "exists", "isfile", "isdir"}
+)
 _CONSTANT_DECISION = re.compile(r"^\s*(return|[\w.]+)\s*=?\s*\(?\s*(?:True|False)\b")
 _CONSTANT_TARGET = re.compile(r"^\s*(return|[\w.]+)\b\s*=?")
-_DECIDES = re.compile(r"[<>]|[=!]=|\b(?:and|or|not|in|is)\b")
+_DECIDES = re.compile(
+    r"[<>]|[=!]=|\b(?:and|or|not|in|is)\b|\b(?:is|has|are|can|should|supports)_?\w*\(|"
+    r"\b(?:equal|allclose|isinstance|issubclass|all|any|exists|isfile|isdir)\("
+)
 
 
 _FLAG = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*(True|False)\b")
@@ -2116,6 +2163,158 @@ def _answer_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     return out
 
 
+def _calls_loosened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A call edited in place so that it lets more by: a literal list it is given grown where its name says
+    it says what is supported or allowed (``@supported_compute_capability([89, 90])`` → ``([80, 86, 89,
+    90])``), or a keyword that kept it safe dropped (``tl.store(p, x, mask=mask)`` → ``tl.store(p, x)``: a
+    write with no bounds; ``load(f, strict=True)`` → ``load(f)``)."""
+    out: list[Finding] = []
+    for r in regions:
+        if not r.removed or len(r.removed) != len(r.lines) or len(r.lines) > _TARGETED:
+            continue  # (lines edited in place only)
+        for old, n in zip(r.removed, r.lines, strict=True):
+            detail = _loosened(_call_of(old), _call_of(edit.lines[n - 1])) if "(" in old else ""
+            detail = detail or _error_answer_flipped(old, edit, n)
+            if detail:
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _limits_moved(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A named limit given another number (``_MAX_ROWS = 2048`` → ``16384``) where the file compares with it
+    in what a function that decides whether something is supported, allowed or to be used returns (``return
+    … and 0 < rows <= _MAX_ROWS``) — read by cases with the old and the new number: the code is used where
+    it was not. (A limit on what a caller may ask, raised — ``MAX_STOP_COUNT = 32`` → ``64`` over ``if
+    len(stop) > MAX_STOP_COUNT: raise`` — is the operator's policy, not a check taken away.)"""
+    out: list[Finding] = []
+    for r in regions:
+        if len(r.removed) != 1 or len(r.lines) != 1:
+            continue  # (one constant given another value, in place)
+        name, was = _named_number(r.removed[0])
+        again, now = _named_number(edit.lines[r.lines[0] - 1])
+        if not name or name != again or was is None or now is None or was == now:
+            continue
+        where = next((w for w in _comparisons_of(edit, name) if _lets_more(w, name, was, now)), None)
+        if where is not None:
+            detail = f"`{name}` {was.value!r} → {now.value!r}: `{_short(where[1])}` lets more by"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.lines[0], f"check neutralised: {detail}"))
+    return out
+
+
+def _named_number(line: str) -> tuple[str, ast.Constant | None]:
+    """(``NAME``, its number) of ``NAME = 2048`` (a name in capitals: a limit); ("", None) else."""
+    target, value = _decision(_code_of(line))
+    name = target.rsplit(".", 1)[-1]
+    if not name or name == "return" or name.upper() != name or not isinstance(value, ast.Constant):
+        return "", None
+    number = value.value
+    return (name, value) if isinstance(number, (int, float)) and not isinstance(number, bool) else ("", None)
+
+
+def _comparisons_of(edit: _Edit, name: str) -> Iterator[tuple[bool, ast.expr]]:
+    """(whether it refuses: never, here, the condition) for each condition of the file that compares with
+    ``name`` in what a deciding function returns."""
+    for node in ast.walk(edit.st.tree) if edit.st.tree is not None else ():
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        compares = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value))
+        if compares and _DECIDING & _words(_function_at(edit, node.lineno)):
+            yield False, node.value
+
+
+# Words of a function whose answer decides whether something may be done (``should_use_mega_gate``).
+_DECIDING = _ALLOWING | {"should", "use", "enable", "eligible"}
+
+
+def _lets_more(where: tuple[bool, ast.expr], name: str, was: ast.Constant, now: ast.Constant) -> bool:
+    refuses, test = where
+    old, new = _with_number(test, name, was), _with_number(test, name, now)
+    found = compare(old, new)
+    return found is not None and (found.fewer if refuses else found.more)
+
+
+def _with_number(test: ast.expr, name: str, number: ast.Constant) -> ast.expr:
+    """A copy of ``test`` with every ``name`` read as ``number``."""
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return ast.Constant(number.value) if node.id == name else node
+
+    return _Put().visit(copy.deepcopy(test))  # type: ignore[no-any-return]
+
+
+def _error_answer_flipped(old: str, edit: _Edit, n: int) -> str:
+    """In an ``except`` block, the answer the error path gives flipped from no to yes (``ok = False`` →
+    ``ok = True``, ``return False`` → ``return True``): when the check cannot be made, it now passes."""
+    was, now = _decision(_code_of(old)), _decision(_code_of(edit.lines[n - 1]))
+    if was[0] != now[0] or not was[0] or not _handlers_around(edit.st, n):
+        return ""
+    if not (_is_constant(was[1], False) and _is_constant(now[1], True)):
+        return ""
+    what = "it returns" if was[0] == "return" else f"`{was[0]}` is"
+    return f"on an error {what} True now, where it was False"
+
+
+def _is_constant(value: ast.expr | None, wanted: bool) -> bool:
+    return isinstance(value, ast.Constant) and value.value is wanted
+
+
+def _call_of(line: str) -> ast.Call | None:
+    """The call a line of one statement (a decorator's too) makes, outermost, or ``None``."""
+    text = _code_of(line).strip().removeprefix("@")
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.Return)) else None
+    return value if isinstance(value, ast.Call) else None
+
+
+def _loosened(old: ast.Call | None, new: ast.Call | None) -> str:
+    """How ``new``, the same call as ``old`` otherwise, lets more by; "" when it does not."""
+    if old is None or new is None or ast.dump(old.func) != ast.dump(new.func):
+        return ""
+    return _keyword_dropped(old, new) or _list_grown(old, new)
+
+
+def _keyword_dropped(old: ast.Call, new: ast.Call) -> str:
+    """A keyword that kept the call safe (:func:`_guarding`), the only difference, dropped."""
+    dropped = {k.arg for k in old.keywords} - {k.arg for k in new.keywords}
+    kept = [ast.dump(k) for k in old.keywords if k.arg not in dropped]
+    if not dropped or kept != [ast.dump(k) for k in new.keywords]:
+        return ""
+    guarding = [k.arg for k in old.keywords if k.arg in dropped and _guarding(k)]
+    if not guarding:
+        return ""
+    return f"`{_last_name(old.func)}` no longer given `{guarding[0]}=`: what it kept safe is not"
+
+
+def _list_grown(old: ast.Call, new: ast.Call) -> str:
+    """The one literal list, tuple or set argument of a call named for what is supported or allowed, given
+    more items."""
+    name = _last_name(old.func)
+    if _ALLOWING.isdisjoint(_words(name.lower())) or len(old.args) != len(new.args):
+        return ""
+    pairs = [(a, b) for a, b in zip(old.args, new.args, strict=True) if ast.dump(a) != ast.dump(b)]
+    if len(pairs) != 1 or not (isinstance(pairs[0][0], _LITERALS) and isinstance(pairs[0][1], _LITERALS)):
+        return ""
+    before, after = pairs[0]
+    was = {ast.dump(e) for e in before.elts}  # type: ignore[attr-defined]
+    more = [ast.unparse(e) for e in after.elts if ast.dump(e) not in was]  # type: ignore[attr-defined]
+    grown = bool(more) and was < {ast.dump(e) for e in after.elts}  # type: ignore[attr-defined]
+    return f"`{name}` allows more: {', '.join(more)[:60]}" if grown else ""
+
+
+def _guarding(keyword: ast.keyword) -> bool:
+    """A keyword that keeps a call safe: the ``mask`` of a masked load or store (its bounds), or a checking
+    flag given ``True`` (``strict=True``, ``weights_only=True``): dropped, the call does without."""
+    if keyword.arg is None:
+        return False
+    on = isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+    return keyword.arg == "mask" or (on and _turns_off(keyword.arg, False))
+
+
 def _returned_test(statement: str) -> ast.expr | None:
     """The condition a ``return`` hands back (a comparison, ``and``/``or``, ``not``), or ``None``."""
     target, value = _decision(_code_of(statement))
@@ -2300,14 +2499,26 @@ def _condition(line: str) -> ast.expr | None:
     return None
 
 
-def _guards_raise(tree: ast.Module | None, line: int) -> bool:
+def _guards_raise(tree: ast.Module | None, line: int, function: str = "") -> bool:
     """Whether the ``if`` at ``line`` refuses what its condition names: its body raises or asserts, warns
-    (``logger.warning``, ``warnings.warn``), or hands back an error message (``return error_msg``,
-    ``return f"… exceeds …"``) — a validator that reports instead of raising is a check as much."""
+    (``logger.warning``, ``warnings.warn``), hands back an error message (``return error_msg``, ``return f"…
+    exceeds …"``), aborts or fails the case (``req.set_finish_with_abort(msg)``, ``failed.add(i)``), or —
+    in a function that says whether something is supported or allowed (``function``) — answers no: a
+    validator that reports instead of raising is a check as much."""
     node = _if_at(tree, line)
     if node is None:
         return False
-    return _guards_raise_node(node) or any(map(_refusal, _own_statements(node.body))) or _sanitizes(node)
+    says_no = not _ALLOWING.isdisjoint(_words(function)) and any(map(_answers_no, node.body))
+    refuses = any(map(_refusal, _own_statements(node.body)))
+    return _guards_raise_node(node) or refuses or _sanitizes(node) or says_no
+
+
+def _answers_no(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Constant) and stmt.value.value is False
+
+
+def _function_at(edit: _Edit, line: int) -> str:
+    return (edit.st.qualname_at(line) or "").rsplit(".", 1)[-1]
 
 
 def _body_leaves(lines: Sequence[str], n: int) -> bool:
@@ -2401,15 +2612,31 @@ def _own_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 _WARNINGS = frozenset({"warning", "warn", "error", "critical", "exception", "fatal"})
+# Words of a call that ends a case in refusal (``req.set_finish_with_abort(msg)``, ``self.reject(r)``), and of
+# a collection whose entries are the cases refused (``failed_req_idxs.add(i)``).
+_REFUSING = frozenset({"abort", "reject", "fail", "refuse", "deny"})
+_REFUSED = frozenset({"failed", "failures", "rejected", "refused", "aborted", "invalid", "errors"})
+
+
+def _refusing_call(call: ast.Call) -> bool:
+    """A call that refuses the case by its words: named to abort, reject or fail it, or putting it among the
+    failed ones."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if not _REFUSING.isdisjoint(_words(name)):
+        return True
+    if not (isinstance(func, ast.Attribute) and func.attr in ("add", "append", "extend", "update")):
+        return False
+    return not _REFUSED.isdisjoint(_words(_last_name(func.value)))
 _ERROR_WORDS = frozenset({"err", "error", "errors", "msg", "message", "reason", "problem"})
 
 
 def _refusal(stmt: ast.stmt) -> bool:
-    """A statement that says the case is refused: a warning or an error logged, or an error message
-    returned."""
+    """A statement that says the case is refused: a warning or an error logged, the case aborted or counted
+    failed, or an error message returned."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         func = stmt.value.func
-        return isinstance(func, ast.Attribute) and func.attr in _WARNINGS
+        return (isinstance(func, ast.Attribute) and func.attr in _WARNINGS) or _refusing_call(stmt.value)
     if isinstance(stmt, ast.Return) and stmt.value is not None:
         value = stmt.value
         if isinstance(value, ast.JoinedStr):
@@ -2467,10 +2694,13 @@ def _replaced(old: str, added: Sequence[str]) -> bool:
     back — not one made void (``assert True``), nor a bare ``raise`` for a ``raise`` that said what."""
     word = old.split(None, 1)[0].split("(", 1)[0]  # "raise" or "assert"
     return any(
-        a.split(None, 1)[0].split("(", 1)[0] in ("raise", "assert")
-        and not a.startswith(_VOID_ASSERTS)
-        and a != "raise"
-        and a != word
+        (
+            a.split(None, 1)[0].split("(", 1)[0] in ("raise", "assert")
+            and not a.startswith(_VOID_ASSERTS)
+            and a != "raise"
+            and a != word
+        )
+        or _CHECK_CALL.match(a) is not None  # a call whose name says it checks: ``pool.verify_all_free()``
         for a in added
         if a
     )
@@ -2597,7 +2827,10 @@ class _Gone:
             now = next((s for s in self.after.scopes if s.qualname == scope.qualname), None)
             region = self.after_lines[now.start - 1 : now.end] if now is not None else region
         text = "".join(region)
-        return not any(re.search(rf"\b{re.escape(n)}\b", text) for n in names)
+        if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names):
+            return False
+        whole = "".join(self.after_lines)  # what the file defines or reads elsewhere is no local subject
+        return not any(_kept_in_file(n, whole) for n in names)
 
     def _guard(self, line: int) -> str:
         """The header of the block pristine ``line`` sits in when it is an ``if``/``elif`` line, else ""."""
@@ -2708,6 +2941,14 @@ def _nodes_at(tree: ast.AST | None, lines: set[int]) -> Iterator[ast.stmt]:
 
 _EXIT_NODES = (ast.Return, ast.Continue, ast.Break)
 _NOT_SUBJECTS = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
+
+
+def _kept_in_file(name: str, text: str) -> bool:
+    """Whether the file defines ``name`` at its top (a function, a class, a constant) or reads it as an
+    attribute (``self.meta_path``, a method): what a check tested lives on outside its def."""
+    n = re.escape(name)
+    found = re.search(rf"^(?:async\s+def|def|class)\s+{n}\b|^{n}\s*[:=]|\.{n}\b|\bdef\s+{n}\(", text, re.M)
+    return found is not None
 
 
 def _tested_names(statement: str, guard: str) -> set[str]:

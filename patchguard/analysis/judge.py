@@ -208,11 +208,12 @@ class _Walker(Dispatch):
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
+        self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
         self.settings: set[str] = set()  # local names holding a value read from the environment
         self.on_device: set[str] = set()  # local names holding a tensor a call made on the device
         self.hits: list[Hit] = []
         self._own: dict[int, set[str]] = {}  # per function met: the names it binds itself
-        self._launchers: dict[int, bool] = {}  # per function met: whether it launches a kernel on a grid
+        self._launching: frozenset[str] | None = None  # what launches a kernel, or calls what does
         self._kernels: frozenset[str] | None = None  # the file's kernel defs (``@triton.jit``), on first need
 
     # -- where we are ---------------------------------------------------------------------------------
@@ -257,21 +258,26 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name):
             return False
-        return bool({p.name.value for p in params_of(fn)} & self.tensors()) or self._launches(fn)
+        handed = bool({p.name.value for p in params_of(fn)} & self.tensors())
+        if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
+            return handed
+        return handed or self._launches(fn) or self._writes_tensors(fn)
+
+    def _writes_tensors(self, fn: cst.FunctionDef) -> bool:
+        """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``): device work,
+        whatever its parameters are annotated as."""
+        start, end = self._lines(fn)
+        return _IN_PLACE.search("".join(self.source_lines[start - 1 : end])) is not None
 
     def _launches(self, fn: cst.FunctionDef) -> bool:
         """Whether a function launches a kernel on a grid (``kernel[grid](…)``, ``kernel`` a ``@triton.jit``
-        def of the file, or a name it imports — its kernels module's, a ``numba.cuda`` one): its job is the
-        device's work, whatever its parameters say."""
+        def of the file, or a name it imports — its kernels module's, a ``numba.cuda`` one), or calls a
+        function of the file that does (``decode_attention_fwd`` → ``_decode_att_m_fwd`` → the kernel): its
+        job is the device's work, whatever its parameters say."""
         if self._kernels is None:
             self._kernels = _kernels(self.st, self.source_lines)
-        if not self._kernels:
-            return False  # (most files define no kernel and launch none: nothing to look for)
-        if id(fn) not in self._launchers:
-            start, end = self._lines(fn)
-            text = "".join(self.source_lines[start - 1 : end])
-            self._launchers[id(fn)] = any(m.group(1) in self._kernels for m in _LAUNCH.finditer(text))
-        return self._launchers[id(fn)]
+            self._launching = _launchers(self.st, self.source_lines, self._kernels) if self._kernels else None
+        return self._launching is not None and fn.name.value in self._launching
 
     def own(self, name: str) -> bool:
         """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
@@ -311,6 +317,11 @@ class _Walker(Dispatch):
 
     def visit_With(self, node: cst.With) -> None:
         self.scoped.update(id(item.item) for item in node.items)
+        for item in node.items:  # ``with open("/tmp/x.pkl", "wb") as fh``: what is written to fh goes there
+            name = item.asname.name if item.asname is not None else None
+            path = _literal_paths(item.item) if isinstance(item.item, cst.Call) else ""
+            if isinstance(name, cst.Name) and path:
+                self.paths[name.value] = path
 
     def visit_While(self, node: cst.While) -> None:
         if _always_false(node.test):  # `while False:` runs its body as often as `if False:`: never
@@ -469,10 +480,16 @@ class _Walker(Dispatch):
         rule = self._rule_here(node, qualname, method, receiver)
         if rule is None:
             return
-        detail = _env_call(node) if rule == RuleId.ENV_MUTATION else _literal_paths(node)
+        env = rule == RuleId.ENV_MUTATION
+        detail = _env_call(node) if env else _literal_paths(node) or self._to_path(node)
         self._hit(rule, qualname, lines, detail)
         if rule in (RuleId.PRINT, RuleId.LOGGING) and self._shows_tensor(node):
             self._hit(RuleId.DEVICE_SYNC, qualname, lines, "a tensor formatted for output is read back")
+
+    def _to_path(self, node: cst.Call) -> str:
+        """The literal path of a file a ``with`` opened that the call is handed (``pickle.dump(x, fh)``)."""
+        names = [a.value.value for a in node.args if isinstance(a.value, cst.Name)]
+        return next((self.paths[n] for n in names if n in self.paths), "")
 
     def _shows_tensor(self, node: cst.Call) -> bool:
         """Whether a print or log call formats a tensor's values (not its shape) on the device path: the
@@ -506,10 +523,20 @@ class _Walker(Dispatch):
             target = get_full_name_for_node(node.args[0].value) if node.args else None
             if not target or target.split(".", 1)[0] not in self.aliases:
                 rule = None  # setattr on a local object is ordinary code
-        if rule is None and qualname in _LOADERS and node.args and self._from_settings(node.args[0].value):
-            rule = RuleId.DYNAMIC_EXEC  # a module or a library the environment names: code chosen at run time
+        if rule is None:
+            rule = self._by_what_it_is_handed(node, qualname, method)
         rule = _hang(node, method, self._made_here(node.func)) or rule
         return self._dumped(node, method, rule)
+
+    def _by_what_it_is_handed(self, node: cst.Call, qualname: str, method: str | None) -> RuleId | None:
+        """The rule of a call no table names, by what it is handed: a call named for writing given a file's
+        name (``graph.debug_dump("/tmp/g.dot")``), a loader given what the environment names (code chosen
+        at run time)."""
+        if _WRITING & _words_of_name(method or qualname) and _file_literal(node):
+            return RuleId.FILE_WRITE
+        if qualname in _LOADERS and node.args and self._from_settings(node.args[0].value):
+            return RuleId.DYNAMIC_EXEC
+        return None
 
     def _read_as_number(self, node: cst.Call, qualname: str) -> bool:
         """``int(x)``, ``float(x)``, ``bool(x)`` of a tensor."""
@@ -630,9 +657,9 @@ class _Walker(Dispatch):
             if owner and isinstance(name, str) and name.isidentifier():
                 return resolve(self.aliases, f"{owner}.{name}"), name, owner
         if isinstance(func, cst.Attribute):
-            module = _imported_by_name(func.value)
-            if module is not None:  # __import__("pickle").dump, importlib.import_module("torch").save
-                return f"{module}.{func.attr.value}", func.attr.value, module
+            owner = _imported_chain(func.value)
+            if owner is not None:  # __import__("pickle").dump, __import__("os").environ.update
+                return f"{owner}.{func.attr.value}", func.attr.value, owner
         dotted = get_full_name_for_node(func)
         if dotted is not None and dotted.startswith("None."):  # libcst's name for an expression's attribute
             dotted = None
@@ -738,6 +765,17 @@ def _bound_names(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _bound_names(e.value)]
     return []
+
+
+def _imported_chain(node: cst.BaseExpression) -> str | None:
+    """``m.a.b`` of ``__import__("m").a.b`` (or ``importlib.import_module("m")…``): the attributes read off a
+    module imported by a literal name; ``None`` for anything else."""
+    attrs: list[str] = []
+    while isinstance(node, cst.Attribute):
+        attrs.append(node.attr.value)
+        node = node.value
+    module = _imported_by_name(node)
+    return ".".join([module, *reversed(attrs)]) if module is not None else None
 
 
 def _imported_by_name(node: cst.BaseExpression) -> str | None:
@@ -1105,6 +1143,28 @@ def _env_call(call: cst.Call) -> str:
     return ", ".join(keywords)[:200]
 
 
+# Words of a call named for writing something out (``debug_dump``, ``save_graph``, ``export_trace``).
+_WRITING = frozenset({"dump", "save", "write", "export", "store"})
+# A string literal that names a file: an absolute path in a place files are written to, a home directory,
+# or a name with a data file's extension.
+_FILE_LITERAL = re.compile(
+    r"""^(?:[rfbRFB]{0,2})["'](?:(?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/|[^"'\n]*\."""
+    r"""(?:dot|json|jsonl|csv|tsv|txt|log|npy|npz|pt|pth|bin|pkl|pickle|h5|safetensors|parquet|svg|png)["'])"""
+)
+
+
+def _words_of_name(name: str) -> set[str]:
+    return set(name.rsplit(".", 1)[-1].lower().strip("_").split("_"))
+
+
+def _file_literal(call: cst.Call) -> bool:
+    """Whether a call is handed a literal (or f-string) naming a file: ``"/tmp/g.dot"``, ``f"{d}/x.json"``."""
+    return any(
+        isinstance(a.value, (cst.SimpleString, cst.FormattedString)) and _FILE_LITERAL.match(code(a.value))
+        for a in call.args
+    )
+
+
 def _literal_paths(call: cst.Call) -> str:
     for a in call.args:
         if isinstance(a.value, cst.SimpleString):
@@ -1221,11 +1281,27 @@ def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counte
     return Counter(site(h) for h in judge_unit(unit, None, st, source_lines))
 
 
+# Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
+# backend's metadata ``build(…)``, ``_build_dispatch_plan(counts: Tensor)``).
+_MAKING = re.compile(r"^_*(?:build|create)")
+# A tensor written into in place: ``.copy_(``, ``.fill_(``, ``.zero_(``, ``.scatter_(``, ``.index_put_(``.
+_IN_PLACE = re.compile(r"\.(?:copy_|fill_|zero_|scatter_|index_put_|masked_scatter_)\(")
 _SETUP_AND_STORAGE = re.compile(
-    r"^_*(?:test|init|setup|build|create|save|load|dump|export|import|convert|serialize|deserialize|"
+    r"^_*(?:test|init|setup|save|load|dump|export|import|convert|serialize|deserialize|"
     r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"
     r"|checkpoint|state_dict|pretrained|_weights$"
 )
+
+
+def _launchers(st: Structure, lines: Sequence[str], kernels: frozenset[str]) -> frozenset[str]:
+    """The names of the file's functions that launch one of ``kernels`` on a grid, and of those that call
+    such a function (two calls deep)."""
+    texts = {fn.name: "".join(lines[fn.lineno - 1 : fn.end_lineno or fn.lineno]) for fn in st.defs.values()}
+    found = {n for n, t in texts.items() if any(m.group(1) in kernels for m in _LAUNCH.finditer(t))}
+    for _ in range(2):
+        called = re.compile(rf"(?<![.\w])(?:{'|'.join(map(re.escape, sorted(found)))})\(") if found else None
+        found |= {n for n, t in texts.items() if called is not None and called.search(t)}
+    return frozenset(found)
 
 
 def _kernels(st: Structure, lines: Sequence[str]) -> frozenset[str]:

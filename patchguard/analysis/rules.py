@@ -256,6 +256,11 @@ _QUIET = re.compile(r"^\s*(?:pass|\.\.\.|continue|break|return(?:\s+None)?)\s*(?
 _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
 # `mod.attr = …`, `mod.attr += …`, `mod.TABLE[key] = …` (another module's attribute or table changed),
 # `TABLE[key] = …` (an imported table): the head name, which an import must have bound
+# A call named for writing something out, and a literal that names a file (see judge._file_literal).
+_NAMED_WRITE = re.compile(r"(?:\b|_)(?:dump|save|write|export|store)(?:_\w*)?\(", re.IGNORECASE)
+_FILE_NAMED = re.compile(r"""["'](?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/|\.[a-z0-9]{2,11}["']""")
+# An attribute set on an object's class (``type(b).flag = …``, ``b.__class__.flag = …``): a monkeypatch.
+_CLASS_ASSIGN = re.compile(r"^\s*(?:type\([^()\n]*\)|[\w.]+\.__class__)\.\w+\s*=(?!=)", re.MULTILINE)
 _ATTR_ASSIGN = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z_][\w.]*(?:\[[^\n=]*\])?|\[[^\n=]*\])\s*(?:[-+*/|&]?=)(?!=)",
     re.MULTILINE,
@@ -296,11 +301,18 @@ def _unit_bindings(unit: str) -> tuple[tuple[str, str], ...]:
     return tuple((n, d or f"{o}.{a}") for n, d, o, a in _BINDING.findall(unit))
 
 
+# Device work by what the code does (see the judge's on_device_path): a tensor written in place, a launch.
+_DEVICE_WORK = re.compile(
+    r"\.(?:copy_|fill_|zero_|scatter_|index_put_|masked_scatter_)\(|(?<![.\w])[a-z_]\w*\s*\[[^\n\]]*\]\s*\("
+)
+
+
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
 def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
     function's def, or a parameter annotated as a tensor (a function handed tensors to compute on)."""
     hot = any(on_hot_path(name) for name in _DEF.findall(unit)) or "Tensor" in unit
+    hot = hot or _DEVICE_WORK.search(unit) is not None  # it writes tensors in place, or launches a kernel
     return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
 
 
@@ -601,4 +613,6 @@ def could_hit(
         return True
     if not words.isdisjoint(WRITE_METHODS) and _writes_tensor(changed, unit, tensors):
         return True
+    if _CLASS_ASSIGN.search(changed) or (_NAMED_WRITE.search(changed) and _FILE_NAMED.search(changed)):
+        return True  # a class patched; a call named for writing handed a file's name (the judge decides)
     return any(head in local for head in _ATTR_ASSIGN.findall(changed))

@@ -177,6 +177,9 @@ def _assigned_to(
             shown = f"{env_key(target)}={literal(value)}" if value is not None else env_key(target)
             yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
             continue
+        if isinstance(target, cst.Attribute) and _class_of(target.value):  # `type(obj).attr = …`: the class
+            yield Seen(RuleId.MONKEYPATCH, f"{code(target.value)}.{target.attr.value}", node)
+            continue
         # `mod.attr = …`, `mod.ACT2FN["gelu"] = …` (another module's table changed): a module's name, then
         # names only — not `cfg().table[k]`, an object a call returned
         item = isinstance(target, cst.Subscript)
@@ -192,6 +195,14 @@ def _assigned_to(
         if qualname.startswith(SWITCH_ATTRIBUTES):
             rule = RuleId.GLOBAL_SWITCH
         yield Seen(rule, qualname, node)
+
+
+def _class_of(node: cst.BaseExpression) -> bool:
+    """``type(obj)`` or ``obj.__class__``: the class of an object — an attribute set on it is set for every
+    instance, the code's and any library's."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "__class__"
+    return isinstance(node, cst.Call) and get_full_name_for_node(node.func) == "type" and len(node.args) == 1
 
 
 def names_only(node: cst.BaseExpression) -> bool:
