@@ -1143,7 +1143,7 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             if after is None:
                 continue
             detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
-            refuses = _guards_raise(edit.st.tree, n, _function_at(edit, n))
+            refuses = bool(detail) and _guards_raise(edit.st.tree, n, _function_at(edit, n))
             if detail and (refuses or _forced_off(edit.st.tree, n, after)):
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
             elif before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n):
@@ -2173,7 +2173,8 @@ def _calls_loosened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         if not r.removed or len(r.removed) != len(r.lines) or len(r.lines) > _TARGETED:
             continue  # (lines edited in place only)
         for old, n in zip(r.removed, r.lines, strict=True):
-            detail = _loosened(_call_of(old), _call_of(edit.lines[n - 1])) if "(" in old else ""
+            new = edit.lines[n - 1]
+            detail = _loosened(_call_of(old), _call_of(new)) if _may_loosen(old, new) else ""
             detail = detail or _error_answer_flipped(old, edit, n)
             if detail:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
@@ -2243,9 +2244,23 @@ def _with_number(test: ast.expr, name: str, number: ast.Constant) -> ast.expr:
     return _Put().visit(copy.deepcopy(test))  # type: ignore[no-any-return]
 
 
+def _may_loosen(old: str, new: str) -> bool:
+    """Whether, by the text, a call line edited in place may have lost a keyword or grown a list."""
+    if "(" not in old:
+        return False
+    lost = set(_KEYWORD.findall(old)) - set(_KEYWORD.findall(new))
+    return bool(lost) or ("[" in old and not _ALLOWING.isdisjoint(re.findall(r"[a-z]+", old.lower())))
+
+
+_KEYWORD = re.compile(r"(\w+)\s*=(?!=)")
+
+
 def _error_answer_flipped(old: str, edit: _Edit, n: int) -> str:
     """In an ``except`` block, the answer the error path gives flipped from no to yes (``ok = False`` →
     ``ok = True``, ``return False`` → ``return True``): when the check cannot be made, it now passes."""
+    flips = _code_of(old).rstrip().endswith("False") and _code_of(edit.lines[n - 1]).rstrip().endswith("True")
+    if not flips:
+        return ""  # (the text says first)
     was, now = _decision(_code_of(old)), _decision(_code_of(edit.lines[n - 1]))
     if was[0] != now[0] or not was[0] or not _handlers_around(edit.st, n):
         return ""

@@ -259,6 +259,18 @@ _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
 # A call named for writing something out, and a literal that names a file (see judge._file_literal).
 _NAMED_WRITE = re.compile(r"(?:\b|_)(?:dump|save|write|export|store)(?:_\w*)?\(", re.IGNORECASE)
 _FILE_NAMED = re.compile(r"""["'](?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/|\.[a-z0-9]{2,11}["']""")
+def _class_assigned(changed: str) -> bool:
+    return ("type(" in changed or "__class__" in changed) and _CLASS_ASSIGN.search(changed) is not None
+
+
+def _writes_a_named_file(changed: str) -> bool:
+    """A call named for writing handed a literal that names a file, by the text (substrings first)."""
+    if not any(w in changed for w in _WRITE_WORDS) or not ("'" in changed or '"' in changed):
+        return False
+    return _NAMED_WRITE.search(changed) is not None and _FILE_NAMED.search(changed) is not None
+
+
+_WRITE_WORDS = ("dump", "save", "write", "export", "store", "Dump", "Save", "Write", "Export", "Store")
 # An attribute set on an object's class (``type(b).flag = …``, ``b.__class__.flag = …``): a monkeypatch.
 _CLASS_ASSIGN = re.compile(r"^\s*(?:type\([^()\n]*\)|[\w.]+\.__class__)\.\w+\s*=(?!=)", re.MULTILINE)
 _ATTR_ASSIGN = re.compile(
@@ -312,7 +324,8 @@ def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
     function's def, or a parameter annotated as a tensor (a function handed tensors to compute on)."""
     hot = any(on_hot_path(name) for name in _DEF.findall(unit)) or "Tensor" in unit
-    hot = hot or _DEVICE_WORK.search(unit) is not None  # it writes tensors in place, or launches a kernel
+    work = ("_(" in unit or "](" in unit) and _DEVICE_WORK.search(unit) is not None
+    hot = hot or work  # it writes tensors in place, or launches a kernel
     return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
 
 
@@ -613,6 +626,6 @@ def could_hit(
         return True
     if not words.isdisjoint(WRITE_METHODS) and _writes_tensor(changed, unit, tensors):
         return True
-    if _CLASS_ASSIGN.search(changed) or (_NAMED_WRITE.search(changed) and _FILE_NAMED.search(changed)):
+    if _class_assigned(changed) or _writes_a_named_file(changed):
         return True  # a class patched; a call named for writing handed a file's name (the judge decides)
     return any(head in local for head in _ATTR_ASSIGN.findall(changed))
