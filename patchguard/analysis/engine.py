@@ -1140,20 +1140,25 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             if not edit.lines[n - 1].lstrip().startswith(("if ", "elif ")):
                 continue
             after = _condition(_one_line(_statement(edit.lines, n - 1)))
-            if after is None:
-                continue
-            detail = next((d for cond in before if cond is not None and (d := _weaker(cond, after))), "")
-            refuses = bool(detail) and _guards_raise(edit.st.tree, n, _function_at(edit, n))
-            if detail and (refuses or _forced_off(edit.st.tree, n, after)):
+            detail = _narrowed_here(edit, n, [c for c in before if c is not None], after) if after else ""
+            if detail:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
-            elif before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n):
-                was = next((c for c in before if c is not None and _weaker(after, c)), None)
-                if was is not None:
-                    detail = f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew"
-                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
     return out
+
+
+def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
+    """How the ``if`` at line ``n`` lets more by than one of the conditions ``before`` it replaced: a
+    refusal's condition that fires less, or the skip past a refusal below that holds more; "" else."""
+    detail = next((d for cond in before if (d := _weaker(cond, after))), "")
+    tree = edit.st.tree
+    if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
+        return detail
+    if not (before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n)):
+        return ""
+    was = next((c for c in before if _weaker(after, c)), None)
+    return f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew" if was else ""
 
 
 def _asserts_weakened(r: Region, edit: _Edit) -> list[Finding]:
