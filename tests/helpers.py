@@ -270,6 +270,18 @@ class EditedModule:
         change = CodeChange(self.path, self.pristine.encode(), self.after(*edits).encode(), "pkg", "1.0")
         return [(str(f.rule), f.severity.name, f.line or 0) for f in analyse(change)]
 
+    def near(self, edit: tuple[str, str], needle: str) -> set[str]:
+        """The rules found at moderate or above within a line of the edited line that holds ``needle``."""
+        line = line_of(self.after(edit), needle)
+        return {rule for rule, severity, n in self.found(edit) if abs(n - line) <= 1 and severity in _SERIOUS}
+
+    def rules(self, edit: tuple[str, str]) -> set[str]:
+        """The rules found at moderate or above anywhere in the edited module."""
+        return {rule for rule, severity, _n in self.found(edit) if severity in _SERIOUS}
+
+
+_SERIOUS = ("MODERATE", "HIGH")
+
 
 def line_of(text: str, needle: str) -> int:
     """The number of the first line of ``text`` that holds ``needle``."""

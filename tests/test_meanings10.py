@@ -114,11 +114,7 @@ _MODULE = EditedModule(ENGINE, PRISTINE)
 _after, _found, _line = _MODULE.after, _MODULE.found, line_of
 
 
-def _near(edit: tuple[str, str], needle: str) -> set[str]:
-    line = _line(_after(edit), needle)
-    return {
-        rule for rule, severity, n in _found(edit) if abs(n - line) <= 1 and severity in ("MODERATE", "HIGH")
-    }
+_near, _rules = _MODULE.near, _MODULE.rules
 
 
 def _expr(text: str) -> ast.expr:

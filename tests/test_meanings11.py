@@ -174,15 +174,7 @@ _MODULE = EditedModule(ENGINE, PRISTINE)
 _after, _found, _line = _MODULE.after, _MODULE.found, line_of
 
 
-def _near(edit: tuple[str, str], needle: str) -> set[str]:
-    line = _line(_after(edit), needle)
-    return {
-        rule for rule, severity, n in _found(edit) if abs(n - line) <= 1 and severity in ("MODERATE", "HIGH")
-    }
-
-
-def _rules(edit: tuple[str, str]) -> set[str]:
-    return {rule for rule, severity, _n in _found(edit) if severity in ("MODERATE", "HIGH")}
+_near, _rules = _MODULE.near, _MODULE.rules
 
 
 @pytest.mark.parametrize(
