@@ -35,6 +35,7 @@ from .model import (
     Severity,
     Upgrade,
     UpgradePlan,
+    Violation,
 )
 
 if TYPE_CHECKING:
@@ -187,6 +188,7 @@ __all__ = [
     "UpgradePlan",
     "UsageError",
     "Verdict",
+    "Violation",
     "__version__",
     "apply_set",
     "bisect",

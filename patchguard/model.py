@@ -256,6 +256,26 @@ class Environment:
 
 
 @dataclass(frozen=True, slots=True)
+class Violation:
+    """One violation of a check, as an object for programs: what kind (``finding``, ``required-set``,
+    ``lock``, ``running``), its line for people, and the finding or the set it is about."""
+
+    kind: str
+    text: str
+    finding: Finding | None = None
+    set_name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``details`` object of ``patchguard.check/1``."""
+        out: dict[str, Any] = {"type": self.kind, "text": self.text}
+        if self.finding is not None:
+            out["finding"] = self.finding.to_json()
+        if self.set_name is not None:
+            out["set"] = json_name(self.set_name)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """The result of a scan: what was checked and every finding, worst first within each distribution.
 

@@ -239,7 +239,7 @@ def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     from patchguard.deploy.gate import CheckResult
     from patchguard.deploy.policy import Policy
     from patchguard.formats import CHECK, CheckDocument
-    from patchguard.model import Environment, Report
+    from patchguard.model import Environment, Report, Violation
 
     _break(env)
     shutil.copytree(REPO / "patches", tmp_path / "patches")
@@ -251,10 +251,8 @@ def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
     assert report["findings"]
     # A verdict with hostile names where the check adds its own: the policy's path, a set's name.
     bare = Report(Environment("3.11", "/v", ("/v/s",)), (), 0, ())
-    details = (
-        {"type": "required-set", "text": f"required patch set {HOSTILE} does not exist", "set": HOSTILE},
-    )
-    result = CheckResult(False, (details[0]["text"],), bare, Policy(path=f"/p/{HOSTILE}.toml"), details)
+    details = (Violation("required-set", f"required patch set {HOSTILE} does not exist", set_name=HOSTILE),)
+    result = CheckResult(False, (details[0].text,), bare, Policy(path=f"/p/{HOSTILE}.toml"), details)
     return [out, CHECK.get("json").render(CheckDocument(result))]
 
 

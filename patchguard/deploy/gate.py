@@ -9,7 +9,7 @@ from typing import Any
 from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
-from ..model import Finding, Report, SetState, SetStatus, json_name, json_name_or_none
+from ..model import Finding, Report, SetState, SetStatus, Violation, json_name_or_none
 from .lockfile import compare_locks, make_lock, read_lock
 from .policy import Policy
 
@@ -26,8 +26,8 @@ class CheckResult:
     violations: tuple[str, ...]
     report: Report
     policy: Policy = field(default_factory=Policy)
-    # The violations as objects, in the same order: {"type": "finding"|"required-set"|"lock"|"running", ...}.
-    details: tuple[dict[str, Any], ...] = ()
+    # The violations as objects, in the same order.
+    details: tuple[Violation, ...] = ()
     warnings: tuple[str, ...] = ()  # said on stderr, not violations (policy running = "warn")
 
     def to_json(self) -> dict[str, Any]:
@@ -38,17 +38,10 @@ class CheckResult:
             "schema": CHECK_SCHEMA,
             "passed": self.passed,
             "violations": list(self.violations),
-            "details": [_detail_json(d) for d in self.details],
+            "details": [d.to_json() for d in self.details],
             "policy": json_name_or_none(self.policy.path),
             "report": self.report.to_json(),
         }
-
-
-def _detail_json(detail: dict[str, Any]) -> dict[str, Any]:
-    out = dict(detail)
-    if isinstance(out.get("set"), str):
-        out["set"] = json_name(out["set"])
-    return out
 
 
 def _line(f: Finding) -> str:
@@ -64,27 +57,25 @@ def evaluate(
     processes when the policy asks."""
     report = scanned.report
     violating = [f for f in report.findings if policy.violates(f)]
-    details: list[dict[str, Any]] = [
-        {"type": "finding", "text": _line(f), "finding": f.to_json()} for f in violating
-    ]
+    details = [Violation("finding", _line(f), finding=f) for f in violating]
     details += _required_sets(policy, states)
     if lock is not None:
-        details += [{"type": "lock", "text": line} for line in _lock_lines(scanned, lock, policy.patches)]
+        details += [Violation("lock", line) for line in _lock_lines(scanned, lock, policy.patches)]
     warnings: list[str] = []
     if policy.running != "ignore":
         stale = stale_processes(scanned.target)
         if policy.running == "fail":
-            details += [{"type": "running", "text": line} for line in stale]
+            details += [Violation("running", line) for line in stale]
         else:
             warnings += stale
-    violations = tuple(d["text"] for d in details)
+    violations = tuple(d.text for d in details)
     return CheckResult(not violations, violations, report, policy, tuple(details), tuple(warnings))
 
 
-def _required_sets(policy: Policy, states: Sequence[SetState] | None) -> list[dict[str, Any]]:
+def _required_sets(policy: Policy, states: Sequence[SetState] | None) -> list[Violation]:
     """A violation for each required set that does not exist or is not in place."""
     by_name = {s.name: s for s in states or ()}
-    out: list[dict[str, Any]] = []
+    out: list[Violation] = []
     for name in policy.required_sets:
         s = by_name.get(name)
         if s is None:
@@ -95,7 +86,7 @@ def _required_sets(policy: Policy, states: Sequence[SetState] | None) -> list[di
                 text += f": {s.detail[0]}"
         else:
             continue
-        out.append({"type": "required-set", "text": text, "set": name})
+        out.append(Violation("required-set", text, set_name=name))
     return out
 
 

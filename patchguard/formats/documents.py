@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..model import Finding, Report, Severity
+from ..model import Finding, Report, Severity, Violation
 
 __all__ = [
     "BisectTrialView",
@@ -67,7 +67,7 @@ class CheckView(Protocol):
     @property
     def policy(self) -> PolicyView: ...
     @property
-    def details(self) -> Sequence[Mapping[str, Any]]: ...
+    def details(self) -> Sequence[Violation]: ...
     def to_json(self) -> Mapping[str, Any]: ...
 
 

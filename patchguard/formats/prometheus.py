@@ -128,7 +128,7 @@ class CheckGauges(Format[CheckDocument]):
     def render(self, document: CheckDocument) -> str:
         result = document.result
         lock_match = (
-            not any(d.get("type") == "lock" for d in result.details) if document.lock_checked else None
+            not any(d.kind == "lock" for d in result.details) if document.lock_checked else None
         )
         text = format_prometheus(
             result.report,
