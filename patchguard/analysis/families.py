@@ -9,6 +9,7 @@ native library loaded from a path: :data:`NATIVE_LOADERS`) are in :mod:`.judge`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..model import RuleId
@@ -23,8 +24,13 @@ __all__ = [
     "CHECKING_FLAG_WORDS",
     "CLOCKS",
     "FAMILIES",
+    "FILE_EXTENSIONS",
+    "FILE_PLACES",
     "IMPORTERS",
     "IN_MEMORY",
+    "IN_PLACE",
+    "IN_PLACE_METHODS",
+    "LAUNCH",
     "LENIENT_FLAG_NAME_WORDS",
     "LENIENT_FLAG_WORDS",
     "MEMMAPS",
@@ -38,6 +44,7 @@ __all__ = [
     "TO_HOST",
     "WAIT_METHODS",
     "WRITE_METHODS",
+    "WRITING_WORDS",
     "Family",
 ]
 
@@ -104,6 +111,18 @@ TENSOR_ONLY_METHODS = frozenset(
     | {"masked_scatter_", "pin_memory", "record_stream", "expand_as"}
 )
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
+# A tensor written into in place (torch.Tensor's docs): device work, whatever the function is annotated as.
+IN_PLACE_METHODS = ("copy_", "fill_", "zero_", "scatter_", "index_put_", "masked_scatter_")
+IN_PLACE = re.compile(rf"\.(?:{'|'.join(IN_PLACE_METHODS)})\(")
+# ``name[grid](`` — a name (not an attribute) subscripted and called: how a kernel is launched on a grid.
+LAUNCH = re.compile(r"(?<![.\w])([a-z_]\w*)\s*\[[^\n\]]*\]\s*\(")
+# Words of a call named for writing something out (``debug_dump``, ``save_graph``, ``export_trace``), and the
+# places and extensions that make a literal a file's name (``"/tmp/g.dot"``, ``f"{d}/x.json"``).
+WRITING_WORDS = frozenset({"dump", "save", "write", "export", "store"})
+FILE_PLACES = r"(?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/"
+FILE_EXTENSIONS = (
+    r"(?:dot|json|jsonl|csv|tsv|txt|log|npy|npz|pt|pth|bin|pkl|pickle|h5|safetensors|parquet|svg|png)"
+)
 # A path object's or a filesystem's ``open`` (``Path(p).open("a")``): a write by its mode, on any receiver.
 OPEN_METHODS = frozenset({"open"})
 # Waits that hang when nobody else holds what is waited on: a ``wait()`` on one of these made on the spot

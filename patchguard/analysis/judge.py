@@ -28,8 +28,12 @@ from .cstwalk import Dispatch, positions, run, types_of, walk
 from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
+    FILE_EXTENSIONS,
+    FILE_PLACES,
     IMPORTERS,
     IN_MEMORY,
+    IN_PLACE,
+    LAUNCH,
     MEMMAPS,
     NATIVE_LOADERS,
     NEVER_SET,
@@ -39,6 +43,7 @@ from .families import (
     TO_HOST,
     WAIT_METHODS,
     WRITE_METHODS,
+    WRITING_WORDS,
 )
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, truth
@@ -267,7 +272,7 @@ class _Walker(Dispatch):
         """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``): device work,
         whatever its parameters are annotated as."""
         start, end = self._lines(fn)
-        return _IN_PLACE.search("".join(self.source_lines[start - 1 : end])) is not None
+        return IN_PLACE.search("".join(self.source_lines[start - 1 : end])) is not None
 
     def _launches(self, fn: cst.FunctionDef) -> bool:
         """Whether a function launches a kernel on a grid (``kernel[grid](…)``, ``kernel`` a ``@triton.jit``
@@ -532,7 +537,7 @@ class _Walker(Dispatch):
         """The rule of a call no table names, by what it is handed: a call named for writing given a file's
         name (``graph.debug_dump("/tmp/g.dot")``), a loader given what the environment names (code chosen
         at run time)."""
-        if _WRITING & _words_of_name(method or qualname) and _file_literal(node):
+        if WRITING_WORDS & _words_of_name(method or qualname) and _file_literal(node):
             return RuleId.FILE_WRITE
         if qualname in _LOADERS and node.args and self._from_settings(node.args[0].value):
             return RuleId.DYNAMIC_EXEC
@@ -1143,14 +1148,9 @@ def _env_call(call: cst.Call) -> str:
     return ", ".join(keywords)[:200]
 
 
-# Words of a call named for writing something out (``debug_dump``, ``save_graph``, ``export_trace``).
-_WRITING = frozenset({"dump", "save", "write", "export", "store"})
 # A string literal that names a file: an absolute path in a place files are written to, a home directory,
 # or a name with a data file's extension.
-_FILE_LITERAL = re.compile(
-    r"""^(?:[rfbRFB]{0,2})["'](?:(?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/|[^"'\n]*\."""
-    r"""(?:dot|json|jsonl|csv|tsv|txt|log|npy|npz|pt|pth|bin|pkl|pickle|h5|safetensors|parquet|svg|png)["'])"""
-)
+_FILE_LITERAL = re.compile(rf"""^(?:[rfbRFB]{{0,2}})["'](?:{FILE_PLACES}|[^"'\n]*\.{FILE_EXTENSIONS}["'])""")
 
 
 def _words_of_name(name: str) -> set[str]:
@@ -1284,8 +1284,6 @@ def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counte
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
 # backend's metadata ``build(…)``, ``_build_dispatch_plan(counts: Tensor)``).
 _MAKING = re.compile(r"^_*(?:build|create)")
-# A tensor written into in place: ``.copy_(``, ``.fill_(``, ``.zero_(``, ``.scatter_(``, ``.index_put_(``.
-_IN_PLACE = re.compile(r"\.(?:copy_|fill_|zero_|scatter_|index_put_|masked_scatter_)\(")
 _SETUP_AND_STORAGE = re.compile(
     r"^_*(?:test|init|setup|save|load|dump|export|import|convert|serialize|deserialize|"
     r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"
@@ -1297,7 +1295,7 @@ def _launchers(st: Structure, lines: Sequence[str], kernels: frozenset[str]) -> 
     """The names of the file's functions that launch one of ``kernels`` on a grid, and of those that call
     such a function (two calls deep)."""
     texts = {fn.name: "".join(lines[fn.lineno - 1 : fn.end_lineno or fn.lineno]) for fn in st.defs.values()}
-    found = {n for n, t in texts.items() if any(m.group(1) in kernels for m in _LAUNCH.finditer(t))}
+    found = {n for n, t in texts.items() if any(m.group(1) in kernels for m in LAUNCH.finditer(t))}
     for _ in range(2):
         called = re.compile(rf"(?<![.\w])(?:{'|'.join(map(re.escape, sorted(found)))})\(") if found else None
         found |= {n for n, t in texts.items() if called is not None and called.search(t)}
@@ -1315,12 +1313,9 @@ def _kernels(st: Structure, lines: Sequence[str]) -> frozenset[str]:
             target = d.func if isinstance(d, ast.Call) else d
             if ast.unparse(target).rsplit(".", 1)[-1] in _KERNEL_DECORATORS:
                 out.add(fn.name)
-    launched = {m.group(1) for line in lines if "](" in line for m in _LAUNCH.finditer(line)}
+    launched = {m.group(1) for line in lines if "](" in line for m in LAUNCH.finditer(line)}
     return frozenset(out | {name for name in launched if name in st.aliases})
 
-
-# ``name[grid](`` — a name (not an attribute) subscripted and called: how a kernel is launched on a grid.
-_LAUNCH = re.compile(r"(?<![.\w])([a-z_]\w*)\s*\[[^\n\]]*\]\s*\(")
 
 
 _KERNEL_DECORATORS = ("jit", "kernel")

@@ -24,12 +24,17 @@ from .families import (
     CHECKING_CALL,
     CLOCKS,
     FAMILIES,
+    FILE_EXTENSIONS,
+    FILE_PLACES,
     IN_MEMORY,
+    IN_PLACE,
+    LAUNCH,
     OPEN_METHODS,
     RECEIVER_WORDS,
     TENSOR_ONLY_METHODS,
     TO_HOST,
     WRITE_METHODS,
+    WRITING_WORDS,
 )
 
 __all__ = [
@@ -257,8 +262,8 @@ _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
 # `mod.attr = …`, `mod.attr += …`, `mod.TABLE[key] = …` (another module's attribute or table changed),
 # `TABLE[key] = …` (an imported table): the head name, which an import must have bound
 # A call named for writing something out, and a literal that names a file (see judge._file_literal).
-_NAMED_WRITE = re.compile(r"(?:\b|_)(?:dump|save|write|export|store)(?:_\w*)?\(", re.IGNORECASE)
-_FILE_NAMED = re.compile(r"""["'](?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/|\.[a-z0-9]{2,11}["']""")
+_NAMED_WRITE = re.compile(rf"(?:\b|_)(?:{'|'.join(sorted(WRITING_WORDS))})(?:_\w*)?\(", re.IGNORECASE)
+_FILE_NAMED = re.compile(rf"""["']{FILE_PLACES}|\.{FILE_EXTENSIONS}["']""")
 def _class_assigned(changed: str) -> bool:
     return ("type(" in changed or "__class__" in changed) and _CLASS_ASSIGN.search(changed) is not None
 
@@ -270,7 +275,7 @@ def _writes_a_named_file(changed: str) -> bool:
     return _NAMED_WRITE.search(changed) is not None and _FILE_NAMED.search(changed) is not None
 
 
-_WRITE_WORDS = ("dump", "save", "write", "export", "store", "Dump", "Save", "Write", "Export", "Store")
+_WRITE_WORDS = (*WRITING_WORDS, *(w.capitalize() for w in WRITING_WORDS))
 # An attribute set on an object's class (``type(b).flag = …``, ``b.__class__.flag = …``): a monkeypatch.
 _CLASS_ASSIGN = re.compile(r"^\s*(?:type\([^()\n]*\)|[\w.]+\.__class__)\.\w+\s*=(?!=)", re.MULTILINE)
 _ATTR_ASSIGN = re.compile(
@@ -314,9 +319,7 @@ def _unit_bindings(unit: str) -> tuple[tuple[str, str], ...]:
 
 
 # Device work by what the code does (see the judge's on_device_path): a tensor written in place, a launch.
-_DEVICE_WORK = re.compile(
-    r"\.(?:copy_|fill_|zero_|scatter_|index_put_|masked_scatter_)\(|(?<![.\w])[a-z_]\w*\s*\[[^\n\]]*\]\s*\("
-)
+_DEVICE_WORK = re.compile(f"{IN_PLACE.pattern}|{LAUNCH.pattern}")
 
 
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
