@@ -588,3 +588,51 @@ def test_hot_is_defined_once() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert set(module.HOT_NAMES) <= set(HOT_PATH)
+
+
+# Where a JSON document enters, and what it becomes there. Own documents (state, journal, session, lock file,
+# caches, a rebase's review key) are parsed into frozen values in their module and nowhere else; the others
+# are other programs' documents (pip's report, conda's records, an index's PEP 691 pages, the interpreter
+# probe), parsed where they are read.
+DOCUMENT_PARSERS = {
+    "state": "patchguard.state/1 → AppliedRecord",
+    "txn.journal": "patchguard.journal/1 → Journal",
+    "txn.sessions": "patchguard.session/1 → _Held",
+    "deploy.lockfile": "patchguard.lock/1",
+    "deploy.hostdocs": "other hosts' documents → frozen values",
+    "deploy.upgrade": "pip's installation report",
+    "patchsets.rebase.review": "rebase.json, a review directory's key",
+    "analysis.reach": "the reach cache",
+    "analysis.kept": "the analysis cache",
+    "integrity.condarecord": "conda-meta records",
+    "pristine.conda": "a conda package's info/",
+    "pristine.index": "PEP 691 pages",
+    "pristine.vcs": "direct_url.json",
+    "env": "the interpreter probe's answer",
+}
+
+
+def _json_parses(path: Path) -> list[int]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+            if name == "parse_json" or (owner == "json" and name in ("loads", "load")):
+                out.append(node.lineno)
+    return out
+
+
+def test_documents_are_parsed_where_they_enter() -> None:
+    """A JSON document is parsed in the one module that turns it into values; every other module reads the
+    values (a field read off a dict elsewhere is a typo mypy cannot see)."""
+    wrong = [
+        f"{name} line {line}"
+        for name, path in MODULES.items()
+        if name not in DOCUMENT_PARSERS and name != "_fs"
+        for line in _json_parses(path)
+    ]
+    assert not wrong, "JSON parsed outside the document parsers:\n" + "\n".join(wrong)
+    stale = [name for name in DOCUMENT_PARSERS if not _json_parses(MODULES[name])]
+    assert not stale, f"listed as parsers but parse nothing: {stale}"

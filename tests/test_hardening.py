@@ -252,6 +252,37 @@ def test_a_journal_entry_naming_the_journal_is_skipped(env: Env) -> None:
     assert not journal.exists()
 
 
+def test_journal_fields_of_the_wrong_type_make_their_entry_skipped(env: Env) -> None:
+    """The journal is parsed once into typed entries: a field of the wrong type is never guessed at (a
+    ``before`` that is no hash would otherwise send recovery to a backup); the rest still rolls back."""
+    state = env.site / ".patchguard"
+    (state / "backups/t2").mkdir(parents=True)
+    mla, envs = env.site / MLA, env.site / "minillm/envs.py"
+    kept = mla.read_bytes()
+    (state / "backups/t2/00000-mla.py").write_bytes(b"x = 'not the original'\n")
+    envs.write_bytes(b"edited = True\n")
+    (state / "backups/t2/00001-envs.py").write_bytes(b"original = True\n")
+    entries = [
+        {"path": str(mla), "before": 5, "backup": str(state / "backups/t2/00000-mla.py"), "mkdirs": "x"},
+        {
+            "path": str(envs),
+            "before": hashlib.sha256(b"original = True\n").hexdigest(),
+            "tmp": 7,
+            "backup": str(state / "backups/t2/00001-envs.py"),
+            "mkdirs": [3, None],
+        },
+    ]
+    doc = {"txid": "t2", "label": ["no"], "also": "x", "entries": entries, "rmdirs": [[1, 2], "y"]}
+    (state / "journal.json").write_text(json.dumps(doc))
+    code, out, err = cli("status", "--site-packages", str(env.site))
+    assert code in (0, 1) and "Traceback" not in err, err
+    assert "t2" in out
+    assert mla.read_bytes() == kept  # skipped: its backup was not taken for the original
+    assert envs.read_bytes() == b"original = True\n"  # the well-formed entry rolled back
+    assert not (state / "journal.json").exists()
+    assert (state / "backups/t2").is_dir()  # an entry was skipped: the originals are kept for a person
+
+
 # --- inputs read without bounds: FIFOs, /dev/zero, deep nesting, wrong types, runaway probes ----------------
 
 

@@ -53,7 +53,7 @@ def environment_status(*, target: Target, patches: str | None = None) -> Environ
     for site in target.site_packages:
         journal = pending(site)
         if journal is not None:
-            unfinished.append((site, str(journal.get("txid")), str(journal.get("label"))))
+            unfinished.append((site, journal.txid, journal.label))
     try:
         env = SetEnvironment.open(target)
         states = states_of(env.target, env.dists, patches)

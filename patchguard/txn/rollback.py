@@ -13,10 +13,10 @@ from .._fs import (
     sha256_file,
 )
 from .durable import fsync_dir
-from .journal import _discard_journal_tmp, _validated, pending
+from .journal import _discard_journal_tmp, pending
 from .locking import check_state_dir
 from .paths import _inside, check_path
-from .values import _BACKUPS, _TMP_MARK
+from .values import _BACKUPS, _TMP_MARK, JournalEntry
 
 
 def _recover_journal(root: str, state: str, allowed: Sequence[str]) -> tuple[str, ...]:
@@ -26,19 +26,18 @@ def _recover_journal(root: str, state: str, allowed: Sequence[str]) -> tuple[str
         return ()
     check_state_dir(root)
     journal_file = journal_path(root)
-    txid, entries, also = _validated(journal, journal_file)
-    backup_dir = os.path.join(state, _BACKUPS, txid)
-    trusted = [a for a in (also if isinstance(also, list) else []) if a in allowed]
+    backup_dir = os.path.join(state, _BACKUPS, journal.txid)
+    trusted = [a for a in journal.also if a in allowed]
     restored: list[str] = []
     skipped = False
-    _make_removed_dirs(root, trusted, journal.get("rmdirs"))
-    for e in entries:
+    _make_removed_dirs(root, trusted, journal.rmdirs)
+    for e in journal.entries:
         outcome = _recover_entry(root, backup_dir, trusted, e)
         if outcome is None:
             skipped = True
         elif outcome:
             restored.append(outcome)
-    _remove_made_dirs(root, trusted, entries)
+    _remove_made_dirs(root, trusted, journal.entries)
     _discard_journal_tmp(state)
     if not skipped:
         # Every file is in its before-state: the originals are not needed. Gone *before* the journal, so a
@@ -54,28 +53,20 @@ def _recover_journal(root: str, state: str, allowed: Sequence[str]) -> tuple[str
     return tuple(restored)
 
 
-def _make_removed_dirs(root: str, trusted: Sequence[str], rmdirs: object) -> None:
+def _make_removed_dirs(root: str, trusted: Sequence[str], rmdirs: Sequence[tuple[str, int]]) -> None:
     """Make again, outermost first and with their modes, the directories the transaction removed."""
-    if not isinstance(rmdirs, list):
-        return
-    wanted = [r for r in rmdirs if isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)]
-    for d, mode in sorted(wanted, key=lambda r: len(r[0])):
+    for d, mode in sorted(rmdirs, key=lambda r: len(r[0])):
         if not _inside((root, *trusted), d):
             continue
-        mode = mode if isinstance(mode, int) else 0o755
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, mode)
             os.chmod(d, mode)
 
 
-def _remove_made_dirs(root: str, trusted: Sequence[str], entries: Sequence[dict[str, object]]) -> None:
+def _remove_made_dirs(root: str, trusted: Sequence[str], entries: Sequence[JournalEntry]) -> None:
     """Remove, innermost first, the directories the rolled-back transaction created (if still empty)."""
-    made: list[str] = []
-    for e in entries:
-        dirs = e.get("mkdirs")
-        if isinstance(dirs, list):
-            made += [d for d in dirs if isinstance(d, str)]
-    for d in sorted(set(made), key=len, reverse=True):
+    made = {d for e in entries for d in e.mkdirs}
+    for d in sorted(made, key=len, reverse=True):
         if not _inside((root, *trusted), d):
             continue  # never follow a journal outside the environment
         with contextlib.suppress(OSError):
@@ -101,18 +92,18 @@ def _put_back(backup: str, path: str) -> None:
     os.replace(staging, path)
 
 
-def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: dict[str, object]) -> str | None:
+def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: JournalEntry) -> str | None:
     """Put one journal entry back: its path if restored, ``""`` if it needed nothing, ``None`` if skipped."""
-    path, before, tmp, backup = e.get("path"), e.get("before"), e.get("tmp"), e.get("backup")
-    if not isinstance(path, str) or check_path(root, path, trusted) is not None:
+    path, before, tmp, backup = e.path, e.before, e.tmp, e.backup
+    if path is None or check_path(root, path, trusted) is not None:
         # Never follow a journal outside the environment, nor into patchguard's own state (check_path
         # allows only the state file, which commits and rolls back with the files it describes).
         return None
-    if isinstance(tmp, str) and (
+    if tmp is not None and (
         os.path.dirname(tmp) != os.path.dirname(path) or _TMP_MARK not in os.path.basename(tmp)
     ):
         tmp = None
-    if isinstance(backup, str) and os.path.dirname(os.path.abspath(backup)) != backup_dir:
+    if backup is not None and os.path.dirname(os.path.abspath(backup)) != backup_dir:
         backup = None
     now = sha256_file(path)
     restored = ""
@@ -120,13 +111,13 @@ def _recover_entry(root: str, backup_dir: str, trusted: Sequence[str], e: dict[s
         if before is None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-        elif isinstance(backup, str) and os.path.exists(backup):
+        elif backup is not None and os.path.exists(backup):
             _put_back(backup, path)
         else:
             return None
         restored = path
         fsync_dir(os.path.dirname(path))
-    if isinstance(tmp, str):
+    if tmp is not None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     return restored

@@ -10,7 +10,6 @@ import stat
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from .._fs import (
     bytecode_of,
@@ -19,7 +18,7 @@ from .._fs import (
 )
 from .durable import fsync_dir, write_durable, write_point
 from .paths import _inside, _missing_dirs, check_path
-from .values import _TMP_MARK, Change, Plan, TransactionError
+from .values import _TMP_MARK, Change, JournalEntry, Plan, TransactionError
 
 
 def _new_txid() -> str:
@@ -46,25 +45,26 @@ def _check_before(root: str, plan: Plan) -> None:
         )
 
 
-def _journal_entries(plan: Plan, txid: str, backup_dir: str) -> list[dict[str, Any]]:
+def _journal_entries(plan: Plan, txid: str, backup_dir: str) -> tuple[JournalEntry, ...]:
     """One journal entry per change, in plan order: path, before/after hashes, its temp file and backup."""
-    entries: list[dict[str, Any]] = []
+    entries: list[JournalEntry] = []
     made: set[str] = set()
     for n, c in enumerate(plan.changes):
         directory, name = os.path.split(c.path)
-        mkdirs = [d for d in _missing_dirs(directory) if d not in made] if c.new is not None else []
+        # the directories this transaction creates (outermost first): removed by a rollback
+        mkdirs = tuple(d for d in _missing_dirs(directory) if d not in made) if c.new is not None else ()
         made.update(mkdirs)
         entries.append(
-            {
-                "path": c.path,
-                "before": c.before,
-                "after": sha256_bytes(c.new),
-                "tmp": os.path.join(directory, f".{name}{_TMP_MARK}{txid}") if c.new is not None else None,
-                "backup": os.path.join(backup_dir, f"{n:05d}-{name}") if c.before is not None else None,
-                "mkdirs": mkdirs,  # created by this transaction (outermost first): removed by a rollback
-            }
+            JournalEntry(
+                c.path,
+                c.before,
+                sha256_bytes(c.new),
+                os.path.join(directory, f".{name}{_TMP_MARK}{txid}") if c.new is not None else None,
+                os.path.join(backup_dir, f"{n:05d}-{name}") if c.before is not None else None,
+                mkdirs,
+            )
         )
-    return entries
+    return tuple(entries)
 
 
 def _with_bytecode(root: str, plan: Plan) -> tuple[Plan, list[str]]:
@@ -105,11 +105,11 @@ def _dirs_to_remove(root: str, plan: Plan) -> list[tuple[str, int]]:
     return out
 
 
-def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> None:
+def _stage(plan: Plan, entries: Sequence[JournalEntry], backup_dir: str) -> None:
     os.makedirs(backup_dir, exist_ok=True)
     for c, e in zip(plan.changes, entries, strict=True):
-        tmp, backup = e["tmp"], e["backup"]
-        if isinstance(tmp, str) and c.new is not None:
+        tmp, backup = e.tmp, e.backup
+        if tmp is not None and c.new is not None:
             os.makedirs(os.path.dirname(c.path), exist_ok=True)  # a file of a deleted subpackage
             mode = c.mode
             with contextlib.suppress(FileNotFoundError):
@@ -122,7 +122,7 @@ def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> No
                 if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
                     os.chown(tmp, st.st_uid, st.st_gid)
             os.chmod(tmp, mode)  # after the chown, which clears setuid/setgid; and umask must not narrow it
-        if isinstance(backup, str):
+        if backup is not None:
             write_point()
             try:
                 os.link(c.path, backup)  # the original inode stays untouched: a link is a full backup
@@ -133,12 +133,12 @@ def _stage(plan: Plan, entries: Sequence[dict[str, Any]], backup_dir: str) -> No
     fsync_dir(backup_dir)
 
 
-def apply_changes(plan: Plan, entries: Sequence[dict[str, Any]]) -> set[str]:
+def apply_changes(plan: Plan, entries: Sequence[JournalEntry]) -> set[str]:
     touched: set[str] = set()
     for c, e in zip(plan.changes, entries, strict=True):
         write_point()
-        tmp = e["tmp"]
-        if isinstance(tmp, str):
+        tmp = e.tmp
+        if tmp is not None:
             os.makedirs(os.path.dirname(c.path), exist_ok=True)
             os.replace(tmp, c.path)
         else:

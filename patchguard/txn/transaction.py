@@ -42,7 +42,7 @@ from .staging import (
     _with_bytecode,
     apply_changes,
 )
-from .values import _BACKUPS, JOURNAL_SCHEMA, SESSION_SCHEMA, Committed, JournalError, Plan, TransactionError
+from .values import _BACKUPS, SESSION_SCHEMA, Committed, Journal, JournalError, Plan, TransactionError
 
 
 @contextlib.contextmanager
@@ -78,14 +78,7 @@ def commit(
         backup_dir = os.path.join(state, _BACKUPS, txid)
         entries = _journal_entries(plan, txid, backup_dir)
         rmdirs = _dirs_to_remove(root, plan)
-        journal: dict[str, object] = {
-            "schema": JOURNAL_SCHEMA,
-            "txid": txid,
-            "label": plan.label,
-            "also": list(plan.also),
-            "entries": entries,
-            "rmdirs": rmdirs,  # [path, mode]: a rollback makes them again
-        }
+        journal = Journal(txid, plan.label, plan.also, entries, tuple(rmdirs))
         with signals_held():  # a Ctrl-C or SIGTERM handler runs once the commit is whole
             try:
                 _write_journal(state, journal)

@@ -77,6 +77,56 @@ class Committed:
     removed_bytecode: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One file of a journal: its path, its sha256 before and after (``None``: absent), the temp file staged
+    beside it and the backup of its original (``None``: none), and the directories the transaction created
+    for it (outermost first, removed by a rollback).
+
+    Read back from a file anyone who could write ``.patchguard/`` could have written: ``path`` is ``None``
+    when the entry names no path or a ``before`` that is not a hash, and recovery skips it."""
+
+    path: str | None
+    before: str | None
+    after: str | None = None
+    tmp: str | None = None
+    backup: str | None = None
+    mkdirs: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "before": self.before,
+            "after": self.after,
+            "tmp": self.tmp,
+            "backup": self.backup,
+            "mkdirs": list(self.mkdirs),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Journal:
+    """A transaction's journal (``patchguard.journal/1``): written before anything changes, deleted as the
+    commit; what a crash leaves for recovery to undo. ``also``: the further directories the plan may write in;
+    ``rmdirs``: the directories it removes, with their modes (a rollback makes them again)."""
+
+    txid: str
+    label: str
+    also: tuple[str, ...]
+    entries: tuple[JournalEntry, ...]
+    rmdirs: tuple[tuple[str, int], ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": JOURNAL_SCHEMA,
+            "txid": self.txid,
+            "label": self.label,
+            "also": list(self.also),
+            "entries": [e.to_json() for e in self.entries],
+            "rmdirs": [[d, mode] for d, mode in self.rmdirs],
+        }
+
+
 SESSION_SCHEMA = "patchguard.session/1"
 
 
