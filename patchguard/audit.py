@@ -221,10 +221,10 @@ def judge(
     What is served is resolved first, whatever the findings: an architecture no installed framework serves,
     or an ``--entry`` that is not there, is a usage error even on a clean environment.
     """
-    findings = list(scanned.report.findings)
-    changed = any(f.kind is Kind.MODIFIED or f.rule == RuleId.RECORD_ROW for f in findings)
+    changed = any(f.kind is Kind.MODIFIED or f.rule == RuleId.RECORD_ROW for f in scanned.report.findings)
     code_files = any(_judged(c.finding) for c in scanned.changes)
-    if not (verify_record or code_files or (analyse and changed) or served.asked):
+    to_judge = verify_record or code_files or (analyse and changed)
+    if not (to_judge or served.asked):
         return scanned.report  # nothing to judge and nothing served to check: analysis is not imported
     from .analysis.reach import ReachContext
 
@@ -238,26 +238,40 @@ def judge(
     )
     if analyse:
         reach.resolve()
-    if not verify_record and not code_files and not (analyse and changed):
+    if not to_judge:
         return scanned.report  # nothing to judge: libcst is not even imported
-    from .pristine.explain import Explainer, record_findings, record_truths
+    from .pristine.explain import Explainer
 
     # The pristine wheel of a changed distribution is fetched once (unless offline) and kept in the store.
     explainer = Explainer(fetch.open(scanned.target), against)
-    if analyse and changed:
-        scanned = record_truths(scanned, explainer)
-        findings = list(scanned.report.findings)
-    if analyse and code_files:
-        from .analysis.kept import KeptAnalyses
-
-        kept = KeptAnalyses(served.cache_dir, served.use_cache)
-        findings = judge_findings(scanned, explainer, reach, kept)
+    scanned, findings = _judged_findings(
+        scanned, explainer, reach, served, analyse=analyse and changed, code=analyse and code_files
+    )
     if verify_record:
+        from .pristine.explain import record_findings
+
         findings += record_findings(scanned, explainer)
     missing = _no_baseline(scanned, explainer, findings)
     return replace(
         scanned.report, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), no_baseline=missing
     )
+
+
+def _judged_findings(
+    scanned: Scanned, explainer: Explainer, reach: ReachContext, served: Served, *, analyse: bool, code: bool
+) -> tuple[Scanned, list[Finding]]:
+    """The scan with RECORD rows' truths read (``analyse``), and its findings with changed code judged
+    (``code``)."""
+    if analyse:
+        from .pristine.explain import record_truths
+
+        scanned = record_truths(scanned, explainer)
+    if not code:
+        return scanned, list(scanned.report.findings)
+    from .analysis.kept import KeptAnalyses
+
+    kept = KeptAnalyses(served.cache_dir, served.use_cache)
+    return scanned, judge_findings(scanned, explainer, reach, kept)
 
 
 def _no_baseline(
@@ -592,7 +606,6 @@ def lock(*, target: Target, patches: str | None = None, output: str | None = Non
 
         write_atomically(output, lock_bytes(doc), make_dirs=False)
     return doc
-
 
 
 def plan(

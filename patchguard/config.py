@@ -10,6 +10,7 @@ Unknown keys and values of the wrong type are errors naming the file and the key
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,22 +182,13 @@ def config_of(path: str, table: dict[str, Any]) -> Config:
             hint=f"known keys: {', '.join(sorted(KNOWN_KEYS))}",
         )
     wheelhouse = table.get("wheelhouse", [])
-    if isinstance(wheelhouse, str):
-        wheelhouse = [wheelhouse]
-    if not isinstance(wheelhouse, list) or not all(isinstance(w, str) for w in wheelhouse):
-        raise ConfigError("wheelhouse must be a path or a list of paths", path=path)
-    patches = table.get("patches")
-    if patches is not None and not isinstance(patches, str):
-        raise ConfigError("patches must be a path", path=path)
+    wheelhouse = [wheelhouse] if isinstance(wheelhouse, str) else wheelhouse
+    _check(path, "wheelhouse", wheelhouse, _texts, "a path or a list of paths")
+    patches = _check(path, "patches", table.get("patches"), _text_or_none, "a path")
     keep = table.get("keep_backups")
-    if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 0):
-        raise ConfigError("keep_backups must be a whole number, 0 or more", path=path)
-    offline = table.get("offline", False)
-    if not isinstance(offline, bool):
-        raise ConfigError("offline must be true or false", path=path)
-    index_url = table.get("index_url")
-    if index_url is not None and not isinstance(index_url, str):
-        raise ConfigError("index_url must be a URL", path=path)
+    _check(path, "keep_backups", keep, _count_or_none, "a whole number, 0 or more")
+    offline = _check(path, "offline", table.get("offline", False), _flag, "true or false")
+    index_url = _check(path, "index_url", table.get("index_url"), _text_or_none, "a URL")
     return Config(
         path=path,
         wheelhouse=[os.path.join(base, w) for w in wheelhouse],
@@ -208,6 +200,30 @@ def config_of(path: str, table: dict[str, Any]) -> Config:
         find_links=[_local(base, w) for w in _strings(table, "find_links", path)],
         profiles=[os.path.join(base, p) for p in _strings(table, "profiles", path)],
     )
+
+
+def _check(path: str, key: str, value: Any, ok: Callable[[object], bool], says: str) -> Any:
+    """``value`` of ``key`` when ``ok`` says it has the right type, else :class:`ConfigError` saying what
+    it must be."""
+    if not ok(value):
+        raise ConfigError(f"{key} must be {says}", path=path)
+    return value
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _text_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _count_or_none(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def _flag(value: object) -> bool:
+    return isinstance(value, bool)
 
 
 def _strings(table: dict[str, Any], key: str, path: str) -> list[str]:

@@ -552,17 +552,7 @@ class _Inventory:
         to diff or restore, since restoring their copy would break the owner."""
         s = self.s
         modified = [c for c in s.changes if c.finding.kind is Kind.MODIFIED and c.dist is not None]
-        paths = {c.path for c in modified}
-        if not paths:
-            return
-        listed: dict[str, list[tuple[InstalledDistribution, RecordEntry]]] = {}
-        for dist in all_dists:
-            if paths.isdisjoint(dist.paths):
-                continue
-            rows = dict(zip(dist.paths, dist.entries, strict=True))
-            for path in paths & rows.keys():
-                listed.setdefault(path, []).append((dist, rows[path]))
-        owners = {path: _owner(rows) for path, rows in listed.items() if len(rows) > 1}
+        owners = _owners({c.path for c in modified}, all_dists)
         if not owners:
             return
         reported = {(c.path, id(c.dist)) for c in modified}
@@ -574,19 +564,7 @@ class _Inventory:
             if owner is None or owner[0] is c.dist or not (owner[1] or (c.path, id(owner[0])) in reported):
                 kept.append(c)
                 continue
-            dist, matched = owner
-            how = "the file matches its RECORD" if matched else "installed after it; the file matches neither"
-            s.findings.append(
-                replace(
-                    c.finding,
-                    severity=Severity.MINOR,
-                    rule=RuleId.OVERWRITTEN,
-                    message=f"installed by {dist.name} {dist.version} too, whose copy is here ({how}): "
-                    f"{c.finding.distribution}'s own copy was overwritten; restoring it would break "
-                    f"{dist.name}",
-                    owned_by=(dist.name, dist.version),
-                )
-            )
+            s.findings.append(_overwritten(c.finding, *owner))
         s.changes = kept
 
     def remember(
@@ -607,6 +585,34 @@ class _Inventory:
                 {d.metadata_dir for d in all_dists}, [*self.target.site_packages, *conda_meta]
             )
         cache.save()
+
+
+def _owners(
+    paths: set[str], all_dists: Sequence[InstalledDistribution]
+) -> dict[str, tuple[InstalledDistribution, bool]]:
+    """Of ``paths``, those two or more distributions list, each with its owner (:func:`_owner`)."""
+    listed: dict[str, list[tuple[InstalledDistribution, RecordEntry]]] = {}
+    for dist in all_dists if paths else ():
+        if paths.isdisjoint(dist.paths):
+            continue
+        rows = dict(zip(dist.paths, dist.entries, strict=True))
+        for path in paths & rows.keys():
+            listed.setdefault(path, []).append((dist, rows[path]))
+    return {path: _owner(rows) for path, rows in listed.items() if len(rows) > 1}
+
+
+def _overwritten(finding: Finding, dist: InstalledDistribution, matched: bool) -> Finding:
+    """A modified file's finding told as another distribution's copy over this one's (minor)."""
+    how = "the file matches its RECORD" if matched else "installed after it; the file matches neither"
+    return replace(
+        finding,
+        severity=Severity.MINOR,
+        rule=RuleId.OVERWRITTEN,
+        message=f"installed by {dist.name} {dist.version} too, whose copy is here ({how}): "
+        f"{finding.distribution}'s own copy was overwritten; restoring it would break "
+        f"{dist.name}",
+        owned_by=(dist.name, dist.version),
+    )
 
 
 def _owner(rows: Sequence[tuple[InstalledDistribution, RecordEntry]]) -> tuple[InstalledDistribution, bool]:
@@ -700,6 +706,22 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
             s.display(dist.metadata_dir),
             f"no RECORD ({kind}): its files cannot be verified",
         )
+    _record_problems(s, dist, record)
+    if misplaced:
+        s.add(
+            dist,
+            Kind.UNVERIFIABLE,
+            Severity.INFO,
+            RuleId.FILES_ELSEWHERE,
+            record,
+            f"{misplaced} file{'s' if misplaced != 1 else ''} RECORD places outside site-packages "
+            "(e.g. ../../bin scripts) are not where it says: installed with pip --target?",
+        )
+
+
+def _record_problems(s: _Scan, dist: InstalledDistribution, record: str) -> None:
+    """What is wrong with a RECORD's rows: hashes in hex, rows doubled (info: each said once), and every
+    other bad row (moderate)."""
     hexed = [p for p in dist.problems if p.hex]
     if hexed:
         s.add(
@@ -726,16 +748,6 @@ def _metadata_findings(s: _Scan, dist: InstalledDistribution, misplaced: int) ->
         what = f"{p.path}: {p.message}" if p.path else p.message
         s.add(
             dist, Kind.RECORD_INVALID, Severity.MODERATE, RuleId.RECORD_ROW, record, what, line=p.line or None
-        )
-    if misplaced:
-        s.add(
-            dist,
-            Kind.UNVERIFIABLE,
-            Severity.INFO,
-            RuleId.FILES_ELSEWHERE,
-            record,
-            f"{misplaced} file{'s' if misplaced != 1 else ''} RECORD places outside site-packages "
-            "(e.g. ../../bin scripts) are not where it says: installed with pip --target?",
         )
 
 

@@ -50,23 +50,10 @@ def capture_set(
     root = patches_dir(patches, must_exist=False)
     final = os.path.join(root, name)
     _check_request(name, final, version, force)
-    if version is not None and not names:
-        raise UsageError(
-            "--version pins a distribution; files no distribution owns have no version",
-            hint="capture them without --version",
-        )
-    if version is not None and len(names) > 1:
-        raise UsageError(
-            "--version pins one distribution", hint="capture without it, then edit patchset.toml"
-        )
-    env = target
-    refuse_during_session(env.site_packages)  # a bisect's trial is not the change to keep
-    installed = {d.canonical_name: d for d in installed_distributions(env)}
-    missing = [n for n in names if canonicalize(n) not in installed]
-    if missing:
-        raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")
-    dists = [installed[canonicalize(n)] for n in names]
-    diffs = _captured_diffs(dists, paths, env, fetch or SourceOptions(), unowned)
+    _check_pin(version, names)
+    refuse_during_session(target.site_packages)  # a bisect's trial is not the change to keep
+    dists = _installed(target, names)
+    diffs = _captured_diffs(dists, paths, target, fetch or SourceOptions(), unowned)
     targets: list[tuple[str, str] | None] = [(d.name, version or f"=={d.version}") for d in dists]
     if unowned:
         targets.append(None)
@@ -78,6 +65,29 @@ def capture_set(
         _check_request(name, final, version, force)
         write_set(root, name, header, diffs)
     return load_set(final)
+
+
+def _check_pin(version: str | None, names: Sequence[str]) -> None:
+    """``--version`` pins one distribution: refused with none (only unowned files) or several."""
+    if version is not None and not names:
+        raise UsageError(
+            "--version pins a distribution; files no distribution owns have no version",
+            hint="capture them without --version",
+        )
+    if version is not None and len(names) > 1:
+        raise UsageError(
+            "--version pins one distribution", hint="capture without it, then edit patchset.toml"
+        )
+
+
+def _installed(target: Target, names: Sequence[str]) -> list[InstalledDistribution]:
+    """The installed distributions ``names`` name, in their order, or :class:`UsageError` for the first
+    that is not installed."""
+    installed = {d.canonical_name: d for d in installed_distributions(target)}
+    missing = [n for n in names if canonicalize(n) not in installed]
+    if missing:
+        raise UsageError(f"{missing[0]} is not installed", hint="name an installed distribution")
+    return [installed[canonicalize(n)] for n in names]
 
 
 def _check_request(name: str, final: str, version: str | None, force: bool) -> None:

@@ -7,6 +7,7 @@ the wheel.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 from collections.abc import Collection, Sequence
@@ -277,16 +278,8 @@ def _emptied_dirs(site: str, deleted: Sequence[str], owned: Collection[str]) -> 
         rel = os.path.relpath(d, site).replace(os.sep, "/")
         if d in out or rel.startswith("..") or rel == "." or any(o.startswith(rel + "/") for o in owned):
             continue
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        left = [n for n in names if os.path.join(d, n) not in gone and os.path.join(d, n) not in out]
-        if left == ["__pycache__"] and not [
-            n for n in os.listdir(os.path.join(d, "__pycache__")) if not n.endswith(".pyc")
-        ]:
-            left = []  # bytecode only: the transaction removes the pycs of deleted modules
-        if left:
+        names = _emptied(d, gone, out)
+        if names is None:
             continue
         if "__pycache__" in names:
             out.append(os.path.join(d, "__pycache__"))
@@ -296,6 +289,21 @@ def _emptied_dirs(site: str, deleted: Sequence[str], owned: Collection[str]) -> 
             candidates.append(parent)
             candidates.sort(key=len, reverse=True)
     return tuple(out)
+
+
+def _emptied(d: str, gone: set[str], out: Sequence[str]) -> list[str] | None:
+    """The names in directory ``d`` when the deletions (``gone``, and the directories already in ``out``)
+    leave it empty but for bytecode; ``None`` when something else is left, or it cannot be read."""
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return None
+    left = [n for n in names if os.path.join(d, n) not in gone and os.path.join(d, n) not in out]
+    if left == ["__pycache__"]:
+        with contextlib.suppress(OSError):
+            if all(n.endswith(".pyc") for n in os.listdir(os.path.join(d, "__pycache__"))):
+                left = []  # bytecode only: the transaction removes the pycs of deleted modules
+    return None if left else names
 
 
 def _verdicts(

@@ -86,38 +86,41 @@ def states_of(
         except UsageError as exc:
             out.append(SetState(ps.name, targets, SetStatus.NOT_APPLICABLE, len(ps.paths), (exc.message,)))
             continue
-        site = env.site(dists)
-        read = reader(site)
-        states = {rel: _file_state(ps, rel, read) for rel in ps.paths}
-        record = read_state(site).get(ps.name)
-        detail: list[str] = []
-        gone = _replaced_since(record, dists)
-        if gone:  # an upgrade replaced the files the record speaks of: it says nothing about these
-            detail.append(gone)
-            record = None
-        drifted = []
-        unknown = [f"{rel}: {v.split(': ', 1)[1]}" for rel, v in states.items() if v.startswith("unknown")]
-        if unknown:
-            out.append(SetState(ps.name, targets, SetStatus.UNKNOWN, len(ps.paths), tuple(unknown)))
-            continue
-        if record is not None:
-            for rel, images in record.files.items():
-                # Back at its pre-image (restored, reverted by hand) is "not applied", not drift.
-                if sha256_bytes(read(rel)) not in (images.post, images.pre):
-                    drifted.append(rel)
-            if record.digest != ps.digest:
-                detail.append("the set changed since it was applied")
-        state = _overall(states, record is not None, bool(drifted))
-        if drifted:
-            detail += [f"{rel} changed after apply" for rel in drifted]
-        elif state is SetStatus.CONFLICT:
-            detail += [
-                f"{rel}: neither applies nor reverts cleanly" for rel, v in states.items() if v == "conflict"
-            ]
-        elif state is SetStatus.PARTIAL:
-            detail += [f"{rel}: {v}" for rel, v in states.items()]
-        out.append(SetState(ps.name, targets, state, len(ps.paths), tuple(detail)))
+        out.append(_state_of(ps, targets, env.site(dists), dists))
     return out
+
+
+def _state_of(ps: PatchSet, targets: str, site: str, dists: Sequence[InstalledDistribution]) -> SetState:
+    """Where one set stands in ``site``: its files' states, read against the record of its apply."""
+    read = reader(site)
+    states = {rel: _file_state(ps, rel, read) for rel in ps.paths}
+    record = read_state(site).get(ps.name)
+    detail: list[str] = []
+    gone = _replaced_since(record, dists)
+    if gone:  # an upgrade replaced the files the record speaks of: it says nothing about these
+        detail.append(gone)
+        record = None
+    unknown = [f"{rel}: {v.split(': ', 1)[1]}" for rel, v in states.items() if v.startswith("unknown")]
+    if unknown:
+        return SetState(ps.name, targets, SetStatus.UNKNOWN, len(ps.paths), tuple(unknown))
+    drifted = []
+    if record is not None:
+        for rel, images in record.files.items():
+            # Back at its pre-image (restored, reverted by hand) is "not applied", not drift.
+            if sha256_bytes(read(rel)) not in (images.post, images.pre):
+                drifted.append(rel)
+        if record.digest != ps.digest:
+            detail.append("the set changed since it was applied")
+    state = _overall(states, record is not None, bool(drifted))
+    if drifted:
+        detail += [f"{rel} changed after apply" for rel in drifted]
+    elif state is SetStatus.CONFLICT:
+        detail += [
+            f"{rel}: neither applies nor reverts cleanly" for rel, v in states.items() if v == "conflict"
+        ]
+    elif state is SetStatus.PARTIAL:
+        detail += [f"{rel}: {v}" for rel, v in states.items()]
+    return SetState(ps.name, targets, state, len(ps.paths), tuple(detail))
 
 
 def _replaced_since(record: AppliedRecord | None, dists: Sequence[InstalledDistribution]) -> str | None:
@@ -144,4 +147,3 @@ def _overall(files: dict[str, str], recorded: bool, drifted: bool) -> SetStatus:
     if "conflict" in values:
         return SetStatus.CONFLICT
     return SetStatus.PARTIAL
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ...pristine.releases import ReleaseFiles
 from .merge import line_counts, similarity
@@ -18,6 +18,27 @@ MOVED_THRESHOLD = 0.6
 taken as where it moved. Above git's 50 %: modules of one framework share much boilerplate (two vLLM model
 files score 0.55), and a set merged into the wrong module is worse than a file reported lost. Each file of the
 release takes at most one vanished file, the most similar pair first."""
+
+
+def _likenesses(
+    old: collections.Counter[bytes],
+    path: str,
+    new: Sequence[str],
+    target: ReleaseFiles,
+    counts: dict[str, collections.Counter[bytes]],
+) -> Iterator[tuple[float, str]]:
+    """How like the vanished file (its line counts ``old``) each new file of its extension is, for those
+    whose size alone does not rule it out; ``counts`` keeps each candidate's line counts."""
+    ext = os.path.splitext(path)[1]
+    for p in new:
+        if os.path.splitext(p)[1] != ext:
+            continue
+        if p not in counts:
+            counts[p] = line_counts(target.get(p) or b"")
+        n, m = old.total(), counts[p].total()
+        if not n + m or 2 * min(n, m) / (n + m) < MOVED_THRESHOLD:
+            continue  # the sizes alone say it cannot be similar enough
+        yield round(similarity(old, counts[p]), 3), p
 
 
 def find_moves(
@@ -32,17 +53,7 @@ def find_moves(
     best: dict[str, float] = {}
     counts: dict[str, collections.Counter[bytes]] = {}  # each candidate read and counted once
     for path in gone:
-        old = line_counts(base.get(path) or b"")
-        ext = os.path.splitext(path)[1]
-        for p in new:
-            if os.path.splitext(p)[1] != ext:
-                continue
-            if p not in counts:
-                counts[p] = line_counts(target.get(p) or b"")
-            n, m = old.total(), counts[p].total()
-            if not n + m or 2 * min(n, m) / (n + m) < MOVED_THRESHOLD:
-                continue  # the sizes alone say it cannot be similar enough
-            score = round(similarity(old, counts[p]), 3)
+        for score, p in _likenesses(line_counts(base.get(path) or b""), path, new, target, counts):
             best[path] = max(best.get(path, 0.0), score)
             scores.append((score, path, p))
     moves: dict[str, tuple[str | None, float | None]] = {p: (None, best.get(p)) for p in gone}

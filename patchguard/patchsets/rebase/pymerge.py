@@ -297,13 +297,20 @@ def _insert(b: _Shape, o: _Shape, at: int, new: list[str], order: int) -> _Place
     if where is None:
         return None
     key, i = where
-    body, target = b.bodies[key], o.bodies.get(key)
-    if target is None or not target.stmts:
-        return None
-    if _renamed_above(b, o, key):
+    target = o.bodies.get(key)
+    if target is None or not target.stmts or _renamed_above(b, o, key):
         return None
     if i < 0:
         return _above_docstring(b, o, key, new, order)
+    return _insert_among(b, o, key, i, at, new, order)
+
+
+def _insert_among(
+    b: _Shape, o: _Shape, key: Key, i: int, at: int, new: list[str], order: int
+) -> _Placed | None:
+    """An insertion before the ``i``-th statement of the body ``key`` (at base line ``at``), placed by the
+    target's matches of its neighbours."""
+    body, target = b.bodies[key], o.bodies[key]
     prev = body.stmts[i - 1] if i else None
     nxt = body.stmts[i] if i < len(body.stmts) else None
     p = _match(b, o, key, prev) if prev else None
@@ -347,27 +354,36 @@ def _replace(b: _Shape, o: _Shape, i1: int, i2: int, new: list[str], order: int)
     made only where the target has the same statements, the same text."""
     for key, body in sorted(b.bodies.items(), key=lambda kv: -len(kv[0])):
         inside = [k for k, s in enumerate(body.stmts) if s.start < i2 and i1 < s.end]
-        if not inside:
-            continue
-        first, last = body.stmts[inside[0]], body.stmts[inside[-1]]
-        if i1 < first.start or i2 > last.end:
-            return None  # reaches past the statements it touches: blank lines, comments, a header
-        target = o.bodies.get(key)
-        if target is None or _renamed_above(b, o, key):
-            return None
-        matched = [_match(b, o, key, body.stmts[k]) for k in inside]
-        if None in matched or matched != list(range(matched[0] or 0, (matched[0] or 0) + len(matched))):
-            return None
-        m0, m1 = target.stmts[matched[0] or 0], target.stmts[matched[-1] or 0]
-        old = _reindent(b.lines[first.start : last.end], body.indent, target.indent)
-        if old is None or old != o.lines[m0.start : m1.end]:
-            return None  # upstream changed these statements: the line merge decides
-        lines = _reindent(new, body.indent, target.indent)
-        if lines is None:
-            return None
-        offset = m0.start - first.start
-        return _Placed(i1 + offset, i2 + offset, tuple(lines), order)
+        if inside:
+            return _replace_in(b, o, key, inside, (i1, i2), new, order)
     return None
+
+
+def _replace_in(
+    b: _Shape, o: _Shape, key: Key, inside: list[int], span: tuple[int, int], new: list[str], order: int
+) -> _Placed | None:
+    """The change of base lines ``span`` to the statements ``inside`` of the body ``key``, placed where the
+    target has the same statements, the same text (``None``: not certain where)."""
+    i1, i2 = span
+    body = b.bodies[key]
+    first, last = body.stmts[inside[0]], body.stmts[inside[-1]]
+    if i1 < first.start or i2 > last.end:
+        return None  # reaches past the statements it touches: blank lines, comments, a header
+    target = o.bodies.get(key)
+    if target is None or _renamed_above(b, o, key):
+        return None
+    matched = [_match(b, o, key, body.stmts[k]) for k in inside]
+    if None in matched or matched != list(range(matched[0] or 0, (matched[0] or 0) + len(matched))):
+        return None
+    m0, m1 = target.stmts[matched[0] or 0], target.stmts[matched[-1] or 0]
+    old = _reindent(b.lines[first.start : last.end], body.indent, target.indent)
+    if old is None or old != o.lines[m0.start : m1.end]:
+        return None  # upstream changed these statements: the line merge decides
+    lines = _reindent(new, body.indent, target.indent)
+    if lines is None:
+        return None
+    offset = m0.start - first.start
+    return _Placed(i1 + offset, i2 + offset, tuple(lines), order)
 
 
 def _text(shape: _Shape, s: _Stmt) -> tuple[str, ...]:
