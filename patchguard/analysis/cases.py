@@ -44,10 +44,14 @@ class Compared:
 
 def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     """The two conditions compared by cases, or ``None`` when they test nothing in common or cannot be read
-    (an expression this module does not know, too many combinations)."""
+    (an expression this module does not know, too many combinations). Things compared with each other are
+    one fact each, unless the two conditions have nothing else in common: then they are read again, each
+    thing compared as a number of its own (``a != b`` → ``abs(a - b) > 1024``)."""
     subjects = _Subjects()
     if not subjects.readable(before, after):
-        return None
+        subjects = _Subjects(numbers=True)
+        if not subjects.readable(before, after):
+            return None
     names = sorted(subjects.values)
     domains = [subjects.domain(n) for n in names]
     if math.prod(map(len, domains)) > _MAX_CASES:
@@ -81,7 +85,8 @@ _OTHER = _Other()
 class _Subjects:
     """What two conditions test: each subject by its text, with the constants it meets."""
 
-    def __init__(self) -> None:
+    def __init__(self, numbers: bool = False) -> None:
+        self.numbers = numbers  # things compared with each other read as numbers, not as one fact
         self.values: dict[str, set[Any]] = {}  # subject -> the interesting values
         self.facts: set[str] = set()  # subjects that are only true or false
         self.divided: set[str] = set()
@@ -137,16 +142,34 @@ class _Subjects:
         for side in sides:
             if not _arithmetic(side, subjects, self.key):
                 return self._fact(node, found)
-        if len(subjects) != 1:  # two things compared with each other: one fact
-            return self._fact(node, found)
-        (key,) = subjects
-        values = self.values.setdefault(key, set())
-        for side in sides:
-            for c in ast.walk(side):
-                self._note(c, key, values)
-        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-            values.update((None, _OTHER))
-        found.add(key)
+        if len(subjects) != 1 and not (self.numbers and self._numbers_compared(node, subjects)):
+            return self._fact(node, found)  # two things compared with each other: one fact
+        for key in subjects:
+            values = self.values.setdefault(key, set())
+            for side in sides:
+                for c in ast.walk(side):
+                    self._note(c, key, values)
+            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                values.update((None, _OTHER))
+            found.add(key)
+        return True
+
+    def _numbers_compared(self, node: ast.Compare, subjects: set[str]) -> bool:
+        """Whether several subjects are compared as numbers — names and attributes combined by arithmetic
+        and ordered or equated (``a != b``, ``abs(a - b) > 1024``): each is then a number of its own, taking
+        the values the conditions name, and zero and one."""
+        if not all(isinstance(op, _ORDERS) for op in node.ops):
+            return False
+        named = {
+            self.key(n)
+            for side in (node.left, *node.comparators)
+            for n in ast.walk(side)
+            if isinstance(n, ast.expr) and _plain(n)
+        }
+        if not subjects <= named:
+            return False  # a call or an item among them: what it reads is not known
+        for key in subjects:
+            self.values.setdefault(key, set()).update((0, 1))
         return True
 
     def _note(self, c: ast.AST, key: str, values: set[Any]) -> None:
@@ -196,11 +219,37 @@ def _subject(node: ast.expr) -> bool:
     return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
 
 
+def _plain(node: ast.AST) -> bool:
+    """A name or a chain of attributes (``self.cap``), not a call's nor an item's."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+_ORDERS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+# Python's own functions of numbers, read as arithmetic: ``abs(a - b) > 1024``.
+_NUMERIC: Mapping[str, Callable[..., Any]] = {"abs": abs, "min": min, "max": max}
+
+
+def _numeric_call(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _NUMERIC
+        and bool(node.args)
+        and not node.keywords
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+    )
+
+
 def _arithmetic(node: ast.expr, subjects: set[str], key: Callable[[ast.expr], str]) -> bool:
     """Whether ``node`` is numbers, literal tuples or sets, and subjects combined by arithmetic (the subjects
     it holds added to ``subjects``)."""
     if isinstance(node, ast.Constant):
         return True
+    if _numeric_call(node):
+        assert isinstance(node, ast.Call)
+        return all(_arithmetic(a, subjects, key) for a in node.args)
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         return all(_arithmetic(e, subjects, key) for e in node.elts)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -263,6 +312,9 @@ def _holds(test: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> bool
 
 
 def _value(node: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    if _numeric_call(node):
+        assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        return _NUMERIC[node.func.id](*(_value(a, case, subjects) for a in node.args))
     key = subjects.key(node) if isinstance(node, _KEYED) else ""
     if key in case and (key in subjects.facts or not isinstance(node, ast.Compare)):
         return case[key]

@@ -256,7 +256,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
     out += _shallow(_limits_moved, regions, edit)
-    out += _widened_sets(edit, changed)
+    out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += _new_handlers(edit, changed, out, regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
     out += _shallow(_checks_made_conditional, regions, edit) + _gates_forced_open(edit, changed)
@@ -977,9 +977,15 @@ _CALLED = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(")
 
 def _calls_refusal(text: str) -> bool:
     """Whether a stripped line is a call that ends the case in refusal by its name (``req.set_finish_with_
-    abort(msg)``, ``self.reject(req)``)."""
+    abort(msg)``, ``self.reject(req)``), or puts it among the refused ones (``error_msg.append(…)``)."""
     call = _CALLED.match(text)
-    return call is not None and not _REFUSING.isdisjoint(_words(call.group(1)))
+    if call is not None and not _REFUSING.isdisjoint(_words(call.group(1))):
+        return True
+    kept = _KEPT_AMONG.match(text)
+    return kept is not None and not _REFUSED.isdisjoint(_words(kept.group(1)))
+
+
+_KEPT_AMONG = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\.(?:add|append|extend)\(")
 
 
 # A statement that orders work between streams or ranks: a stream waits for an event or another stream, a
@@ -1155,28 +1161,35 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
     tree = edit.st.tree
     if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
+    if _else_refuses(tree, n):
+        was = next((c for c in before if _weaker(after, c)), None)
+        return f"`{_short(was)}` became `{_short(after)}`: what its `else` refuses shrank" if was else ""
     if not (before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n)):
         return ""
     was = next((c for c in before if _weaker(after, c)), None)
     return f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew" if was else ""
 
 
+def _else_refuses(tree: ast.Module | None, line: int) -> bool:
+    """Whether the ``if`` at ``line`` accepts: its ``else`` (not an ``elif``) raises what the condition does
+    not let by (``if major == 10 and minor == 7: arch = "sm107" else: raise ValueError(…)``)."""
+    node = _if_at(tree, line)
+    if node is None or not node.orelse or isinstance(node.orelse[0], ast.If):
+        return False
+    return isinstance(node.orelse[-1], ast.Raise)
+
+
 def _asserts_weakened(r: Region, edit: _Edit) -> list[Finding]:
     """An assertion that asks less than it did, in place: ``assert a and b`` → ``assert a``, ``assert n <= 8``
     → ``assert n <= 16``, ``assert all(ok(x) and x >= 0 …)`` → ``… ok(x) …`` — what it refused passes."""
-    before = [_assertion(_statement(r.removed, i)) for i, old in enumerate(r.removed) if _is_assert(old)]
+    olds = [_statement(r.removed, i) for i, old in enumerate(r.removed) if _is_assert(old)]
     added = [n for n in r.lines if _is_assert(edit.lines[n - 1])]
     out: list[Finding] = []
-    if len(before) != 1 or len(added) != 1 or before[0] is None:
+    if len(olds) != 1 or len(added) != 1:
         return out  # one assertion edited in place (one split in two asks as much)
     for n in added:
-        after = _assertion(_statement(edit.lines, n - 1))
-        if after is None:
-            continue
-        # an assertion refuses where its test is false: it asks less when the old test implies the new one
-        old = before[0] if _fires_less(after, before[0]) else None
-        if old is not None:
-            detail = f"the assertion asked `{_short(old)}`, now only `{_short(after)}`"
+        detail = _assertion_asks_less(olds[0], _statement(edit.lines, n - 1))
+        if detail:
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
 
@@ -1201,40 +1214,74 @@ def _short(test: ast.expr) -> str:
 
 def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
     """A check narrowed on a line inside its condition (``and head_size > 256`` of an ``if (`` over several
-    lines), its header unchanged: the pristine header is where the lines before the region put it."""
-    if edit.before is None or not r.removed or len(r.removed) != len(r.lines):
+    lines; a value added to the list an ``assert x in [`` spreads over several), its header unchanged: the
+    pristine header is where the lines before the region put it."""
+    if edit.before is None or not (r.removed or r.lines):
         return []
-    headers = {h for n in r.lines if (h := _header_above(edit.lines, n)) is not None and h < r.start}
+    around = r.lines or (r.start,)
+    headers = {h for n in around if (h := _header_above(edit.lines, n)) is not None and h < r.start}
     out: list[Finding] = []
     pristine = split_lines(edit.before)
     for h in sorted(headers):
         old = h - r.start + r.old_start
-        before = _condition(_one_line(_statement(pristine, old - 1))) if 0 < old <= len(pristine) else None
-        after = _condition(_one_line(_statement(edit.lines, h - 1)))
-        detail = _weaker(before, after) if before is not None and after is not None else ""
-        if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
+        if not 0 < old <= len(pristine):
+            continue
+        if _is_assert(edit.lines[h - 1]):
+            detail = _assertion_asks_less(_statement(pristine, old - 1), _statement(edit.lines, h - 1))
+        elif edit.lines[h - 1].lstrip().startswith("return"):
+            detail = _answers_more(_statement(pristine, old - 1), _statement(edit.lines, h - 1), edit, h)
+        else:
+            before = _condition(_one_line(_statement(pristine, old - 1)))
+            after = _condition(_one_line(_statement(edit.lines, h - 1)))
+            detail = _weaker(before, after) if before is not None and after is not None else ""
+            detail = detail if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)) else ""
+        if detail:
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
 
 
+def _answers_more(old: str, new: str, edit: _Edit, line: int) -> str:
+    """How the condition a function that says whether something is supported or allowed returns (statements'
+    texts) answers yes in more cases now, or ""."""
+    if _ALLOWING.isdisjoint(_words(_function_at(edit, line))):
+        return ""
+    before, after = _returned_test(old), _returned_test(new)
+    if before is None or after is None or not _weaker(after, before):
+        return ""
+    return f"{_short(before)} → {_short(after)}: it answers yes in more cases"
+
+
+def _assertion_asks_less(old: str, new: str) -> str:
+    """How the assertion ``new`` asks less than ``old`` (statements' texts), or "": it refuses where its
+    test is false, so it asks less when the old test implies the new one."""
+    before, after = _assertion(old), _assertion(new)
+    if before is None or after is None or not _fires_less(after, before):
+        return ""
+    return f"the assertion asked `{_short(before)}`, now only `{_short(after)}`"
+
+
 def _header_above(lines: Sequence[str], n: int) -> int | None:
-    """The ``if``/``elif`` line whose condition, open over several lines, holds line ``n`` (by brackets)."""
+    """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
+    ``n`` (by brackets)."""
     depth = 0
     for k in range(n - 1, max(n - 12, 0), -1):  # a condition of a dozen lines at most
         text = _code_of(lines[k - 1])
         depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
         if depth < 0:
-            return k if text.lstrip().startswith(("if ", "elif ")) else None
+            return k if text.lstrip().startswith(("if ", "elif ", "assert ", "return ")) else None
     return None
 
 
 _LITERALS = (ast.List, ast.Tuple, ast.Set)
+_Literal = ast.List | ast.Tuple | ast.Set
 
 
 def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
     """The values a check allows, grown: a literal list, tuple or set given more items (``supported =
     {bf16, f16}`` → ``{bf16, f16, f32}``) where a check tests membership of it (``if x not in supported:
-    raise``, or return): what it refused now passes."""
+    raise``, or return) — or, the other way, the values it refuses, fewer (``unsupported = [a, b]`` → ``[a]``
+    where ``if x in unsupported: return False``); through the names the file gives it (``allowed =
+    SUPPORTED_SIZES``): what it refused now passes."""
     inside = _in_literals(edit.lines, changed) if edit.before is not None else []
     if not inside or edit.before is None:
         return []  # (no changed line inside a literal list, tuple or set given a name: no tree walked)
@@ -1246,16 +1293,56 @@ def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
         end = node.end_lineno or node.lineno
         lines = inside[bisect.bisect_left(inside, node.lineno) : bisect.bisect_right(inside, end)]
         name = _last_name(node.targets[0])
-        tested = lines and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(name)}\b", text)
-        old = _pristine_literal(pristine, name) if tested else None
-        if old is None:
-            continue
-        was = {ast.dump(e) for e in old.elts}
-        more = [ast.unparse(e) for e in items.elts if ast.dump(e) not in was]
-        if more and was < {ast.dump(e) for e in items.elts} and _tested_in(tree, name, text):
-            detail = f"`{name}`, which a check tests membership of, allows more: {', '.join(more)[:60]}"
+        names = _names_for(tree, name, text) if lines else set()
+        old = _pristine_literal(pristine, name) if names else None
+        detail = _set_loosened(tree, text, name, names, old, items) if old is not None else ""
+        if detail:
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, lines[0], f"check neutralised: {detail}"))
     return out
+
+
+def _set_loosened(
+    tree: ast.Module | None, text: str, name: str, names: set[str], old: _Literal, items: _Literal
+) -> str:
+    """How the collection ``name`` (also known as ``names``), ``old`` before and ``items`` now, lets more by:
+    more values where a check tests membership of it, fewer where a check refuses its members; or ""."""
+    was, now = {ast.dump(e) for e in old.elts}, {ast.dump(e) for e in items.elts}
+    if was < now and any(_tested_in(tree, n, text) for n in names):
+        more = [ast.unparse(e) for e in items.elts if ast.dump(e) not in was]
+        return f"`{name}`, which a check tests membership of, allows more: {', '.join(more)[:60]}"
+    if now < was and any(_refused_in(tree, n) for n in names):
+        fewer = [ast.unparse(e) for e in old.elts if ast.dump(e) not in now]
+        return f"`{name}`, whose members a check refuses, no longer holds {', '.join(fewer)[:60]}"
+    return ""
+
+
+def _names_for(tree: ast.Module | None, name: str, text: str) -> set[str]:
+    """``name`` and the names the file gives it (``allowed = SUPPORTED_SIZES``) that some ``in`` tests,
+    by the text; empty when none is."""
+    names = {name}
+    if re.search(rf"=\s*(?:[\w.]+\.)?{re.escape(name)}\s*$", text, re.M):
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and _last_name(node.value) == name:
+                names.add(_last_name(node.targets[0]))
+    tested = {n for n in names if n and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(n)}\b", text)}
+    return tested
+
+
+def _refused_in(tree: ast.Module | None, name: str) -> bool:
+    """Whether an ``if`` that raises or leaves refuses the members of ``name`` (``if x in name:``, ``if
+    any(a in name for a in xs):``), or an ``assert`` its non-members (``assert x not in name``)."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and (_guards_raise_node(node) or any(map(_answers_no, node.body))):
+            wanted: type = ast.In
+        elif isinstance(node, ast.Assert):
+            wanted = ast.NotIn
+        else:
+            continue
+        for cmp in ast.walk(node.test):
+            pairs = zip(cmp.ops, cmp.comparators, strict=True) if isinstance(cmp, ast.Compare) else ()
+            if any(isinstance(op, wanted) and _last_name(c) == name for op, c in pairs):
+                return True
+    return False
 
 
 def _new_handlers(
@@ -1585,6 +1672,7 @@ def _by_parts(test: ast.expr) -> ast.expr:
 def _fires_less(before: ast.expr, after: ast.expr) -> str:
     return (
         _inner_part_weaker(before, after)
+        or _over_fewer(before, after)
         or _divisor_relaxed(before, after)
         or _and_more(before, after)
         or _fewer_ors(before, after)
@@ -1603,6 +1691,43 @@ def _fewer_by_cases(before: ast.expr, after: ast.expr) -> str:
         return ""
     when = f" (no longer when {found.example})" if found.example else ""
     return f"`{_short(before)}` became `{_short(after)}`: it holds in fewer cases{when}"
+
+
+def _over_fewer(before: ast.expr, after: ast.expr) -> str:
+    """``any(bad(x) for x in (a, b, c))`` → ``… in (c,)``: the same test over fewer of the values it lists
+    (``all`` over more of them) fires less."""
+    loops = _one_test_over(before, after)
+    if loops is None:
+        return ""
+    kind, old, new = loops
+    was, now = {ast.dump(e) for e in old.elts}, {ast.dump(e) for e in new.elts}
+    if kind == "any" and now < was:
+        gone = ", ".join(ast.unparse(e) for e in old.elts if ast.dump(e) not in now)[:60]
+        return f"`{_short(before)}` no longer tests {gone}"
+    if kind == "all" and was < now:
+        return f"`{_short(after)}` asks of more values: it holds in fewer cases"
+    return ""
+
+
+def _one_test_over(before: ast.expr, after: ast.expr) -> tuple[str, _Literal, _Literal] | None:
+    """(``any`` or ``all``, the values before, after) of two calls of it that test the same over a literal
+    list of values each (``any(x in d for x in ("cpu", "disk"))``), or ``None``."""
+    if not (isinstance(before, ast.Call) and isinstance(after, ast.Call)):
+        return None
+    kind = ast.unparse(before.func)
+    one_arg = len(before.args) == len(after.args) == 1
+    if kind not in ("any", "all") or ast.unparse(after.func) != kind or not one_arg:
+        return None
+    old, new = before.args[0], after.args[0]
+    if not (isinstance(old, ast.GeneratorExp) and isinstance(new, ast.GeneratorExp)):
+        return None
+    if ast.dump(old.elt) != ast.dump(new.elt) or len(old.generators) != 1 or len(new.generators) != 1:
+        return None
+    g, h = old.generators[0], new.generators[0]
+    same_loop = ast.dump(g.target) == ast.dump(h.target) and len(g.ifs) == len(h.ifs) == 0
+    if not same_loop or not (isinstance(g.iter, _LITERALS) and isinstance(h.iter, _LITERALS)):
+        return None
+    return kind, g.iter, h.iter
 
 
 def _inner_part_weaker(before: ast.expr, after: ast.expr) -> str:
@@ -1650,13 +1775,15 @@ def _divisibility(test: ast.expr) -> tuple[str, int] | None:
 
 def _one_part_weaker(before: ast.expr, after: ast.expr) -> str:
     """``a and b and c`` → ``a and b' and c`` (or the same of an ``or``) with ``b'`` firing less than
-    ``b``: so does the whole."""
+    ``b``: so does the whole — and so it does when several parts changed, each firing less (``m % 16 != 0
+    or n % 16 != 0`` → ``m % 8 != 0 or n % 8 != 0``: each part alone, where the whole has too many cases)."""
     if not (isinstance(before, ast.BoolOp) and isinstance(after, ast.BoolOp)):
         return ""
     if type(before.op) is not type(after.op) or len(before.values) != len(after.values):
         return ""
     pairs = [(b, a) for b, a in zip(before.values, after.values, strict=True) if ast.dump(b) != ast.dump(a)]
-    return _fires_less(*pairs[0]) if len(pairs) == 1 else ""
+    details = [_fires_less(*pair) for pair in pairs]
+    return details[0] if details and all(details) else ""
 
 
 def _fewer_refused(before: ast.expr, after: ast.expr) -> str:
@@ -2523,12 +2650,12 @@ def _guards_raise(tree: ast.Module | None, line: int, function: str = "") -> boo
     """Whether the ``if`` at ``line`` refuses what its condition names: its body raises or asserts, warns
     (``logger.warning``, ``warnings.warn``), hands back an error message (``return error_msg``, ``return f"…
     exceeds …"``), aborts or fails the case (``req.set_finish_with_abort(msg)``, ``failed.add(i)``), or —
-    in a function that says whether something is supported or allowed (``function``) — answers no: a
-    validator that reports instead of raising is a check as much."""
+    in a function that says whether something is supported, allowed or to be used (``function``) — answers
+    no: a validator that reports instead of raising is a check as much."""
     node = _if_at(tree, line)
     if node is None:
         return False
-    says_no = not _ALLOWING.isdisjoint(_words(function)) and any(map(_answers_no, node.body))
+    says_no = not _DECIDING.isdisjoint(_words(function)) and any(map(_answers_no, node.body))
     refuses = any(map(_refusal, _own_statements(node.body)))
     return _guards_raise_node(node) or refuses or _sanitizes(node) or says_no
 
@@ -2635,7 +2762,10 @@ _WARNINGS = frozenset({"warning", "warn", "error", "critical", "exception", "fat
 # Words of a call that ends a case in refusal (``req.set_finish_with_abort(msg)``, ``self.reject(r)``), and of
 # a collection whose entries are the cases refused (``failed_req_idxs.add(i)``).
 _REFUSING = frozenset({"abort", "reject", "fail", "refuse", "deny"})
-_REFUSED = frozenset({"failed", "failures", "rejected", "refused", "aborted", "invalid", "errors"})
+_REFUSED = frozenset(
+    {"failed", "failures", "rejected", "refused", "aborted", "invalid", "errors", "error", "problems"}
+    | {"violations", "unsupported"}
+)
 
 
 def _refusing_call(call: ast.Call) -> bool:

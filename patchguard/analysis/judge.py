@@ -48,7 +48,7 @@ from .families import (
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, truth
 from .structure import Structure, gate_kind_of
-from .tensors import is_tensor, local_names, params_of, tensor_names
+from .tensors import host_names, is_tensor, local_names, params_of, tensor_names
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -211,6 +211,7 @@ class _Walker(Dispatch):
         self.loop_nodes: list[cst.CSTNode] = []
         # per function entered: the def, and the names known to hold tensors once asked (lazily)
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
+        self._hosts: dict[int, set[str]] = {}  # a function (its id) -> the names it binds to host values only
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
@@ -300,6 +301,16 @@ class _Walker(Dispatch):
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.names.pop()
         self.functions.pop()
+
+    def hosts(self) -> set[str]:
+        """The names of the current function bound only to host values (worked out on first use)."""
+        fn = self.functions[-1][0]
+        if fn is None:
+            return set()
+        known = self._hosts.get(id(fn))
+        if known is None:
+            known = self._hosts[id(fn)] = host_names(fn, self.aliases)
+        return known
 
     def tensors(self) -> set[str]:
         """The names of the current function that hold tensors (worked out on first use)."""
@@ -580,7 +591,7 @@ class _Walker(Dispatch):
         ``_init_*`` runs per step); a value read of a tensor the function made on the device (``lens =
         make_lens(batch, device=self.device)`` … ``lens.max().item()``) is one wherever the code runs at work
         — not where it sets up, shows or stores, nor at import."""
-        if _host_named(node):
+        if _host_named(node) or _read_from(node) in self.hosts():
             return None
         if self.on_device_path() or self.loops:
             return RuleId.DEVICE_SYNC

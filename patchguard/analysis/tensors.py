@@ -21,7 +21,15 @@ from .bounds import too_wild
 from .cstwalk import Dispatch, walk
 from .families import TENSOR_ONLY_METHODS
 
-__all__ = ["decides_tensor", "is_tensor", "local_names", "maybe_tensor_words", "params_of", "tensor_names"]
+__all__ = [
+    "decides_tensor",
+    "host_names",
+    "is_tensor",
+    "local_names",
+    "maybe_tensor_words",
+    "params_of",
+    "tensor_names",
+]
 
 # Read on the host without waiting for the device: the tensor's metadata.
 _METADATA_ATTRS = frozenset(
@@ -77,6 +85,58 @@ def tensor_names(
             ):
                 names.add(target)
     return names
+
+
+def host_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
+    """The names ``fn`` binds only to values on the host — every assignment of it a ``numpy`` call, a value
+    brought back (``.tolist()``, ``.numpy()``, ``.item()``), a Python number or text — and its
+    parameters annotated as numpy arrays or Python's own types: reading them back waits for no device."""
+    params = params_of(fn)
+    names = {
+        p.name.value for p in params if p.annotation is not None and _names_host(p.annotation.annotation)
+    }
+    collect = _Assignments()
+    walk(fn.body, collect)
+    bound: dict[str, bool] = {}
+    for target, value, annotation in collect.found:
+        host = (annotation is not None and _names_host(annotation)) or (
+            value is not None and _host_value(value, aliases)
+        )
+        bound[target] = bound.get(target, True) and host
+    tensors_too = {
+        p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
+    }
+    return (names | {n for n, host in bound.items() if host}) - tensors_too - collect.used_as_tensor
+
+
+# Python's own numbers: what these make lives on the host (not its containers: those may hold tensors).
+_HOST_MAKERS = frozenset(
+    {"int", "float", "bool", "len", "list", "dict", "tuple", "set", "sum", "sorted", "range"}
+)
+_BROUGHT_BACK = frozenset({"tolist", "numpy", "item"})
+
+
+def _host_value(value: cst.BaseExpression, aliases: Mapping[str, str]) -> bool:
+    """Whether an expression's value is on the host: a literal, a numpy call, a Python maker, a value
+    brought back from the device."""
+    if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True  # (not a list or a dict: those may hold tensors)
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _BROUGHT_BACK:
+        return True
+    dotted = get_full_name_for_node(func)
+    qualname = resolve(dict(aliases), dotted) if dotted else ""
+    return qualname.startswith("numpy.") or qualname in _HOST_MAKERS
+
+
+def _names_host(annotation: cst.BaseExpression) -> bool:
+    """An annotation naming a numpy array or Python's own numbers and containers (not a tensor)."""
+    text = cst.Module(body=[]).code_for_node(annotation)
+    if "Tensor" in text:
+        return False
+    return "ndarray" in text or text.split("[", 1)[0].strip() in {"int", "float", "list", "List", "Sequence"}
 
 
 def maybe_tensor_words(
