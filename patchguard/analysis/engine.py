@@ -944,8 +944,8 @@ def _lives_on(
     strengthened, or replaced in the edit."""
     after, before = files
     moved = after.count(stmt) >= max(before.count(stmt), 1)
-    call = _CHECK_CALL.match(stmt) or _VALIDATOR_CALL.match(stmt)
-    if call is not None:  # a checking call given other arguments is the same check
+    call = _CHECK_CALL.match(stmt) or _VALIDATOR_CALL.match(stmt) or _KEPT_AMONG.match(stmt)
+    if call is not None:  # a checking call (or an error collected) given other arguments is the same check
         callee = _squeeze(call.group())
         moved = moved or after.count(callee) >= max(before.count(callee), 1)
     return moved or _strengthened(stmt, [a for a in asserts if a != stmt]) or _replaced(text, added)

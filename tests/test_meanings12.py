@@ -1,0 +1,221 @@
+"""Meanings (issue 34, the twelfth blind batch's misses): a deny-list that shrinks; an allow-list reached
+through a name the file gives it; an ``if`` whose ``else`` raises, accepting more; several parts of a
+condition each weaker; ``any``/``all`` over fewer listed values; edits inside a condition, an assertion or a
+deciding ``return`` spread over several lines (insertions too); a refusal that collects errors taken out or
+loosened; two things compared with each other read as numbers (``a != b`` → ``abs(a - b) > 1024``); a
+"should" function's ``return False``; and reductions of names bound only to numpy values, which wait for no
+device — each judged on a module of its own, edited as a person would, with look-alikes that must stay
+quiet, and once end to end on an installed wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .helpers import EditedModule, line_of, scan_edited
+
+ENGINE = "pkg/policy.py"
+PRISTINE = """\
+import logging
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+GROUP_SIZES = [-1, 32, 64, 128]
+SKIP_NAMES = ["a", "b"]
+
+
+def blocked_for_prefill(archs) -> bool:
+    refused = [
+        "GrokForCausalLM",
+        "LlavaForCausalLM",
+        "ClipModel",
+    ]
+    if any(a in refused for a in archs):
+        return False
+    return True
+
+
+def group_ok(kind, group_size):
+    if kind == "fp4":
+        allowed_sizes = [16, 32]
+    else:
+        allowed_sizes = GROUP_SIZES
+    if group_size not in allowed_sizes:
+        return False, f"group size {group_size} is not supported"
+    return True, None
+
+
+def pick_arch(major, minor):
+    if major == 10 and minor == 7:
+        arch = "sm107"
+    else:
+        raise ValueError(f"only sm107, got sm{major}{minor}")
+    return arch
+
+
+def can_tile(m, n, k) -> bool:
+    if m % 16 != 0 or n % 16 != 0 or k % 16 != 0:
+        return False
+    return True
+
+
+def should_use_symm(inp, dtype) -> bool:
+    if inp.dtype != dtype:
+        return False
+    return True
+
+
+def check_devices(device_map):
+    if any(
+        target in device_map.values() for target in ("cpu", "disk")
+    ):
+        raise ValueError("offloading is not supported")
+
+
+def patch_sizes(patch_size):
+    assert patch_size in [
+        224,
+        336,
+    ], "patch size"
+    return patch_size
+
+
+def init_is_supported(init) -> bool:
+    return not isinstance(init, str) or init in (
+        "gaussian",
+        "eva",
+    )
+
+
+def draft_tp(tp, target_tp):
+    if tp not in (
+        1,
+        target_tp,
+    ):
+        raise ValueError("draft tp must be 1 or the target's")
+    return tp
+
+
+def validate(features, rank, limit):
+    error_msg = []
+    if features.use_dora:
+        error_msg.append("DoRA is not supported")
+    if rank > limit:
+        error_msg.append(f"rank {rank} is over {limit}")
+    return error_msg
+
+
+def same_vocab(target_vocab, draft_vocab):
+    if target_vocab != draft_vocab:
+        raise ValueError("the vocabularies differ")
+
+
+def budget(req_ids, table, draft_budget, out: torch.Tensor):
+    scheduled = np.fromiter((table[r] for r in req_ids), dtype=np.int32)
+    out.copy_(torch.from_numpy(scheduled))
+    return draft_budget
+
+
+def forward(self, hidden: torch.Tensor):
+    sizes = hidden.sum(0)
+    for name in SKIP_NAMES:
+        logger.debug("skip %s", name)
+    return sizes
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_near, _rules = _MODULE.near, _MODULE.rules
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a deny-list shrinks (a member taken out of the list an `if` refuses)
+        ('        "LlavaForCausalLM",\n', "", '"ClipModel"'),
+        # an allow-list the file hands on under another name grows
+        ("GROUP_SIZES = [-1, 32, 64, 128]\n", "GROUP_SIZES = [-1, 32, 64, 128, 256]\n", "256]"),
+        # an if whose else raises accepts more
+        ("    if major == 10 and minor == 7:\n", "    if major == 10 and minor in (0, 3, 7):\n", "(0, 3, 7)"),
+        # every part of an `or` weaker, too many cases to read the whole
+        ("if m % 16 != 0 or n % 16 != 0 or k % 16 != 0:", "if m % 8 != 0 or n % 8 != 0 or k % 8 != 0:",
+         "m % 8"),
+        # a "should" function's refusal fires less
+        ("    if inp.dtype != dtype:\n", "    if inp.dtype not in (dtype, torch.float16):\n", "float16"),
+        # any() over fewer of the values it refuses
+        ('target in device_map.values() for target in ("cpu", "disk")',
+         'target in device_map.values() for target in ("disk",)', '("disk",)'),
+        # a value added inside an assertion written over several lines
+        ('        336,\n    ], "patch size"\n', '        336,\n        560,\n    ], "patch size"\n', "560"),
+        # a value inserted inside a deciding function's return written over several lines
+        ('        "eva",\n    )\n', '        "eva",\n        "pissa",\n    )\n', '"pissa"'),
+        # a value inserted inside a refusal's condition written over several lines
+        ("        1,\n        target_tp,\n", "        1,\n        2,\n        target_tp,\n", "        2,"),
+        # a refusal that collects errors, taken out
+        ('    if features.use_dora:\n        error_msg.append("DoRA is not supported")\n', "",
+         "if rank > limit"),
+        # ... and loosened
+        ("    if rank > limit:\n", "    if rank > 2 * limit:\n", "2 * limit"),
+        # two things compared with each other, read as numbers
+        ("    if target_vocab != draft_vocab:\n", "    if abs(target_vocab - draft_vocab) > 1024:\n", "abs("),
+    ],
+)  # fmt: skip
+def test_a_check_let_go(old: str, new: str, needle: str) -> None:
+    assert "removed-check" in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a deny-list grows: it refuses more
+        ('        "ClipModel",\n', '        "ClipModel",\n        "MossForCausalLM",\n'),
+        # an allow-list no check tests, grown
+        ('SKIP_NAMES = ["a", "b"]\n', 'SKIP_NAMES = ["a", "b", "c"]\n'),
+        # an if whose else raises, accepting less
+        ("    if major == 10 and minor == 7:\n", "    if major == 10 and minor == 7 and major > 0:\n"),
+        # stricter alignment
+        ("if m % 16 != 0 or n % 16 != 0 or k % 16 != 0:", "if m % 32 != 0 or n % 16 != 0 or k % 16 != 0:"),
+        # any() over more of the values it refuses
+        ('target in device_map.values() for target in ("cpu", "disk")',
+         'target in device_map.values() for target in ("cpu", "disk", "meta")'),
+        # a value taken out of an assertion's list: it asks more
+        ("        224,\n        336,\n", "        224,\n"),
+        # a tighter vocabulary check
+        ("    if target_vocab != draft_vocab:\n",
+         "    if target_vocab != draft_vocab or target_vocab == 0:\n"),
+        # an error collected, reworded
+        ('error_msg.append("DoRA is not supported")', 'error_msg.append("DoRA adapters are not supported")'),
+    ],
+)  # fmt: skip
+def test_look_alikes_are_quiet(old: str, new: str) -> None:
+    assert "removed-check" not in _rules((old, new))
+
+
+def test_a_numpy_array_reduced_on_the_host_is_no_sync() -> None:
+    edit = (
+        "    out.copy_(torch.from_numpy(scheduled))\n",
+        "    out.copy_(torch.from_numpy(scheduled))\n"
+        "    if draft_budget > int(scheduled.sum()):\n"
+        "        raise RuntimeError('budget over the scheduled drafts')\n",
+    )
+    assert "device-sync" not in _rules(edit)
+
+
+def test_a_tensor_reduced_on_the_host_is_still_a_sync() -> None:
+    edit = ("    return sizes\n", "    if int(sizes.sum()) > 0:\n        pass\n    return sizes\n")
+    assert "device-sync" in _near(edit, "int(sizes.sum())")
+
+
+def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
+    edited = _MODULE.after(
+        ('        "LlavaForCausalLM",\n', ""),
+        ("    if major == 10 and minor == 7:\n", "    if major == 10 and minor in (0, 3, 7):\n"),
+        ("    if target_vocab != draft_vocab:\n", "    if abs(target_vocab - draft_vocab) > 1024:\n"),
+    )
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    for needle in ('"ClipModel"', "(0, 3, 7)", "abs("):
+        line = line_of(edited, needle)
+        assert any(rule == "removed-check" and abs(n - line) <= 1 for rule, n in found), (needle, found)
