@@ -57,19 +57,32 @@ if TYPE_CHECKING:
         set_states,
     )
     from .config import ConfigError
-    from .deploy.fleet import Aspect, Change, Chosen, Difference, FleetGroup, FleetResult, fleet
-    from .deploy.gate import CheckResult
-    from .deploy.hostdocs import FleetInputError, HostDocument
-    from .deploy.policy import Policy
+    from .deploy.fleet import fleet
+    from .deploy.hostdocs import FleetInputError
     from .diffs import FileDiff
     from .integrity.inventory import ProgressCallback
-    from .patchsets.bisect import BisectError, BisectResult, Trial
+    from .patchsets.bisect import BisectError
     from .patchsets.model import PatchSet, PatchSetError, load_sets
     from .patchsets.ops import FileVerdict, SetAction, SetOutcome, Verdict
     from .patchsets.planner import FilePlan, PlanFailed
-    from .patchsets.rebase import FileOutcome, RebasedFile, RebaseResult
     from .pristine.restore import Action, FileAction, RestoreResult
     from .pristine.sources import NoPristineSource, SourceOptions
+    from .results import (
+        Aspect,
+        BisectResult,
+        Change,
+        CheckResult,
+        Chosen,
+        Difference,
+        FileOutcome,
+        FleetGroup,
+        FleetResult,
+        HostDocument,
+        Policy,
+        RebasedFile,
+        RebaseResult,
+        Trial,
+    )
     from .txn import Committed, LockTimeout, SessionBusy, TransactionError
 
 # Name -> the module that defines it, imported on first use (not at `import patchguard`).
@@ -96,9 +109,9 @@ _LAZY = {
     "FileVerdict": "patchsets.ops",
     "capture_set": "api",
     "rebase_set": "api",
-    "RebaseResult": "patchsets.rebase",
-    "RebasedFile": "patchsets.rebase",
-    "FileOutcome": "patchsets.rebase",
+    "RebaseResult": "results.rebase",
+    "RebasedFile": "results.rebase",
+    "FileOutcome": "results.rebase",
     "set_states": "api",
     "environment_status": "api",
     "load_sets": "patchsets.model",
@@ -106,16 +119,16 @@ _LAZY = {
     "PatchSetError": "patchsets.model",
     "PlanFailed": "patchsets.planner",
     "FilePlan": "patchsets.planner",
-    "Policy": "deploy.policy",
-    "CheckResult": "deploy.gate",
+    "Policy": "results.check",
+    "CheckResult": "results.check",
     "fleet": "deploy.fleet",
-    "FleetResult": "deploy.fleet",
-    "FleetGroup": "deploy.fleet",
-    "Difference": "deploy.fleet",
-    "Aspect": "deploy.fleet",
-    "Change": "deploy.fleet",
-    "Chosen": "deploy.fleet",
-    "HostDocument": "deploy.hostdocs",
+    "FleetResult": "results.fleet",
+    "FleetGroup": "results.fleet",
+    "Difference": "results.fleet",
+    "Aspect": "results.fleet",
+    "Change": "results.fleet",
+    "Chosen": "results.fleet",
+    "HostDocument": "results.fleet",
     "FleetInputError": "deploy.hostdocs",
     "ConfigError": "config",
     "NoPristineSource": "pristine.sources",
@@ -124,9 +137,9 @@ _LAZY = {
     "Committed": "txn",
     "SessionBusy": "txn",
     "bisect": "api",
-    "BisectResult": "patchsets.bisect",
+    "BisectResult": "results.bisect",
     "BisectError": "patchsets.bisect",
-    "Trial": "patchsets.bisect",
+    "Trial": "results.bisect",
 }
 
 __all__ = [

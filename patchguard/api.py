@@ -15,18 +15,15 @@ from typing import IO, Any
 
 # The types of the public signatures, imported for real: typing.get_type_hints(patchguard.check) must resolve
 # them (pydantic, typer and sphinx read them so). None of them imports libcst or git.
-from .deploy.gate import CheckResult
-from .deploy.policy import Policy
 from .diffs import FileDiff
 from .env import resolve_target
 from .integrity.inventory import ProgressCallback
 from .model import EnvironmentStatus, Finding, Report, RollbackResult, SetState, UpgradePlan
-from .patchsets.bisect import BisectResult, By, Trial
 from .patchsets.model import PatchSet
 from .patchsets.ops import SetOutcome
-from .patchsets.rebase import RebaseResult
 from .pristine.restore import RestoreResult
 from .pristine.sources import SourceOptions
+from .results import BisectResult, By, CheckResult, Policy, RebaseResult, Trial
 
 __all__ = [
     "apply_set",

@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 # The types of the public signatures, imported for real: typing.get_type_hints(patchguard.check) must resolve
 # them (pydantic, typer and sphinx read them so). None of them imports libcst or git.
-from .deploy.gate import CheckResult
-from .deploy.policy import Policy
 from .env import Target
 from .errors import PatchguardError
 from .integrity.inventory import ChangedFile, ProgressCallback, Scanned
 from .model import Finding, GateKind, Kind, Loaded, NoBaseline, Reach, Report, RuleId, UpgradePlan
 from .pristine.sources import SourceOptions
+from .results import CheckResult, Policy
 
 if TYPE_CHECKING:
     from .analysis import CodeChange

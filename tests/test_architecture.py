@@ -18,10 +18,24 @@ from .helpers import REPO
 PACKAGE = REPO / "patchguard"
 
 # The bottom of the house, lowest first: each may import only modules earlier in this list.
-BOTTOM = ["_version", "errors", "model", "_fs", "config", "diffs", "env", "rulebook", "txn", "state"]
+BOTTOM = [
+    "_version",
+    "errors",
+    "model",
+    "_fs",
+    "config",
+    "diffs",
+    "env",
+    "rulebook",
+    "results",
+    "txn",
+    "state",
+]
 
 # A bottom package's modules, lowest first: each may import only those before it (``__init__``: all).
 LAYERS = {
+    # Every command's result, one module by kind: none needs another.
+    "results": ["check", "running", "rebase", "bisect", "fleet"],
     "txn": [
         "values",
         "durable",
@@ -573,6 +587,39 @@ def test_building_the_command_line_imports_no_formatter() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(ast.literal_eval(out.splitlines()[-1]))
     assert loaded <= {f"patchguard.{m}" for m in FORMATS_FACE | {"formats.documents"}}, loaded
+
+
+def _protocols(tree: ast.AST) -> list[str]:
+    """The classes of a module that are a ``typing.Protocol`` (``Protocol``, ``typing.Protocol``,
+    ``Protocol[T]``, from ``typing`` or ``typing_extensions``)."""
+
+    def is_protocol(base: ast.expr) -> bool:
+        base = base.value if isinstance(base, ast.Subscript) else base
+        return (isinstance(base, ast.Name) and base.id == "Protocol") or (
+            isinstance(base, ast.Attribute) and base.attr == "Protocol"
+        )
+
+    return [
+        f"{node.name} (line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and any(is_protocol(b) for b in node.bases)
+    ]
+
+
+def test_the_protocol_finder_finds_protocols() -> None:
+    code = (
+        "class A(Protocol): ...\nclass B(typing.Protocol): ...\nclass C(Protocol[T]): ...\n"
+        "class D(typing_extensions.Protocol, Generic[T]): ...\nclass E(ABC): ...\nclass F: ...\n"
+    )
+    assert [found.split()[0] for found in _protocols(ast.parse(code))] == ["A", "B", "C", "D"]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) == "formats"))
+def test_formats_read_the_results_themselves(module: str) -> None:
+    """No protocol in formats/: a formatter reads the result's own type (the model's, or a command's result
+    in :mod:`patchguard.results`), never a mirror of it that must be kept in step by hand (issue 37)."""
+    found = _protocols(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+    assert not found, f"{module} defines protocols (import the result's type instead): {', '.join(found)}"
 
 
 def test_hot_is_defined_once() -> None:

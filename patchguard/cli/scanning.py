@@ -14,10 +14,10 @@ from ..formats import CHECK, DIFF, LOCK, REPORT, RUNNING, CheckDocument, ReportD
 from ..model import Severity, for_terminal
 
 if TYPE_CHECKING:
-    from ..deploy.policy import Policy
     from ..env import Target
     from ..model import Report
     from ..pristine.sources import SourceOptions
+    from ..results import Policy
 
 from ._common import (
     EXIT_ERROR,
@@ -319,13 +319,15 @@ def _could_not_check(exc: Exception, fmt: str, output: str | None) -> None:
 @patches_option
 @environment_options
 @click.option(
-    "--format", "fmt", type=click.Choice(LOCK.names), default=LOCK.default, show_default=True,
+    "--format",
+    "fmt",
+    type=click.Choice(LOCK.names),
+    default=LOCK.default,
+    show_default=True,
     help="json: the patchguard.lock/1 document (the only form a lock has).",
 )
 @errors_to_exit
-def lock(
-    output: str | None, patches: str | None, environment: Target, fmt: str
-) -> None:
+def lock(output: str | None, patches: str | None, environment: Target, fmt: str) -> None:
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from ..audit import run
     from ..deploy.lockfile import make_lock

@@ -1,47 +1,20 @@
-"""The pre-restart gate: a scanned environment judged against a policy, the required sets and a lock."""
+"""The pre-restart gate: a scanned environment judged against a policy, the required sets and a lock.
+
+It makes ``check``'s verdict, a :class:`~patchguard.results.check.CheckResult` (``patchguard.check/1``),
+defined with the policy in :mod:`patchguard.results.check`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..env import Target
 from ..integrity.inventory import Scanned
 from ..integrity.records import canonicalize
-from ..model import Finding, Report, SetState, SetStatus, Violation, json_name_or_none
+from ..model import Finding, SetState, SetStatus, Violation
+from ..results.check import CHECK_SCHEMA, CheckResult, Policy
 from .lockfile import compare_locks, make_lock, read_lock
-from .policy import Policy
 
 __all__ = ["CHECK_SCHEMA", "CheckResult", "evaluate"]
-
-CHECK_SCHEMA = "patchguard.check/1"
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """The verdict of a check: ``passed``, every violation (one line each), and the scan behind it."""
-
-    passed: bool
-    violations: tuple[str, ...]
-    report: Report
-    policy: Policy = field(default_factory=Policy)
-    # The violations as objects, in the same order.
-    details: tuple[Violation, ...] = ()
-    warnings: tuple[str, ...] = ()  # said on stderr, not violations (policy running = "warn")
-
-    def to_json(self) -> dict[str, Any]:
-        """``patchguard.check/1``, the report behind it included: ``violations`` one line each for people,
-        ``details`` the same as objects for programs (a set's name in the JSON name encoding, like the
-        policy's path; the finding is the report's)."""
-        return {
-            "schema": CHECK_SCHEMA,
-            "passed": self.passed,
-            "violations": list(self.violations),
-            "details": [d.to_json() for d in self.details],
-            "policy": json_name_or_none(self.policy.path),
-            "report": self.report.to_json(),
-        }
 
 
 def _line(f: Finding) -> str:

@@ -1,5 +1,6 @@
 """One document per host, as ``fleet`` reads it: a lock or a scan report boiled down to what makes two
-environments the same — its :class:`Fingerprint`.
+environments the same — its :class:`~patchguard.results.fleet.Fingerprint` (both values, the fingerprint
+and the :class:`~patchguard.results.fleet.HostDocument` holding it, are defined in :mod:`patchguard.results`).
 
 A document's file name without ``.json`` names the host (what an Ansible ``fetch`` to
 ``<fleet_dir>/<inventory_hostname>.json`` writes); the host name the document gives itself is kept beside
@@ -20,14 +21,14 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .._fs import parse_json, read_input
 from ..errors import PatchguardError
 from ..integrity.records import INSTALLER_FILES, canonicalize
 from ..model import REPORT_SCHEMA, from_json_name
+from ..results.fleet import Fingerprint, HostDocument
 from .lockfile import LOCK_SCHEMA
 
 __all__ = [
@@ -44,43 +45,6 @@ _WRITE_AGAIN = "write it again with patchguard lock, or patchguard scan --format
 
 class FleetInputError(PatchguardError):
     """A document ``fleet`` was given cannot be read as one host's environment (or names no host)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fingerprint:
-    """What makes two environments the same, as one document says it."""
-
-    python: str
-    distributions: Mapping[str, str]  # canonical name -> version
-    builds: Mapping[str, str]  # canonical name -> digest of all its files (locks only)
-    files: Mapping[str, Mapping[str, str]]  # distribution -> path -> state (files not as RECORD says)
-    sets: Mapping[str, str]  # set name -> digest of the set
-    unowned: Mapping[str, str]  # path -> state of files no distribution owns (startup hooks among them)
-
-    def key(self, builds: bool) -> tuple[object, ...]:
-        """A value equal for two fingerprints of the same environment (``builds``: the digests count)."""
-        return (
-            self.python,
-            tuple(sorted(self.distributions.items())),
-            tuple(sorted(self.builds.items())) if builds else (),
-            tuple(sorted((d, tuple(sorted(f.items()))) for d, f in self.files.items() if f)),
-            tuple(sorted(self.sets.items())),
-            tuple(sorted(self.unowned.items())),
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostDocument:
-    """One host's document: the host (the file's name), where it was read, what wrote it and when, and
-    the fingerprint of its environment."""
-
-    name: str  # the file name without .json: the host, as the inventory names it
-    path: str
-    kind: str  # "lock" or "report"
-    host: str | None  # the host name the document gives (absent from older locks)
-    time: str | None  # when it was written (ISO 8601 UTC)
-    version: str | None  # the patchguard that wrote it
-    fingerprint: Fingerprint = field(repr=False, compare=False)
 
 
 _NO_DIGEST = "(no digest: unreadable)"  # a changed file the host could not read

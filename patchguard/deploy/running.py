@@ -14,26 +14,26 @@ command line starts with the environment's ``bin/`` or it maps a file of its sit
 Verdict: ``stale`` when code of the environment changed after it started (a replaced extension, a changed
 ``.py`` it imported or may import): restart it; ``current`` otherwise; ``unknown`` when ``/proc/<pid>``
 cannot be read (another user's process) — said, not guessed.
+
+The values (:class:`~patchguard.results.running.Running`, its processes and their verdicts) are defined in
+:mod:`patchguard.results.running`.
 """
 
 from __future__ import annotations
 
-import enum
 import itertools
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from .._fs import PYCACHE, STATE_DIR, bytecode_of
 from ..env import Target
 from ..errors import PatchguardError
 from ..integrity.managed import installed_distributions
-from ..model import json_name
+from ..results.running import RUNNING_SCHEMA, Process, Running, Verdict
 
 __all__ = ["RUNNING_SCHEMA", "Process", "Running", "Verdict", "running"]
 
-RUNNING_SCHEMA = "patchguard.running/1"
 # A start time is the boot time (whole seconds) plus clock ticks: it may be up to a second early. A change
 # within that second of the start is not counted against the process.
 _START_SLACK = 1.0
@@ -41,67 +41,6 @@ _START_SLACK = 1.0
 _DELETED = " (deleted)"
 # A name with more ``\012`` than this is read two ways only (all newlines, or none), not 2**n.
 _MAX_ESCAPES = 6
-
-
-class Verdict(str, enum.Enum):
-    CURRENT = "current"
-    STALE = "stale"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class Process:
-    """One process of the environment and what it runs that the disk no longer holds."""
-
-    pid: int
-    command: str
-    started: float  # epoch seconds
-    verdict: Verdict
-    replaced_extensions: tuple[str, ...] = ()
-    imported_changed: tuple[str, ...] = ()  # .py changed after start that it had evidently imported
-    maybe_changed: tuple[str, ...] = ()  # .py changed after start it may have imported
-    transactions: tuple[str, ...] = ()  # patchguard transactions committed after it started
-    reason: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The process as ``patchguard.running/1`` has it: its command line and paths in the JSON name
-        encoding (:func:`~patchguard.model.json_name`)."""
-        return {
-            "pid": self.pid,
-            "command": json_name(self.command),
-            "started": self.started,
-            "verdict": self.verdict.value,
-            "replaced_extensions": [json_name(p) for p in self.replaced_extensions],
-            "imported_changed": [json_name(p) for p in self.imported_changed],
-            "maybe_changed": [json_name(p) for p in self.maybe_changed],
-            "transactions": [json_name(t) for t in self.transactions],
-            "reason": self.reason,
-        }
-
-
-@dataclass
-class Running:
-    """The processes of one environment."""
-
-    target: Target
-    processes: list[Process] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        verdicts = {p.verdict for p in self.processes}
-        return 1 if Verdict.STALE in verdicts else 2 if Verdict.UNKNOWN in verdicts else 0
-
-    def to_json(self) -> dict[str, Any]:
-        """``patchguard.running/1`` (``running --format json``): the prefix and site directories, like every
-        name, in the JSON name encoding."""
-        return {
-            "schema": RUNNING_SCHEMA,
-            "environment": {
-                "prefix": json_name(self.target.prefix),
-                "site_packages": [json_name(p) for p in self.target.site_packages],
-            },
-            "processes": [p.to_json() for p in self.processes],
-        }
 
 
 def running(target: Target, *, proc: str = "/proc") -> Running:

@@ -32,9 +32,9 @@ from ..model import (
     printable,
 )
 from ..patchsets.model import PatchSet, SetTarget
-from ..patchsets.rebase import RebaseResult, part_of, rebase_set, sets_to_carry
-from ..patchsets.rebase.outcome import FileOutcome, RebasedFile
+from ..patchsets.rebase import part_of, rebase_set, sets_to_carry
 from ..pristine.sources import SourceOptions
+from ..results import FileOutcome, RebasedFile, RebaseResult
 
 __all__ = ["plan_upgrade", "read_targets"]
 

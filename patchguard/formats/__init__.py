@@ -1,5 +1,6 @@
-"""Formatters: finished values in, text out. No IO, nothing but :mod:`patchguard.model` (and the rule table
-and diff values) below them.
+"""Formatters: finished values in, text out. No IO, nothing but the bottom layer below them: the model
+(:mod:`patchguard.model`), the rule table, diff values and every command's result (:mod:`patchguard.results`),
+read as they are.
 
 This face is the registry: one :class:`~.interface.Formats` per kind of document, the only thing the CLI
 takes from here besides the document values of :mod:`.documents`. The formats themselves live by family —
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
         SetState,
         UpgradePlan,
     )
-    from .documents import BisectView, FleetView, RebaseView, RunningView
+    from ..results import BisectResult, FleetResult, RebaseResult, Running
 
 __all__ = [
     "BISECT",
@@ -86,14 +87,14 @@ def _lock() -> tuple[Format[Mapping[str, Any]], ...]:
     return (LockJson(),)
 
 
-def _fleet() -> tuple[Format[FleetView], ...]:
+def _fleet() -> tuple[Format[FleetResult], ...]:
     from .fleet import FleetTable
     from .jsondoc import FleetJson
 
     return FleetTable(), FleetJson()
 
 
-def _running() -> tuple[Format[RunningView], ...]:
+def _running() -> tuple[Format[Running], ...]:
     from .jsondoc import RunningJson
     from .prometheus import RunningGauges
     from .running import RunningTable
@@ -101,14 +102,14 @@ def _running() -> tuple[Format[RunningView], ...]:
     return RunningTable(), RunningJson(), RunningGauges()
 
 
-def _bisect() -> tuple[Format[BisectView], ...]:
+def _bisect() -> tuple[Format[BisectResult], ...]:
     from .bisect import BisectText
     from .jsondoc import BisectJson
 
     return BisectText(), BisectJson()
 
 
-def _rebase() -> tuple[Format[RebaseView], ...]:
+def _rebase() -> tuple[Format[RebaseResult], ...]:
     from .jsondoc import RebaseJson
     from .rebase import RebaseText
 
@@ -122,7 +123,7 @@ def _plan() -> tuple[Format[UpgradePlan], ...]:
     return PlanText(), DocumentJson()
 
 
-def _rebase_all() -> tuple[Format[Sequence[RebaseView]], ...]:
+def _rebase_all() -> tuple[Format[Sequence[RebaseResult]], ...]:
     from .jsondoc import RebaseAllJson
     from .plan import RebaseAllText
 
@@ -180,13 +181,13 @@ CHECK: Formats[CheckDocument] = Formats(
 )
 DIFF: Formats[Sequence[FileDiff]] = Formats("diff", ("text", "json"), _diff)
 LOCK: Formats[Mapping[str, Any]] = Formats("lock", ("json",), _lock)
-RUNNING: Formats[RunningView] = Formats("running", ("text", "json", "prometheus"), _running)
-REBASE: Formats[RebaseView] = Formats("rebase", ("text", "json"), _rebase)
-REBASE_ALL: Formats[Sequence[RebaseView]] = Formats("rebase-all", ("text", "json"), _rebase_all)
+RUNNING: Formats[Running] = Formats("running", ("text", "json", "prometheus"), _running)
+REBASE: Formats[RebaseResult] = Formats("rebase", ("text", "json"), _rebase)
+REBASE_ALL: Formats[Sequence[RebaseResult]] = Formats("rebase-all", ("text", "json"), _rebase_all)
 PLAN: Formats[UpgradePlan] = Formats("plan", ("text", "json"), _plan)
 ROLLBACK: Formats[RollbackResult] = Formats("rollback", ("text", "json"), _rollback)
-BISECT: Formats[BisectView] = Formats("bisect", ("text", "json"), _bisect)
-FLEET: Formats[FleetView] = Formats("fleet", ("table", "json"), _fleet)
+BISECT: Formats[BisectResult] = Formats("bisect", ("text", "json"), _bisect)
+FLEET: Formats[FleetResult] = Formats("fleet", ("table", "json"), _fleet)
 SET_CHANGE: Formats[SetChange] = Formats("set-change", ("text", "json"), _set_change)
 RESTORE: Formats[RestoreDocument] = Formats("restore", ("text", "json"), _restore)
 CAPTURE: Formats[CaptureDocument] = Formats("capture", ("text", "json"), _capture)

@@ -7,13 +7,13 @@ in a file name or a diff starts no line and moves no cursor).
 from __future__ import annotations
 
 from ..model import for_terminal
-from .documents import BisectTrialView, BisectView
+from ..results import BisectResult, Trial
 from .interface import Format
 
 __all__ = ["BisectText", "format_bisect_text"]
 
 
-def _trial_line(t: BisectTrialView, total: int) -> str:
+def _trial_line(t: Trial, total: int) -> str:
     runs = f"{t.runs} run{'s' if t.runs != 1 else ''}" + (f", {t.failures} failed" if t.failures else "")
     note = f"  {for_terminal(t.note)}" if t.note else ""
     return (
@@ -22,7 +22,7 @@ def _trial_line(t: BisectTrialView, total: int) -> str:
     )
 
 
-def format_bisect_text(result: BisectView) -> str:
+def format_bisect_text(result: BisectResult) -> str:
     lines: list[str] = []
     total = {u.number for u in result.units}
     if not result.culprits:
@@ -62,7 +62,7 @@ def format_bisect_text(result: BisectView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _changed_by_test(result: BisectView) -> list[str]:
+def _changed_by_test(result: BisectResult) -> list[str]:
     """What the test command itself changed: the held files (put back with the rest), and those no change
     touches (left as the test left them: only this says so)."""
     out = []
@@ -79,8 +79,8 @@ def _changed_by_test(result: BisectView) -> list[str]:
     return out
 
 
-class BisectText(Format[BisectView]):
+class BisectText(Format[BisectResult]):
     name = "text"
 
-    def render(self, document: BisectView) -> str:
+    def render(self, document: BisectResult) -> str:
         return format_bisect_text(document)

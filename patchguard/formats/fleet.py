@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from ..model import for_terminal
-from .documents import DifferenceView, FleetGroupView, FleetHostView, FleetView
+from ..results import Chosen, Difference, FleetGroup, FleetResult, HostDocument
 from .interface import Format
 
 __all__ = ["FleetTable", "format_fleet"]
@@ -22,13 +22,13 @@ _HOSTS_SHOWN = 20  # host names per group, and in the last line
 _DIFFERENCES_SHOWN = 30  # differences per group
 
 
-def _host(h: FleetHostView) -> str:
+def _host(h: HostDocument) -> str:
     """The host as its file names it, and the name its document gives when that is another."""
     shown = for_terminal(h.name)
     return f"{shown} ({for_terminal(h.host)})" if h.host and h.host != h.name else shown
 
 
-def _names(hosts: Sequence[FleetHostView], beside: bool = True, limit: int = _HOSTS_SHOWN) -> str:
+def _names(hosts: Sequence[HostDocument], beside: bool = True, limit: int = _HOSTS_SHOWN) -> str:
     """The hosts (with the names their documents give, ``beside``), the first ``limit`` of them."""
     text = ", ".join(_host(h) if beside else for_terminal(h.name) for h in hosts[:limit])
     return text + (f", … and {len(hosts) - limit} more" if len(hosts) > limit else "")
@@ -38,18 +38,18 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _why(result: FleetView) -> str:
+def _why(result: FleetResult) -> str:
     """How the reference was chosen, in words."""
-    chosen = result.chosen.value
-    if chosen == "file":
+    chosen = result.chosen
+    if chosen is Chosen.FILE:
         base = result.baseline
         where = f"{for_terminal(base.path)}" if base is not None else "the baseline"
         written = f", written on {for_terminal(base.host)}" if base is not None and base.host else ""
         when = f" at {for_terminal(base.time)}" if base is not None and base.time else ""
         return f"--baseline {where}{written}{when}"
-    if chosen == "host":
+    if chosen is Chosen.HOST:
         return "the group of --baseline"
-    if chosen == "tie":
+    if chosen is Chosen.TIE:
         return f"{result.tied} groups tie for the largest: the one with the first host by name is taken"
     return "the largest group"
 
@@ -97,7 +97,7 @@ _LINES = {
 }
 
 
-def difference_line(d: DifferenceView) -> str:
+def difference_line(d: Difference) -> str:
     """One difference, for people: what, here, and in the reference."""
     aspect, change = d.aspect.value, d.change.value
     template = _LINES.get((aspect, change)) or _LINES[(aspect, "*")]
@@ -109,7 +109,7 @@ def difference_line(d: DifferenceView) -> str:
     )
 
 
-def _group_lines(group: FleetGroupView) -> list[str]:
+def _group_lines(group: FleetGroup) -> list[str]:
     lines = [f"DIFFERS    {_names(group.hosts)}"]
     shown = group.differences[:_DIFFERENCES_SHOWN]
     lines += [f"           {difference_line(d)}" for d in shown]
@@ -119,7 +119,7 @@ def _group_lines(group: FleetGroupView) -> list[str]:
     return lines
 
 
-def format_fleet(result: FleetView) -> str:
+def format_fleet(result: FleetResult) -> str:
     """The fleet as a table (see the module's docstring)."""
     hosts = sum(len(g.hosts) for g in result.groups)
     reference = next((g for g in result.groups if g.reference), None)
@@ -142,8 +142,8 @@ def format_fleet(result: FleetView) -> str:
     return "\n".join(lines) + "\n"
 
 
-class FleetTable(Format[FleetView]):
+class FleetTable(Format[FleetResult]):
     name = "table"
 
-    def render(self, document: FleetView) -> str:
+    def render(self, document: FleetResult) -> str:
         return format_fleet(document)

@@ -16,14 +16,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, TypeAlias
 
 from ..diffs import FileDiff, hunks_json
 from ..model import (
+    CaptureDocument,
+    EnvironmentStatus,
     Report,
+    RestoreDocument,
+    RollbackResult,
+    SetChange,
+    UpgradePlan,
     printable,
 )
-from .documents import BisectView, CheckDocument, FleetView, RebaseView, ReportDocument, RunningView
+from ..results import BisectResult, FleetResult, RebaseResult, Running
+from .documents import CheckDocument, ReportDocument
 from .interface import Format
 
 __all__ = [
@@ -78,12 +85,12 @@ def format_lock(lock: Mapping[str, Any]) -> str:
     return json.dumps(lock, indent=2, sort_keys=True) + "\n"
 
 
-def format_running(found: RunningView) -> str:
+def format_running(found: Running) -> str:
     """``patchguard running --format json`` (``patchguard.running/1``, as ``Running.to_json`` gives it)."""
     return _dumps(found.to_json())
 
 
-def format_rebase(result: RebaseView) -> str:
+def format_rebase(result: RebaseResult) -> str:
     """``patchguard rebase --format json`` (``patchguard.rebase/1``, as ``RebaseResult.to_json`` gives it):
     ASCII, every other character as a JSON escape."""
     return json.dumps(valid_text(result.to_json()), indent=2) + "\n"
@@ -117,43 +124,43 @@ class LockJson(Format[Mapping[str, Any]]):
         return format_lock(document)
 
 
-class RunningJson(Format[RunningView]):
+class RunningJson(Format[Running]):
     name = "json"
 
-    def render(self, document: RunningView) -> str:
+    def render(self, document: Running) -> str:
         return format_running(document)
 
 
-class BisectJson(Format[BisectView]):
+class BisectJson(Format[BisectResult]):
     name = "json"
 
-    def render(self, document: BisectView) -> str:
+    def render(self, document: BisectResult) -> str:
         """``patchguard.bisect/1``, as ``BisectResult.to_json`` gives it: ASCII, every other character as a
         JSON escape."""
         return json.dumps(valid_text(document.to_json()), indent=2) + "\n"
 
 
-class RebaseJson(Format[RebaseView]):
+class RebaseJson(Format[RebaseResult]):
     name = "json"
 
-    def render(self, document: RebaseView) -> str:
+    def render(self, document: RebaseResult) -> str:
         return format_rebase(document)
 
 
-class FleetJson(Format[FleetView]):
+class FleetJson(Format[FleetResult]):
     name = "json"
 
-    def render(self, document: FleetView) -> str:
+    def render(self, document: FleetResult) -> str:
         return _dumps(document.to_json())
 
 
-class RebaseAllJson(Format[Sequence[RebaseView]]):
+class RebaseAllJson(Format[Sequence[RebaseResult]]):
     """``patchguard rebase --all --format json``: ``patchguard.rebase-all/1``, each set's
     ``patchguard.rebase/1`` document in ``sets``."""
 
     name = "json"
 
-    def render(self, document: Sequence[RebaseView]) -> str:
+    def render(self, document: Sequence[RebaseResult]) -> str:
         doc = {
             "schema": "patchguard.rebase-all/1",
             "sets": [r.to_json() for r in document],
@@ -162,8 +169,11 @@ class RebaseAllJson(Format[Sequence[RebaseView]]):
         return json.dumps(valid_text(doc), indent=2) + "\n"
 
 
-class _WritesItself(Protocol):
-    def to_json(self) -> dict[str, Any]: ...
+# The documents whose value writes its own JSON (``to_json``): the upgrade plan, rollback, apply/revert,
+# restore, capture, status.
+_WritesItself: TypeAlias = (
+    UpgradePlan | RollbackResult | SetChange | RestoreDocument | CaptureDocument | EnvironmentStatus
+)
 
 
 class DocumentJson(Format[_WritesItself]):

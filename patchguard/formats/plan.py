@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import PlannedSet, PlanVerdict, RollbackResult, UpgradePlan, command, for_terminal
-from .documents import RebaseView
+from ..results import RebaseResult
 from .interface import Format
 from .rebase import format_rebase_text
 
@@ -77,12 +77,12 @@ class PlanText(Format[UpgradePlan]):
         return tuple(for_terminal(n) for n in document.notes)
 
 
-class RebaseAllText(Format[Sequence[RebaseView]]):
+class RebaseAllText(Format[Sequence[RebaseResult]]):
     """Each set's rebase, one after the other, and how many are carried."""
 
     name = "text"
 
-    def render(self, document: Sequence[RebaseView]) -> str:
+    def render(self, document: Sequence[RebaseResult]) -> str:
         if not document:
             return "every set is written for the releases installed: nothing to rebase\n"
         parts = [format_rebase_text(r) for r in document]

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import Report, Severity, json_name
-from .documents import CheckDocument, ReportDocument, RunningView
+from ..results import Running, Verdict
+from .documents import CheckDocument, ReportDocument
 from .interface import Format
 
 __all__ = ["CheckGauges", "ReportGauges", "RunningGauges", "format_prometheus"]
@@ -127,9 +128,7 @@ class CheckGauges(Format[CheckDocument]):
 
     def render(self, document: CheckDocument) -> str:
         result = document.result
-        lock_match = (
-            not any(d.kind == "lock" for d in result.details) if document.lock_checked else None
-        )
+        lock_match = not any(d.kind == "lock" for d in result.details) if document.lock_checked else None
         text = format_prometheus(
             result.report,
             applied_sets=document.applied_sets,
@@ -153,12 +152,12 @@ class CheckGauges(Format[CheckDocument]):
         return text + "\n".join(gate) + "\n"
 
 
-class RunningGauges(Format[RunningView]):
+class RunningGauges(Format[Running]):
     """How many processes of the environment run, and how many of them run stale code."""
 
     name = "prometheus"
     what = "the metrics"
 
-    def render(self, document: RunningView) -> str:
-        stale = sum(1 for p in document.processes if p.verdict.value == "stale")
+    def render(self, document: Running) -> str:
+        stale = sum(1 for p in document.processes if p.verdict is Verdict.STALE)
         return format_prometheus(stale_processes=stale, processes=len(document.processes))

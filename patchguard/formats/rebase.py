@@ -8,13 +8,13 @@ the rebase's notes are lines for stderr (:meth:`RebaseText.notes`), not part of 
 from __future__ import annotations
 
 from ..model import command, for_terminal
-from .documents import RebasedFileView, RebaseView
+from ..results import FileOutcome, RebasedFile, RebaseResult
 from .interface import Format
 
 __all__ = ["RebaseText", "format_rebase_text"]
 
 
-def format_rebase_text(r: RebaseView) -> str:
+def format_rebase_text(r: RebaseResult) -> str:
     """The set's files one line each (and what to edit or delete), the count of hunks carried, and what
     became of the set."""
     if not r.files:
@@ -32,7 +32,7 @@ def format_rebase_text(r: RebaseView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _file_lines(r: RebaseView, f: RebasedFileView) -> list[str]:
+def _file_lines(r: RebaseResult, f: RebasedFile) -> list[str]:
     """One file's line, and the review file to edit (a conflict) or delete (lost) when one was written."""
     where = f" -> {for_terminal(f.new_path)}" if f.new_path and f.new_path != f.path else ""
     plural = "s" if f.hunks != 1 else ""
@@ -54,12 +54,12 @@ def _file_lines(r: RebaseView, f: RebasedFileView) -> list[str]:
         extra += f" (a clean merge that is not certain: {f.doubt})"
     lines = [f"  {f.outcome.value:<9} {for_terminal(f.path)}{where}{for_terminal(extra)}"]
     if f.review and f.outcome.open and not r.dry_run:
-        what = "edit" if f.outcome.value == "conflict" else "delete to drop"
+        what = "edit" if f.outcome is FileOutcome.CONFLICT else "delete to drop"
         lines.append(f"            {what}: {for_terminal(f.review)}")
     return lines
 
 
-def _outcome(r: RebaseView) -> str:
+def _outcome(r: RebaseResult) -> str:
     """What became of the set, and the one thing to do next (names shown escaped)."""
     name, dist, to = for_terminal(r.name), for_terminal(r.distribution), for_terminal(r.to_version)
     if not r.complete:
@@ -82,15 +82,15 @@ def _outcome(r: RebaseView) -> str:
     )
 
 
-class RebaseText(Format[RebaseView]):
+class RebaseText(Format[RebaseResult]):
     """The rebase for a person; where the pristine releases came from, and its notes, on stderr."""
 
     name = "text"
 
-    def render(self, document: RebaseView) -> str:
+    def render(self, document: RebaseResult) -> str:
         return format_rebase_text(document)
 
-    def notes(self, document: RebaseView) -> tuple[str, ...]:
+    def notes(self, document: RebaseResult) -> tuple[str, ...]:
         if not document.files:
             return ()
         return tuple(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..model import for_terminal
-from .documents import ProcessView, RunningView
+from ..results import Process, Running, Verdict
 from .interface import Format
 
 __all__ = ["RunningTable", "format_running_table"]
@@ -18,7 +18,7 @@ _PAD = " " * 9
 _MAYBE_SHOWN = 20  # the modules a process may have imported: the first ones (the JSON has them all)
 
 
-def _process_lines(p: ProcessView) -> list[str]:
+def _process_lines(p: Process) -> list[str]:
     when = datetime.fromtimestamp(p.started).strftime("%Y-%m-%d %H:%M:%S") if p.started else "?"
     lines = [f"{p.verdict.value:<8} pid {p.pid}  started {when}  {for_terminal(p.command[:100])}"]
     lines += [f"{_PAD}extension replaced since: {for_terminal(x)}" for x in p.replaced_extensions]
@@ -32,11 +32,11 @@ def _process_lines(p: ProcessView) -> list[str]:
     return lines
 
 
-def format_running_table(found: RunningView) -> str:
+def format_running_table(found: Running) -> str:
     """Every process, then how many there are and how many to restart."""
     lines = [line for p in found.processes for line in _process_lines(p)]
     n = len(found.processes)
-    stale = sum(1 for p in found.processes if p.verdict.value == "stale")
+    stale = sum(1 for p in found.processes if p.verdict is Verdict.STALE)
     lines.append(
         f"{n} process{'es' if n != 1 else ''} of the environment, {stale} stale"
         + (": restart them" if stale else "")
@@ -44,8 +44,8 @@ def format_running_table(found: RunningView) -> str:
     return "\n".join(lines) + "\n"
 
 
-class RunningTable(Format[RunningView]):
+class RunningTable(Format[Running]):
     name = "text"
 
-    def render(self, document: RunningView) -> str:
+    def render(self, document: Running) -> str:
         return format_running_table(document)

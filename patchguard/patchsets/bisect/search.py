@@ -14,17 +14,12 @@ keeps the whole interval as one culprit it could not split (``unsplit``).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ...results.bisect import Outcome
+
 __all__ = ["Outcome", "Search", "search"]
-
-
-class Outcome(str, enum.Enum):
-    GOOD = "good"
-    BAD = "bad"
-    SKIP = "skip"
 
 
 Oracle = Callable[[frozenset[int]], Outcome]

@@ -10,21 +10,15 @@ names it. By set, a state is the start with the sets left out reverted, last app
 from __future__ import annotations
 
 import difflib
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ...diffs import FileDiff, is_binary, split_lines
+from ...results.bisect import Unit, UnitKind
 from ..model import PatchSet
 from ..planner import PlanFailed, plan_patches
 
 __all__ = ["FileChange", "StateImpossible", "Unit", "UnitKind", "Units", "by_files", "by_hunks", "by_sets"]
-
-
-class UnitKind(str, enum.Enum):
-    FILE = "file"
-    HUNK = "hunk"
-    SET = "set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,27 +33,6 @@ class FileChange:
 
     def diff(self) -> str:
         return FileDiff(self.shown, self.pristine, self.start).text()
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """One change the search includes or leaves out (numbered from 1, in a fixed order)."""
-
-    number: int
-    kind: UnitKind
-    name: str  # the file as shown, or the set's name
-    hunk: int | None = None  # by hunk: its number in the file's diff, from 1
-    lines: tuple[int, int] | None = None  # by hunk: its first and last changed line in the installed file
-    diff: str = ""
-
-    @property
-    def label(self) -> str:
-        if self.kind is UnitKind.HUNK:
-            assert self.lines is not None
-            first, last = self.lines
-            where = f"line {first}" if first == last else f"lines {first}-{last}"
-            return f"{self.name} hunk {self.hunk} ({where})"
-        return f"set {self.name}" if self.kind is UnitKind.SET else self.name
 
 
 class StateImpossible(Exception):

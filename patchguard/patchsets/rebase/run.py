@@ -20,7 +20,8 @@ kept in ``history/<old release>/`` under the set with a ``[[history]]`` entry in
 This module drives one rebase and merges each file; the stages it drives are modules of their own, each
 importing only what lies below it: :mod:`.inputs` (the set and both releases), :mod:`.moves` (where
 vanished files went), :mod:`.review` (the review directory) and :mod:`.rewrite` (the set rewritten with
-its history), with the values they hand on in :mod:`.outcome`.
+its history), with the values they hand on in :mod:`.outcome`. What it makes, a
+:class:`~patchguard.results.rebase.RebaseResult`, is defined in :mod:`patchguard.results.rebase`.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from ...diffs import is_binary
 from ...env import Target
 from ...errors import UsageError
 from ...integrity.records import InstalledDistribution, canonicalize
-from ...model import json_name, json_name_or_none, printable
+from ...model import printable
 from ...pristine.sources import SourceOptions, Sources
+from ...results.rebase import FileOutcome, RebasedFile, RebaseResult
 from ...state import AppliedRecord, read_state
 from ...txn import write_point
 from ..installed import SetEnvironment, owned_paths
@@ -45,7 +46,7 @@ from ..setdir import set_lock
 from .inputs import RebaseInputs, checked_version, open_inputs
 from .merge import Merged, MergeJob, merge, merge_all, merge_file
 from .moves import MOVED_THRESHOLD, find_moves
-from .outcome import FileOutcome, Rebased, RebasedFile
+from .outcome import Rebased
 from .review import done_with, must_be_review, pointed, retire, review_dir, take_resolutions, write_review
 from .rewrite import rewrite
 
@@ -60,107 +61,6 @@ __all__ = [
     "sets_to_carry",
     "touched_by_upgrade",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RebaseResult:
-    """What ``rebase`` did (or would do: ``dry_run``)."""
-
-    name: str
-    distribution: str
-    from_version: str
-    to_version: str
-    files: tuple[RebasedFile, ...]
-    base_source: str = ""
-    target_source: str = ""
-    review_dir: str | None = None  # written when something is left to resolve
-    written: bool = False  # the set was rewritten for the target release
-    dry_run: bool = False
-    history_dir: str | None = None
-    notes: tuple[str, ...] = ()  # what the user should know (a previous review directory kept aside, ...)
-
-    def _with(self, *outcomes: FileOutcome) -> tuple[RebasedFile, ...]:
-        return tuple(f for f in self.files if f.outcome in outcomes)
-
-    @property
-    def carried(self) -> tuple[RebasedFile, ...]:
-        return self._with(FileOutcome.CARRIED, FileOutcome.MOVED, FileOutcome.RESOLVED)
-
-    @property
-    def moved(self) -> tuple[RebasedFile, ...]:
-        return tuple(f for f in self.files if f.new_path is not None and f.new_path != f.path)
-
-    @property
-    def conflicts(self) -> tuple[RebasedFile, ...]:
-        return self._with(FileOutcome.CONFLICT)
-
-    @property
-    def lost(self) -> tuple[RebasedFile, ...]:
-        return self._with(FileOutcome.LOST)
-
-    @property
-    def upstream(self) -> tuple[RebasedFile, ...]:
-        return self._with(FileOutcome.UPSTREAM)
-
-    @property
-    def complete(self) -> bool:
-        """Nothing is left to resolve: the set is (or would be) carried whole."""
-        return not any(f.outcome.open for f in self.files)
-
-    def to_json(self) -> dict[str, object]:
-        """``patchguard.rebase/1``: what ``rebase --format json`` prints. Paths and names in the JSON name
-        encoding every document uses (:func:`patchguard.model.json_name`)."""
-        total, carried, _left = self.hunks
-        lost = sum(f.conflicting for f in self.lost)
-        name = json_name_or_none
-        return {
-            "schema": "patchguard.rebase/1",
-            "set": json_name(self.name),
-            "distribution": json_name(self.distribution),
-            "from_version": self.from_version,
-            "to_version": self.to_version,
-            "base_source": self.base_source,
-            "target_source": self.target_source,
-            "hunks": {
-                "total": total,
-                "carried": carried,
-                "conflicting": sum(f.conflicting for f in self.conflicts),
-                "lost": lost,
-            },
-            "files": [
-                {
-                    **dataclasses.asdict(f),
-                    "path": name(f.path),
-                    "new_path": name(f.new_path),
-                    "review": name(f.review),
-                    "outcome": f.outcome.value,
-                }
-                for f in self.files
-            ],
-            "carried": [name(f.path) for f in self.carried],
-            "moved": [
-                {"from": name(f.path), "to": name(f.new_path), "similarity": f.similarity} for f in self.moved
-            ],
-            "conflicts": [
-                {"path": name(f.path), "regions": f.regions, "hunks": f.conflicting, "review": name(f.review)}
-                for f in self.conflicts
-            ],
-            "lost": [name(f.path) for f in self.lost],
-            "upstream": [name(f.path) for f in self.upstream],
-            "complete": self.complete,
-            "review_dir": name(self.review_dir),
-            "written": self.written,
-            "history_dir": name(self.history_dir),
-            "dry_run": self.dry_run,
-            "notes": list(self.notes),
-        }
-
-    @property
-    def hunks(self) -> tuple[int, int, int]:
-        """(hunks in the set, hunks carried, hunks not carried: conflicting or lost)."""
-        total = sum(f.hunks for f in self.files)
-        left = sum(f.conflicting for f in self.files if f.outcome.open)
-        return total, total - left, left
 
 
 def rebase_set(
