@@ -18,6 +18,7 @@ from ..rulebook import RULES
 __all__ = [
     "ARGUMENT_CALLS",
     "ARGUMENT_METHODS",
+    "ARRAY_REDUCTIONS",
     "BOUND_WRITERS",
     "CHECKING_CALL",
     "CHECKING_FLAG_NAME_WORDS",
@@ -36,6 +37,7 @@ __all__ = [
     "MEMMAPS",
     "NATIVE_LOADERS",
     "NEVER_SET",
+    "ON_DEVICE",
     "OPENERS",
     "OPEN_METHODS",
     "RECEIVER_WORDS",
@@ -103,6 +105,11 @@ LENIENT_FLAG_NAME_WORDS = frozenset({"skip", "ignore", "allow", "unsafe", "trust
 WRITE_METHODS = frozenset({"write", "writelines", "write_bytes", "send", "sendall", "put_object"})
 # Methods only a tensor has (numpy's arrays and nn.Module have none of them): whatever the receiver, the
 # result is a tensor — ``gumbel_sample(...).masked_fill(...)``.
+# Methods an array has (numpy's or torch's) and Python's booleans and numbers do not: ``(ids < 0).any()``
+# reads an array, whatever made it.
+ARRAY_REDUCTIONS = frozenset(
+    {"any", "all", "sum", "max", "min", "mean", "prod", "nonzero", "argmax", "argmin", "count_nonzero"}
+)
 TENSOR_ONLY_METHODS = frozenset(
     {"contiguous", "masked_fill", "masked_fill_", "index_select", "view_as", "type_as", "new_zeros"}
     | {"new_ones", "new_empty", "new_full", "new_tensor", "unsqueeze", "squeeze_", "long", "bfloat16"}
@@ -114,6 +121,8 @@ TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # A tensor written into in place (torch.Tensor's docs): device work, whatever the function is annotated as.
 IN_PLACE_METHODS = ("copy_", "fill_", "zero_", "scatter_", "index_put_", "masked_scatter_")
 IN_PLACE = re.compile(rf"\.(?:{'|'.join(IN_PLACE_METHODS)})\(")
+# A tensor made on a device where the code runs: ``torch.zeros(n, device=q.device)`` — not on the CPU.
+ON_DEVICE = re.compile(r"\bdevice\s*=\s*(?![\"']cpu|torch\.device\([\"']cpu|None\b)[\w.]")
 # ``name[grid](`` — a name (not an attribute) subscripted and called: how a kernel is launched on a grid.
 LAUNCH = re.compile(r"(?<![.\w])([a-z_]\w*)\s*\[[^\n\]]*\]\s*\(")
 # Words of a call named for writing something out (``debug_dump``, ``save_graph``, ``export_trace``), and the

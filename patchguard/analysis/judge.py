@@ -13,7 +13,7 @@ import ast
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -37,6 +37,7 @@ from .families import (
     MEMMAPS,
     NATIVE_LOADERS,
     NEVER_SET,
+    ON_DEVICE,
     OPEN_METHODS,
     OPENERS,
     SUPPRESSORS,
@@ -45,10 +46,10 @@ from .families import (
     WRITE_METHODS,
     WRITING_WORDS,
 )
-from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call
+from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call, runs_once
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, truth
 from .structure import Structure, gate_kind_of
-from .tensors import host_names, is_tensor, local_names, params_of, tensor_names
+from .tensors import host_names, is_tensor, local_names, params_of, tensor_names, typed_tensors
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -267,13 +268,16 @@ class _Walker(Dispatch):
         handed = bool({p.name.value for p in params_of(fn)} & self.tensors())
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
             return handed
-        return handed or self._launches(fn) or self._writes_tensors(fn)
+        named = not _LAUNCHING.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
+        return handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name))
 
-    def _writes_tensors(self, fn: cst.FunctionDef) -> bool:
-        """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``): device work,
-        whatever its parameters are annotated as."""
+    def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
+        """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``) or — unless
+        its role is to run ``once`` (a profile run, a warm-up) — makes them on a device (``torch.zeros(n,
+        device=q.device)``): device work, whatever its parameters are annotated as."""
         start, end = self._lines(fn)
-        return IN_PLACE.search("".join(self.source_lines[start - 1 : end])) is not None
+        text = "".join(self.source_lines[start - 1 : end])
+        return IN_PLACE.search(text) is not None or (not once and ON_DEVICE.search(text) is not None)
 
     def _launches(self, fn: cst.FunctionDef) -> bool:
         """Whether a function launches a kernel on a grid (``kernel[grid](…)``, ``kernel`` a ``@triton.jit``
@@ -591,16 +595,32 @@ class _Walker(Dispatch):
         ``_init_*`` runs per step); a value read of a tensor the function made on the device (``lens =
         make_lens(batch, device=self.device)`` … ``lens.max().item()``) is one wherever the code runs at work
         — not where it sets up, shows or stores, nor at import."""
-        if _host_named(node) or _read_from(node) in self.hosts():
-            return None
+        waits = _only_waits(node)
+        if not waits and (_host_named(node) or _read_from(node) in self.hosts()):
+            return None  # (a copy told to block waits for the device, whatever it copies into)
         if self.on_device_path() or self.loops:
             return RuleId.DEVICE_SYNC
         name = self.names[-1] if self.names else ""
         in_function = self.functions[-1][0] is not None and not name.lstrip("_").startswith("test")
-        if in_function and _only_waits(node):
+        if in_function and waits:
             return RuleId.DEVICE_SYNC
-        made_here = _read_from(node) in self.on_device  # a value of a tensor this function made on the device
-        return RuleId.DEVICE_SYNC if in_function and not _off_device_role(name) and made_here else None
+        # a value of a tensor this function made on the device, or of one its declared type says is a tensor
+        known = _read_from(node) in self.on_device or self._typed_tensor(node)
+        return RuleId.DEVICE_SYNC if in_function and not _off_device_role(name) and known else None
+
+    def _typed_tensor(self, node: cst.Call) -> bool:
+        """Whether a read-back reads a tensor by its declared type (``self.counter.item()`` of a field
+        annotated ``torch.Tensor``, ``int(seq_lens.max())`` of such a parameter)."""
+        fn = self.functions[-1][0]
+        if fn is None:
+            return False
+        func = node.func
+        read = func.value if isinstance(func, cst.Attribute) else node.args[0].value if node.args else None
+        while isinstance(read, cst.Call) and isinstance(read.func, cst.Attribute):
+            read = read.func.value  # ``x.max().item()``: what is read is ``x``'s
+        dotted = get_full_name_for_node(read) if read is not None else None
+        owner = self.names[-2] if len(self.names) >= 2 else None
+        return dotted is not None and dotted in typed_tensors(fn, self.st.tensor_fields, owner)
 
     def _made_here(self, func: cst.BaseExpression) -> str:
         """The last name of the class a method's receiver is made of on the spot (``threading.Event()``)."""
@@ -1012,8 +1032,26 @@ def _reduction(arg: cst.BaseExpression) -> bool:
 
 def _host_named(call: cst.Call) -> bool:
     """A read-back (``x.item()``, ``int(x)``…) of a value whose name says it is on the host, as serving
-    frameworks name their host copies (``seq_lens_cpu``, ``kv_lens_arr_host``, ``positions_np``)."""
-    return bool(_HOST_WORDS & set(_read_from(call).lower().split("_")))
+    frameworks name their host copies (``seq_lens_cpu``, ``kv_lens_arr_host``, ``positions_np``) — the
+    root's name, or a field read on the way (``int(meta.seq_lens_cpu[n:].max())``)."""
+    return any(_HOST_WORDS & set(name.lower().split("_")) for name in _names_read(call))
+
+
+def _names_read(call: cst.Call) -> Iterator[str]:
+    """The root of what a read-back call reads (:func:`_read_from`) and the fields read on the way to the
+    call (not the methods called: ``x.cpu().max()`` reads ``x``)."""
+    yield _read_from(call)
+    func = call.func
+    node: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
+    if isinstance(func, cst.Name) and call.args:
+        node = call.args[0].value
+    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
+        if isinstance(node, cst.Call):
+            node = node.func.value if isinstance(node.func, cst.Attribute) else None
+            continue
+        if isinstance(node, cst.Attribute):
+            yield node.attr.value
+        node = node.value
 
 
 _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
@@ -1295,6 +1333,8 @@ def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counte
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
 # backend's metadata ``build(…)``, ``_build_dispatch_plan(counts: Tensor)``).
 _MAKING = re.compile(r"^_*(?:build|create)")
+# Words of a function named for running device code (``_run_kernel``, ``launch_combine``).
+_LAUNCHING = frozenset({"kernel", "kernels", "launch", "launcher"})
 _SETUP_AND_STORAGE = re.compile(
     r"^_*(?:test|init|setup|save|load|dump|export|import|convert|serialize|deserialize|"
     r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"

@@ -52,6 +52,8 @@ class Scope(Protocol):
 
     def tensors(self) -> set[str]: ...
 
+    def hosts(self) -> set[str]: ...  # names the current function binds to host values only
+
     def in_hot_path(self) -> bool: ...
 
     def on_device_path(self) -> bool: ...
@@ -334,8 +336,19 @@ def _decided_on_host(test: cst.BaseExpression, scope: Scope) -> Iterator[Seen]:
     device path (the hot path, or a function handed tensors to compute on): the device must finish first."""
     # (whether it could decide a tensor at all is asked first: the names are worked out per function)
     could = scope.touches(test) and decides_tensor(test, ANY_NAME, scope.aliases)
-    if could and scope.on_device_path() and decides_tensor(test, scope.tensors(), scope.aliases):
+    decided = could and scope.on_device_path() and decides_tensor(test, scope.tensors(), scope.aliases)
+    if decided and not _host_arrays_only(test, scope):
         yield Seen(RuleId.DEVICE_SYNC, code(test)[:40], test, "a tensor's value decided on the host")
+
+
+def _host_arrays_only(test: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether the arrays a test reads are all host values by how the function binds them (``(counts <
+    0).any()`` of a ``numpy`` array): no device to wait for."""
+    import libcst.matchers as m
+
+    names = {n.value for n in m.findall(test, m.Name()) if isinstance(n, cst.Name)}
+    hosts = names & scope.hosts()
+    return bool(hosts) and not (names & scope.tensors())
 
 
 def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:

@@ -19,7 +19,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .bounds import too_wild
 from .cstwalk import Dispatch, walk
-from .families import TENSOR_ONLY_METHODS
+from .families import ARRAY_REDUCTIONS, TENSOR_ONLY_METHODS
 
 __all__ = [
     "decides_tensor",
@@ -29,6 +29,7 @@ __all__ = [
     "maybe_tensor_words",
     "params_of",
     "tensor_names",
+    "typed_tensors",
 ]
 
 # Read on the host without waiting for the device: the tensor's metadata.
@@ -66,15 +67,7 @@ def tensor_names(
     a tensor has on (``tokens.int()``, ``buf.copy_(x)``) — and, from the
     tensor ``fields`` of the file's classes, the attributes that are tensors: ``batch.seq_lens`` for a
     parameter ``batch: ForwardBatch``, ``self.cache`` in a method of ``owner``."""
-    params = params_of(fn)
-    names = {
-        p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
-    }
-    for p in params:
-        cls = _class_named(p.annotation.annotation) if p.annotation is not None else None
-        names |= {f"{p.name.value}.{f}" for f in (fields or {}).get(cls or "", ())}
-    if owner is not None and params and params[0].name.value == "self":
-        names |= {f"self.{f}" for f in (fields or {}).get(owner, ())}
+    names = typed_tensors(fn, fields, owner)
     collect = _Assignments()
     walk(fn.body, collect)
     names |= collect.used_as_tensor
@@ -84,6 +77,24 @@ def tensor_names(
                 value is not None and is_tensor(value, names, aliases)
             ):
                 names.add(target)
+    return names
+
+
+def typed_tensors(
+    fn: cst.FunctionDef, fields: Mapping[str, frozenset[str]] | None = None, owner: str | None = None
+) -> set[str]:
+    """What ``fn`` holds as tensors by their declared types: its parameters annotated ``Tensor``, and the
+    tensor ``fields`` of the file's classes reached through a typed parameter or ``self`` (``batch.seq_lens``,
+    ``self.counter``)."""
+    params = params_of(fn)
+    names = {
+        p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
+    }
+    for p in params:
+        cls = _class_named(p.annotation.annotation) if p.annotation is not None else None
+        names |= {f"{p.name.value}.{f}" for f in (fields or {}).get(cls or "", ())}
+    if owner is not None and params and params[0].name.value == "self":
+        names |= {f"self.{f}" for f in (fields or {}).get(owner, ())}
     return names
 
 
@@ -113,7 +124,8 @@ def host_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
 _HOST_MAKERS = frozenset(
     {"int", "float", "bool", "len", "list", "dict", "tuple", "set", "sum", "sorted", "range"}
 )
-_BROUGHT_BACK = frozenset({"tolist", "numpy", "item"})
+# Brought back from the device (``.tolist()``), or made by a method only numpy's arrays have (``.astype()``).
+_BROUGHT_BACK = frozenset({"tolist", "numpy", "item", "astype"})
 
 
 def _host_value(value: cst.BaseExpression, aliases: Mapping[str, str]) -> bool:
@@ -153,15 +165,7 @@ def maybe_tensor_words(
     for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
         if arg.annotation is not None and _says_tensor(arg.annotation):
             known.add(arg.arg)
-    bound: list[tuple[str, ast.expr | None, ast.expr | None]] = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and node.attr in TENSOR_ONLY_METHODS:
-            if isinstance(node.value, ast.Name):
-                known.add(node.value.id)  # ``tokens.int()``: a tensor, whatever made it
-        elif isinstance(node, ast.Assign):
-            bound += [(t.id, node.value, None) for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            bound.append((node.target.id, node.value, node.annotation))
+    bound = _bindings_and_arrays(fn, known)
     grew = True
     while grew:
         grew = False
@@ -173,6 +177,26 @@ def maybe_tensor_words(
                 known.add(name)
                 grew = True
     return frozenset(known)
+
+
+def _bindings_and_arrays(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, known: set[str]
+) -> list[tuple[str, ast.expr | None, ast.expr | None]]:
+    """The ``name = value`` (and annotated) bindings of ``fn``; on the way, the names a tensor-only method
+    is called on and the array methods called on a comparison or arithmetic are added to ``known``."""
+    bound: list[tuple[str, ast.expr | None, ast.expr | None]] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and node.attr in TENSOR_ONLY_METHODS:
+            if isinstance(node.value, ast.Name):
+                known.add(node.value.id)  # ``tokens.int()``: a tensor, whatever made it
+        elif isinstance(node, ast.Attribute) and node.attr in ARRAY_REDUCTIONS:
+            if isinstance(node.value, (ast.Compare, ast.BinOp)):
+                known.add(node.attr)  # ``(ids < 0).any()``: an array's, whatever made it
+        elif isinstance(node, ast.Assign):
+            bound += [(t.id, node.value, None) for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            bound.append((node.target.id, node.value, node.annotation))
+    return bound
 
 
 def _says_tensor(annotation: ast.expr) -> bool:
@@ -303,6 +327,10 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
         func.attr.value in TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_dtype(call, aliases))
     ):
         return True  # sample(...).to(torch.int64): whatever sample returns, this is a tensor
+    if isinstance(func, cst.Attribute) and func.attr.value in ARRAY_REDUCTIONS:
+        # ``(ids < 0).any()``: a comparison's or arithmetic's result with an array's method is an array
+        # (a host array is told apart by the names it reads: :func:`host_names`)
+        return isinstance(func.value, (cst.Comparison, cst.BinaryOperation))
     dotted = get_full_name_for_node(func)
     qualname = resolve(dict(aliases), dotted) if dotted else ""
     if qualname.startswith("torch.") and not qualname.startswith(("torch.cuda.", "torch.distributed.")):
