@@ -395,6 +395,9 @@ RULES: dict[str, Rule] = {
                 "waits",
                 calls=(
                     "time.sleep",
+                    # torch.cuda._sleep spins a kernel on the device for a number of cycles (its docstring):
+                    # a delay every launch after it on the stream waits out
+                    "torch.cuda._sleep",
                     "asyncio.sleep",
                     "trio.sleep",
                     "gevent.sleep",
@@ -465,7 +468,12 @@ RULES: dict[str, Rule] = {
                     "torch.set_float32_matmul_precision",
                     "torch.set_num_threads",
                     "torch.set_flush_denormal",
+                    "torch.set_warn_always",
                     "torch.cuda.set_sync_debug_mode",
+                    # torch.distributed's debug level (its docs): every collective of the process checked
+                    # and logged at that level
+                    "torch.distributed.set_debug_level",
+                    "torch.distributed.set_debug_level_from_env",
                     # torch.backends' setters (its docs): which kernels every attention and matmul uses
                     "torch.backends.cuda.enable_flash_sdp",
                     "torch.backends.cuda.enable_mem_efficient_sdp",

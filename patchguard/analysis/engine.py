@@ -740,12 +740,21 @@ def _seldom(hit: Hit, name: str, edit: _Edit) -> bool:
     by its role (:func:`.rules.runs_once`), in one the file calls only from such places (``build_engine``,
     called from ``main`` alone) — or only when something failed (an ``except`` block), or in a function
     whose pristine code logs already (one that reports: ``log_stats``)."""
+    if _made_per_step(hit, name, edit):
+        return False
     if not hit.function or runs_once(name) or _reports(name) or hit.familiar:
         return True
     if _in_handler(edit.st, hit.line) or _once_gated(edit.st.tree, hit.line):
         return True
     callers = _callers(name, edit.st, edit.lines)
     return bool(callers) and all(c is None or runs_once(c) or _command_line(c) for c in callers)
+
+
+def _made_per_step(hit: Hit, name: str, edit: _Edit) -> bool:
+    """Whether a hit is in the ``__post_init__`` of a dataclass whose fields are tensors (a step's output,
+    a batch's metadata): made each step, not once."""
+    owner = hit.function.rsplit(".", 2)[-2] if hit.function.count(".") >= 1 else ""
+    return name == "__post_init__" and bool(edit.st.tensor_fields.get(owner))
 
 
 def _once_gated(tree: ast.Module | None, line: int) -> bool:
@@ -945,6 +954,7 @@ def _lives_on(
     after, before = files
     moved = after.count(stmt) >= max(before.count(stmt), 1)
     call = _CHECK_CALL.match(stmt) or _VALIDATOR_CALL.match(stmt) or _KEPT_AMONG.match(stmt)
+    call = call or _SAYS_WHY.match(stmt)
     if call is not None:  # a checking call (or an error collected) given other arguments is the same check
         callee = _squeeze(call.group())
         moved = moved or after.count(callee) >= max(before.count(callee), 1)
@@ -966,10 +976,17 @@ def _checking(text: str, before: str | None) -> bool:
     what the function it calls does)."""
     return (
         text.startswith(_CODE_START)
-        or bool(_CHECK_CALL.match(text) or _ORDERING.match(text))
+        or bool(_CHECK_CALL.match(text) or _ORDERING.match(text) or _SAYS_WHY.match(text))
         or _calls_validator(text, before)
         or _calls_refusal(text)
     )
+
+
+# A refusal recorded as its reason — a message given to a name that says why (``reason = "top-k sampling is
+# not supported"``, ``self.error = f"…"``) — one branch of a chain that decides whether something may be done.
+_SAYS_WHY = re.compile(
+    r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*_)?(?:reason|why|error|err)\s*=(?!=)\s*(?:[rfb]?[\"']|\($)"
+)
 
 
 _CALLED = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(")
@@ -2591,7 +2608,26 @@ def _flags_overridden(r: Region, edit: _Edit) -> list[Finding]:
         if _flag_turned_off(bare, value == "True") and re.search(rf"\b{re.escape(bare)}\b", edit.before):
             detail = f"`{name}` is forced to {value}: the check it asked for is off"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        elif value == "True" and _ALLOWING & _words(bare) and _worked_out_above(edit.lines, n, name):
+            detail = f"`{name}` is forced to True below the code that worked out whether it holds"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _worked_out_above(lines: Sequence[str], n: int, name: str) -> bool:
+    """Whether a line above line ``n``, in the same block or an outer one, gives ``name`` a value that is
+    not a constant (``round_robin_supported = (groups > 1 and …)``): the answer worked out, then forced."""
+    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
+    given = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?=(?!=)\s*(.*)$")
+    for k in range(n - 1, max(n - 60, 0), -1):
+        line = lines[k - 1]
+        width = len(line) - len(line.lstrip())
+        if line.strip() and width < indent and line.lstrip().startswith(("def ", "async def ", "class ")):
+            return False  # the def it is in begins: nothing above it counts
+        found = given.match(line)
+        if found and width <= indent:
+            return found.group(1).strip() not in ("True", "False", "None", "")
+    return False
 
 
 def _flag_turned_off(name: str, value: bool) -> bool:

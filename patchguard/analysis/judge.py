@@ -216,6 +216,7 @@ class _Walker(Dispatch):
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
+        self.files: set[str] = set()  # the names of files a ``with`` opened for writing (``as f``)
         self.settings: set[str] = set()  # local names holding a value read from the environment
         self.on_device: set[str] = set()  # local names holding a tensor a call made on the device
         self.hits: list[Hit] = []
@@ -342,6 +343,8 @@ class _Walker(Dispatch):
             path = _literal_paths(item.item) if isinstance(item.item, cst.Call) else ""
             if isinstance(name, cst.Name) and path:
                 self.paths[name.value] = path
+            if isinstance(name, cst.Name) and isinstance(item.item, cst.Call) and _opens_a_file(item.item):
+                self.files.add(name.value)
 
     def visit_While(self, node: cst.While) -> None:
         if _always_false(node.test):  # `while False:` runs its body as often as `if False:`: never
@@ -498,8 +501,8 @@ class _Walker(Dispatch):
         if wrapped is not None:  # functools.partial(torch.save, x), asyncio.to_thread(pickle.dump, ...)
             qualname, method, receiver = self._callee(wrapped)
         rule = self._rule_here(node, qualname, method, receiver)
-        if rule is None:
-            return
+        if rule is None or (rule == RuleId.PRINT and _printed_into(node, self.files)):
+            return  # (a print into a file the code opened writes that file: the open is what is judged)
         env = rule == RuleId.ENV_MUTATION
         detail = _env_call(node) if env else _literal_paths(node) or self._to_path(node)
         self._hit(rule, qualname, lines, detail)
@@ -1164,6 +1167,25 @@ def _mode_text(mode: cst.BaseExpression) -> str | None:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
 
+def _opens_a_file(call: cst.Call) -> bool:
+    """``open(path, "w")`` (by the builtin's name or a path's ``.open("w")``): a file opened for writing."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value == "open" and _writes(call)
+    return isinstance(func, cst.Attribute) and func.attr.value == "open" and _opens_to_write(call)
+
+
+def _printed_into(call: cst.Call, files: Collection[str]) -> bool:
+    """A ``print(…, file=f)`` into one of ``files``."""
+    return any(
+        a.keyword is not None
+        and a.keyword.value == "file"
+        and isinstance(a.value, cst.Name)
+        and a.value.value in files
+        for a in call.args
+    )
+
+
 def _writes(call: cst.Call) -> bool:
     mode: cst.BaseExpression | None = None
     positional = [a for a in call.args if a.keyword is None]
@@ -1366,7 +1388,6 @@ def _kernels(st: Structure, lines: Sequence[str]) -> frozenset[str]:
                 out.add(fn.name)
     launched = {m.group(1) for line in lines if "](" in line for m in LAUNCH.finditer(line)}
     return frozenset(out | {name for name in launched if name in st.aliases})
-
 
 
 _KERNEL_DECORATORS = ("jit", "kernel")

@@ -12,7 +12,7 @@ import bisect
 import functools
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..model import RuleId
 from ..rulebook import RULES, Rule
@@ -292,14 +292,31 @@ def _unit_imports(unit: str) -> dict[str, str]:
     from .aliases import bind_ast_imports
 
     out: dict[str, str] = {}
-    for line in unit.splitlines():
+    lines = unit.splitlines()
+    for n, line in enumerate(lines):
         text = line.strip()
-        if not text.startswith(("import ", "from ")) or too_wild(text) is not None:
+        if not text.startswith(("import ", "from ")):
+            continue
+        if text.endswith("(") or text.endswith("\\"):  # ``from m import (`` … ``)`` over several lines
+            text = " ".join([text.rstrip("\\"), *_continued(lines, n + 1, text.endswith("("))])
+        if too_wild(text) is not None:
             continue
         try:
             bind_ast_imports(out, ast.parse(text).body)
         except (SyntaxError, ValueError):
             continue
+    return out
+
+
+def _continued(lines: Sequence[str], start: int, bracket: bool) -> list[str]:
+    """The lines of a statement continued from line ``start`` on: to the one closing its ``bracket``, else
+    to the first that ends no backslash (a dozen at most)."""
+    out: list[str] = []
+    for line in lines[start : start + 12]:
+        text = line.strip()
+        out.append(text.rstrip("\\"))
+        if (bracket and ")" in text) or (not bracket and not text.endswith("\\")):
+            break
     return out
 
 
