@@ -219,3 +219,121 @@ def test_scan_finds_them_on_an_installed_wheel(tmp_path: Path) -> None:
     for needle in ('"ClipModel"', "(0, 3, 7)", "abs("):
         line = line_of(edited, needle)
         assert any(rule == "removed-check" and abs(n - line) <= 1 for rule, n in found), (needle, found)
+
+
+DEVICE = "pkg/device.py"
+DEVICE_PRISTINE = """\
+import logging
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Output:
+    counts: Optional["torch.Tensor"] = None
+    num_tokens: int = 0
+
+    def get_num_tokens(self) -> int:
+        return self.num_tokens
+
+
+def _run_kernel(module, entry, y, stats):
+    getattr(module, entry)(y, stats)
+    return y
+
+
+def prefill(q, k, lse2, sizes):
+    dev = q.device
+    scratch = torch.zeros((1, 1), dtype=torch.int32, device=dev)
+    lse = (lse2 * 2.0).t().contiguous()
+    return lse, scratch
+
+
+def sample_chain(self, logits, steps):
+    out = []
+    for i in range(steps):
+        sampled = self._sample(logits, i)
+        out.append(sampled)
+    return out
+
+
+def split(lengths, meta):
+    host = np.asarray(lengths).astype("int64")
+    return host, meta
+
+
+def profile_run(self):
+    dummy = torch.zeros(8, dtype=torch.int64, device=self.device)
+    self.model(dummy)
+    return dummy
+
+
+def save_summary(model, path):
+    with open(path, "w") as f:
+        print(model, file=f)
+"""
+
+_DEVICE = EditedModule(DEVICE, DEVICE_PRISTINE)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a read-back of a field typed as a tensor, in a working method
+        ("        return self.num_tokens\n",
+         "        if self.counts is not None:\n            return int(self.counts.item())\n"
+         "        return self.num_tokens\n", "self.counts.item()"),
+        # in a function named for running a kernel
+        ("    return y\n", "    counts = stats.tolist()\n    logger.warning('%s', counts)\n    return y\n",
+         "stats.tolist()"),
+        # in a function that makes tensors on the device
+        ("    return lse, scratch\n",
+         "    if torch.isnan(lse).any():\n        raise RuntimeError('nan')\n    return lse, scratch\n",
+         "torch.isnan"),
+        # an array's method on a comparison, whatever made the array
+        ("        out.append(sampled)\n",
+         "        if (sampled < 0).any():\n            raise RuntimeError('negative id')\n"
+         "        out.append(sampled)\n",
+         "(sampled < 0)"),
+    ],
+)  # fmt: skip
+def test_a_device_value_read_on_the_host(old: str, new: str, needle: str) -> None:
+    assert "device-sync" in _DEVICE.near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a numpy array compared on the host
+        ("    return host, meta\n",
+         "    if (host < 0).any():\n        raise ValueError('negative')\n    return host, meta\n"),
+        # a read-back where the code runs once
+        ("    return dummy\n", "    if int(dummy.sum()) != 0:\n        pass\n    return dummy\n"),
+    ],
+)  # fmt: skip
+def test_host_reads_of_host_values_are_quiet(old: str, new: str) -> None:
+    assert "device-sync" not in _DEVICE.rules((old, new))
+
+
+def test_a_print_into_the_file_the_code_writes_is_its_content() -> None:
+    edit = ("        print(model, file=f)\n", "        print(model, file=f)\n        print('n', file=f)\n")
+    assert "print" not in _DEVICE.rules(edit)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        ("    logger.debug(\"skip %s\", name)\n",
+         "    logger.debug(\"skip %s\", name)\n"
+         "    torch.distributed.set_debug_level(torch.distributed.DebugLevel.DETAIL)\n",
+         "set_debug_level", "global-switch"),
+        ("    return sizes\n", "    torch.cuda._sleep(1_000_000)\n    return sizes\n", "_sleep", "sleep"),
+    ],
+)  # fmt: skip
+def test_effects_from_the_libraries_docs(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _near((old, new), needle)

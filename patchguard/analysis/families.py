@@ -32,6 +32,7 @@ __all__ = [
     "IN_PLACE",
     "IN_PLACE_METHODS",
     "LAUNCH",
+    "LAUNCHING_WORDS",
     "LENIENT_FLAG_NAME_WORDS",
     "LENIENT_FLAG_WORDS",
     "MEMMAPS",
@@ -121,6 +122,8 @@ TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # A tensor written into in place (torch.Tensor's docs): device work, whatever the function is annotated as.
 IN_PLACE_METHODS = ("copy_", "fill_", "zero_", "scatter_", "index_put_", "masked_scatter_")
 IN_PLACE = re.compile(rf"\.(?:{'|'.join(IN_PLACE_METHODS)})\(")
+# Words of a function named for running device code (``_run_kernel``, ``launch_combine``): device work.
+LAUNCHING_WORDS = frozenset({"kernel", "kernels", "launch", "launcher"})
 # A tensor made on a device where the code runs: ``torch.zeros(n, device=q.device)`` — not on the CPU.
 ON_DEVICE = re.compile(r"\bdevice\s*=\s*(?![\"']cpu|torch\.device\([\"']cpu|None\b)[\w.]")
 # ``name[grid](`` — a name (not an attribute) subscripted and called: how a kernel is launched on a grid.

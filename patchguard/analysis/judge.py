@@ -34,6 +34,7 @@ from .families import (
     IN_MEMORY,
     IN_PLACE,
     LAUNCH,
+    LAUNCHING_WORDS,
     MEMMAPS,
     NATIVE_LOADERS,
     NEVER_SET,
@@ -269,7 +270,7 @@ class _Walker(Dispatch):
         handed = bool({p.name.value for p in params_of(fn)} & self.tensors())
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
             return handed
-        named = not _LAUNCHING.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
+        named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
         return handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name))
 
     def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
@@ -1355,8 +1356,6 @@ def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counte
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
 # backend's metadata ``build(…)``, ``_build_dispatch_plan(counts: Tensor)``).
 _MAKING = re.compile(r"^_*(?:build|create)")
-# Words of a function named for running device code (``_run_kernel``, ``launch_combine``).
-_LAUNCHING = frozenset({"kernel", "kernels", "launch", "launcher"})
 _SETUP_AND_STORAGE = re.compile(
     r"^_*(?:test|init|setup|save|load|dump|export|import|convert|serialize|deserialize|"
     r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"

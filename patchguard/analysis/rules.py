@@ -29,6 +29,8 @@ from .families import (
     IN_MEMORY,
     IN_PLACE,
     LAUNCH,
+    LAUNCHING_WORDS,
+    ON_DEVICE,
     OPEN_METHODS,
     RECEIVER_WORDS,
     TENSOR_ONLY_METHODS,
@@ -343,9 +345,12 @@ _DEVICE_WORK = re.compile(f"{IN_PLACE.pattern}|{LAUNCH.pattern}")
 def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
     function's def, or a parameter annotated as a tensor (a function handed tensors to compute on)."""
-    hot = any(on_hot_path(name) for name in _DEF.findall(unit)) or "Tensor" in unit
+    names = _DEF.findall(unit)
+    hot = any(on_hot_path(name) for name in names) or "Tensor" in unit
     work = ("_(" in unit or "](" in unit) and _DEVICE_WORK.search(unit) is not None
-    hot = hot or work  # it writes tensors in place, or launches a kernel
+    made = "device" in unit and ON_DEVICE.search(unit) is not None
+    named = any(not LAUNCHING_WORDS.isdisjoint(name.lower().split("_")) for name in names)
+    hot = hot or work or made or named  # it writes tensors in place, launches a kernel, makes tensors there
     return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
 
 
