@@ -214,6 +214,7 @@ class _Walker(Dispatch):
         # per function entered: the def, and the names known to hold tensors once asked (lazily)
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
         self._hosts: dict[int, set[str]] = {}  # a function (its id) -> the names it binds to host values only
+        self._typed: dict[int, set[str]] = {}  # a function (its id) -> what its declared types make tensors
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
@@ -623,8 +624,13 @@ class _Walker(Dispatch):
         while isinstance(read, cst.Call) and isinstance(read.func, cst.Attribute):
             read = read.func.value  # ``x.max().item()``: what is read is ``x``'s
         dotted = get_full_name_for_node(read) if read is not None else None
-        owner = self.names[-2] if len(self.names) >= 2 else None
-        return dotted is not None and dotted in typed_tensors(fn, self.st.tensor_fields, owner)
+        if dotted is None:
+            return False
+        typed = self._typed.get(id(fn))
+        if typed is None:
+            owner = self.names[-2] if len(self.names) >= 2 else None
+            typed = self._typed[id(fn)] = typed_tensors(fn, self.st.tensor_fields, owner)
+        return dotted in typed
 
     def _made_here(self, func: cst.BaseExpression) -> str:
         """The last name of the class a method's receiver is made of on the spot (``threading.Event()``)."""
