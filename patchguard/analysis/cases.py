@@ -49,6 +49,8 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     thing compared as a number of its own (``a != b`` → ``abs(a - b) > 1024``)."""
     subjects = _Subjects()
     if not subjects.readable(before, after):
+        if not subjects.compared:
+            return None  # (no two things were compared with each other: reading them as numbers adds nothing)
         subjects = _Subjects(numbers=True)
         if not subjects.readable(before, after):
             return None
@@ -87,6 +89,7 @@ class _Subjects:
 
     def __init__(self, numbers: bool = False) -> None:
         self.numbers = numbers  # things compared with each other read as numbers, not as one fact
+        self.compared = False  # some were, and were read as one fact
         self.values: dict[str, set[Any]] = {}  # subject -> the interesting values
         self.facts: set[str] = set()  # subjects that are only true or false
         self.divided: set[str] = set()
@@ -143,6 +146,7 @@ class _Subjects:
             if not _arithmetic(side, subjects, self.key):
                 return self._fact(node, found)
         if len(subjects) != 1 and not (self.numbers and self._numbers_compared(node, subjects)):
+            self.compared = self.compared or len(subjects) > 1
             return self._fact(node, found)  # two things compared with each other: one fact
         for key in subjects:
             values = self.values.setdefault(key, set())

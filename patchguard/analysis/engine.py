@@ -248,7 +248,12 @@ def analyse(change: CodeChange) -> list[Finding]:
     out = _judged(edit, changed, covered) if changed else []
     if edit.st.syntax_error is not None:
         out.append(_unparseable(edit, edit.st.syntax_error))
-    if not out and before is not None and _only_cosmetic(before, edit.st):
+    if (
+        not out
+        and before is not None
+        and not _code_words_differ(regions, edit)
+        and _only_cosmetic(before, edit.st)
+    ):
         return _cosmetic(edit, regions)
     out += _removed_checks(regions, edit, out)
     for meaning in (_narrowed_checks, _forced_conditions, _flags_turned_off, _bounds_dropped):
@@ -376,6 +381,43 @@ def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
     return edit.finding(
         Kind.FUNCTIONAL_CHANGE, RuleId.UNPARSEABLE, Severity.MODERATE, line, line, None, message
     )
+
+
+def _code_words_differ(regions: Sequence[Region], edit: _Edit) -> bool:
+    """Whether, by the text alone, the edit changed code: the names, numbers and keywords of its removed
+    lines and of its added lines differ (comments and string literals left out) — and no changed line is
+    inside a string written over several lines (a docstring's words are not code). ``False`` is no answer:
+    the trees are compared then (:func:`_only_cosmetic`); this spares parsing the pristine file for the
+    common edit that changed code."""
+    strings = _multiline_strings(edit.st.tree)
+    old: collections.Counter[str] = collections.Counter()
+    new: collections.Counter[str] = collections.Counter()
+    for r in regions:
+        last = max(r.lines, default=r.start)
+        if any(a <= last and b >= r.start - 1 for a, b in strings):  # (the line above too: a string's end)
+            return False
+        old.update(w for line in r.removed for w in _code_words(line))
+        new.update(w for n in r.lines for w in _code_words(edit.lines[n - 1]))
+    return old != new
+
+
+def _code_words(line: str) -> list[str]:
+    return _WORD.findall(_STRING.sub(" ", _code_of(line)))
+
+
+def _multiline_strings(tree: ast.Module | None) -> list[tuple[int, int]]:
+    """The first and last lines of the string literals of a tree written over several lines."""
+    if tree is None:
+        return []
+    return [
+        (n.lineno, n.end_lineno or n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Constant, ast.JoinedStr)) and (n.end_lineno or n.lineno) > n.lineno
+    ]
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*")
+_STRING = re.compile(r"""[rbfuRBFU]{0,2}(?:'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")""")
 
 
 def _only_cosmetic(before: str, after: Structure) -> bool:
@@ -1178,13 +1220,28 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
     tree = edit.st.tree
     if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
-    if _else_refuses(tree, n):
+    if before and _else_below(edit.lines, n) and _else_refuses(tree, n):
         was = next((c for c in before if _weaker(after, c)), None)
         return f"`{_short(was)}` became `{_short(after)}`: what its `else` refuses shrank" if was else ""
     if not (before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n)):
         return ""
     was = next((c for c in before if _weaker(after, c)), None)
     return f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew" if was else ""
+
+
+def _else_below(lines: Sequence[str], n: int) -> bool:
+    """Whether, by the text, the ``if`` at line ``n`` has an ``else:`` (at its indentation, within 40
+    lines, before anything else at that indentation but an ``elif``)."""
+    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
+    for line in lines[n : n + 40]:
+        text = line.strip()
+        if not text or text.startswith("#") or len(line) - len(line.lstrip()) > indent:
+            continue
+        if len(line) - len(line.lstrip()) < indent or not text.startswith(("else", "elif")):
+            return False
+        if text.startswith("else"):
+            return True
+    return False
 
 
 def _else_refuses(tree: ast.Module | None, line: int) -> bool:
@@ -1233,8 +1290,8 @@ def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
     """A check narrowed on a line inside its condition (``and head_size > 256`` of an ``if (`` over several
     lines; a value added to the list an ``assert x in [`` spreads over several), its header unchanged: the
     pristine header is where the lines before the region put it."""
-    if edit.before is None or not (r.removed or r.lines):
-        return []
+    if edit.before is None or not _spread_into(r, edit.lines):
+        return []  # (nothing around the region leaves a statement open: none spreads into it)
     around = r.lines or (r.start,)
     headers = {h for n in around if (h := _header_above(edit.lines, n)) is not None and h < r.start}
     out: list[Finding] = []
@@ -1266,6 +1323,29 @@ def _answers_more(old: str, new: str, edit: _Edit, line: int) -> str:
     if before is None or after is None or not _weaker(after, before):
         return ""
     return f"{_short(before)} → {_short(after)}: it answers yes in more cases"
+
+
+def _spread_into(r: Region, lines: Sequence[str]) -> bool:
+    """Whether a statement may spread into region ``r``, by the text: the line above leaves one open, or
+    the region's first line continues one (``and …``, ``)``)."""
+    if not (r.removed or r.lines):
+        return False
+    first = lines[r.start - 1] if r.lines else r.removed[0]
+    return _left_open(lines, r.start - 1) or first.lstrip().startswith(_CONTINUING)
+
+
+def _left_open(lines: Sequence[str], n: int) -> bool:
+    """Whether line ``n`` leaves a statement open, by its text: it ends with an opening bracket, a comma, an
+    operator, ``and``/``or`` or a backslash — or is itself inside a bracket (an indented continuation)."""
+    if not 0 < n <= len(lines):
+        return False
+    text = _code_of(lines[n - 1]).rstrip()
+    return text.endswith(_OPEN_ENDS) or text.endswith((" and", " or", " not", " in"))
+
+
+_CONTINUING: tuple[str, ...] = ("and ", "or ", "not ", "in ", ")", "]", "}", "+", "-", "*", "/", "%")
+_CONTINUING += ("<", ">", "=", "!", "|", "&")
+_OPEN_ENDS = ("(", "[", "{", ",", "\\", "+", "-", "*", "/", "%", "<", ">", "=", "|", "&")
 
 
 def _assertion_asks_less(old: str, new: str) -> str:
@@ -1337,7 +1417,7 @@ def _names_for(tree: ast.Module | None, name: str, text: str) -> set[str]:
     """``name`` and the names the file gives it (``allowed = SUPPORTED_SIZES``) that some ``in`` tests,
     by the text; empty when none is."""
     names = {name}
-    if re.search(rf"=\s*(?:[\w.]+\.)?{re.escape(name)}\s*$", text, re.M):
+    if f"= {name}" in text and re.search(rf"=\s*(?:[\w.]+\.)?{re.escape(name)}\s*$", text, re.M):
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _last_name(node.value) == name:
                 names.add(_last_name(node.targets[0]))
@@ -1495,9 +1575,7 @@ def _all_new(handlers: Sequence[ast.ExceptHandler], changed: set[int], edited: C
     return bool(handlers) and all(h.lineno in changed and h.lineno not in edited for h in handlers)
 
 
-def _new_guards(
-    edit: _Edit, changed: set[int], edited: Collection[int] = ()
-) -> list[ast.Try | ast.With]:
+def _new_guards(edit: _Edit, changed: set[int], edited: Collection[int] = ()) -> list[ast.Try | ast.With]:
     """The ``try`` statements that begin on a changed line or were given a handler there — and the ``with
     …suppress(…)`` ones that begin on one (the tree is walked only when a changed line opens one)."""
     tree = edit.st.tree
@@ -2290,6 +2368,7 @@ def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
 # ``supports_compute_capability``, ``can_implement``).
 _ALLOWING = frozenset(
     {"supported", "supports", "allowed", "allows", "valid", "accepted", "compatible", "permitted", "can"}
+    | {"admits", "admitted", "accepts"}
 )
 
 
@@ -2581,8 +2660,11 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     out: list[Finding] = []
     for r in regions:
         # what each name was given: True, False, or another value ("?": from the environment, a setting)
-        was = {k: ("?" if v.strip() not in ("True", "False") else v.strip())
-               for old in r.removed for k, v in _GIVEN.findall(_unquoted(_code_of(old)))}
+        was = {
+            k: ("?" if v.strip() not in ("True", "False") else v.strip())
+            for old in r.removed
+            for k, v in _GIVEN.findall(_unquoted(_code_of(old)))
+        }
         if not r.removed:
             out += _flags_overridden(r, edit)
         if not was:
@@ -2814,6 +2896,8 @@ def _refusing_call(call: ast.Call) -> bool:
     if not (isinstance(func, ast.Attribute) and func.attr in ("add", "append", "extend", "update")):
         return False
     return not _REFUSED.isdisjoint(_words(_last_name(func.value)))
+
+
 _ERROR_WORDS = frozenset({"err", "error", "errors", "msg", "message", "reason", "problem"})
 
 
