@@ -386,18 +386,19 @@ def _unparseable(edit: _Edit, error: tuple[int, str]) -> Finding:
 def _code_words_differ(regions: Sequence[Region], edit: _Edit) -> bool:
     """Whether, by the text alone, the edit changed code: the names, numbers and keywords of its removed
     lines and of its added lines differ (comments and string literals left out) — and no changed line is
-    inside a string written over several lines (a docstring's words are not code). ``False`` is no answer:
-    the trees are compared then (:func:`_only_cosmetic`); this spares parsing the pristine file for the
-    common edit that changed code."""
-    strings = _multiline_strings(edit.st.tree)
+    inside, or holds, a triple-quoted string (a docstring's words are not code). ``False`` is no answer: the
+    trees are compared then (:func:`_only_cosmetic`); this spares parsing the pristine file for the common
+    edit that changed code."""
+    inside = _in_triple_quotes(edit.lines)
     old: collections.Counter[str] = collections.Counter()
     new: collections.Counter[str] = collections.Counter()
     for r in regions:
-        last = max(r.lines, default=r.start)
-        if any(a <= last and b >= r.start - 1 for a, b in strings):  # (the line above too: a string's end)
+        lines = [edit.lines[n - 1] for n in r.lines]
+        quoted = any(_TRIPLE.search(t) for t in (*lines, *r.removed))
+        if quoted or any(inside[n - 1] for n in (*r.lines, r.start) if 0 < n <= len(inside)):
             return False
         old.update(w for line in r.removed for w in _code_words(line))
-        new.update(w for n in r.lines for w in _code_words(edit.lines[n - 1]))
+        new.update(w for line in lines for w in _code_words(line))
     return old != new
 
 
@@ -405,18 +406,20 @@ def _code_words(line: str) -> list[str]:
     return _WORD.findall(_STRING.sub(" ", _code_of(line)))
 
 
-def _multiline_strings(tree: ast.Module | None) -> list[tuple[int, int]]:
-    """The first and last lines of the string literals of a tree written over several lines."""
-    if tree is None:
-        return []
-    return [
-        (n.lineno, n.end_lineno or n.lineno)
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.Constant, ast.JoinedStr)) and (n.end_lineno or n.lineno) > n.lineno
-    ]
+def _in_triple_quotes(lines: Sequence[str]) -> list[bool]:
+    """For each line, whether it begins inside a triple-quoted string, by counting the triple quotes above
+    it (a rough reading: a line it is wrong about is one whose region is compared by trees)."""
+    out: list[bool] = []
+    open_ = False
+    for line in lines:
+        out.append(open_)
+        if '"""' in line or "'''" in line:
+            open_ = (open_ + line.count('"""') + line.count("'''")) % 2 == 1
+    return out
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*")
+_TRIPLE = re.compile(r"\"\"\"|\'\'\'")
 _STRING = re.compile(r"""[rbfuRBFU]{0,2}(?:'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")""")
 
 
