@@ -248,27 +248,37 @@ def analyse(change: CodeChange) -> list[Finding]:
     out = _judged(edit, changed, covered) if changed else []
     if edit.st.syntax_error is not None:
         out.append(_unparseable(edit, edit.st.syntax_error))
-    if (
-        not out
-        and before is not None
-        and not _code_words_differ(regions, edit)
-        and _only_cosmetic(before, edit.st)
-    ):
+    if not out and before is not None and _cosmetic_only(regions, edit):
         return _cosmetic(edit, regions)
-    out += _removed_checks(regions, edit, out)
+    out += _meanings(regions, edit, changed, out)
+    for r in regions:
+        _unexplained(edit, r, covered, out)
+    out = _checks_voices(_scripts_are_not_library(out, edit.st.tree), regions)
+    return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
+
+
+def _cosmetic_only(regions: Sequence[Region], edit: _Edit) -> bool:
+    """Whether the edit changed comments, layout or docstrings only: the text first (code words that differ
+    are code changed), then the trees."""
+    assert edit.before is not None
+    return not _code_words_differ(regions, edit) and _only_cosmetic(edit.before, edit.st)
+
+
+def _meanings(
+    regions: Sequence[Region], edit: _Edit, changed: set[int], found: list[Finding]
+) -> list[Finding]:
+    """What the edit means beyond the rule hits ``found``: checks removed, narrowed, forced, loosened;
+    handlers that let errors go; switches left on; gates forced open."""
+    out = _removed_checks(regions, edit, found)
     for meaning in (_narrowed_checks, _forced_conditions, _flags_turned_off, _bounds_dropped):
         out += _shallow(meaning, regions, edit)
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
     out += _shallow(_limits_moved, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
-    out += _new_handlers(edit, changed, out, regions)
+    out += _new_handlers(edit, changed, [*found, *out], regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
-    out += _shallow(_checks_made_conditional, regions, edit) + _gates_forced_open(edit, changed)
-    for r in regions:
-        _unexplained(edit, r, covered, out)
-    out = _checks_voices(_scripts_are_not_library(out, edit.st.tree), regions)
-    return sorted(_one_per_line(out), key=lambda f: (f.line or 0, f.rule))
+    return out + _shallow(_checks_made_conditional, regions, edit) + _gates_forced_open(edit, changed)
 
 
 def _shallow(
@@ -582,7 +592,7 @@ def _commented_runs(found: list[Finding], lines: Sequence[str]) -> list[Finding]
 def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     """The findings of the rule hits on ``changed`` lines, unit by unit, leaving out those the pristine
     unit has as often (moved or re-indented, not injected); the lines they span are added to ``covered``."""
-    from .judge import judge_statements, site, units_for
+    from .judge import judge_statements, units_for
 
     pristine: _Pristine | None = None  # located on first need: most changed units hit nothing
     reported: list[Hit] = []
@@ -598,18 +608,27 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
             if pristine is None and edit.before is not None:
                 pristine = _Pristine.of(edit.before)
             baseline = pristine.counts(unit, edit.st) if pristine is not None else None
-            after_counts = Counter(site(h) for h in all_hits)
-            done = {rule for rule, _q, _w in baseline} if baseline else set()
-            moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
-            reported += [
-                replace(h, familiar=h.rule in done)
-                for h in hits
-                if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
-                and not (moved and _value_read(h.rule, h.qualname))
-            ]
+            reported += _new_hits(all_hits, hits, baseline)
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
     return _one_per_site(reported, edit)
+
+
+def _new_hits(all_hits: Sequence[Hit], hits: Sequence[Hit], baseline: dict[Site, int] | None) -> list[Hit]:
+    """Of a unit's ``hits`` on its changed lines, those the pristine unit (``baseline``: its hits counted by
+    site; ``None``: no pristine source) has fewer of — not a value read that took another's place — each
+    told whether the pristine unit had its rule already."""
+    from .judge import site
+
+    after_counts = Counter(site(h) for h in all_hits)
+    done = {rule for rule, _q, _w in baseline} if baseline else set()
+    moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
+    return [
+        replace(h, familiar=h.rule in done)
+        for h in hits
+        if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
+        and not (moved and _value_read(h.rule, h.qualname))
+    ]
 
 
 def _reads(counts: dict[Site, int]) -> int:
@@ -902,10 +921,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
         added = [edit.lines[n - 1].strip() for n in r.lines]
         for i, old in enumerate(r.removed):
             s = old.strip()
-            at = gone.handler_raise(r.old_start + i, s, line)  # the except line of one that swallows now
-            said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
-            relays = s.startswith(("raise ", "raise(")) and gone.relays_caught(r.old_start + i)
-            handler = (bool(at) or relays) and not said
+            handler = _swallows_now(gone, r.old_start + i, s, line, found)
             if s.startswith(_EXITS) and not handler:
                 checked = any(_CHECK_CALL.match(a) for a in added)  # another check took the guard's place
                 out += [] if checked else _bail_gone(edit, gone, r, i, line)
@@ -919,6 +935,16 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
                 continue
             out += _gone_check(edit, line, s, handler)
     return out
+
+
+def _swallows_now(gone: _Gone, old_line: int, text: str, line: int, found: Sequence[Finding]) -> bool:
+    """Whether the removed line ``text`` (at ``old_line`` of the pristine file) was the raise of an
+    ``except`` block whose handler stays, or one that passed on what it caught — the error is let go there
+    now — unless ``found`` says so already of the handler's line."""
+    at = gone.handler_raise(old_line, text, line)  # the except line of one that swallows now
+    said = any(f.rule == RuleId.SWALLOWED_EXCEPTION and f.line == at for f in found)
+    relays = text.startswith(("raise ", "raise(")) and gone.relays_caught(old_line)
+    return (bool(at) or relays) and not said
 
 
 def _removes_checks(regions: Sequence[Region], edit: _Edit) -> bool:
@@ -1584,9 +1610,7 @@ def _new_guards(edit: _Edit, changed: set[int], edited: Collection[int] = ()) ->
     tree = edit.st.tree
     heads = [edit.lines[n - 1].lstrip() for n in changed]
     opened = any(h.startswith("try:") for h in heads)
-    withs = [h for h in heads if h.startswith("with ")]
-    suppressors = {n for q in SUPPRESSORS for n in edit.st.bound_to(q.rsplit(".", 1)[0])} if withs else set()
-    suppressed = any(not suppressors.isdisjoint(re.findall(r"\w+", h)) for h in withs)
+    suppressed = _suppression_opened(edit, heads)
     handled = any(h.startswith("except") for h in heads)  # a handler added to a try that was there
     if tree is None or not (opened or suppressed or handled):
         return []
@@ -1596,6 +1620,16 @@ def _new_guards(edit: _Edit, changed: set[int], edited: Collection[int] = ()) ->
         if isinstance(node, kinds)
         and (node.lineno in changed or _all_new(getattr(node, "handlers", ()), changed, edited))
     ]  # fmt: skip
+
+
+def _suppression_opened(edit: _Edit, heads: Sequence[str]) -> bool:
+    """Whether a changed line (``heads``: their text) opens a ``with`` of a suppressing context manager
+    (``contextlib.suppress``, by any name the file binds it to)."""
+    withs = [h for h in heads if h.startswith("with ")]
+    if not withs:
+        return False
+    suppressors = {n for q in SUPPRESSORS for n in edit.st.bound_to(q.rsplit(".", 1)[0])}
+    return any(not suppressors.isdisjoint(re.findall(r"\w+", h)) for h in withs)
 
 
 def _new_suppressions(
@@ -1982,17 +2016,23 @@ def _moved(old: ast.expr, new: ast.expr) -> int | None:
     pair = _numbers(old), _numbers(new)
     if pair[0] is not None and pair[1] is not None and len(pair[0]) == len(pair[1]):
         return (pair[1] > pair[0]) - (pair[1] < pair[0])  # (major, minor) tuples, in order
-    if isinstance(new, ast.BinOp):
-        for inner, amount, left in ((new.left, new.right, True), (new.right, new.left, False)):
-            value = _number(amount)
-            if value is None or value <= 0 or ast.dump(inner) != ast.dump(old):
-                continue
-            if isinstance(new.op, ast.Add) or (isinstance(new.op, ast.Mult) and value > 1):
-                return 1
-            divides = isinstance(new.op, (ast.Div, ast.FloorDiv)) and value > 1
-            if left and (isinstance(new.op, ast.Sub) or divides):
-                return -1
-    return _one_literal_moved(old, new)
+    margin = _margin_moved(old, new) if isinstance(new, ast.BinOp) else None
+    return margin if margin is not None else _one_literal_moved(old, new)
+
+
+def _margin_moved(old: ast.expr, new: ast.BinOp) -> int | None:
+    """``old`` given a margin in ``new``: 1 larger (``+ 8``, ``* 1.3``, ``2 * x``), -1 smaller (``- 8``,
+    ``/ 2``), ``None`` when it is not that."""
+    for inner, amount, left in ((new.left, new.right, True), (new.right, new.left, False)):
+        value = _number(amount)
+        if value is None or value <= 0 or ast.dump(inner) != ast.dump(old):
+            continue
+        if isinstance(new.op, ast.Add) or (isinstance(new.op, ast.Mult) and value > 1):
+            return 1
+        divides = isinstance(new.op, (ast.Div, ast.FloorDiv)) and value > 1
+        if left and (isinstance(new.op, ast.Sub) or divides):
+            return -1
+    return None
 
 
 def _one_literal_moved(old: ast.expr, new: ast.expr) -> int | None:
@@ -2354,17 +2394,25 @@ def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         if _ALLOWING.isdisjoint(_words((edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1])):
             continue  # (most functions do not say what is allowed: nothing parsed)
         was = [v for i in range(len(r.removed)) if (v := _returned_literal(_statement(r.removed, i)))]
-        for n in r.lines:
-            now = _returned_literal(_statement(edit.lines, n - 1))
-            function = (edit.st.qualname_at(n) or "").rsplit(".", 1)[-1]
-            if now is None or not was or _ALLOWING.isdisjoint(_words(function)):
-                continue
-            old, new = {ast.dump(e) for e in was[0].elts}, {ast.dump(e) for e in now.elts}
-            if old < new:
-                more = ", ".join(ast.unparse(e) for e in now.elts if ast.dump(e) not in old)[:60]
-                detail = f"{function} allows more: {more}"
+        for n in r.lines if was else ():
+            detail = _returns_more(edit, n, was[0])
+            if detail:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _returns_more(edit: _Edit, n: int, was: _Literal) -> str:
+    """How the literal list returned at line ``n`` by a function that says what is allowed holds more than
+    ``was``, or ""."""
+    now = _returned_literal(_statement(edit.lines, n - 1))
+    function = (edit.st.qualname_at(n) or "").rsplit(".", 1)[-1]
+    if now is None or _ALLOWING.isdisjoint(_words(function)):
+        return ""
+    old = {ast.dump(e) for e in was.elts}
+    if not old < {ast.dump(e) for e in now.elts}:
+        return ""
+    more = ", ".join(ast.unparse(e) for e in now.elts if ast.dump(e) not in old)[:60]
+    return f"{function} allows more: {more}"
 
 
 # Words of a function whose answer is what is let through (``get_supported_dtypes``, ``allowed_backends``,

@@ -622,6 +622,14 @@ def _local_names(unit: str, aliases: dict[str, str]) -> dict[str, str]:
     return local
 
 
+def _named_hit(words: set[str], changed: str) -> bool:
+    """A word some rule matches wherever it stands, a form a rule reads, or a logger's call (``logger.info(``,
+    ``logging.warning(``; not ``logits``, ``catalog``)."""
+    if words & _WORDS or _FORMS.search(changed):
+        return True
+    return bool(words & LOG_METHODS) and any("log" in w.lower() for w in words)
+
+
 def could_hit(
     changed: str,
     unit: str,
@@ -637,10 +645,8 @@ def could_hit(
     need not be parsed — derived from the tables above, it cannot fall behind them. (A hit whose call begins
     on an unchanged line is the pristine file's own, which is not reported.)"""
     words = set(_IDENT.findall(changed))
-    if words & _WORDS or _FORMS.search(changed):
+    if _named_hit(words, changed):
         return True
-    if words & LOG_METHODS and any("log" in w.lower() for w in words):
-        return True  # a logger's call: `logger.info(`, `logging.warning(` (not `logits`, `catalog`)
     local = _local_names(unit, aliases)
     named = not (words.isdisjoint(_QUALIFIED_WORDS) and words.isdisjoint(local)) or "getattr" in words
     if named and _names_a_call(changed, local):

@@ -291,13 +291,7 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
     if isinstance(expr, cst.Name):
         return expr.value in tensors
     if isinstance(expr, cst.Attribute):
-        if get_full_name_for_node(expr) in tensors:
-            return True  # a field typed as a tensor (``batch.seq_lens``)
-        return (
-            expr.attr.value not in _METADATA_ATTRS
-            and is_tensor(expr.value, tensors, aliases)
-            and (expr.attr.value in _TENSOR_ATTRS)
-        )
+        return _tensor_attribute(expr, tensors, aliases)
     if isinstance(expr, cst.Subscript):  # a tensor's item or slice; what a tensor indexes (``rows[idx]``)
         return is_tensor(expr.value, tensors, aliases) or any(
             isinstance(e.slice, cst.Index) and is_tensor(e.slice.value, tensors, aliases) for e in expr.slice
@@ -306,15 +300,27 @@ def is_tensor(expr: cst.BaseExpression, tensors: set[str], aliases: Mapping[str,
         return is_tensor(expr.left, tensors, aliases) or is_tensor(expr.right, tensors, aliases)
     if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
         return is_tensor(expr.expression, tensors, aliases)
-    if isinstance(expr, cst.Comparison) and not any(
-        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
-    ):  # ``sampled < 0``: a tensor of booleans
-        return any(
-            is_tensor(s, tensors, aliases) for s in (expr.left, *(c.comparator for c in expr.comparisons))
-        )
+    if isinstance(expr, cst.Comparison):
+        return _tensor_comparison(expr, tensors, aliases)
     if isinstance(expr, cst.Call):
         return _tensor_call(expr, tensors, aliases)
     return False
+
+
+def _tensor_attribute(expr: cst.Attribute, tensors: set[str], aliases: Mapping[str, str]) -> bool:
+    """A field typed as a tensor (``batch.seq_lens``), or a tensor's view or part (``x.T``, ``out.values``)
+    — not its metadata (``x.shape``)."""
+    if get_full_name_for_node(expr) in tensors:
+        return True
+    attr = expr.attr.value
+    return attr not in _METADATA_ATTRS and attr in _TENSOR_ATTRS and is_tensor(expr.value, tensors, aliases)
+
+
+def _tensor_comparison(expr: cst.Comparison, tensors: set[str], aliases: Mapping[str, str]) -> bool:
+    """``sampled < 0``: a tensor of booleans (not an identity or membership test)."""
+    if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
+        return False
+    return any(is_tensor(s, tensors, aliases) for s in (expr.left, *(c.comparator for c in expr.comparisons)))
 
 
 def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) -> bool:

@@ -71,22 +71,35 @@ def fleet(
         buckets.setdefault(h.fingerprint.key(builds), []).append(h)
     ordered = sorted(buckets.values(), key=lambda g: (-len(g), g[0].name))
     tied = sum(1 for g in ordered if len(g) == len(ordered[0]))
-    if base_doc is not None:
-        chosen, reference = Chosen.FILE, base_doc.fingerprint
-        ref_key = reference.key(builds)
-        ordered.sort(key=lambda g: g[0].fingerprint.key(builds) != ref_key)  # stable: the match first
-    else:
-        first = next(g for g in ordered if base_host is None or base_host in g)
-        ordered.remove(first)
-        ordered.insert(0, first)
-        chosen = Chosen.HOST if base_host is not None else Chosen.TIE if tied > 1 else Chosen.LARGEST
-        reference = first[0].fingerprint
+    chosen, reference = _reference(ordered, base_host, base_doc, builds, tied)
     groups = tuple(
         FleetGroup(tuple(g), same, () if same else differences(reference, g[0].fingerprint, builds))
         for g in ordered
         for same in [g[0].fingerprint.key(builds) == reference.key(builds)]
     )
     return FleetResult(groups, chosen, base_doc, tied if chosen is Chosen.TIE else 0)
+
+
+def _reference(
+    ordered: list[list[HostDocument]],
+    base_host: HostDocument | None,
+    base_doc: HostDocument | None,
+    builds: bool,
+    tied: int,
+) -> tuple[Chosen, Fingerprint]:
+    """How the reference is chosen and its fingerprint: the ``--baseline`` file's, else the group of the
+    ``--baseline`` host, else the largest group (the first by host name among ties); ``ordered`` is put in
+    report order, the reference's group first."""
+    if base_doc is not None:
+        reference = base_doc.fingerprint
+        ref_key = reference.key(builds)
+        ordered.sort(key=lambda g: g[0].fingerprint.key(builds) != ref_key)  # stable: the match first
+        return Chosen.FILE, reference
+    first = next(g for g in ordered if base_host is None or base_host in g)
+    ordered.remove(first)
+    ordered.insert(0, first)
+    chosen = Chosen.HOST if base_host is not None else Chosen.TIE if tied > 1 else Chosen.LARGEST
+    return chosen, first[0].fingerprint
 
 
 def _baseline(

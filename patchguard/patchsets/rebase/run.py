@@ -310,10 +310,15 @@ def _merge_job(
     return new_path, ours, base or b"", theirs, inputs.labels
 
 
-def _rebase_file(inputs: RebaseInputs, path: str, ahead: Mapping[str, Merged]) -> Rebased:
+def _hunks_and_mode(inputs: RebaseInputs, path: str) -> tuple[int, int | None]:
+    """How many hunks the set has for ``path``, and the mode it gives a file it creates or deletes."""
     mine = [fp for fp in inputs.ps.patches if fp.path == path]
     hunks = sum(max(len(fp.patched), 1) for fp in mine)
-    mode = next((fp.mode for fp in mine if fp.creates or fp.deletes), None)
+    return hunks, next((fp.mode for fp in mine if fp.creates or fp.deletes), None)
+
+
+def _rebase_file(inputs: RebaseInputs, path: str, ahead: Mapping[str, Merged]) -> Rebased:
+    hunks, mode = _hunks_and_mode(inputs, path)
     base, theirs = inputs.base.get(path), inputs.theirs[path]
     found = _locate(inputs, path, base, theirs, hunks)
     if isinstance(found, Rebased):
