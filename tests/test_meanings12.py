@@ -337,3 +337,13 @@ def test_a_print_into_the_file_the_code_writes_is_its_content() -> None:
 )  # fmt: skip
 def test_effects_from_the_libraries_docs(old: str, new: str, needle: str, rule: str) -> None:
     assert rule in _near((old, new), needle)
+
+
+def test_a_tensors_name_given_its_values_as_a_list_logs_a_list() -> None:
+    rebound = (
+        "    return sizes\n",
+        "    sizes = sizes.tolist()\n    logger.debug('sizes %s', sizes)\n    return sizes\n",
+    )
+    assert "logging" not in _near(rebound, "logger.debug")
+    kept = ("    return sizes\n", "    logger.debug('sizes %s', sizes)\n    return sizes\n")
+    assert "logging" in _near(kept, "logger.debug")

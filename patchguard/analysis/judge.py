@@ -528,7 +528,9 @@ class _Walker(Dispatch):
         if not shown or not self.on_device_path():
             return False
         tensors = self.tensors()
-        return any(is_tensor(value, tensors, self.aliases) for value in shown)
+        read = [v for v in shown if is_tensor(v, tensors, self.aliases)]
+        names = {n.value for v in read for n in _names_in(v)}
+        return bool(read) and not self._host_now(names, node)
 
     def _rule_here(
         self, node: cst.Call, qualname: str, method: str | None, receiver: str | None
@@ -588,9 +590,20 @@ class _Walker(Dispatch):
                     return True
                 continue
             names = {n.value for n in m.findall(value, m.Name()) if isinstance(n, cst.Name)}
-            if names & tensors or is_tensor(value, tensors, self.aliases):
+            read = names & tensors or is_tensor(value, tensors, self.aliases)
+            if read and not self._host_now(names, node):
                 return True
         return False
+
+    def _host_now(self, names: set[str], node: cst.CSTNode) -> bool:
+        """Whether every one of ``names`` was last given, above ``node`` in its function, a value brought
+        back to the host (``expert_size = expert_size.tolist()``): a tensor's name that holds a list now."""
+        lines = self._touched(node)
+        fn = self.functions[-1][0] if self.functions else None
+        if not names or lines is None or fn is None:
+            return False
+        top = self._lines(fn)[0]
+        return all(_last_given_host(self.source_lines, name, lines[0], top) for name in names)
 
     def _device_sync_here(self, node: cst.Call) -> RuleId | None:
         """A device sync where it stands: on the device path or in a loop, and not of a value named for the
@@ -971,6 +984,27 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 
 
 _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
+
+
+def _names_in(value: cst.BaseExpression) -> list[cst.Name]:
+    import libcst.matchers as m
+
+    return [n for n in m.findall(value, m.Name()) if isinstance(n, cst.Name)]
+
+
+_BACK_ON_HOST = (".tolist()", ".item()", ".numpy()")
+
+
+def _last_given_host(lines: Sequence[str], name: str, line: int, top: int) -> bool:
+    """Whether the last assignment of ``name`` above ``line`` (down to ``top``, the def's first line)
+    gives it a value brought back to the host: ``.tolist()``, ``.item()``, ``.numpy()``, ``int(…)``."""
+    given = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?=(?!=)\s*(.+?)\s*(?:#.*)?$")
+    for k in range(line - 1, max(top, 1) - 1, -1):
+        found = given.match(lines[k - 1]) if 0 < k <= len(lines) else None
+        if found:
+            value = found.group(1)
+            return value.endswith(_BACK_ON_HOST) or value.startswith(("int(", "float("))
+    return False
 
 
 def _made_on_device(value: cst.BaseExpression) -> bool:
