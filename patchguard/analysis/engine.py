@@ -1457,11 +1457,20 @@ def _names_for(tree: ast.Module | None, name: str, text: str) -> set[str]:
 def _refused_in(tree: ast.Module | None, name: str) -> bool:
     """Whether an ``if`` that raises or leaves refuses the members of ``name`` (``if x in name:``, ``if
     any(a in name for a in xs):``), or an ``assert`` its non-members (``assert x not in name``)."""
+    refusing = lambda node: _guards_raise_node(node) or any(map(_answers_no, node.body))  # noqa: E731
+    return _membership_refused(tree, name, refusing, ast.In, ast.NotIn)
+
+
+def _membership_refused(
+    tree: ast.Module | None, name: str, refusing: Callable[[ast.If], bool], in_if: type, in_assert: type
+) -> bool:
+    """Whether an ``if`` that is ``refusing`` tests ``name`` with the operator ``in_if`` (``in`` or ``not
+    in``), or an ``assert`` with ``in_assert``."""
     for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.If) and (_guards_raise_node(node) or any(map(_answers_no, node.body))):
-            wanted: type = ast.In
+        if isinstance(node, ast.If) and refusing(node):
+            wanted = in_if
         elif isinstance(node, ast.Assert):
-            wanted = ast.NotIn
+            wanted = in_assert
         else:
             continue
         for cmp in ast.walk(node.test):
@@ -1750,18 +1759,8 @@ def _tested_in(tree: ast.Module | None, name: str, text: str = "") -> bool:
     named = not _ALLOWING.isdisjoint(_words(name.lower()))
     if named and re.search(rf"\bnot\s+in\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
         return True
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.If) and (_guards_raise_node(node) or isinstance(node.body[-1], _EXIT_NODES)):
-            wanted: type = ast.NotIn
-        elif isinstance(node, ast.Assert):
-            wanted = ast.In
-        else:
-            continue
-        for cmp in ast.walk(node.test):
-            pairs = zip(cmp.ops, cmp.comparators, strict=True) if isinstance(cmp, ast.Compare) else ()
-            if any(isinstance(op, wanted) and _last_name(c) == name for op, c in pairs):
-                return True
-    return False
+    refusing = lambda node: _guards_raise_node(node) or isinstance(node.body[-1], _EXIT_NODES)  # noqa: E731
+    return _membership_refused(tree, name, refusing, ast.NotIn, ast.In)
 
 
 def _guards_raise_node(node: ast.If) -> bool:
