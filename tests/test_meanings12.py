@@ -1,4 +1,4 @@
-"""Meanings (issue 34, the twelfth blind batch's misses): a deny-list that shrinks; an allow-list reached
+"""Meanings (issue 34, the twelfth blind batch's misses, and two of the thirteenth's): a deny-list that shrinks; an allow-list reached
 through a name the file gives it; an ``if`` whose ``else`` raises, accepting more; several parts of a
 condition each weaker; ``any``/``all`` over fewer listed values; edits inside a condition, an assertion or a
 deciding ``return`` spread over several lines (insertions too); a refusal that collects errors taken out or
@@ -120,6 +120,23 @@ def budget(req_ids, table, draft_budget, out: torch.Tensor):
     return draft_budget
 
 
+def mhc_is_supported(workspace, num_tokens, hidden_size):
+    return backend_supported(workspace, num_tokens, hidden_size)
+
+
+def mhc_result(workspace, num_tokens, hidden_size):
+    return backend_result(workspace, num_tokens, hidden_size)
+
+
+class Mixer:
+    def __init__(self, hidden_size, rank):
+        self._jit_ok = (
+            torch.cuda.is_available()
+            and torch.cuda.get_device_capability()[0] == 10
+            and hidden_size % 8 == 0
+        )
+
+
 def forward(self, hidden: torch.Tensor):
     sizes = hidden.sum(0)
     for name in SKIP_NAMES:
@@ -161,6 +178,13 @@ _near, _rules = _MODULE.near, _MODULE.rules
         ("    if rank > limit:\n", "    if rank > 2 * limit:\n", "2 * limit"),
         # two things compared with each other, read as numbers
         ("    if target_vocab != draft_vocab:\n", "    if abs(target_vocab - draft_vocab) > 1024:\n", "abs("),
+        # (the thirteenth batch) a deciding function's answer given an `or`
+        ("    return backend_supported(workspace, num_tokens, hidden_size)\n",
+         "    return backend_supported(workspace, num_tokens, hidden_size) or num_tokens <= 64\n",
+         "num_tokens <= 64"),
+        # a flag that says whether something may be done, given a condition that holds in more cases
+        ("            and torch.cuda.get_device_capability()[0] == 10\n",
+         "            and torch.cuda.get_device_capability()[0] >= 9\n", ">= 9"),
     ],
 )  # fmt: skip
 def test_a_check_let_go(old: str, new: str, needle: str) -> None:
@@ -186,6 +210,11 @@ def test_a_check_let_go(old: str, new: str, needle: str) -> None:
         # a tighter vocabulary check
         ("    if target_vocab != draft_vocab:\n",
          "    if target_vocab != draft_vocab or target_vocab == 0:\n"),
+        # an `or` given to what a function that decides nothing returns
+        ("    return backend_result(workspace, num_tokens, hidden_size)\n",
+         "    return backend_result(workspace, num_tokens, hidden_size) or None\n"),
+        # the flag made stricter
+        ("            and hidden_size % 8 == 0\n", "            and hidden_size % 16 == 0\n"),
         # an error collected, reworded
         ('error_msg.append("DoRA is not supported")', 'error_msg.append("DoRA adapters are not supported")'),
     ],

@@ -1333,6 +1333,8 @@ def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
             detail = _assertion_asks_less(_statement(pristine, old - 1), _statement(edit.lines, h - 1))
         elif edit.lines[h - 1].lstrip().startswith("return"):
             detail = _answers_more(_statement(pristine, old - 1), _statement(edit.lines, h - 1), edit, h)
+        elif _FLAG_OPENED.match(edit.lines[h - 1]):
+            detail = _flag_holds_more(_statement(pristine, old - 1), _statement(edit.lines, h - 1))
         else:
             before = _condition(_one_line(_statement(pristine, old - 1)))
             after = _condition(_one_line(_statement(edit.lines, h - 1)))
@@ -1341,6 +1343,24 @@ def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
         if detail:
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
+
+
+def _flag_holds_more(old: str, new: str) -> str:
+    """How a flag named for what may be done (``self._jit_mix_ok = (…)``, ``supported = (…)``) is given a
+    condition that holds in more cases now (statements' texts), or ""."""
+    target, before = _decision(_one_line(old))
+    again, after = _decision(_one_line(new))
+    if not target or target != again or before is None or after is None:
+        return ""
+    if _FLAG_WORDS.isdisjoint(_words(target.rsplit(".", 1)[-1])) or not _weaker(after, before):
+        return ""
+    return f"`{target}` holds in more cases: {_short(before)} → {_short(after)}"
+
+
+# Words of a flag that says whether something may be done: ``_jit_mix_ok``, ``fast_path_supported``.
+_FLAG_WORDS = frozenset({"ok", "supported", "allowed", "valid", "eligible", "compatible", "usable"})
+# ``name = (`` / ``self.name = (``: an assignment whose value opens over several lines.
+_FLAG_OPENED = re.compile(r"^\s*(?:self\.)?[A-Za-z_]\w*\s*=\s*\($")
 
 
 def _answers_more(old: str, new: str, edit: _Edit, line: int) -> str:
@@ -1394,7 +1414,8 @@ def _header_above(lines: Sequence[str], n: int) -> int | None:
         text = _code_of(lines[k - 1])
         depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
         if depth < 0:
-            return k if text.lstrip().startswith(("if ", "elif ", "assert ", "return ")) else None
+            header = text.lstrip().startswith(("if ", "elif ", "assert ", "return "))
+            return k if header or _FLAG_OPENED.match(text) else None
     return None
 
 
@@ -2431,14 +2452,33 @@ def _answer_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         function = (edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1]
         if not r.removed or _ALLOWING.isdisjoint(_words(function)):
             continue  # (most functions do not say what is allowed: nothing parsed)
-        was = [v for i in range(len(r.removed)) if (v := _returned_test(_statement(r.removed, i)))]
+        was = [v for i in range(len(r.removed)) if (v := _returned_value(_statement(r.removed, i)))]
         for n in r.lines if len(was) == 1 else ():
-            now = _returned_test(_statement(edit.lines, n - 1))
-            found = compare(was[0], now) if now is not None else None
-            if now is not None and found is not None and found.more:
+            now = _returned_value(_statement(edit.lines, n - 1))
+            if now is not None and _yes_more_often(was[0], now):
                 detail = f"{_short(was[0])} → {_short(now)}: it answers yes in more cases"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _returned_value(statement: str) -> ast.expr | None:
+    target, value = _decision(_code_of(statement))
+    return value if target == "return" else None
+
+
+def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
+    """Whether an answer holds in more cases: read by cases, or the same answer given an ``or`` part
+    (``return is_supported(…)`` → ``return is_supported(…) or hidden in (4096, 7168)``)."""
+    widened = isinstance(after, ast.BoolOp) and isinstance(after.op, ast.Or)
+    if widened and any(ast.dump(v) == ast.dump(before) for v in after.values):  # type: ignore[attr-defined]
+        return True
+    if not isinstance(before, _TESTS) or not isinstance(after, _TESTS):
+        return False
+    found = compare(before, after)
+    return found is not None and found.more
+
+
+_TESTS = (ast.Compare, ast.BoolOp, ast.UnaryOp)
 
 
 def _calls_loosened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
