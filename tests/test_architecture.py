@@ -256,6 +256,42 @@ def test_families_import_the_core_and_themselves_only(package: str) -> None:
     assert not wrong, "a family reached sideways or the core reached up:\n" + "\n".join(wrong)
 
 
+# deploy's rooms (sub-packages), one by job, and the rooms each may import besides itself (and the house below
+# deploy, as ALLOWED says). deploy's own modules (its face, ``bisecting``) sit above the rooms and may import
+# any of them; a room imports none of deploy's own modules.
+DEPLOY_ROOMS: dict[str, set[str]] = {
+    "identity": set(),  # locks, other hosts' documents, the fleet's comparison
+    "processes": set(),  # what runs
+    "check": {"identity", "processes"},  # the gate: against a lock, and which processes are stale
+    "upgrades": {"identity"},  # the plan, and the rollback to a lock
+}
+
+
+def _deploy_room(module: str) -> str:
+    """The room of a ``deploy`` module ("": deploy's own modules)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def test_deploy_rooms_import_themselves_and_the_rooms_they_need_only() -> None:
+    packages = {m.split(".")[1] for m in MODULES if m.count(".") >= 2 and m.startswith("deploy.")}
+    assert packages == set(DEPLOY_ROOMS), packages ^ set(DEPLOY_ROOMS)
+    own = {m.split(".")[1] for m in MODULES if m.count(".") == 1 and m.startswith("deploy.")}
+    assert own - set(DEPLOY_ROOMS) == {"bisecting"}, own
+    wrong = []
+    for module, path in MODULES.items():
+        mine = _deploy_room(module)
+        if not module.startswith("deploy.") or not mine:
+            continue
+        for target, line in _imports(module, path):
+            theirs = _deploy_room(target) if target.startswith("deploy.") else None
+            if target == "deploy" or theirs == "" or (theirs and theirs not in DEPLOY_ROOMS[mine] | {mine}):
+                wrong.append(f"line {line}: {module} -> {target}")
+    assert not wrong, "a deploy room reached a room it may not, or up to deploy:\n" + "\n".join(
+        dict.fromkeys(wrong)
+    )
+
+
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert _cycles({"a": ["b"], "b": []}) == []
@@ -645,9 +681,9 @@ DOCUMENT_PARSERS = {
     "state": "patchguard.state/1 → AppliedRecord",
     "txn.journal": "patchguard.journal/1 → Journal",
     "txn.sessions": "patchguard.session/1 → _Held",
-    "deploy.lockfile": "patchguard.lock/1",
-    "deploy.hostdocs": "other hosts' documents → frozen values",
-    "deploy.upgrade": "pip's installation report",
+    "deploy.identity.lockfile": "patchguard.lock/1",
+    "deploy.identity.hostdocs": "other hosts' documents → frozen values",
+    "deploy.upgrades.upgrade": "pip's installation report",
     "patchsets.rebase.review": "rebase.json, a review directory's key",
     "analysis.reach": "the reach cache",
     "analysis.kept": "the analysis cache",

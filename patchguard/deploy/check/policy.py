@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import os
 
-from ..config import find_config, patchguard_table, read_toml
-from ..results.check import Policy
+from ...config import find_config, patchguard_table, read_toml
+from ...results.check import Policy
 
 __all__ = ["Policy", "load_policy"]
 

@@ -26,11 +26,11 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .._fs import PYCACHE, STATE_DIR, bytecode_of
-from ..env import Target
-from ..errors import PatchguardError
-from ..integrity.managed import installed_distributions
-from ..results.running import RUNNING_SCHEMA, Process, Running, Verdict
+from ..._fs import PYCACHE, STATE_DIR, bytecode_of
+from ...env import Target
+from ...errors import PatchguardError
+from ...integrity.managed import installed_distributions
+from ...results.running import RUNNING_SCHEMA, Process, Running, Verdict
 
 __all__ = ["RUNNING_SCHEMA", "Process", "Running", "Verdict", "running"]
 

@@ -24,20 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .._fs import read_regular, sha256_bytes
-from ..env import Target
-from ..errors import PatchguardError, UsageError
-from ..integrity.records import InstalledDistribution, RecordEntry, canonicalize, matches
-from ..model import Reinstall, RollbackResult, printable
-from ..patchsets.installed import SetEnvironment
-from ..patchsets.model import PatchSet, load_sets
-from ..patchsets.ops import form_by_digest
-from ..patchsets.planner import PlanFailed, plan_patches
-from ..pristine.sources import NoPristineSource, ReleaseId, SourceOptions, Sources, candidates, remote
-from ..pristine.wheels import Candidate, in_site, wheel_record
-from ..state import AppliedRecord, Images, state_change
-from ..txn import Change, Plan, commit
-from .lockfile import build_digest, read_lock
+from ..._fs import read_regular, sha256_bytes
+from ...env import Target
+from ...errors import PatchguardError, UsageError
+from ...integrity.records import InstalledDistribution, RecordEntry, canonicalize, matches
+from ...model import Reinstall, RollbackResult, printable
+from ...patchsets.installed import SetEnvironment
+from ...patchsets.model import PatchSet, load_sets
+from ...patchsets.ops import form_by_digest
+from ...patchsets.planner import PlanFailed, plan_patches
+from ...pristine.sources import NoPristineSource, ReleaseId, SourceOptions, Sources, candidates, remote
+from ...pristine.wheels import Candidate, in_site, wheel_record
+from ...state import AppliedRecord, Images, state_change
+from ...txn import Change, Plan, commit
+from ..identity.lockfile import build_digest, read_lock
 
 __all__ = ["Reinstall", "RollbackResult", "rollback"]
 

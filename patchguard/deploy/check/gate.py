@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..env import Target
-from ..integrity.inventory import Scanned
-from ..integrity.records import canonicalize
-from ..model import Finding, SetState, SetStatus, Violation
-from ..results.check import CHECK_SCHEMA, CheckResult, Policy
-from .lockfile import compare_locks, make_lock, read_lock
+from ...env import Target
+from ...integrity.inventory import Scanned
+from ...integrity.records import canonicalize
+from ...model import Finding, SetState, SetStatus, Violation
+from ...results.check import CHECK_SCHEMA, CheckResult, Policy
+from ..identity.lockfile import compare_locks, make_lock, read_lock
 
 __all__ = ["CHECK_SCHEMA", "CheckResult", "evaluate"]
 
@@ -76,7 +76,7 @@ def _lock_lines(scanned: Scanned, lock: str, patches: str | None = None) -> list
 
 def stale_processes(target: Target) -> list[str]:
     """One line per running process of the environment that runs code older than its files."""
-    from .running import Verdict, running
+    from ..processes.running import Verdict, running
 
     found = running(target)
     return [

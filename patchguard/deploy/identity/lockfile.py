@@ -16,13 +16,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .._fs import parse_json, read_input, sha256_file
-from ..env import Target
-from ..errors import PatchguardError
-from ..integrity.inventory import Scanned
-from ..integrity.records import INSTALLER_FILES, InstalledDistribution
-from ..model import Finding, Kind, json_name
-from ..state import read_state
+from ..._fs import parse_json, read_input, sha256_file
+from ...env import Target
+from ...errors import PatchguardError
+from ...integrity.inventory import Scanned
+from ...integrity.records import INSTALLER_FILES, InstalledDistribution
+from ...model import Finding, Kind, json_name
+from ...state import read_state
 
 __all__ = ["LOCK_SCHEMA", "applied_sets", "compare_locks", "lock_bytes", "make_lock", "read_lock"]
 
@@ -49,8 +49,8 @@ def applied_sets(
     found: dict[str, str] = {}
     for site in target.site_packages:
         found.update({n: r.digest for n, r in read_state(site).items()})
-    from ..patchsets.model import load_sets
-    from ..patchsets.status import states_of
+    from ...patchsets.model import load_sets
+    from ...patchsets.status import states_of
 
     try:
         sets = {ps.name: ps for ps in load_sets(patches)}
@@ -267,4 +267,3 @@ def lock_bytes(doc: dict[str, Any]) -> bytes:
     import json
 
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
-

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from ..results.fleet import (
+from ...results.fleet import (
     FLEET_SCHEMA,
     Aspect,
     Change,

@@ -16,11 +16,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..env import Target
-from ..errors import PatchguardError, UsageError
-from ..integrity.inventory import Scanned
-from ..integrity.records import canonicalize
-from ..model import (
+from ...env import Target
+from ...errors import PatchguardError, UsageError
+from ...integrity.inventory import Scanned
+from ...integrity.records import canonicalize
+from ...model import (
     Finding,
     Kind,
     PlannedEdit,
@@ -31,10 +31,10 @@ from ..model import (
     UpgradePlan,
     printable,
 )
-from ..patchsets.model import PatchSet, SetTarget
-from ..patchsets.rebase import part_of, rebase_set, sets_to_carry
-from ..pristine.sources import SourceOptions
-from ..results import FileOutcome, RebasedFile, RebaseResult
+from ...patchsets.model import PatchSet, SetTarget
+from ...patchsets.rebase import part_of, rebase_set, sets_to_carry
+from ...pristine.sources import SourceOptions
+from ...results import FileOutcome, RebasedFile, RebaseResult
 
 __all__ = ["plan_upgrade", "read_targets"]
 

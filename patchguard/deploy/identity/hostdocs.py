@@ -24,11 +24,11 @@ import stat
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .._fs import parse_json, read_input
-from ..errors import PatchguardError
-from ..integrity.records import INSTALLER_FILES, canonicalize
-from ..model import REPORT_SCHEMA, from_json_name
-from ..results.fleet import Fingerprint, HostDocument
+from ..._fs import parse_json, read_input
+from ...errors import PatchguardError
+from ...integrity.records import INSTALLER_FILES, canonicalize
+from ...model import REPORT_SCHEMA, from_json_name
+from ...results.fleet import Fingerprint, HostDocument
 from .lockfile import LOCK_SCHEMA
 
 __all__ = [
