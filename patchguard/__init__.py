@@ -57,8 +57,8 @@ if TYPE_CHECKING:
         set_states,
     )
     from .config import ConfigError
-    from .deploy.fleet import fleet
-    from .deploy.hostdocs import FleetInputError
+    from .deploy.identity.fleet import fleet
+    from .deploy.identity.hostdocs import FleetInputError
     from .diffs import FileDiff
     from .integrity.inventory import ProgressCallback
     from .patchsets.bisect import BisectError
@@ -121,7 +121,7 @@ _LAZY = {
     "FilePlan": "patchsets.planner",
     "Policy": "results.check",
     "CheckResult": "results.check",
-    "fleet": "deploy.fleet",
+    "fleet": "deploy.identity.fleet",
     "FleetResult": "results.fleet",
     "FleetGroup": "results.fleet",
     "Difference": "results.fleet",
@@ -129,7 +129,7 @@ _LAZY = {
     "Change": "results.fleet",
     "Chosen": "results.fleet",
     "HostDocument": "results.fleet",
-    "FleetInputError": "deploy.hostdocs",
+    "FleetInputError": "deploy.identity.hostdocs",
     "ConfigError": "config",
     "NoPristineSource": "pristine.sources",
     "TransactionError": "txn",

@@ -465,7 +465,7 @@ def rollback(
     >>> [(d.name, d.from_version, d.to_version) for d in r.distributions]  # doctest: +SKIP
     [('vllm', '0.34.0', '0.33.0')]
     """
-    from .deploy.rollback import rollback as run_rollback
+    from .deploy.upgrades.rollback import rollback as run_rollback
 
     return run_rollback(
         lock, target=resolve_target(python, site_packages), patches=patches, fetch=fetch, dry_run=dry_run

@@ -8,7 +8,7 @@ Each stage is a function of what the previous one produced and never calls back 
    named after it;
 3. :func:`judge`: every modified or unexpected ``.py`` file judged by code analysis against its pristine
    source, each code finding given its reach; ``--verify-record`` compares RECORDs with the wheels';
-4. for ``check``, :func:`patchguard.deploy.gate.evaluate` judges the result against a policy and a lock.
+4. for ``check``, :func:`patchguard.deploy.check.gate.evaluate` judges the result against a policy and a lock.
 
 Code analysis (libcst) and the pristine sources are imported only when there is changed code to judge.
 """
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .analysis import CodeChange
     from .analysis.kept import KeptAnalyses
     from .analysis.reach import FileReach, ReachContext
-    from .deploy.running import Habit
+    from .deploy.processes.running import Habit
     from .pristine.explain import Explainer
 
 __all__ = ["Served", "check", "judge", "lock", "run", "scan", "with_sets"]
@@ -93,7 +93,7 @@ def _named_patches(patches: str | None) -> None:
 def with_sets(scanned: Scanned, patches: str | None) -> Report:
     """The scan's report with the sets in place in its environment (``applied_sets``): those patchguard
     applied and those applied by hand, as a lock lists them — what ``fleet`` compares."""
-    from .deploy.lockfile import applied_sets
+    from .deploy.identity.lockfile import applied_sets
 
     found = applied_sets(scanned.target, scanned.dists, patches)
     return replace(scanned.report, applied_sets=tuple(sorted(found.items())))
@@ -359,7 +359,7 @@ class _Habits:
 
     def __call__(self) -> list[Habit]:
         if self._found is None:
-            from .deploy.running import bytecode_habits
+            from .deploy.processes.running import bytecode_habits
 
             self._found = bytecode_habits(self.target)
         return self._found
@@ -564,8 +564,8 @@ def check(
 ) -> CheckResult:
     """The pre-restart gate on ``target``: scan, apply the policy (and compare with a lock), and judge
     (:func:`patchguard.check` is its public face)."""
-    from .deploy.gate import evaluate
-    from .deploy.policy import load_policy
+    from .deploy.check.gate import evaluate
+    from .deploy.check.policy import load_policy
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     patches = patches or pol.patches
@@ -596,12 +596,12 @@ def check(
 def lock(*, target: Target, patches: str | None = None, output: str | None = None) -> dict[str, Any]:
     """The lock of ``target`` (``patchguard.lock/1``), also written to ``output`` when given
     (:func:`patchguard.lock` is its public face)."""
-    from .deploy.lockfile import make_lock
+    from .deploy.identity.lockfile import make_lock
 
     doc = make_lock(run(target=target), patches)
     if output is not None:  # the bytes `patchguard lock -o FILE` writes
         from ._fs import write_atomically
-        from .deploy.lockfile import lock_bytes
+        from .deploy.identity.lockfile import lock_bytes
 
         write_atomically(output, lock_bytes(doc), make_dirs=False)
     return doc
@@ -618,7 +618,7 @@ def plan(
 ) -> UpgradePlan:
     """What an upgrade of ``target`` to ``requirements`` does to the hand patches, before it happens
     (:func:`patchguard.plan` is its public face)."""
-    from .deploy.upgrade import plan_upgrade, read_targets
+    from .deploy.upgrades.upgrade import plan_upgrade, read_targets
     from .pristine.sources import SourceOptions
 
     _named_patches(patches)

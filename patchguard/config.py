@@ -30,7 +30,7 @@ __all__ = [
     "read_toml",
 ]
 
-# Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.policy.
+# Every key of [tool.patchguard], defined once. Policy keys are validated by patchguard.deploy.check.policy.
 POLICY_KEYS = frozenset(
     {
         "fail_on",

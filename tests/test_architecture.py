@@ -256,6 +256,71 @@ def test_families_import_the_core_and_themselves_only(package: str) -> None:
     assert not wrong, "a family reached sideways or the core reached up:\n" + "\n".join(wrong)
 
 
+# deploy's rooms (sub-packages), one by job, and the rooms each may import besides itself (and the house below
+# deploy, as ALLOWED says). deploy's own modules (its face, ``bisecting``, the former paths) sit above the
+# rooms and may import any of them; a room imports none of deploy's own modules.
+DEPLOY_ROOMS: dict[str, set[str]] = {
+    "identity": set(),  # locks, other hosts' documents, the fleet's comparison
+    "processes": set(),  # what runs
+    "check": {"identity", "processes"},  # the gate: against a lock, and which processes are stale
+    "upgrades": {"identity"},  # the plan, and the rollback to a lock
+}
+# The modules deploy had before it had rooms: each hands on the names of its room's module, nothing more.
+DEPLOY_FORMER = {
+    "policy": "check.policy",
+    "gate": "check.gate",
+    "lockfile": "identity.lockfile",
+    "hostdocs": "identity.hostdocs",
+    "fleet": "identity.fleet",
+    "running": "processes.running",
+    "upgrade": "upgrades.upgrade",
+    "rollback": "upgrades.rollback",
+}
+
+
+def _deploy_room(module: str) -> str:
+    """The room of a ``deploy`` module ("": deploy's own modules)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def test_deploy_rooms_import_themselves_and_the_rooms_they_need_only() -> None:
+    packages = {m.split(".")[1] for m in MODULES if m.count(".") >= 2 and m.startswith("deploy.")}
+    assert packages == set(DEPLOY_ROOMS), packages ^ set(DEPLOY_ROOMS)
+    own = {m.split(".")[1] for m in MODULES if m.count(".") == 1 and m.startswith("deploy.")}
+    assert own - set(DEPLOY_ROOMS) == set(DEPLOY_FORMER) | {"bisecting"}, own
+    wrong = []
+    for module, path in MODULES.items():
+        mine = _deploy_room(module)
+        if not module.startswith("deploy.") or not mine:
+            continue
+        for target, line in _imports(module, path):
+            theirs = _deploy_room(target) if target.startswith("deploy.") else None
+            if target == "deploy" or theirs == "" or (theirs and theirs not in DEPLOY_ROOMS[mine] | {mine}):
+                wrong.append(f"line {line}: {module} -> {target}")
+    assert not wrong, "a deploy room reached a room it may not, or up to deploy:\n" + "\n".join(
+        dict.fromkeys(wrong)
+    )
+
+
+@pytest.mark.parametrize("former", sorted(DEPLOY_FORMER))
+def test_deploy_former_paths_hand_on_their_rooms_names(former: str) -> None:
+    """``patchguard.deploy.<former>`` imports its room's module and defines nothing: every public name it had
+    is that module's own object (monkeypatch the room's module, where the code reads it)."""
+    import importlib
+
+    old = importlib.import_module(f"patchguard.deploy.{former}")
+    new = importlib.import_module(f"patchguard.deploy.{DEPLOY_FORMER[former]}")
+    assert old.__all__ == new.__all__
+    public = {n for n in vars(old) if not n.startswith("_")}
+    assert public >= set(new.__all__)
+    assert all(getattr(old, n) is getattr(new, n) for n in public)
+    tree = ast.parse(MODULES[f"deploy.{former}"].read_text(encoding="utf-8"))
+    body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    kinds = {type(n) for n in body}
+    assert kinds <= {ast.ImportFrom, ast.Assign}, kinds
+
+
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert _cycles({"a": ["b"], "b": []}) == []
@@ -645,9 +710,9 @@ DOCUMENT_PARSERS = {
     "state": "patchguard.state/1 → AppliedRecord",
     "txn.journal": "patchguard.journal/1 → Journal",
     "txn.sessions": "patchguard.session/1 → _Held",
-    "deploy.lockfile": "patchguard.lock/1",
-    "deploy.hostdocs": "other hosts' documents → frozen values",
-    "deploy.upgrade": "pip's installation report",
+    "deploy.identity.lockfile": "patchguard.lock/1",
+    "deploy.identity.hostdocs": "other hosts' documents → frozen values",
+    "deploy.upgrades.upgrade": "pip's installation report",
     "patchsets.rebase.review": "rebase.json, a review directory's key",
     "analysis.reach": "the reach cache",
     "analysis.kept": "the analysis cache",

@@ -16,7 +16,7 @@ import pytest
 import patchguard
 from patchguard import Severity
 from patchguard.config import config_of
-from patchguard.deploy.policy import Policy, load_policy
+from patchguard.deploy.check.policy import Policy, load_policy
 
 from .helpers import REPO, Env, build_wheel, cli, patchguard_exe
 

@@ -24,8 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import patchguard
-from patchguard.deploy.fleet import differences
-from patchguard.deploy.hostdocs import Fingerprint
+from patchguard.deploy.identity.fleet import differences
+from patchguard.deploy.identity.hostdocs import Fingerprint
 from patchguard.model import json_name
 
 from .helpers import REPO, Env, build_wheel, cli, patchguard_exe

@@ -287,7 +287,7 @@ def test_running_output_of_a_hostile_command_line(env: Env) -> None:
 
 
 def test_running_json_formatter_encodes_names() -> None:
-    from patchguard.deploy.running import Process, Running, Verdict
+    from patchguard.deploy.processes.running import Process, Running, Verdict
     from patchguard.env import Target
 
     process = Process(

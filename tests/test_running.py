@@ -17,7 +17,7 @@ import pytest
 
 import patchguard
 from patchguard import Loaded
-from patchguard.deploy.running import Process, Verdict, running
+from patchguard.deploy.processes.running import Process, Verdict, running
 from patchguard.env import resolve_target
 
 from .helpers import REPO, cli, make_venv
@@ -175,7 +175,7 @@ def test_other_environments_and_vanished_processes(
         _stop(theirs)
 
     # A process that exits between the listing of /proc and the reading of its files is skipped, not an error.
-    import patchguard.deploy.running as running_mod
+    import patchguard.deploy.processes.running as running_mod
 
     fake = tmp_path / "proc"
     (fake / "4242").mkdir(parents=True)
@@ -198,7 +198,7 @@ def test_a_process_table_that_cannot_be_read_is_exit_2_not_zero_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No /proc, or one that hides the other processes (hidepid): never "0 processes, 0 stale"."""
-    import patchguard.deploy.running as running_mod
+    import patchguard.deploy.processes.running as running_mod
     from patchguard.errors import PatchguardError
 
     site = tmp_path / "venv/lib/python3.11/site-packages"

@@ -83,7 +83,7 @@ def _json_kinds() -> list[str]:
 
 
 def _running_documents(env: Env, _tmp: Path, _wheel: Path) -> list[str]:
-    from patchguard.deploy.running import Process, Running, Verdict
+    from patchguard.deploy.processes.running import Process, Running, Verdict
     from patchguard.env import Target
     from patchguard.formats import RUNNING
 
@@ -236,8 +236,8 @@ def _status_documents(env: Env, tmp: Path, _wheel: Path) -> list[str]:
 
 
 def _check_documents(env: Env, tmp_path: Path, wheel: Path) -> list[str]:
-    from patchguard.deploy.gate import CheckResult
-    from patchguard.deploy.policy import Policy
+    from patchguard.deploy.check.gate import CheckResult
+    from patchguard.deploy.check.policy import Policy
     from patchguard.formats import CHECK, CheckDocument
     from patchguard.model import Environment, Report, Violation
 

@@ -85,7 +85,7 @@ def restore(
 
 def _say_restart(environment: Target) -> None:
     """After a write: the running processes of the environment that now run older code (restart them)."""
-    from ..deploy.running import Verdict, running
+    from ..deploy.processes.running import Verdict, running
     from ..errors import PatchguardError
 
     try:

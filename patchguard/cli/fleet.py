@@ -28,7 +28,7 @@ def fleet(documents: tuple[str, ...], baseline: str | None, fmt: str, output: st
     *.json files, the file name without .json naming the host (what an Ansible fetch writes). Exit 0 all
     alike, 1 some differ, 2 a document could not be read.
     """
-    from ..deploy.fleet import fleet as compare
+    from ..deploy.identity.fleet import fleet as compare
 
     result = compare(documents, baseline)
     write(FLEET.get(fmt), result, output, "the fleet")

@@ -178,7 +178,7 @@ def rollback(
     it was before, or as the lock says). No pip runs. Exit 0: done (or nothing to do); 2: it could not be
     done, nothing changed.
     """
-    from ..deploy.rollback import rollback as roll_back
+    from ..deploy.upgrades.rollback import rollback as roll_back
 
     result = roll_back(
         lock,

@@ -160,7 +160,7 @@ def _configured() -> Policy | None:
     """The nearest policy (``patchguard.toml``, ``[tool.patchguard]``): what scan takes from it when the
     command line does not say — the sets it allows or requires, ``arch``, ``framework``, ``model_config``,
     ``fail_on``. ``None`` when there is none, or it is broken: ``check`` is the place that says so."""
-    from ..deploy.policy import load_policy
+    from ..deploy.check.policy import load_policy
     from ..errors import PatchguardError
 
     try:
@@ -330,7 +330,7 @@ def _could_not_check(exc: Exception, fmt: str, output: str | None) -> None:
 def lock(output: str | None, patches: str | None, environment: Target, fmt: str) -> None:
     """Write a deterministic, content-addressed description of the environment (fleet identity)."""
     from ..audit import run
-    from ..deploy.lockfile import make_lock
+    from ..deploy.identity.lockfile import make_lock
 
     scanned = run(target=environment)
     say_recovered(scanned.recovered)
@@ -347,7 +347,7 @@ def running(environment: Target, fmt: str, output: str | None) -> None:
 
     Reads /proc only: never signals, stops or attaches. Exit 0 all current, 1 any stale, 2 could not check.
     """
-    from ..deploy.running import running as find_running
+    from ..deploy.processes.running import running as find_running
 
     found = find_running(environment)
     write(RUNNING.get(fmt), found, output, "the report")

@@ -12,7 +12,7 @@ from ..env import Target
 from ..errors import PatchguardError
 from ..patchsets.bisect import BisectResult, By, Test, Trial, run_bisect
 from ..pristine.sources import SourceOptions
-from .running import running
+from .processes.running import running
 
 __all__ = ["bisect"]
 

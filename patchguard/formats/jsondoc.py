@@ -4,7 +4,7 @@
 Pure: each takes finished values and returns the text, ending in a newline. Each document's shape is defined
 once: by the ``to_json`` of its result (:meth:`patchguard.model.Report.to_json`, ``CheckResult.to_json``,
 ``Running.to_json``, ``RebaseResult.to_json``, ``FleetResult.to_json``), by the lock's
-:func:`~patchguard.deploy.lockfile.make_lock`, or here (the diff); this module only writes them.
+:func:`~patchguard.deploy.identity.lockfile.make_lock`, or here (the diff); this module only writes them.
 
 Names of outside origin (paths, site directories, prefixes, command lines, set and distribution names) are
 in the JSON name encoding of :func:`patchguard.model.json_name` (injective: valid UTF-8 without a backslash

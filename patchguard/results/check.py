@@ -3,8 +3,8 @@
 
 The policy is read from its ``[tool.patchguard]`` table here (:meth:`Policy.from_table`: every unusable value
 a :class:`~patchguard.config.ConfigError` naming the key); finding the file and reading it is
-:func:`patchguard.deploy.policy.load_policy`'s. The gate that makes the verdict is
-:mod:`patchguard.deploy.gate`.
+:func:`patchguard.deploy.check.policy.load_policy`'s. The gate that makes the verdict is
+:mod:`patchguard.deploy.check.gate`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 environment, the groups of hosts alike (:class:`FleetGroup`), what a group differs in from the reference
 (:class:`Difference`), and the answer (:class:`FleetResult`, ``patchguard.fleet/1``).
 
-:mod:`patchguard.deploy.hostdocs` reads the documents into them; :mod:`patchguard.deploy.fleet` compares.
+:mod:`patchguard.deploy.identity.hostdocs` reads the documents into them;
+:mod:`patchguard.deploy.identity.fleet` compares.
 """
 
 from __future__ import annotations

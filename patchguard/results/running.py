@@ -1,6 +1,6 @@
 """``running``'s values: the processes of an environment (:class:`Running`, ``patchguard.running/1``), each
-with its :class:`Verdict` — whether it runs what the disk holds. :mod:`patchguard.deploy.running` finds them
-(in ``/proc``) and says what each verdict means.
+with its :class:`Verdict` — whether it runs what the disk holds.
+:mod:`patchguard.deploy.processes.running` finds them (in ``/proc``) and says what each verdict means.
 """
 
 from __future__ import annotations
