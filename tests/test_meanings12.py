@@ -1,11 +1,11 @@
 """Meanings (issue 34, the twelfth blind batch's misses, and two of the thirteenth's): a deny-list that
-shrinks; an allow-list reached through a name the file gives it; an ``if`` whose ``else`` raises,
-accepting more; several parts of a condition each weaker; ``any``/``all`` over fewer listed values; edits
-inside a condition, an assertion or a deciding ``return`` spread over several lines (insertions too); a refusal that collects errors taken out or
-loosened; two things compared with each other read as numbers (``a != b`` → ``abs(a - b) > 1024``); a
-"should" function's ``return False``; and reductions of names bound only to numpy values, which wait for no
-device — each judged on a module of its own, edited as a person would, with look-alikes that must stay
-quiet, and once end to end on an installed wheel."""
+shrinks; an allow-list reached through a name the file gives it; an ``if`` whose ``else`` raises, accepting
+more; several parts of a condition each weaker; ``any``/``all`` over fewer listed values; edits inside a
+condition, an assertion or a deciding ``return`` spread over several lines (insertions too); a refusal that
+collects errors taken out or loosened; two things compared with each other read as numbers (``a != b`` →
+``abs(a - b) > 1024``); a "should" function's ``return False``; and reductions of names bound only to numpy
+values, which wait for no device — each judged on a module of its own, edited as a person would, with
+look-alikes that must stay quiet, and once end to end on an installed wheel."""
 
 from __future__ import annotations
 
