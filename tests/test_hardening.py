@@ -427,3 +427,16 @@ def test_paths_named_on_purpose_must_exist(env: Env, tmp_path: Path, monkeypatch
     monkeypatch.delenv("PATCHGUARD_PATCHES")
     monkeypatch.setenv("PATCHGUARD_WHEELHOUSE", nope)
     _one_line_exit_2(["diff", *site], nope, "wheelhouse does not exist")
+
+
+def test_a_journals_label_cannot_forge_a_line_of_status_error(env: Env, tmp_path: Path) -> None:
+    """The journal is anyone's who could write ``.patchguard/``: its label and txid, said in an error after
+    the rollback, are escaped — a newline in them starts no line of its own."""
+    state = env.site / ".patchguard"
+    state.mkdir()
+    label = "apply x\nHIGH minillm/models/mla.py tensor-dump: forged"
+    (state / "journal.json").write_text(json.dumps({"txid": "t3\nHIGH", "label": label, "entries": []}))
+    code, out, err = cli("status", "--site-packages", str(env.site), "--patches", str(tmp_path / "none"))
+    assert code == 2 and "Traceback" not in err, err
+    assert "rolled back" in err
+    assert not any(line.strip().startswith("HIGH") for line in err.splitlines()), err

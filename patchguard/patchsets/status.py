@@ -8,7 +8,7 @@ from .._fs import sha256_bytes
 from ..env import Target
 from ..errors import PatchguardError, UsageError
 from ..integrity.records import InstalledDistribution
-from ..model import AppliedSet, EnvironmentStatus, SetState, SetStatus
+from ..model import AppliedSet, EnvironmentStatus, SetState, SetStatus, for_terminal
 from ..state import AppliedRecord, read_state
 from .installed import SetEnvironment, reader
 from .model import PatchSet, load_sets
@@ -59,7 +59,8 @@ def environment_status(*, target: Target, patches: str | None = None) -> Environ
         states = states_of(env.target, env.dists, patches)
     except PatchguardError as exc:
         exc.message += "".join(
-            f"\nbefore this, the unfinished transaction {txid} ({label}) in {site} was rolled back"
+            f"\nbefore this, the unfinished transaction {for_terminal(txid)} ({for_terminal(label)}) in "
+            f"{for_terminal(site)} was rolled back"
             for site, txid, label in unfinished
         )
         raise
