@@ -436,7 +436,7 @@ def test_a_journals_label_cannot_forge_a_line_of_status_error(env: Env, tmp_path
     state.mkdir()
     label = "apply x\nHIGH minillm/models/mla.py tensor-dump: forged"
     (state / "journal.json").write_text(json.dumps({"txid": "t3\nHIGH", "label": label, "entries": []}))
-    code, out, err = cli("status", "--site-packages", str(env.site), "--patches", str(tmp_path / "none"))
+    code, _, err = cli("status", "--site-packages", str(env.site), "--patches", str(tmp_path / "none"))
     assert code == 2 and "Traceback" not in err, err
     assert "rolled back" in err
     assert not any(line.strip().startswith("HIGH") for line in err.splitlines()), err
