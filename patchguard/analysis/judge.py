@@ -1031,13 +1031,29 @@ def _a_device(value: cst.BaseExpression) -> bool:
 def _read_from(call: cst.Call) -> str:
     """The local name whose value a read-back call reads: the root of a method's receiver (``lens`` of
     ``lens.max().item()``), else of a function's first argument (``int(lens.max())``)."""
+    return _receiver_chain(call)[0]
+
+
+def _receiver_chain(call: cst.Call) -> tuple[str, list[str]]:
+    """(the root name of what a read-back call reads, the fields read on the way to it — not the methods
+    called: ``meta.seq_lens_cpu[n:].max()`` reads ``meta`` through ``seq_lens_cpu``)."""
     func = call.func
     node: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
     if isinstance(func, cst.Name) and call.args:
         node = call.args[0].value
+    fields: list[str] = []
+    method, collecting = False, True
     while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
-        node = node.func if isinstance(node, cst.Call) else node.value
-    return node.value if isinstance(node, cst.Name) else ""
+        if isinstance(node, cst.Call):
+            method = isinstance(node.func, cst.Attribute)
+            collecting = collecting and method  # (past a call of no method, the fields are no longer told)
+            node = node.func
+            continue
+        if isinstance(node, cst.Attribute) and collecting and not method:
+            fields.append(node.attr.value)
+        method = False
+        node = node.value
+    return (node.value if isinstance(node, cst.Name) else ""), fields
 
 
 def _only_waits(node: cst.Call) -> bool:
@@ -1082,20 +1098,10 @@ def _host_named(call: cst.Call) -> bool:
 
 
 def _names_read(call: cst.Call) -> Iterator[str]:
-    """The root of what a read-back call reads (:func:`_read_from`) and the fields read on the way to the
-    call (not the methods called: ``x.cpu().max()`` reads ``x``)."""
-    yield _read_from(call)
-    func = call.func
-    node: cst.BaseExpression | None = func.value if isinstance(func, cst.Attribute) else None
-    if isinstance(func, cst.Name) and call.args:
-        node = call.args[0].value
-    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
-        if isinstance(node, cst.Call):
-            node = node.func.value if isinstance(node.func, cst.Attribute) else None
-            continue
-        if isinstance(node, cst.Attribute):
-            yield node.attr.value
-        node = node.value
+    """The root of what a read-back call reads and the fields read on the way to the call."""
+    root, fields = _receiver_chain(call)
+    yield root
+    yield from fields
 
 
 _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
