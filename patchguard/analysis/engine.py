@@ -423,8 +423,9 @@ def _in_triple_quotes(lines: Sequence[str]) -> list[bool]:
     open_ = False
     for line in lines:
         out.append(open_)
-        if '"""' in line or "'''" in line:
-            open_ = (open_ + line.count('"""') + line.count("'''")) % 2 == 1
+        quotes = len(_TRIPLE.findall(line))
+        if quotes:
+            open_ = (open_ + quotes) % 2 == 1
     return out
 
 
@@ -1392,8 +1393,10 @@ def _left_open(lines: Sequence[str], n: int) -> bool:
     return text.endswith(_OPEN_ENDS) or text.endswith((" and", " or", " not", " in"))
 
 
-_CONTINUING: tuple[str, ...] = ("and ", "or ", "not ", "in ", ")", "]", "}", "+", "-", "*", "/", "%")
-_CONTINUING += ("<", ">", "=", "!", "|", "&")
+_CONTINUING = (
+    *("and ", "or ", "not ", "in "),
+    *(")", "]", "}", "+", "-", "*", "/", "%", "<", ">", "=", "!", "|", "&"),
+)
 _OPEN_ENDS = ("(", "[", "{", ",", "\\", "+", "-", "*", "/", "%", "<", ">", "=", "|", "&")
 
 

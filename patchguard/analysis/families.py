@@ -20,6 +20,7 @@ __all__ = [
     "ARGUMENT_METHODS",
     "ARRAY_REDUCTIONS",
     "BOUND_WRITERS",
+    "BROUGHT_BACK",
     "CHECKING_CALL",
     "CHECKING_FLAG_NAME_WORDS",
     "CHECKING_FLAG_WORDS",
@@ -119,6 +120,8 @@ TENSOR_ONLY_METHODS = frozenset(
     | {"masked_scatter_", "pin_memory", "record_stream", "expand_as"}
 )
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
+# Methods that hand a tensor's values back as Python or numpy values: what they give lives on the host.
+BROUGHT_BACK = frozenset({"tolist", "numpy", "item"})
 # A tensor written into in place (torch.Tensor's docs): device work, whatever the function is annotated as.
 IN_PLACE_METHODS = ("copy_", "fill_", "zero_", "scatter_", "index_put_", "masked_scatter_")
 IN_PLACE = re.compile(rf"\.(?:{'|'.join(IN_PLACE_METHODS)})\(")

@@ -28,6 +28,7 @@ from .cstwalk import Dispatch, positions, run, types_of, walk
 from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
+    BROUGHT_BACK,
     FILE_EXTENSIONS,
     FILE_PLACES,
     IMPORTERS,
@@ -992,7 +993,7 @@ def _names_in(value: cst.BaseExpression) -> list[cst.Name]:
     return [n for n in m.findall(value, m.Name()) if isinstance(n, cst.Name)]
 
 
-_BACK_ON_HOST = (".tolist()", ".item()", ".numpy()")
+_BACK_ON_HOST = tuple(f".{method}()" for method in sorted(BROUGHT_BACK))
 
 
 def _last_given_host(lines: Sequence[str], name: str, line: int, top: int) -> bool:

@@ -19,7 +19,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .bounds import too_wild
 from .cstwalk import Dispatch, walk
-from .families import ARRAY_REDUCTIONS, TENSOR_ONLY_METHODS
+from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, TENSOR_ONLY_METHODS
 
 __all__ = [
     "decides_tensor",
@@ -125,7 +125,7 @@ _HOST_MAKERS = frozenset(
     {"int", "float", "bool", "len", "list", "dict", "tuple", "set", "sum", "sorted", "range"}
 )
 # Brought back from the device (``.tolist()``), or made by a method only numpy's arrays have (``.astype()``).
-_BROUGHT_BACK = frozenset({"tolist", "numpy", "item", "astype"})
+_BROUGHT_BACK = BROUGHT_BACK | {"astype"}
 
 
 def _host_value(value: cst.BaseExpression, aliases: Mapping[str, str]) -> bool:
