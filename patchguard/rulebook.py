@@ -18,6 +18,15 @@ _NETWORK_VERBS = frozenset(
     {"get", "post", "put", "delete", "patch", "request", "head", "Client", "Session", "AsyncClient"}
     | {"ClientSession", "urlopen", "stream", "send"}
 )
+# What an experiment tracker's API does that reaches its service (wandb's and mlflow's references): a run
+# started or ended, anything logged, saved, watched or alerted, a run's config or summary updated (synced to
+# the run's page), a tag set. Reached through the module's objects as well (``wandb.run.log``,
+# ``wandb.config.update``, ``mlflow.pytorch.log_model``).
+_TRACKER_VERBS = frozenset(
+    {"init", "finish", "log", "save", "watch", "alert", "update", "log_artifact", "use_artifact", "log_model"}
+    | {"log_code", "start_run", "end_run", "log_metric", "log_metrics", "log_param", "log_params", "log_dict"}
+    | {"log_text", "log_figure", "log_image", "log_table", "log_input", "set_tag", "set_tags", "Api"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,27 +315,19 @@ RULES: dict[str, Rule] = {
                     "slack_sdk.WebClient",
                     "psycopg2.connect",
                     "pymysql.connect",
-                    # experiment trackers: a run started syncs to the service (wandb's default is online),
-                    # what is logged or saved to a run is uploaded to it (``wandb.log``: "upload run data";
-                    # ``wandb.save``: sync a file), a metric or an artifact logged goes to the tracking
-                    # server and its artifact store (mlflow: MLFLOW_TRACKING_URI)
-                    "wandb.init",
-                    "wandb.Api",
-                    "wandb.log",
-                    "wandb.save",
-                    "mlflow.log_artifact",
-                    "mlflow.log_dict",
-                    "mlflow.start_run",
-                    "mlflow.log_metric",
-                    "mlflow.log_metrics",
-                    "mlflow.log_param",
-                    "mlflow.log_params",
+                    # experiment trackers whose run or task, once made, syncs to the service (their docs);
+                    # wandb's and mlflow's module APIs are read by their verbs (:data:`_TRACKER_VERBS`)
+                    "comet_ml.Experiment",
+                    "neptune.init_run",
+                    "clearml.Task.init",
                 ),
                 module_methods=(
                     ("requests", _NETWORK_VERBS),
                     ("httpx", _NETWORK_VERBS),
                     ("aiohttp", _NETWORK_VERBS),
                     ("urllib3", _NETWORK_VERBS | {"PoolManager"}),
+                    ("wandb", _TRACKER_VERBS),
+                    ("mlflow", _TRACKER_VERBS),
                 ),
             ),
         ),

@@ -51,9 +51,23 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     if not subjects.readable(before, after):
         if not subjects.compared:
             return None  # (no two things were compared with each other: reading them as numbers adds nothing)
-        subjects = _Subjects(numbers=True)
-        if not subjects.readable(before, after):
-            return None
+        return _as_numbers(before, after)
+    found = _by_cases(before, after, subjects)
+    if subjects.compared and (found is None or not (found.fewer or found.more)):
+        # things compared with each other, as facts, each changed in both ways (``a != b`` → ``a > b``):
+        # read as numbers, one may hold in every case of the other
+        again = _as_numbers(before, after)
+        return again if again is not None and (again.fewer or again.more) else found
+    return found
+
+
+def _as_numbers(before: ast.expr, after: ast.expr) -> Compared | None:
+    subjects = _Subjects(numbers=True)
+    return _by_cases(before, after, subjects) if subjects.readable(before, after) else None
+
+
+def _by_cases(before: ast.expr, after: ast.expr, subjects: _Subjects) -> Compared | None:
+    """The two conditions evaluated for every combination of what ``subjects`` read in them."""
     names = sorted(subjects.values)
     domains = [subjects.domain(n) for n in names]
     if math.prod(map(len, domains)) > _MAX_CASES:
@@ -131,6 +145,11 @@ class _Subjects:
             return self._read(node, found)
         if isinstance(node, ast.Constant):
             return True
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            # a number as a truth value (``hidden % 256``: not a multiple): read as ``hidden % 256 != 0``
+            return self._compare(
+                ast.Compare(left=node, ops=[ast.NotEq()], comparators=[ast.Constant(0)]), found
+            )
         if _subject(node):
             key = self.key(node)
             self.values.setdefault(key, set()).update((True, False))
@@ -224,8 +243,10 @@ def _subject(node: ast.expr) -> bool:
 
 
 def _plain(node: ast.AST) -> bool:
-    """A name or a chain of attributes (``self.cap``), not a call's nor an item's."""
-    while isinstance(node, ast.Attribute):
+    """A name or a chain of attributes and fixed items (``self.cap``, ``x.shape[1]``), not a call's."""
+    while isinstance(node, ast.Attribute) or (
+        isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+    ):
         node = node.value
     return isinstance(node, ast.Name)
 

@@ -39,7 +39,7 @@ from .families import (
     LENIENT_FLAG_WORDS,
     SUPPRESSORS,
 )
-from .rules import LOG_METHODS, RULES, could_hit, is_forward, on_hot_path, rule_for_call, runs_once
+from .rules import LOG_METHODS, LOG_ONCE, RULES, could_hit, is_forward, on_hot_path, rule_for_call, runs_once
 from .structure import Region, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -202,6 +202,18 @@ class _Maker:
             message,
         )
 
+    def dead(self, st: Structure, line: int, end: int) -> Finding:
+        """Code added where it cannot run: it changes nothing (reported, at the lowest severity)."""
+        return self(
+            Kind.FUNCTIONAL_CHANGE,
+            RuleId.FUNCTIONAL_CHANGE,
+            Severity.INFO,
+            line,
+            end,
+            st.qualname_at(line),
+            "code added where it cannot run (unreachable)",
+        )
+
     def commented_out(self, st: Structure, n: int) -> Finding:
         return self(
             Kind.INJECTED_CODE,
@@ -274,7 +286,8 @@ def _meanings(
         out += _shallow(meaning, regions, edit)
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
-    out += _shallow(_limits_moved, regions, edit)
+    out += _shallow(_limits_moved, regions, edit) + _shallow(_answers_overridden, regions, edit)
+    out += _shallow(_lookups_softened, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += _new_handlers(edit, changed, [*found, *out], regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
@@ -493,12 +506,22 @@ def _rest_of_region(edit: _Edit, r: Region, rest: Sequence[int], out: Sequence[F
     end = rest[-1] if rest else line
     if not code_added and not code_removed:
         return edit.finding.cosmetic(edit.st, line, end, "only comments or layout changed here")
-    if any(f.line is not None and line <= f.line <= end for f in out):
+    if _said_within(out, line, end):
         return None
+    if edit.before is not None and not code_removed and _all_dead(edit.st, code_added):
+        return edit.finding.dead(edit.st, line, end)  # below a ``return``, under ``if False:``
     what = "lines removed" if not code_added else "logic differs from the pristine wheel"
     if edit.before is None:
         what = "no pristine source to compare with: new or unverifiable code"
     return edit.finding.functional(edit.st, line, end, what)
+
+
+def _said_within(found: Sequence[Finding], line: int, end: int) -> bool:
+    return any(f.line is not None and line <= f.line <= end for f in found)
+
+
+def _all_dead(st: Structure, lines: Sequence[int]) -> bool:
+    return bool(lines) and all(st.is_dead(n) for n in lines)
 
 
 def _one_per_line(findings: list[Finding]) -> list[Finding]:
@@ -702,7 +725,7 @@ def _unit_hits(
     whole = any(unit.start <= first and last <= unit.end for first, last, _ in opened)
     every_step = called_every_step(edit.st, unit)
     tensors = lambda: _tensor_words(edit.st, unit)  # noqa: E731  (worked out only when a decision asks)
-    if not whole and not could_hit(changed, text, edit.st.aliases, every_step, tensors):
+    if not whole and not could_hit(changed, text, edit.st.aliases, every_step, tensors, edit.st.class_names):
         return [], []
     if edit.before is None:
         all_hits = judge_unit(unit, None, edit.st, edit.lines)
@@ -790,6 +813,8 @@ def _off_the_hot_path(hit: Hit, name: str, edit: _Edit) -> bool:
     cannot tell, a function not run once — a constructor, a loader, a warm-up, what only they call — may
     well run per request), a wait for the device where it runs once, a backoff or a poll off the hot path
     (waiting is its job)."""
+    if hit.rule == RuleId.LOGGING and hit.qualname.endswith(LOG_ONCE):
+        return True  # ``logger.warning_once(…)``: logged the first time round, wherever it stands
     hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller) or hit.device
     if hot and hit.rule != RuleId.SLEEP:
         return False
@@ -934,7 +959,9 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
                 continue
             if gone.scope(r.old_start + i) or gone.subject(r.old_start + i, _statement(r.removed, i)):
                 continue
-            out += _gone_check(edit, line, s, handler)
+            out += _gone_check(
+                edit, line, s, handler, not handler and bool(added) and gone.unhandled_case(r.old_start + i)
+            )
     return out
 
 
@@ -1133,14 +1160,17 @@ def _only_refuses(stmt: ast.stmt) -> bool:
     return isinstance(stmt, (ast.If, ast.Raise, ast.Assert, ast.Pass, ast.For, ast.Continue, ast.Break))
 
 
-def _gone_check(edit: _Edit, line: int, text: str, handler: bool) -> list[Finding]:
+def _gone_check(edit: _Edit, line: int, text: str, handler: bool, unhandled: bool = False) -> list[Finding]:
     """The findings of a check taken away at ``line``: the raise of an ``except`` block is a check gone and
-    the error it passed on now stops there — swallowed (one finding on the line, naming both rules)."""
+    the error it passed on now stops there — swallowed (one finding on the line, naming both rules); so is
+    the raise of the case nobody handled (:meth:`_Gone.unhandled_case`) given a stand-in."""
     removed = _check_finding(edit, RuleId.REMOVED_CHECK, line, f"removed: {text[:100]}")
-    if not handler:
+    if not (handler or unhandled):
         return [removed]
-    swallowed = f"the error caught is no longer raised: removed: {text[:100]}"
-    return [removed, _check_finding(edit, RuleId.SWALLOWED_EXCEPTION, line, swallowed)]
+    why = (
+        "the error caught is no longer raised" if handler else "the unhandled case goes on without its error"
+    )
+    return [removed, _check_finding(edit, RuleId.SWALLOWED_EXCEPTION, line, f"{why}: removed: {text[:100]}")]
 
 
 def _check_finding(edit: _Edit, rule: RuleId, line: int, message: str) -> Finding:
@@ -1240,7 +1270,28 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
+        out += _flags_loosened(r, edit)
     return out
+
+
+def _flags_loosened(r: Region, edit: _Edit) -> list[Finding]:
+    """A flag named for what may be done given, on one line, a condition that holds in more cases
+    (``self._graph_ok = not a and not b`` → ``not a``): :func:`_flag_holds_more` of each pair."""
+    if not r.removed or not r.lines:
+        return []
+    was = {m.group(1): old for old in r.removed if (m := _FLAG_SET.match(old))}
+    out: list[Finding] = []
+    for n in r.lines:
+        m = _FLAG_SET.match(edit.lines[n - 1])
+        old = was.get(m.group(1)) if m else None
+        detail = _flag_holds_more(old, edit.lines[n - 1]) if old is not None else ""
+        if detail:
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+# ``name = …`` / ``self.name = …`` (not ``name = (`` opening over several lines: :data:`_FLAG_OPENED`).
+_FLAG_SET = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=(?!=)\s*(?!\(\s*$)\S")
 
 
 def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
@@ -1966,12 +2017,26 @@ def _membership(test: ast.expr) -> tuple[ast.expr, bool, list[ast.expr]] | None:
         return None
     op, right = inner.ops[0], inner.comparators[0]
     if isinstance(op, (ast.Eq, ast.NotEq)):
-        members = [right]
-    elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, _LITERALS):
-        members = list(right.elts)
+        members: list[ast.expr] | None = [right]
+    elif isinstance(op, (ast.In, ast.NotIn)):
+        members = _members(right)
     else:
         return None
-    return inner.left, isinstance(op, (ast.NotEq, ast.NotIn)) != negated, members
+    return (inner.left, isinstance(op, (ast.NotEq, ast.NotIn)) != negated, members) if members else None
+
+
+def _members(container: ast.expr) -> list[ast.expr] | None:
+    """What a container tested by ``in`` holds: a literal's items, a named collection as one whole
+    (``*NAME``), and both of a concatenation or a union (``SUPPORTED + (a, b)``, ``NAMES | {x}``, ``(*NAMES,
+    x)``) — enough to see a collection grow by what was added to it."""
+    if isinstance(container, _LITERALS):
+        return list(container.elts)
+    if isinstance(container, (ast.Name, ast.Attribute)):
+        return [ast.Starred(value=container, ctx=ast.Load())]
+    if isinstance(container, ast.BinOp) and isinstance(container.op, (ast.Add, ast.BitOr)):
+        left, right = _members(container.left), _members(container.right)
+        return left + right if left is not None and right is not None else None
+    return None
 
 
 def _and_more(before: ast.expr, after: ast.expr) -> str:
@@ -2124,6 +2189,87 @@ def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 worked[target] = value
         out += _made_constant(edit, r, worked) if worked else []
     return out
+
+
+def _answers_overridden(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """An ``if`` put in that turns a no into a yes: ``if not sup.served: sup = dataclasses.replace(sup,
+    served=True, reason=None)``, ``if not ok: ok = True`` — its body does nothing but give the answer it
+    tested True (and clear what went with the no). The decision the code worked out above is overridden
+    exactly where it said no; a latch (``if not self._done: self._setup(); self._done = True``) does work."""
+    out: list[Finding] = []
+    for r in regions:
+        for n in r.lines:
+            if not edit.lines[n - 1].lstrip().startswith("if not "):
+                continue  # (most added lines test nothing negated: no tree is asked)
+            node = _if_at(edit.st.tree, n)
+            test = node.test if node is not None else None
+            tested = ast.unparse(test.operand) if isinstance(test, ast.UnaryOp) and _negation(test) else ""
+            said = [_says_yes(s, tested) for s in node.body] if node is not None and tested else []
+            if node is None or node.orelse or not any(x is True for x in said) or None in said:
+                continue
+            detail = (
+                f"where `{tested[:50]}` said no, it is made yes: the decision worked out above is overridden"
+            )
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _lookups_softened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A lookup that raised on a missing key made to skip it: ``param = params[name]`` → ``param =
+    params.get(name)`` and ``if param is None: continue`` — the ``KeyError`` that stopped a wrong name
+    (a weight the model does not have) is gone, and the case passes unseen."""
+    out: list[Finding] = []
+    for r in regions:
+        looked = {m.group(1, 2, 3) for old in r.removed if (m := _LOOKUP.match(_code_of(old)))}
+        for n in r.lines if looked else ():
+            got = _GOT.match(_code_of(edit.lines[n - 1]))
+            if got is None or got.group(1, 2, 3) not in looked:
+                continue
+            target = got.group(1)
+            skip = next((k for k in r.lines if k > n and _skips_missing(edit.st.tree, k, target)), 0)
+            if skip:
+                shown = f"{got.group(2)}[{got.group(3)}]"
+                detail = f"`{shown}` became `.get()`: a missing key is skipped, not an error"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+_LOOKUP = re.compile(r"^\s*([\w.]+)\s*=\s*([\w.]+)\[([^\[\]]+)\]\s*$")  # x = table[key]
+_GOT = re.compile(r"^\s*([\w.]+)\s*=\s*([\w.]+)\.get\(([^,()]+)\)\s*$")  # x = table.get(key)
+
+
+def _skips_missing(tree: ast.Module | None, line: int, name: str) -> bool:
+    """Whether the ``if`` at ``line`` tests ``name`` for missing (``is None``, ``not``) and leaves."""
+    node = _if_at(tree, line)
+    if node is None or not node.body or not isinstance(node.body[-1], _EXIT_NODES):
+        return False
+    test = node.test
+    missing = _negation(test) and ast.unparse(test.operand) == name  # type: ignore[attr-defined]
+    return missing or (
+        isinstance(test, ast.Compare)
+        and ast.unparse(test.left) == name
+        and isinstance(test.ops[0], (ast.Is, ast.Eq))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
+
+
+def _says_yes(stmt: ast.stmt, tested: str) -> bool | None:
+    """``True`` when ``stmt`` gives the answer ``tested`` True (``ok = True``, ``res.ok = True``, ``res =
+    replace(res, ok=True, …)``, ``res = res._replace(ok=True)``), ``False`` when it clears something else to
+    ``None`` (what went with the no: its reason), ``None`` for anything else (work done)."""
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+        return None
+    target, value = ast.unparse(stmt.targets[0]), stmt.value
+    if isinstance(value, ast.Constant) and value.value is True and target == tested:
+        return True
+    if isinstance(value, ast.Constant) and value.value is None and target != tested:
+        return False
+    holder, _, field = tested.rpartition(".")
+    forced = isinstance(value, ast.Call) and any(
+        k.arg == field and isinstance(k.value, ast.Constant) and k.value.value is True for k in value.keywords
+    )
+    return True if forced and target == holder else None
 
 
 def _made_constant(edit: _Edit, r: Region, worked: dict[str, ast.expr]) -> list[Finding]:
@@ -3122,6 +3268,30 @@ class _Gone:
         parts = [p for p in (raised.exc, raised.cause) if p is not None]
         return not _caught_kept(handlers).isdisjoint(_name_ids(ast.Tuple(parts)))
 
+    def unhandled_case(self, line: int) -> bool:
+        """Whether pristine ``line`` is a ``raise`` that answers the case nobody handled: the whole ``else``
+        of an ``if``/``elif`` chain whose branches do the work (``else: raise NotImplementedError(…)``), or
+        a function's last statement below an ``if`` whose branches return. Replaced by a default or a
+        warning, the error it raised is silenced, not only its check."""
+        if self.before is None or self.before.tree is None:
+            return False
+        nodes = list(_nodes_at(self.before.tree, {line}))
+        raised = nodes[-1] if nodes else None
+        parent = nodes[-2] if len(nodes) >= 2 else None
+        if not isinstance(raised, ast.Raise) or raised.lineno != line:
+            return False
+        if isinstance(parent, ast.If) and parent.orelse == [raised]:
+            return not any(isinstance(n, ast.Raise) for n in _own_statements(parent.body))
+        body = getattr(parent, "body", None)
+        if (
+            not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef))
+            or not body
+            or body[-1] is not raised
+        ):
+            return False
+        above = body[-2] if len(body) >= 2 else None
+        return isinstance(above, ast.If) and isinstance(above.body[-1], ast.Return)
+
     @classmethod
     def of(cls, edit: _Edit) -> _Gone:
         scopes = frozenset(s.qualname for s in edit.st.scopes)
@@ -3162,12 +3332,28 @@ class _Gone:
         scope = self.before.innermost(line)
         key = (scope.qualname if scope else "", ast.dump(node.test), type(node.body[-1]).__name__)
         now = next((s for s in self.after.scopes if scope is not None and s.qualname == scope.qualname), None)
-        kept = _guards(self.after, now.start)[key] if now is not None else 0
-        if scope is None:
-            kept = _guards(self.after, 0)[key]
+        guards = _guards(self.after, now.start if now is not None else 0)
+        kept = guards[key] if now is not None or scope is None else 0
         if kept >= _guards(self.before, line)[key]:
             return True
-        return now is not None and _guard_folded(node, self.after.def_at(now.start))
+        if any(k[2] == key[2] and key[1] in k[1] for k in guards if now is not None or scope is None):
+            return True  # a guard of the same def leaves on a test that holds the old one (``… or n > cap``)
+        if self._moved_out(key):
+            return True
+        was = self.before.def_at(scope.start) if scope is not None else None
+        return now is not None and _guard_folded(node, self.after.def_at(now.start), was)
+
+    def _moved_out(self, key: Guard) -> bool:
+        """Whether a def the pristine file did not have holds a guard on the same test that leaves the same
+        way: the guard went with the code it guarded into a helper (``run_*_warmup``)."""
+        assert self.before is not None
+        had = {s.qualname for s in self.before.scopes}
+        fresh = [s for s in self.after.scopes if s.qualname not in had]
+        return any(
+            k[1:] == key[1:] or (k[2] == key[2] and key[1] in k[1])
+            for s in fresh
+            for k in _guards(self.after, s.start)
+        )
 
     def scope(self, line: int) -> bool:
         """Whether a pristine line sat in a def or class the installed file no longer has at all."""
@@ -3227,18 +3413,26 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _guard_folded(guard: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
+def _guard_folded(
+    guard: ast.If,
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | None,
+    was: ast.FunctionDef | ast.AsyncFunctionDef | None = None,
+) -> bool:
     """Whether the installed def decides what a removed guard decided, in an expression: a conditional
     expression tests, or a ``return`` hands back a comparison or a negation of, what the guard tested (or a
     local given it): ``if n == 0: return 0.0`` → ``return hit / n if n else 0.0``, ``if buf is None: return
-    False`` + ``return True`` → ``return buf is not None``."""
+    False`` + ``return True`` → ``return buf is not None``. An expression the pristine def (``was``) had
+    already decides something else (``return n <= self.max_size`` below the guard of ``n % 16``)."""
     if fn is None:
         return False
+    had = {ast.dump(n) for n in ast.walk(was) if isinstance(n, (ast.IfExp, ast.Return))} if was else set()
     tested = _names_in(guard.test)
     for node in ast.walk(fn):  # a local given what the guard tested stands for it (``total = self.total``)
         if isinstance(node, ast.Assign) and _names_in(node.value) & tested:
             tested |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     for node in ast.walk(fn):
+        if isinstance(node, (ast.IfExp, ast.Return)) and ast.dump(node) in had:
+            continue
         if isinstance(node, ast.IfExp) and _names_in(node.test) & tested:
             return True
         decided = node.value if isinstance(node, ast.Return) else None
@@ -3264,11 +3458,23 @@ def _bails(node: ast.If) -> bool:
     container — or it leaves when something is empty, zero or missing (``if n == 0: return total``)."""
     last = node.body[-1]
     value = last.value if isinstance(last, ast.Return) else None
-    if len(node.body) > 1 or value is None or _refusal(last):  # ``return f"… must be non-negative"``
+    if len(node.body) > 1:  # it says something first — not work done, then left (a branch of a dispatch)
+        return all(_output_only(s) or _refusal(s) or _notes(s) for s in node.body[:-1])
+    if value is None or _refusal(last):  # ``return f"… must be non-negative"``
         return True
     if isinstance(value, ast.Constant) or (isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value)):
         return True
     return _tests_nothing(node.test)
+
+
+def _notes(stmt: ast.stmt) -> bool:
+    """A statement that only notes the refusal: a name or field given a constant or a message
+    (``self.reason = "…"``, ``skipped += 1``, ``ok = False``)."""
+    if isinstance(stmt, ast.AugAssign):
+        return isinstance(stmt.value, ast.Constant)
+    return isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(
+        stmt.value, (ast.Constant, ast.JoinedStr)
+    )
 
 
 def _items(value: ast.expr) -> list[ast.expr | None]:

@@ -85,10 +85,12 @@ ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | 
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
 # ``self.validate_config()``, ``sanity_check_outputs(...)``, ``_raise_unsupported(...)``): a check as much
-# as a ``raise`` or an ``assert`` is — the last name called, one of its snake-case words saying so.
+# as a ``raise`` or an ``assert`` is — the last name called, one of its snake-case words saying so; and one
+# whose job is to enforce a limit (``restrict_zmq_peers(ctx, sock)``: who may connect; ``authorize(…)``).
 CHECKING_CALL = (
     r"(?!_*(?:set|get|enable|disable|is|has)_)"  # a setter, a getter or a question is no check
-    r"(?:[A-Za-z0-9]\w*?_)?_*(?:check|validate|verify|assert|ensure|require|raise|detect)(?:_\w*)?"
+    r"(?:[A-Za-z0-9]\w*?_)?_*(?:check|validate|verify|assert|ensure|require|raise|detect|enforce|restrict|"
+    r"authenticate|authorize|sanitize)(?:_\w*)?"
 )
 # What a keyword flag's name says it does: one that asks the call to check or to keep to what is safe
 # (``raise_exception=True``, ``strict=True``, ``weights_only=True``, ``safe_mode=True``: turned off by False),

@@ -48,8 +48,8 @@ from .families import (
     WRITE_METHODS,
     WRITING_WORDS,
 )
-from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, rule_for_call, runs_once
-from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, truth
+from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, role_verb, rule_for_call, runs_once
+from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, nodes_of, truth
 from .structure import Structure, gate_kind_of
 from .tensors import host_names, is_tensor, local_names, params_of, tensor_names, typed_tensors
 
@@ -293,6 +293,9 @@ class _Walker(Dispatch):
             self._launching = _launchers(self.st, self.source_lines, self._kernels) if self._kernels else None
         return self._launching is not None and fn.name.value in self._launching
 
+    def methods_of(self, name: str) -> frozenset[str] | None:
+        return self.st.methods_of(name)
+
     def own(self, name: str) -> bool:
         """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
         fn = self.functions[-1][0] if self.functions else None
@@ -451,7 +454,7 @@ class _Walker(Dispatch):
                 return False
         start, end = self._lines(node)
         text = "".join(self.source_lines[start - 1 : end])
-        return not could_hit(text, self.unit_text, self.aliases, self.every_step)
+        return not could_hit(text, self.unit_text, self.aliases, self.every_step, classes=self.st.class_names)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if id(original_node) in self.dead_blocks and type(original_node) in _STATEMENTS:
@@ -681,7 +684,7 @@ class _Walker(Dispatch):
                 value = value.func if isinstance(value, cst.Call) else value.value
             if is_tensor(value, self.tensors(), self.aliases):
                 return True
-        return False
+        return any(_reads_array(arg.value) for arg in node.args)
 
     def _made_by(self, call: cst.Call) -> str:
         """What made a value: the qualified name of the call, ``+memory`` when a writer was given an in-memory
@@ -996,16 +999,34 @@ def _names_in(value: cst.BaseExpression) -> list[cst.Name]:
 _BACK_ON_HOST = tuple(f".{method}()" for method in sorted(BROUGHT_BACK))
 
 
+def _reads_array(value: cst.BaseExpression) -> bool:
+    """Whether an expression reads a whole array's contents to the host on its way somewhere
+    (``json.dumps(ids.tolist()) + "\\n"``, ``",".join(map(str, x.cpu().numpy()))``) — not a scalar
+    (``.item()``)."""
+    return any(
+        isinstance(call.func, cst.Attribute) and call.func.attr.value in _CONTENTS
+        for call in nodes_of(value, (cst.Call,))
+        if isinstance(call, cst.Call)
+    )
+
+
+_CONTENTS = (TO_HOST - {"detach"}) | {"tolist"}
+
+
 def _last_given_host(lines: Sequence[str], name: str, line: int, top: int) -> bool:
     """Whether the last assignment of ``name`` above ``line`` (down to ``top``, the def's first line)
-    gives it a value brought back to the host: ``.tolist()``, ``.item()``, ``.numpy()``, ``int(…)``."""
+    gives it a value brought back to the host: ``.tolist()``, ``.item()``, ``.numpy()``, ``int(…)`` — or an
+    empty list or dict to fill (``feature_lens = []``): a tensor only where it is given one below."""
     given = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?=(?!=)\s*(.+?)\s*(?:#.*)?$")
     for k in range(line - 1, max(top, 1) - 1, -1):
         found = given.match(lines[k - 1]) if 0 < k <= len(lines) else None
         if found:
             value = found.group(1)
-            return value.endswith(_BACK_ON_HOST) or value.startswith(("int(", "float("))
+            return value.endswith(_BACK_ON_HOST) or value.startswith(("int(", "float(")) or value in _EMPTY
     return False
+
+
+_EMPTY = frozenset({"[]", "{}", "list()", "dict()"})
 
 
 def _made_on_device(value: cst.BaseExpression) -> bool:
@@ -1121,7 +1142,17 @@ def _waits(loop: cst.CSTNode) -> bool:
     (``outputs = await queue.get()``), where a sleep only holds the work up."""
     if holds(loop, cst.ExceptHandler):
         return True
-    return isinstance(loop, cst.While) and not _awaits_work(loop)
+    return isinstance(loop, cst.While) and not _awaits_work(loop) and not _counted(loop)
+
+
+def _counted(loop: cst.While) -> bool:
+    """Whether a ``while`` counts its way through work: its body steps a name its condition compares
+    (``while layer_idx < num_layers: … layer_idx += 1``) — a ``for`` in other words, not a poll."""
+    tested = {code(n) for n in nodes_of(loop.test, (cst.Name, cst.Attribute))}
+    return any(
+        isinstance(n, cst.AugAssign) and code(n.target) in tested
+        for n in nodes_of(loop.body, (cst.AugAssign,))
+    )
 
 
 def _awaits_work(loop: cst.While) -> bool:
@@ -1351,9 +1382,10 @@ def judge_statements(st: Structure, source_lines: Sequence[str]) -> list[Hit]:
     hits: list[Hit] = []
     seen: set[tuple[int, int]] = set()
     headers: list[int] = []
+    classes = st.class_names
     for n, text in enumerate(source_lines, 1):
         stripped = text.lstrip()
-        if not stripped or stripped.startswith("#") or not could_hit(text, "", every_alias):
+        if not stripped or stripped.startswith("#") or not could_hit(text, "", every_alias, classes=classes):
             continue
         span = st.simple_statement_at(n)
         if span is None:
@@ -1403,10 +1435,14 @@ def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counte
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
 # backend's metadata ``build(…)``, ``_build_dispatch_plan(counts: Tensor)``).
 _MAKING = re.compile(r"^_*(?:build|create)")
+# Roles by the name's verb (:func:`.rules.role_verb`: ``log_stats``, not ``logits_…``), or by what it names.
+_SETUP_AND_STORAGE_VERBS = frozenset(
+    {"test", "init", "initialize", "setup", "save", "load", "dump", "export", "import", "convert"}
+    | {"serialize", "deserialize", "repr", "str", "format", print.__name__, "show", "debug", "log", "plot"}
+    | {"summary", "describe"}
+)
 _SETUP_AND_STORAGE = re.compile(
-    r"^_*(?:test|init|setup|save|load|dump|export|import|convert|serialize|deserialize|"
-    r"from_|to_dict|to_json|repr|str|format|print|show|debug|log|plot|summary|describe|check_weights)"
-    r"|checkpoint|state_dict|pretrained|_weights$"
+    r"^_*(?:from_|to_dict|to_json|check_weights)|checkpoint|state_dict|pretrained|_weights$"
 )
 
 
@@ -1452,4 +1488,6 @@ def _compiled(fn: cst.FunctionDef) -> bool:
 
 def _off_device_role(name: str) -> bool:
     """A function whose role is not to compute on the device each step: setting up, showing, or storing."""
-    return bool(_SETUP_AND_STORAGE.search(name.lower())) or name in ("__init__", "__repr__", "__str__")
+    if name in ("__init__", "__repr__", "__str__"):
+        return True
+    return role_verb(name) in _SETUP_AND_STORAGE_VERBS or bool(_SETUP_AND_STORAGE.search(name.lower()))

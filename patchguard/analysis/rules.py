@@ -12,7 +12,7 @@ import bisect
 import functools
 import re
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ..model import RuleId
 from ..rulebook import RULES, Rule
@@ -43,6 +43,7 @@ __all__ = [
     "CALLS",
     "HOT_PATH",
     "LOG_METHODS",
+    "LOG_ONCE",
     "METHODS",
     "REDUCTIONS",
     "RULES",
@@ -52,6 +53,7 @@ __all__ = [
     "could_hit",
     "is_forward",
     "on_hot_path",
+    "role_verb",
     "rule_for_call",
     "runs_once",
 ]
@@ -133,10 +135,19 @@ def runs_once(name: str) -> bool:
     if name in _CONSTRUCTORS:
         return True
     bare = name.strip("_").lower()
-    words = bare.split("_")
-    # the role is the name's verb, its first word (``load_weights``, ``init_cache``: ``_wait_for_…_load``
-    # waits)
-    return not on_hot_path(name) and (bare.startswith("from_") or words[0] in _ONCE_WORDS)
+    return not on_hot_path(name) and (bare.startswith("from_") or role_verb(name) in _ONCE_WORDS)
+
+
+# Names whose first two words are one noun of the trade, not a verb and its object: ``load_balancing_loss``
+# computes a loss (spreading work over experts), it loads nothing.
+_NOUN_PHRASES = frozenset({("load", "balancing"), ("load", "balance"), ("load", "balancer")})
+
+
+def role_verb(name: str) -> str:
+    """A function's role as its name's verb, the first snake-case word (``load_weights``, ``init_cache``;
+    ``_wait_for_…_load`` waits), or ``""`` where the name opens with a noun phrase of the trade."""
+    words = name.strip("_").lower().split("_")
+    return "" if tuple(words[:2]) in _NOUN_PHRASES else words[0]
 
 
 # Calls that run the callable they are given: ``functools.partial(torch.save, x)`` dumps as surely as
@@ -155,7 +166,11 @@ REDUCTIONS = frozenset(
     | {"count_nonzero", "amax", "amin", "item", "abs", "isnan", "isinf", "eq", "ne", "gt", "lt", "ge", "le"}
 )
 # The methods of a logger that write a record (``logger.info(…)``, ``logging.warning(…)``).
-LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+_LEVELS = ("debug", "info", "warning", "warn", "error", "exception", "critical", "log")
+# A logger's methods, with the ones that log a message once in a process's life (transformers' and vLLM's
+# ``logger.warning_once``, ``info_once``: the first call logs, the others are dropped).
+LOG_ONCE = "_once"
+LOG_METHODS = frozenset(_LEVELS + tuple(level + LOG_ONCE for level in _LEVELS))
 # Logging libraries whose loggers a module may bind to any name (``from loguru import logger as _lg``).
 _LOGGING_MODULES = ("logging.", "loguru.", "structlog.")
 
@@ -636,14 +651,16 @@ def could_hit(
     aliases: dict[str, str],
     device: bool = False,
     tensors: Callable[[], frozenset[str] | None] | None = None,
+    classes: Collection[str] = (),
 ) -> bool:
     """Whether a rule could match on the ``changed`` lines of a unit (whose whole text is ``unit``): a word
     some rule matches wherever it stands (a method, what a matcher looks at), a dotted name that resolves to
     a rule's call, a logger, an alias of a module or function a rule names, an attribute assigned on an
-    imported module, or a statement the unit around it makes a possible hit (an exit in a unit that checks,
-    a decision on the words that may hold a tensor). ``False`` means no hit is possible there, so the unit
-    need not be parsed — derived from the tables above, it cannot fall behind them. (A hit whose call begins
-    on an unchanged line is the pristine file's own, which is not reported.)"""
+    imported module or on one of the file's ``classes``, or a statement the unit around it makes a possible
+    hit (an exit in a unit that checks, a decision on the words that may hold a tensor). ``False`` means no
+    hit is possible there, so the unit need not be parsed — derived from the tables above, it cannot fall
+    behind them. (A hit whose call begins on an unchanged line is the pristine file's own, which is not
+    reported.)"""
     words = set(_IDENT.findall(changed))
     if _named_hit(words, changed):
         return True
@@ -659,4 +676,5 @@ def could_hit(
         return True
     if _class_assigned(changed) or _writes_a_named_file(changed):
         return True  # a class patched; a call named for writing handed a file's name (the judge decides)
-    return any(head in local for head in _ATTR_ASSIGN.findall(changed))
+    # an attribute assigned on an imported name, or on a class the file defines (a method replaced)
+    return any(head in local or head in classes for head in _ATTR_ASSIGN.findall(changed))

@@ -26,7 +26,7 @@ from .families import CHECKING_CALL, CLOCKS, WAIT_METHODS
 from .rules import CALLS, SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
-__all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal", "names_only"]
+__all__ = ["STATEMENT_RULES", "Scope", "Seen", "code", "holds", "literal", "names_only", "nodes_of"]
 
 TERMINAL = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
@@ -59,6 +59,8 @@ class Scope(Protocol):
     def on_device_path(self) -> bool: ...
 
     def own(self, name: str) -> bool: ...  # a name the current function binds itself (hiding a module's)
+
+    def methods_of(self, name: str) -> frozenset[str] | None: ...  # of a class the file defines, by name
 
 
 def code(node: cst.CSTNode) -> str:
@@ -101,6 +103,27 @@ class _Holds(Dispatch):
 
 def holds(node: cst.CSTNode, *kinds: type[cst.CSTNode], calls: bool = False) -> bool:
     found = _Holds(kinds, calls)
+    walk(node, found)
+    return found.found
+
+
+class _Gather(Dispatch):
+    """The nodes of ``kinds`` a node holds, in order — not inside a nested def or class."""
+
+    SKIPS_TRIVIA = True
+
+    def __init__(self, kinds: tuple[type[cst.CSTNode], ...]) -> None:
+        super().__init__()
+        self.kinds, self.found = kinds, list[cst.CSTNode]()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found.append(node)
+        return not isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+
+def nodes_of(node: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> list[cst.CSTNode]:
+    found = _Gather(kinds)
     walk(node, found)
     return found.found
 
@@ -179,8 +202,9 @@ def _assigned_to(
             shown = f"{env_key(target)}={literal(value)}" if value is not None else env_key(target)
             yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
             continue
-        if isinstance(target, cst.Attribute) and _class_of(target.value):  # `type(obj).attr = …`: the class
-            yield Seen(RuleId.MONKEYPATCH, f"{code(target.value)}.{target.attr.value}", node)
+        patched = _class_patched(target, value, scope) if isinstance(target, cst.Attribute) else None
+        if patched is not None:
+            yield Seen(RuleId.MONKEYPATCH, patched[0], node, patched[1])
             continue
         # `mod.attr = …`, `mod.ACT2FN["gelu"] = …` (another module's table changed): a module's name, then
         # names only — not `cfg().table[k]`, an object a call returned
@@ -197,6 +221,29 @@ def _assigned_to(
         if qualname.startswith(SWITCH_ATTRIBUTES):
             rule = RuleId.GLOBAL_SWITCH
         yield Seen(rule, qualname, node)
+
+
+def _class_patched(
+    target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope
+) -> tuple[str, str] | None:
+    """(what, a detail) of an attribute set on a class: on an object's (``type(obj).attr = …``), or a method
+    of a class the file defines replaced (:func:`_method_replaced`)."""
+    if _class_of(target.value):
+        return f"{code(target.value)}.{target.attr.value}", ""
+    if _method_replaced(target, value, scope):
+        return code(target), "a method of its class replaced for every instance"
+    return None
+
+
+def _method_replaced(target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope) -> bool:
+    """``LlamaDecoderLayer.get_quant_config = lambda self, c: None``, ``GPTJMLP.__init__ = _init_tanh``: a
+    method of a class the file defines, replaced from outside its body — every instance changes, whoever
+    made it. A method the class defines, or any attribute given a function (a ``lambda``)."""
+    cls = target.value
+    if not isinstance(cls, cst.Name) or scope.own(cls.value):
+        return False
+    methods = scope.methods_of(cls.value)
+    return methods is not None and (target.attr.value in methods or isinstance(value, cst.Lambda))
 
 
 def _class_of(node: cst.BaseExpression) -> bool:

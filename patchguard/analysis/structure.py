@@ -119,6 +119,20 @@ class Structure:
             self._fields = _tensor_fields(self.classes, self.made_fields)
         return self._fields
 
+    @property
+    def class_names(self) -> frozenset[str]:
+        return frozenset(c.name for c in self.classes)
+
+    def methods_of(self, name: str) -> frozenset[str] | None:
+        """The methods a class of the file named ``name`` defines, or ``None`` when the file defines no
+        such class."""
+        found = [c for c in self.classes if c.name == name]
+        if not found:
+            return None
+        return frozenset(
+            n.name for c in found for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        )
+
     def def_at(self, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The def whose span (decorators included) starts at ``line``, from the file's ast."""
         return self.defs.get(line)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Collection, Mapping, Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -90,6 +91,7 @@ def typed_tensors(
     names = {
         p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
     }
+    names |= documented_tensors(fn, [p.name.value for p in params if p.annotation is None])
     for p in params:
         cls = _class_named(p.annotation.annotation) if p.annotation is not None else None
         names |= {f"{p.name.value}.{f}" for f in (fields or {}).get(cls or "", ())}
@@ -229,6 +231,24 @@ def local_names(fn: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in (*params_of(fn), *star)} | {target for target, _, _ in collect.found}
 
 
+def documented_tensors(fn: cst.FunctionDef, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` (parameters without annotations) the function's docstring declares tensors, as
+    the libraries document their kernels' wrappers: ``q : torch.Tensor`` (numpy style),
+    ``q (`torch.Tensor`):`` (Google style), or the name quoted and given a dtype (flashinfer's "context_lens
+    int32 [B, next_n]")."""
+    doc = fn.get_docstring(clean=False) if names else None
+    if not doc:
+        return set()
+    return {name for name in names if re.search(_DECLARED.format(name=re.escape(name)), doc, re.MULTILINE)}
+
+
+_TENSOR_TYPE = r"`?(?:torch\.)?(?:Float|Long|Int|Bool|Half|BFloat16)?Tensor\b"
+_DECLARED = (
+    r"^\s*{name}\s*(?::\s*(?:Optional\[)?" + _TENSOR_TYPE + r"|\(\s*(?:Optional\[)?" + _TENSOR_TYPE + ")"
+    r"|``{name}``\s*[:(]?\s*(?:torch\.)?(?:u?int|float|bfloat|fp)\d+\b"
+)
+
+
 def params_of(fn: cst.FunctionDef) -> tuple[cst.Param, ...]:
     """A function's named parameters: positional-only, ordinary and keyword-only (not ``*a``/``**k``)."""
     return (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
@@ -255,11 +275,24 @@ class _Assignments(Dispatch):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func  # ``tokens.int()``: only a tensor has that method — ``tokens`` holds one
-        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ONLY_METHODS:
-            self.used_as_tensor |= {func.value.value} if isinstance(func.value, cst.Name) else set()
+        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+            return
+        if func.attr.value in TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_a_tensors_place(node)):
+            self.used_as_tensor.add(func.value.value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+def _to_a_tensors_place(call: cst.Call) -> bool:
+    """``x.to(loss.device)``, ``x.to(dtype=h.dtype)``: moved to where, or cast to what, another value is —
+    a tensor's move (a module is moved to a device, not to another value's ``dtype``, and is not read as
+    a number: the name is asked of as a tensor)."""
+    return any(
+        (a.keyword is not None and a.keyword.value in ("device", "dtype"))
+        or (isinstance(a.value, cst.Attribute) and a.value.attr.value in ("device", "dtype"))
+        for a in call.args
+    )
 
 
 def _class_named(annotation: cst.BaseExpression) -> str | None:
