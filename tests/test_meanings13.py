@@ -126,6 +126,21 @@ def wait_ready(path):
 def finish(x):
     y = x * 2
     return y
+
+
+def row_norm(q, k):
+    d = q.shape[-1]
+    if not 0 < d <= 65536 // q.element_size():
+        raise ValueError("rows up to 64 KiB")
+    return q
+
+
+def mix(self, x):
+    if self._jit_mix_ok and x.is_cuda and x.shape[0] <= 24:
+        return fast_mix(x)
+    if x.is_cuda and x.shape[1] <= 24:
+        return half_mix(x)
+    return slow_mix(x)
 """
 
 _MODULE = EditedModule(ENGINE, PRISTINE)
@@ -152,6 +167,10 @@ _near, _rules, _found = _MODULE.near, _MODULE.rules, _MODULE.found
         # a lookup that raised, made to skip
         ("        param = params[name]\n",
          "        param = params.get(name)\n        if param is None:\n            continue\n", "params.get"),
+        # a limit worked out from what is asked of a value, raised
+        ("65536 // q.element_size()", "262144 // q.element_size()", "262144"),
+        # the gate of a path kept for what it supports, admitting more
+        ("x.is_cuda and x.shape[0] <= 24:", "x.is_cuda and x.shape[0] <= 256:", "shape[0] <= 256"),
     ],
 )  # fmt: skip
 def test_a_check_let_go(old: str, new: str, needle: str) -> None:
@@ -200,6 +219,10 @@ def test_a_guards_raise_turned_into_a_warning_is_not_swallowed() -> None:
         # a flag given a condition that holds in fewer cases
         ("        self._graph_ok = not tms and not multinode\n",
          "        self._graph_ok = not tms and not multinode and max_size > 0\n", "self._graph_ok"),
+        # the gate of a fast path admitting less
+        ("x.is_cuda and x.shape[0] <= 24:", "x.is_cuda and x.shape[0] <= 16:", "shape[0] <= 16"),
+        # a path's condition that asks nothing named for support, admitting more: a tuning
+        ("x.shape[1] <= 24:", "x.shape[1] <= 256:", "shape[1] <= 256"),
     ],
 )  # fmt: skip
 def test_look_alikes_of_a_check_let_go_are_quiet(old: str, new: str, needle: str) -> None:

@@ -178,26 +178,28 @@ class _Subjects:
         return True
 
     def _numbers_compared(self, node: ast.Compare, subjects: set[str]) -> bool:
-        """Whether several subjects are compared as numbers — names and attributes combined by arithmetic
-        and ordered or equated (``a != b``, ``abs(a - b) > 1024``): each is then a number of its own, taking
-        the values the conditions name, and zero and one."""
+        """Whether several subjects are compared as numbers — names, attributes and what is asked of them
+        combined by arithmetic and ordered or equated (``a != b``, ``abs(a - b) > 1024``, ``d <= 65536 //
+        q.element_size()``): each is then a number of its own, taking the values the conditions name, and
+        zero and one."""
         if not all(isinstance(op, _ORDERS) for op in node.ops):
             return False
         named = {
             self.key(n)
             for side in (node.left, *node.comparators)
             for n in ast.walk(side)
-            if isinstance(n, ast.expr) and _plain(n)
+            if isinstance(n, ast.expr) and (_plain(n) or _asked(n))
         }
         if not subjects <= named:
-            return False  # a call or an item among them: what it reads is not known
+            return False  # a call of something else among them: what it reads is not known
         for key in subjects:
             self.values.setdefault(key, set()).update((0, 1))
         return True
 
     def _note(self, c: ast.AST, key: str, values: set[Any]) -> None:
-        if isinstance(c, ast.BinOp) and isinstance(c.op, (ast.Mod, ast.FloorDiv)):
-            self.divided.add(key)
+        divides = isinstance(c, ast.BinOp) and isinstance(c.op, (ast.Mod, ast.FloorDiv))
+        if divides and self._holds_key(c.left, key):  # type: ignore[attr-defined]
+            self.divided.add(key)  # (what is divided, not what divides it: ``65536 // x.element_size()``)
         if isinstance(c, ast.Constant) and not isinstance(c.value, bool):
             if isinstance(c.value, (int, float)):
                 values.update((c.value - 1, c.value, c.value + 1, -c.value))
@@ -209,6 +211,9 @@ class _Subjects:
                 values.update((None, _OTHER))
         if isinstance(c, ast.Tuple) and (t := _literal(c)) is not None and t and isinstance(t, tuple):
             values.update(_around(t))
+
+    def _holds_key(self, node: ast.expr, key: str) -> bool:
+        return any(isinstance(n, ast.expr) and self.key(n) == key for n in ast.walk(node))
 
     def _fact(self, node: ast.expr, found: set[str]) -> bool:
         key = self.key(node)
@@ -240,6 +245,16 @@ def _subject(node: ast.expr) -> bool:
     """Whether ``node`` is something tested whose value is not written here: a name, an attribute, an item,
     a call."""
     return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+
+
+def _asked(node: ast.AST) -> bool:
+    """A value asked of plain things (``q.element_size()``, ``len(batch)``, ``x.size(0)``): a number."""
+    return (
+        isinstance(node, ast.Call)
+        and _plain(node.func)
+        and not node.keywords
+        and all(_plain(a) or isinstance(a, ast.Constant) for a in node.args)
+    )
 
 
 def _plain(node: ast.AST) -> bool:

@@ -1301,6 +1301,9 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
     tree = edit.st.tree
     if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
+    gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
+    if gate:
+        return gate
     if before and _else_below(edit.lines, n) and _else_refuses(tree, n):
         was = next((c for c in before if _weaker(after, c)), None)
         return f"`{_short(was)}` became `{_short(after)}`: what its `else` refuses shrank" if was else ""
@@ -1390,11 +1393,44 @@ def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
         else:
             before = _condition(_one_line(_statement(pristine, old - 1)))
             after = _condition(_one_line(_statement(edit.lines, h - 1)))
-            detail = _weaker(before, after) if before is not None and after is not None else ""
-            detail = detail if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)) else ""
+            detail = _if_loosened(edit, h, before, after) if before is not None and after is not None else ""
         if detail:
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
+
+
+def _if_loosened(edit: _Edit, h: int, before: ast.expr, after: ast.expr) -> str:
+    """How the ``if`` at line ``h`` lets more by: a refusal's condition that fires less, or the gate of a
+    path kept for what is supported that admits more (:func:`_gate_admits_more`)."""
+    detail = _weaker(before, after)
+    if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
+        return detail
+    return _gate_admits_more(before, after)
+
+
+def _gate_admits_more(before: ast.expr, after: ast.expr) -> str:
+    """An ``if`` that opens a path kept for what it supports — its condition asks a flag named for that
+    (``self._jit_mix_ok and … and x.shape[0] <= 24``) — whose condition holds in more cases now: the limit
+    someone measured for that path (a kernel's rows, a dtype) is let go, and inputs it was not built for
+    take it."""
+    named = {_last_name(n) for n in ast.walk(after) if isinstance(n, (ast.Name, ast.Attribute))}
+    if all(_FLAG_WORDS.isdisjoint(_words(name.lower())) for name in named) or not _weaker(after, before):
+        return ""
+    return f"the gate of a path kept for what it supports admits more: {_changed_parts(before, after)}"
+
+
+def _changed_parts(before: ast.expr, after: ast.expr) -> str:
+    """``old`` → ``new`` of each part two conditions of as many parts differ in (the whole, else)."""
+    pairs = [(before, after)]
+    if (
+        isinstance(before, ast.BoolOp)
+        and isinstance(after, ast.BoolOp)
+        and len(before.values) == len(after.values)
+    ):
+        pairs = [
+            (b, a) for b, a in zip(before.values, after.values, strict=True) if ast.dump(b) != ast.dump(a)
+        ]
+    return "; ".join(f"`{_short(b)}` → `{_short(a)}`" for b, a in pairs)
 
 
 def _flag_holds_more(old: str, new: str) -> str:
