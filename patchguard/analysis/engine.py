@@ -1302,8 +1302,13 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
     if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
-    if gate:
-        return gate
+    return gate or _passes_more(edit, n, before, after)
+
+
+def _passes_more(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
+    """How the ``if`` at line ``n`` holding more than one of ``before`` lets more by a refusal: its
+    ``else`` refuses less, or it skips past a refusal below more often; "" else."""
+    tree = edit.st.tree
     if before and _else_below(edit.lines, n) and _else_refuses(tree, n):
         was = next((c for c in before if _weaker(after, c)), None)
         return f"`{_short(was)}` became `{_short(after)}`: what its `else` refuses shrank" if was else ""
