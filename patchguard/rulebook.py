@@ -423,6 +423,10 @@ RULES: dict[str, Rule] = {
                     "torch.equal",
                     # a Python bool of every element compared (torch's docs: "returns bool"), read on the host
                     "torch.allclose",
+                    # torch.testing compares every element and raises with the mismatches (its docs): the
+                    # values are read on the host
+                    "torch.testing.assert_close",
+                    "torch.testing.assert_allclose",
                     "torch.distributed.barrier",
                     "torch.xpu.synchronize",
                     "torch.mps.synchronize",
@@ -495,6 +499,7 @@ RULES: dict[str, Rule] = {
                     "threading.settrace_all_threads",
                     "threading.setprofile_all_threads",
                     "gc.disable",
+                    "gc.set_threshold",  # how often the collector runs, for the whole process (its docs)
                     "gc.set_debug",
                     "faulthandler.enable",
                     "tracemalloc.start",

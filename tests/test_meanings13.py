@@ -154,7 +154,8 @@ _near, _rules, _found = _MODULE.near, _MODULE.rules, _MODULE.found
         ("    if cu_seqlens.dtype not in _DTYPES:\n",
          "    if cu_seqlens.dtype not in _DTYPES + (torch.int16, torch.uint8):\n", "torch.int16"),
         # numbers as truth values, each part weaker
-        ("hidden % 256 or inter <= 0 or inter % 128", "hidden % 64 or inter <= 0 or inter % 64", "hidden % 64"),
+        ("hidden % 256 or inter <= 0 or inter % 128", "hidden % 64 or inter <= 0 or inter % 64",
+         "hidden % 64"),
         # compared with each other; read as facts each changed both ways, as numbers one fires less
         ("vocab != tensor.shape[1]", "vocab > tensor.shape[1]", "vocab > tensor"),
         # a flag of what may be done given, on one line, a condition that holds in more cases
@@ -162,7 +163,8 @@ _near, _rules, _found = _MODULE.near, _MODULE.rules, _MODULE.found
          "self._graph_ok"),
         # a no made yes where the code said no
         ("    return sup\n",
-         "    if not sup.served:\n        sup = dataclasses.replace(sup, served=True, reason=None)\n    return sup\n",
+         "    if not sup.served:\n"
+         "        sup = dataclasses.replace(sup, served=True, reason=None)\n    return sup\n",
          "if not sup.served"),
         # a lookup that raised, made to skip
         ("        param = params[name]\n",
@@ -201,7 +203,10 @@ def test_the_unhandled_case_given_a_stand_in_is_swallowed(old: str, new: str, ne
 
 
 def test_a_guards_raise_turned_into_a_warning_is_not_swallowed() -> None:
-    edit = ('        raise ValueError("rank over the limit")\n', '        logger.warning("rank over the limit")\n')
+    edit = (
+        '        raise ValueError("rank over the limit")\n',
+        '        logger.warning("rank over the limit")\n',
+    )
     assert _near(edit, "rank over the limit") == {"removed-check"}
 
 
@@ -242,7 +247,10 @@ def test_a_method_of_the_files_own_class_replaced(new: str) -> None:
 
 
 def test_a_class_attribute_that_is_no_method_is_quiet() -> None:
-    edit = ("def check_seqlens(cu_seqlens):\n", "Mlp.registry = {'a': 1}\n\n\ndef check_seqlens(cu_seqlens):\n")
+    edit = (
+        "def check_seqlens(cu_seqlens):\n",
+        "Mlp.registry = {'a': 1}\n\n\ndef check_seqlens(cu_seqlens):\n",
+    )
     assert "monkeypatch" not in _rules(edit)
 
 
@@ -262,7 +270,9 @@ def test_sleeps_in_loops() -> None:
 
 def test_code_added_below_a_return_is_info() -> None:
     edit = ("    y = x * 2\n    return y\n", "    y = x * 2\n    return y\n    _last = 'cudnn'\n")
-    found = [(rule, severity) for rule, severity, n in _found(edit) if n == line_of(_MODULE.after(edit), "_last")]
+    found = [
+        (rule, severity) for rule, severity, n in _found(edit) if n == line_of(_MODULE.after(edit), "_last")
+    ]
     assert found == [("functional-change", "INFO")]
 
 
@@ -382,7 +392,8 @@ def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
         ("    if cu_seqlens.dtype not in _DTYPES:\n",
          "    if cu_seqlens.dtype not in _DTYPES + (torch.int16,):\n"),
         ("        self._graph_ok = not tms and not multinode\n", "        self._graph_ok = not tms\n"),
-        ("def check_seqlens(cu_seqlens):\n", "Mlp.__init__ = _patched_init\n\n\ndef check_seqlens(cu_seqlens):\n"),
+        ("def check_seqlens(cu_seqlens):\n",
+         "Mlp.__init__ = _patched_init\n\n\ndef check_seqlens(cu_seqlens):\n"),
     )  # fmt: skip
     found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
     for needle, rule in (("torch.int16", "removed-check"), ("self._graph_ok", "removed-check"),

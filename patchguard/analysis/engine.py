@@ -22,7 +22,7 @@ import re
 import textwrap
 import tokenize
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ from .families import (
     SUPPRESSORS,
 )
 from .rules import LOG_METHODS, LOG_ONCE, RULES, could_hit, is_forward, on_hot_path, rule_for_call, runs_once
-from .structure import Region, Structure, changed_regions, same_code, structure
+from .structure import Region, Scope, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
     from .judge import Hit, Site, Unit
@@ -287,7 +287,8 @@ def _meanings(
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
     out += _shallow(_limits_moved, regions, edit) + _shallow(_answers_overridden, regions, edit)
-    out += _shallow(_lookups_softened, regions, edit)
+    out += _shallow(_lookups_softened, regions, edit) + _shallow(_errors_kept_back, regions, edit)
+    out += _shallow(_checks_dropped, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += _new_handlers(edit, changed, [*found, *out], regions)
     out += _shallow(_handlers_widened, regions, edit) + _shallow(_switches_left_on, regions, edit)
@@ -631,28 +632,42 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
                 continue
             if pristine is None and edit.before is not None:
                 pristine = _Pristine.of(edit.before)
-            baseline = pristine.counts(unit, edit.st) if pristine is not None else None
-            reported += _new_hits(all_hits, hits, baseline)
+            baseline, loudest = pristine.counts(unit, edit.st) if pristine is not None else (None, -1)
+            reported += _new_hits(all_hits, hits, baseline, loudest)
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
     return _one_per_site(reported, edit)
 
 
-def _new_hits(all_hits: Sequence[Hit], hits: Sequence[Hit], baseline: dict[Site, int] | None) -> list[Hit]:
+def _new_hits(
+    all_hits: Sequence[Hit], hits: Sequence[Hit], baseline: dict[Site, int] | None, loudest: int = -1
+) -> list[Hit]:
     """Of a unit's ``hits`` on its changed lines, those the pristine unit (``baseline``: its hits counted by
     site; ``None``: no pristine source) has fewer of — not a value read that took another's place — each
-    told whether the pristine unit had its rule already."""
+    told whether the pristine unit had its rule already (a log line: at least as loud, ``loudest``, outside
+    a handler — a debug line, or an error logged when something failed, does not make an info line on the
+    way familiar)."""
     from .judge import site
 
     after_counts = Counter(site(h) for h in all_hits)
     done = {rule for rule, _q, _w in baseline} if baseline else set()
     moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
     return [
-        replace(h, familiar=h.rule in done)
+        replace(h, familiar=h.rule in done and (h.rule != RuleId.LOGGING or _loudness(h.qualname) <= loudest))
         for h in hits
         if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
         and not (moved and _value_read(h.rule, h.qualname))
     ]
+
+
+def _loudness(qualname: str) -> int:
+    """How loud a log call is by its method (``logger.debug`` 0 … ``critical`` 4; ``log(level, …)`` and
+    what is not a level, as loud as a warning)."""
+    method = qualname.rsplit(".", 1)[-1].removesuffix(LOG_ONCE)
+    return _LOUDNESS.get(method, 2)
+
+
+_LOUDNESS = {"debug": 0, "info": 1, "warning": 2, "warn": 2, "error": 3, "exception": 3, "critical": 4}
 
 
 def _reads(counts: dict[Site, int]) -> int:
@@ -755,19 +770,22 @@ class _Pristine:
     def of(cls, before: str | None) -> _Pristine | None:
         return cls(locate(before), split_lines(before)) if before is not None else None
 
-    def counts(self, unit: Unit, st: Structure) -> dict[Site, int]:
+    def counts(self, unit: Unit, st: Structure) -> tuple[dict[Site, int], int]:
         """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in
-        ``st`` (none when the pristine file has no such scope)."""
-        from .judge import Unit, hit_counts
+        ``st`` (none when the pristine file has no such scope); and how loud the loudest log line of that
+        scope is outside its ``except`` blocks (:func:`_loudness`; -1: none)."""
+        from .judge import Unit, judge_unit, site
 
         scope = st.innermost(unit.start)
         match = [s for s in self.st.scopes if scope is not None and s.qualname == scope.qualname]
         if not match:
-            return {}
+            return {}, -1
         b = match[0]
         text = self.lines[b.start - 1] if b.start - 1 < len(self.lines) else ""
         bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
-        return dict(hit_counts(bunit, self.st, self.lines))
+        hits = judge_unit(bunit, None, self.st, self.lines)
+        logs = [h for h in hits if h.rule == RuleId.LOGGING and not _in_handler(self.st, h.line)]
+        return dict(Counter(site(h) for h in hits)), max((_loudness(h.qualname) for h in logs), default=-1)
 
 
 def _injected(hit: Hit, edit: _Edit) -> Finding:
@@ -957,10 +975,12 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             stmt = _squeeze(_statement(r.removed, i))
             if _lives_on(stmt, s, (squeezed, before), asserts, added):
                 continue
-            if gone.scope(r.old_start + i) or gone.subject(r.old_start + i, _statement(r.removed, i)):
+            if gone.scope(r.old_start + i) or gone.subject(
+                r.old_start + i, _statement(r.removed, i), r.removed
+            ):
                 continue
             out += _gone_check(
-                edit, line, s, handler, not handler and bool(added) and gone.unhandled_case(r.old_start + i)
+                edit, line, s, handler, gone.silenced(r.old_start + i) if not handler and added else ""
             )
     return out
 
@@ -1160,16 +1180,14 @@ def _only_refuses(stmt: ast.stmt) -> bool:
     return isinstance(stmt, (ast.If, ast.Raise, ast.Assert, ast.Pass, ast.For, ast.Continue, ast.Break))
 
 
-def _gone_check(edit: _Edit, line: int, text: str, handler: bool, unhandled: bool = False) -> list[Finding]:
+def _gone_check(edit: _Edit, line: int, text: str, handler: bool, silenced: str = "") -> list[Finding]:
     """The findings of a check taken away at ``line``: the raise of an ``except`` block is a check gone and
     the error it passed on now stops there — swallowed (one finding on the line, naming both rules); so is
-    the raise of the case nobody handled (:meth:`_Gone.unhandled_case`) given a stand-in."""
+    a raise whose error is ``silenced`` by its stand-in (:meth:`_Gone.silenced`: why)."""
     removed = _check_finding(edit, RuleId.REMOVED_CHECK, line, f"removed: {text[:100]}")
-    if not (handler or unhandled):
+    if not (handler or silenced):
         return [removed]
-    why = (
-        "the error caught is no longer raised" if handler else "the unhandled case goes on without its error"
-    )
+    why = "the error caught is no longer raised" if handler else silenced
     return [removed, _check_finding(edit, RuleId.SWALLOWED_EXCEPTION, line, f"{why}: removed: {text[:100]}")]
 
 
@@ -1301,6 +1319,8 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
     tree = edit.st.tree
     if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
+    if detail and _bails_out(tree, n):
+        return f"{detail}: the bail-out lets more through"
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
     return gate or _passes_more(edit, n, before, after)
 
@@ -1345,11 +1365,13 @@ def _else_refuses(tree: ast.Module | None, line: int) -> bool:
 def _asserts_weakened(r: Region, edit: _Edit) -> list[Finding]:
     """An assertion that asks less than it did, in place: ``assert a and b`` → ``assert a``, ``assert n <= 8``
     → ``assert n <= 16``, ``assert all(ok(x) and x >= 0 …)`` → ``… ok(x) …`` — what it refused passes."""
-    olds = [_statement(r.removed, i) for i, old in enumerate(r.removed) if _is_assert(old)]
+    starts = [i for i, old in enumerate(r.removed) if _is_assert(old)]
     added = [n for n in r.lines if _is_assert(edit.lines[n - 1])]
     out: list[Finding] = []
-    if len(olds) != 1 or len(added) != 1:
+    if len(starts) != 1 or len(added) != 1 or edit.before is None:
         return out  # one assertion edited in place (one split in two asks as much)
+    # the whole pristine statement: its message may go on below the lines the edit touched
+    olds = [_statement(split_lines(edit.before), r.old_start + starts[0] - 1)]
     for n in added:
         detail = _assertion_asks_less(olds[0], _statement(edit.lines, n - 1))
         if detail:
@@ -1410,6 +1432,8 @@ def _if_loosened(edit: _Edit, h: int, before: ast.expr, after: ast.expr) -> str:
     detail = _weaker(before, after)
     if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
         return detail
+    if detail and _bails_out(edit.st.tree, h):
+        return f"{detail}: the bail-out lets more through"
     return _gate_admits_more(before, after)
 
 
@@ -1505,7 +1529,7 @@ def _header_above(lines: Sequence[str], n: int) -> int | None:
     """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
     ``n`` (by brackets)."""
     depth = 0
-    for k in range(n - 1, max(n - 12, 0), -1):  # a condition of a dozen lines at most
+    for k in range(n - 1, max(n - 40, 0), -1):  # a condition of forty lines at most
         text = _code_of(lines[k - 1])
         depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
         if depth < 0:
@@ -1531,10 +1555,10 @@ def _widened_sets(edit: _Edit, changed: set[int]) -> list[Finding]:
     text = "".join(edit.lines)
     pristine = split_lines(edit.before)
     out: list[Finding] = []
-    for node, items in _literal_sets(_nodes_at(tree, set(inside))):
-        end = node.end_lineno or node.lineno
-        lines = inside[bisect.bisect_left(inside, node.lineno) : bisect.bisect_right(inside, end)]
-        name = _last_name(node.targets[0])
+    for target, items in _literal_sets(_nodes_at(tree, set(inside))):
+        end = items.end_lineno or items.lineno
+        lines = inside[bisect.bisect_left(inside, target.lineno) : bisect.bisect_right(inside, end)]
+        name = _last_name(target)
         names = _names_for(tree, name, text) if lines else set()
         old = _pristine_literal(pristine, name) if names else None
         detail = _set_loosened(tree, text, name, names, old, items) if old is not None else ""
@@ -1552,7 +1576,7 @@ def _set_loosened(
     if was < now and any(_tested_in(tree, n, text) for n in names):
         more = [ast.unparse(e) for e in items.elts if ast.dump(e) not in was]
         return f"`{name}`, which a check tests membership of, allows more: {', '.join(more)[:60]}"
-    if now < was and any(_refused_in(tree, n) for n in names):
+    if now < was and any(_refused_in(tree, n, text) for n in names):
         fewer = [ast.unparse(e) for e in old.elts if ast.dump(e) not in now]
         return f"`{name}`, whose members a check refuses, no longer holds {', '.join(fewer)[:60]}"
     return ""
@@ -1566,13 +1590,33 @@ def _names_for(tree: ast.Module | None, name: str, text: str) -> set[str]:
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _last_name(node.value) == name:
                 names.add(_last_name(node.targets[0]))
-    tested = {n for n in names if n and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(n)}\b", text)}
-    return tested
+    return {n for n in names if n and (re.search(_tested_by(n), text) or _handed_to_a_call(n, text))}
 
 
-def _refused_in(tree: ast.Module | None, name: str) -> bool:
+def _handed_to_a_call(name: str, text: str) -> bool:
+    """Whether a collection named for what is let by (``ALLOWED_IMAGE_FORMATS``) or refused
+    (``UNSUPPORTED_OPS``) is handed whole to a call, which enforces it (``Image.open(fp,
+    formats=ALLOWED_IMAGE_FORMATS)``), by the text."""
+    words = _words(name)
+    if _ALLOWING.isdisjoint(words) and _REFUSED_WORDS.isdisjoint(words):
+        return False
+    return re.search(rf"[(,]\s*(?:\w+\s*=\s*)?(?:[\w.]+\.)?{re.escape(name)}\s*[,)]", text) is not None
+
+
+def _tested_by(name: str) -> str:
+    """How a collection is asked what it holds, by the text: ``x in name``, ``name.intersection(…)``,
+    ``name & keys``, ``keys & name``, ``name.isdisjoint(…)``."""
+    n = re.escape(name)
+    asked = r"(?:&|\.(?:intersection|isdisjoint|issuperset|issubset)\()"
+    return rf"\bin\s+(?:[\w.]+\.)?{n}\b|\b{n}\s*{asked}|&\s*{n}\b"
+
+
+def _refused_in(tree: ast.Module | None, name: str, text: str = "") -> bool:
     """Whether an ``if`` that raises or leaves refuses the members of ``name`` (``if x in name:``, ``if
-    any(a in name for a in xs):``), or an ``assert`` its non-members (``assert x not in name``)."""
+    any(a in name for a in xs):``), or an ``assert`` its non-members (``assert x not in name``) — or, for a
+    collection named for what is refused (``_XGRAMMAR_UNSUPPORTED_KEYWORDS``), any use of it in ``text``."""
+    if not _REFUSED_WORDS.isdisjoint(_words(name.lower())) and re.search(rf"\b{re.escape(name)}\b", text):
+        return True
     refusing = lambda node: _guards_raise_node(node) or any(map(_answers_no, node.body))  # noqa: E731
     return _membership_refused(tree, name, refusing, ast.In, ast.NotIn)
 
@@ -1603,15 +1647,13 @@ def _new_handlers(
     errors, which stopped the call, are let go now (logged, a fallback, a default). A new handler that does
     nothing at all (``except OSError: pass``) around code another rule found (a dump, a request) lets that
     code's errors go unseen."""
-    # the lines of regions that replaced an ``except`` line: a handler there was edited, not added (what an
-    # edited handler no longer passes on is :func:`_removed_checks`' to say)
-    edited = {n for r in regions if any(o.lstrip().startswith("except") for o in r.removed) for n in r.lines}
+    edited, was = _guards_edited(regions)
     nodes = _new_guards(edit, changed, edited)
     if not nodes:
         return []
     pristine = _squeezed_source(edit.before or "")
     said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
-    out = _new_suppressions(edit, [n for n in nodes if isinstance(n, ast.With)], pristine, said)
+    out = _new_suppressions(edit, [n for n in nodes if isinstance(n, ast.With)], pristine, said, was)
     for node in nodes:
         if not isinstance(node, ast.Try):
             continue
@@ -1622,6 +1664,22 @@ def _new_handlers(
             if detail:
                 out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, h.lineno, detail))
     return out
+
+
+def _guards_edited(regions: Sequence[Region]) -> tuple[set[int], dict[int, str]]:
+    """The lines of regions that replaced an ``except`` or a ``with`` line — a handler (a suppression)
+    there was edited, not added (what an edited handler no longer passes on is :func:`_removed_checks`' to
+    say) — and, for each, the ``with`` line it replaced."""
+    edited: set[int] = set()
+    was: dict[int, str] = {}
+    for r in regions:
+        for old in r.removed:
+            head = old.lstrip()
+            if head.startswith(("except", "with ")):
+                edited.update(r.lines)
+            if head.startswith("with "):
+                was.update(dict.fromkeys(r.lines, old))
+    return edited, was
 
 
 def _handlers_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -1758,21 +1816,34 @@ def _suppression_opened(edit: _Edit, heads: Sequence[str]) -> bool:
 
 
 def _new_suppressions(
-    edit: _Edit, nodes: Sequence[ast.With], pristine: str, said: set[int | None]
+    edit: _Edit, nodes: Sequence[ast.With], pristine: str, said: set[int | None], was: Mapping[int, str]
 ) -> list[Finding]:
     """``with contextlib.suppress(KeyError):`` put around code the pristine file ran bare: the errors named,
-    which stopped the call, are let go — as a new ``except KeyError: pass`` would."""
+    which stopped the call, are let go — as a new ``except KeyError: pass`` would. One that replaced a
+    suppression (``was``: the line it replaced) is news only when it lets more go."""
     out: list[Finding] = []
     for node in nodes:
         calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
         aliases = edit.st.aliases_at(edit.st.qualname_at(node.lineno) or "")  # a def's own imports too
         suppress = next((c for c in calls if resolve(aliases, ast.unparse(c.func)) in SUPPRESSORS), None)
+        if suppress is not None and node.lineno in was and _suppressed_before(was[node.lineno], suppress):
+            continue
         wrapped = _wrapped_code(node, edit.lines, pristine) if suppress is not None else []
         if suppress is not None and wrapped and node.lineno not in said:
             what, by = " ".join(ast.unparse(wrapped[0]).split())[:50], ast.unparse(suppress)[:40]
             detail = f"the errors of `{what}`, which stopped the call, are let go by `{by}`"
             out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, node.lineno, detail))
     return out
+
+
+def _suppressed_before(old: str, suppress: ast.Call) -> bool:
+    """Whether the ``with`` line ``old`` suppressed every error ``suppress`` does (``Exception`` covers any
+    of its kind): narrowed or kept, nothing more is let go."""
+    before = set(re.findall(r"[A-Za-z_]\w*", old.split("suppress", 1)[-1]))
+    now = {_last_name(a) for a in suppress.args}
+    if now <= before or "BaseException" in before:
+        return True
+    return "Exception" in before and now.isdisjoint({"BaseException", "KeyboardInterrupt", "SystemExit"})
 
 
 def _found_within(node: ast.Try, found: Sequence[Finding]) -> bool:
@@ -1832,12 +1903,18 @@ def _in_literals(lines: Sequence[str], changed: set[int]) -> list[int]:
     return out
 
 
-def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.Assign, ast.List | ast.Tuple | ast.Set]]:
-    """Of these statements, every ``name = [literal items]`` (a list, tuple or set), with its items."""
+def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.expr, ast.List | ast.Tuple | ast.Set]]:
+    """Of these statements, every ``name = [literal items]`` (a list, tuple or set; ``name: T = (…)`` too),
+    as (the name given it, its items)."""
     for node in nodes:
-        value = _unwrapped(node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(node, ast.Assign) and isinstance(value, _LITERALS):
-            yield node, value
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], _unwrapped(node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, _unwrapped(node.value)
+        else:
+            continue
+        if isinstance(value, _LITERALS):
+            yield target, value
 
 
 def _unwrapped(value: ast.expr) -> ast.expr:
@@ -1870,17 +1947,34 @@ def _last_name(node: ast.expr) -> str:
 
 def _tested_in(tree: ast.Module | None, name: str, text: str = "") -> bool:
     """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``) —
-    or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any
-    ``not in`` of it in ``text`` (a table of refusals tests it as much)."""
+    or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any ``not
+    in`` of it in ``text`` (a table of refusals tests it as much), or a call it is handed to."""
     named = not _ALLOWING.isdisjoint(_words(name.lower()))
     if named and re.search(rf"\bnot\s+in\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
         return True
+    if _handed_to_a_call(name, text):
+        return True  # (``Image.open(fp, formats=ALLOWED_IMAGE_FORMATS)``: the call lets by what it lists)
     refusing = lambda node: _guards_raise_node(node) or isinstance(node.body[-1], _EXIT_NODES)  # noqa: E731
     return _membership_refused(tree, name, refusing, ast.NotIn, ast.In)
 
 
 def _guards_raise_node(node: ast.If) -> bool:
-    return any(isinstance(s, (ast.Raise, ast.Assert)) for b in node.body for s in ast.walk(b))
+    """Whether an ``if``'s body raises or asserts, or calls what raises for it (``_raise_unsupported(…)``,
+    ``self._fail_invalid(…)``: :data:`.families.CHECKING_CALL`)."""
+    for s in (s for b in node.body for s in ast.walk(b)):
+        if isinstance(s, (ast.Raise, ast.Assert)):
+            return True
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _raising_call(s.value):
+            return True
+    return False
+
+
+def _raising_call(call: ast.Call) -> bool:
+    name = _last_name(call.func)
+    return bool(name) and _RAISING_NAME.fullmatch(name) is not None
+
+
+_RAISING_NAME = re.compile(CHECKING_CALL)
 
 
 def _one_line(statement: str) -> str:
@@ -2223,9 +2317,12 @@ def _forced_conditions(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         worked = {}
         for i, old in enumerate(r.removed):
             head = _CONSTANT_TARGET.match(old)
-            if head is None or head.group(1) not in made or not _DECIDES.search(old):
+            if head is None or head.group(1) not in made:
                 continue
-            target, value = _decision(_code_of(_statement(r.removed, i)))
+            statement = _statement(r.removed, i)  # (``return (`` over several lines: its test below)
+            if not _DECIDES.search(statement):
+                continue
+            target, value = _decision(_code_of(statement))
             if value is not None and target and _decided(value):
                 worked[target] = value
         out += _made_constant(edit, r, worked) if worked else []
@@ -2253,6 +2350,93 @@ def _answers_overridden(regions: Sequence[Region], edit: _Edit) -> list[Finding]
             )
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _checks_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A check taken out of a list of checks: an item removed from a literal list, tuple or set that holds
+    checks by its name or by what it is (``def get_default_validity_checks(): return [single_softmax_rule,
+    …]``, ``VALIDATORS = (check_shape, …)``, an item named ``validate_*``) — the check is no longer run."""
+    out: list[Finding] = []
+    for r in regions:
+        gone = [old.strip().rstrip(",").strip() for old in r.removed if _ITEM.match(old)]
+        if not gone or any(_ITEM.match(edit.lines[n - 1]) is None for n in r.lines):
+            continue  # (only bare items taken out)
+        holder = _holder_of(edit, max(r.start - 1, 1))
+        named = not _CHECKS_WORDS.isdisjoint(_words(holder.lower()))
+        checks = [g for g in gone if named or not _CHECKS_WORDS.isdisjoint(_words(g.rsplit(".", 1)[-1]))]
+        if checks and holder:
+            detail = f"check neutralised: `{checks[0][:50]}` taken out of `{holder}`: it is no longer run"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
+    return out
+
+
+_ITEM = re.compile(r"^\s*[A-Za-z_][\w.]*\s*,?\s*(?:#.*)?$")  # a bare name as an item of a list
+# Words of what holds checks, or is one.
+_CHECKS_WORDS = frozenset(
+    {"check", "checks", "checker", "checkers", "validator", "validators", "validity", "validation"}
+    | {"validations", "validate", "verifier", "verifiers", "verify", "guards", "sanity"}
+)
+
+
+def _holder_of(edit: _Edit, line: int) -> str:
+    """The name a literal list at ``line`` is given to: the assignment's target, or the function that
+    returns it ("" when neither)."""
+    for node in reversed(list(_nodes_at(edit.st.tree, {line}))):
+        if isinstance(node, ast.Assign) and isinstance(node.value, (*_LITERALS, ast.Call)):
+            return _last_name(node.targets[0])
+        if isinstance(node, ast.Return) and isinstance(node.value, _LITERALS):
+            return _function_at(edit, line)
+    return ""
+
+
+def _errors_kept_back(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A handler that handed on what it caught — to a future, a queue, a callback (``fut.set_exception(e)``,
+    ``errors.put(e)``), or kept it for later (``self._grammar = e``) — and no longer does
+    (``fut.set_result({})``, ``= None``): whoever waited for the error gets a default and never sees it.
+    The installed handler that still catches it hands the name on nowhere but to a log line, and raises
+    nothing."""
+    if edit.before is None or not any(_HANDS_ON.search(old) for r in regions for old in r.removed):
+        return []  # (no removed line hands anything on: no tree asked)
+    gone = _Gone.of(edit)
+    if gone.before is None:
+        return []
+    out: list[Finding] = []
+    for r in regions:
+        for i, old in enumerate(r.removed):
+            handler = next(iter(_handlers_around(gone.before, r.old_start + i)[-1:]), None)
+            name = handler.name if handler is not None else None
+            if not name:
+                continue
+            handed = rf"\(\s*{re.escape(name)}\s*[,)]|=\s*{re.escape(name)}\s*(?:#.*)?$"
+            if not re.search(handed, old) or _logs(old):
+                continue
+            now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
+            if now is None or now.name != name or _raises(now) or _hands_on(now, name):
+                continue
+            detail = f"the error caught as `{name}` is no longer handed on: `{old.strip()[:60]}` is gone"
+            out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, max(r.start, 1), detail))
+            break
+    return out
+
+
+_HANDS_ON = re.compile(r"\w\(\s*\w+\s*[,)]|=\s*\w+\s*(?:#.*)?$")
+
+
+def _logs(line: str) -> bool:
+    return re.search(r"\b(?:log|logger|logging|warnings|print)\b", line) is not None
+
+
+def _hands_on(handler: ast.ExceptHandler, name: str) -> bool:
+    """Whether a handler hands ``name`` to a call other than a log line's, or keeps it (``self.error =
+    e``)."""
+    for node in ast.walk(handler):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
+            return True
+        if not isinstance(node, ast.Call) or _logs(ast.unparse(node.func)):
+            continue
+        if any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+            return True
+    return False
 
 
 def _lookups_softened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
@@ -2338,7 +2522,9 @@ def _decided(value: ast.expr) -> bool:
         return True
     func = value.func if isinstance(value, ast.Call) else None
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return bool(name) and (name.startswith(_ASKING) or name in _ANSWERING)
+    # (a call named for what it answers counts too: ``moe_permute_unpermute_supported()``)
+    answers = name.startswith(_ASKING) or name in _ANSWERING or not _ALLOWING.isdisjoint(_words(name))
+    return bool(name) and answers
 
 
 # What a call that answers a question is named: a predicate (``is_*``, ``has_*``…), or one of these.
@@ -2350,7 +2536,8 @@ _CONSTANT_DECISION = re.compile(r"^\s*(return|[\w.]+)\s*=?\s*\(?\s*(?:True|False
 _CONSTANT_TARGET = re.compile(r"^\s*(return|[\w.]+)\b\s*=?")
 _DECIDES = re.compile(
     r"[<>]|[=!]=|\b(?:and|or|not|in|is)\b|\b(?:is|has|are|can|should|supports)_?\w*\(|"
-    r"\b(?:equal|allclose|isinstance|issubclass|all|any|exists|isfile|isdir)\("
+    r"\b(?:equal|allclose|isinstance|issubclass|all|any|exists|isfile|isdir)\(|"
+    r"_(?:supported|supports|allowed|valid|compatible|permitted|accepted)\("
 )
 
 
@@ -2733,6 +2920,11 @@ def _comparisons_of(edit: _Edit, name: str) -> Iterator[tuple[bool, ast.expr]]:
 
 # Words of a function whose answer decides whether something may be done (``should_use_mega_gate``).
 _DECIDING = _ALLOWING | {"should", "use", "enable", "eligible"}
+# Words of a collection named for what is refused: ``_UNSUPPORTED_KEYWORDS``, ``DENYLIST``, ``BLOCKED_OPS``.
+_REFUSED_WORDS = frozenset(
+    {"unsupported", "disallowed", "forbidden", "banned", "blocked", "blocklist", "denied", "deny", "denylist"}
+    | {"blacklist", "rejected", "refused", "incompatible", "unallowed", "prohibited"}
+)
 
 
 def _lets_more(where: tuple[bool, ast.expr], name: str, was: ast.Constant, now: ast.Constant) -> bool:
@@ -2947,14 +3139,23 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         }
         if not r.removed:
             out += _flags_overridden(r, edit)
-        if not was:
+        called = len(r.removed) == len(r.lines) and any("(" in old for old in r.removed)  # a call edited
+        if not was and not called:
             continue
         for n in r.lines:
-            for name, value in _FLAG.findall(_unquoted(_code_of(edit.lines[n - 1]))):
-                if was.get(name, value) != value and _turns_off(name, value == "True"):
+            code = _unquoted(_code_of(edit.lines[n - 1]))
+            for name, value in _FLAG.findall(code):
+                # given the other way, or given now to a call that was not told (``np.load(f)`` →
+                # ``np.load(f, allow_pickle=True)``: the default kept it safe)
+                given = was.get(name, value) != value or (called and name not in was and _in_call(name, code))
+                if given and _turns_off(name, value == "True"):
                     detail = f"`{name}` is {value} now: the check it asked for is off"
                     out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _in_call(keyword: str, code: str) -> bool:
+    return re.search(rf"[(,]\s*{re.escape(keyword)}\s*=(?!=)", code) is not None
 
 
 def _flags_overridden(r: Region, edit: _Edit) -> list[Finding]:
@@ -3104,6 +3305,29 @@ def _after_in_block(parent: ast.AST, node: ast.stmt) -> list[ast.stmt]:
     blocks += [h.body for h in getattr(parent, "handlers", [])]
     block = next((b for b in blocks if isinstance(b, list) and node in b), [])
     return block[block.index(node) + 1 :] if block else []
+
+
+def _bails_out(tree: ast.Module | None, line: int) -> bool:
+    """Whether the ``if`` at ``line`` is a bail-out (:func:`_bails`: it leaves with nothing, or says so
+    first) or a checklist of what disqualifies the code below (:func:`_checklist`): taken out, a bail-out
+    is a check gone (:meth:`_Gone.bail_out`); firing less, either lets more through — unless what it skips
+    is a refusal (``if ok: continue`` above a ``raise``: firing less, it refuses more)."""
+    node = _if_at(tree, line)
+    if node is None or not _no_else(node) or not isinstance(node.body[-1], _EXIT_NODES):
+        return False
+    return (_bails(node) or _checklist(node.test)) and not _passes_a_refusal(tree, line)
+
+
+def _checklist(test: ast.expr) -> bool:
+    """A condition that lists what disqualifies (three or more parts of an ``or``, or of an ``and`` under
+    ``not``): ``if x.dtype != bf16 or not x.is_cuda or x.data_ptr() % 32 != 0: return fallback(x)``."""
+    inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+    if isinstance(inner, ast.BoolOp):
+        return isinstance(inner.op, ast.And) and len(inner.values) >= _CHECKLIST
+    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and len(test.values) >= _CHECKLIST
+
+
+_CHECKLIST = 3
 
 
 def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
@@ -3309,6 +3533,33 @@ class _Gone:
         parts = [p for p in (raised.exc, raised.cause) if p is not None]
         return not _caught_kept(handlers).isdisjoint(_name_ids(ast.Tuple(parts)))
 
+    def silenced(self, line: int) -> str:
+        """Why the error of pristine ``line``, a ``raise`` given a stand-in, is silenced rather than only
+        unchecked — the case nobody handled (:meth:`unhandled_case`), a failure that already happened passed
+        on (:meth:`reports_failure`) — or ""."""
+        if self.unhandled_case(line):
+            return "the unhandled case goes on without its error"
+        return "the failure it passed on goes unseen" if self.reports_failure(line) else ""
+
+    def reports_failure(self, line: int) -> bool:
+        """Whether pristine ``line`` is a ``raise`` that passes on a failure that already happened — one
+        raised from an error held (``raise RuntimeError(…) from self.error``), or under an ``if`` that tests
+        what a call reported (``if result != 0:``, ``if self.error is not None:``, ``if status.failed:``) —
+        not one that refuses an input."""
+        if self.before is None or self.before.tree is None:
+            return False
+        nodes = list(_nodes_at(self.before.tree, {line}))
+        raised = nodes[-1] if nodes else None
+        if not isinstance(raised, ast.Raise) or raised.lineno != line:
+            return False
+        if raised.cause is not None and not isinstance(raised.cause, ast.Constant):
+            return True
+        guard = nodes[-2] if len(nodes) >= 2 and isinstance(nodes[-2], ast.If) else None
+        if guard is None or raised not in guard.body:
+            return False
+        tested = {_last_name(n) for n in ast.walk(guard.test) if isinstance(n, (ast.Name, ast.Attribute))}
+        return any(not _FAILURE_WORDS.isdisjoint(_words(name)) for name in tested if name)
+
     def unhandled_case(self, line: int) -> bool:
         """Whether pristine ``line`` is a ``raise`` that answers the case nobody handled: the whole ``else``
         of an ``if``/``elif`` chain whose branches do the work (``else: raise NotImplementedError(…)``), or
@@ -3403,9 +3654,10 @@ class _Gone:
         scope = self.before.innermost(line)
         return scope is not None and scope.qualname not in self.after_scopes
 
-    def subject(self, line: int, statement: str) -> bool:
+    def subject(self, line: int, statement: str, taken: Sequence[str] = ()) -> bool:
         """Whether none of the names a removed check tested (an ``assert``'s condition, the ``if`` right
-        above a ``raise``) is left in the installed def around it (or the file, at module level)."""
+        above a ``raise``) is left in the installed def around it (or the file, at module level) — nor what
+        a local made for the check alone, and ``taken`` out with it, was made of (:meth:`_made_from`)."""
         if self.before is None:
             return False
         names = _tested_names(statement, self._guard(line))
@@ -3417,10 +3669,26 @@ class _Gone:
             now = next((s for s in self.after.scopes if s.qualname == scope.qualname), None)
             region = self.after_lines[now.start - 1 : now.end] if now is not None else region
         text = "".join(region)
-        if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names):
+        if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names | self._made_from(names, scope, taken)):
             return False
         whole = "".join(self.after_lines)  # what the file defines or reads elsewhere is no local subject
         return not any(_kept_in_file(n, whole) for n in names)
+
+    def _made_from(self, names: set[str], scope: Scope | None, taken: Sequence[str]) -> set[str]:
+        """The names the pristine def worked a local of ``names`` out of, where the local was made for the
+        check alone — given its value in the lines ``taken`` out with the check, and read nowhere else in the
+        def (``first = parsed[0][0]`` … ``if first != 1: raise``): gone with the check, it leaves what it was
+        made of — a check taken out, not a refactor."""
+        if scope is None or not taken:
+            return set()
+        body = "".join(self.before_lines[scope.start - 1 : scope.end])
+        out: set[str] = set()
+        for n in names:
+            given = re.compile(rf"^\s*{re.escape(n)}\s*=(?!=)\s*(.+)$")
+            made = [found.group(1) for line in taken if (found := given.match(line))]
+            if len(made) == 1 and len(re.findall(rf"\b{re.escape(n)}\b", body)) == 2:
+                out |= set(_NAME_WORD.findall(_STRING.sub(" ", made[0]))) - _NOT_SUBJECTS
+        return out
 
     def _guard(self, line: int) -> str:
         """The header of the block pristine ``line`` sits in when it is an ``if``/``elif`` line, else ""."""
@@ -3429,6 +3697,12 @@ class _Gone:
 
 
 _EXITS = ("return", "continue", "break")
+_NAME_WORD = re.compile(r"[A-Za-z_]\w*")
+# Words of what a call reported: its result or status code, the error it hit.
+_FAILURE_WORDS = frozenset(
+    {"result", "ret", "rc", "retcode", "returncode", "status", "err", "error", "errors", "exc", "exception"}
+    | {"failed", "failure", "failures", "errno"}
+)
 _TARGETED = 12  # removed lines: at most this many, an edit of a guard rather than a rewrite of its function
 
 

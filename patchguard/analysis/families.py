@@ -25,6 +25,7 @@ __all__ = [
     "CHECKING_FLAG_NAME_WORDS",
     "CHECKING_FLAG_WORDS",
     "CLOCKS",
+    "EXITS_WHEN_TOLD",
     "FAMILIES",
     "FILE_EXTENSIONS",
     "FILE_PLACES",
@@ -82,6 +83,9 @@ CLOCKS = frozenset(
     {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
 )
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | {"select.select"}
+# Calls that end the process when told to by a keyword (their docs): ``faulthandler.dump_traceback_later``'s
+# ``exit=True`` calls ``_exit(1)`` after dumping the tracebacks.
+EXITS_WHEN_TOLD = {"faulthandler.dump_traceback_later": "exit"}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
 # ``self.validate_config()``, ``sanity_check_outputs(...)``, ``_raise_unsupported(...)``): a check as much

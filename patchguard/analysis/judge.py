@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
     BROUGHT_BACK,
+    EXITS_WHEN_TOLD,
     FILE_EXTENSIONS,
     FILE_PLACES,
     IMPORTERS,
@@ -51,7 +51,7 @@ from .families import (
 from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, role_verb, rule_for_call, runs_once
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, nodes_of, truth
 from .structure import Structure, gate_kind_of
-from .tensors import host_names, is_tensor, local_names, params_of, tensor_names, typed_tensors
+from .tensors import handed_a_step, host_names, is_tensor, local_names, params_of, tensor_names, typed_tensors
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -269,7 +269,7 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name):
             return False
-        handed = bool({p.name.value for p in params_of(fn)} & self.tensors())
+        handed = bool({p.name.value for p in params_of(fn)} & self.tensors()) or handed_a_step(fn)
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
             return handed
         named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
@@ -556,7 +556,7 @@ class _Walker(Dispatch):
                 rule = None  # setattr on a local object is ordinary code
         if rule is None:
             rule = self._by_what_it_is_handed(node, qualname, method)
-        rule = _hang(node, method, self._made_here(node.func)) or rule
+        rule = _hang(node, method, self._made_here(node.func)) or _told_to_exit(node, qualname) or rule
         return self._dumped(node, method, rule)
 
     def _by_what_it_is_handed(self, node: cst.Call, qualname: str, method: str | None) -> RuleId | None:
@@ -1129,6 +1129,16 @@ def _names_read(call: cst.Call) -> Iterator[str]:
 _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
 
 
+def _told_to_exit(node: cst.Call, qualname: str) -> RuleId | None:
+    """A call told to end the process when it is done (:data:`.families.EXITS_WHEN_TOLD`:
+    ``faulthandler.dump_traceback_later(1800, exit=True)`` kills it after the dump)."""
+    keyword = EXITS_WHEN_TOLD.get(qualname)
+    told = keyword is not None and any(
+        a.keyword is not None and a.keyword.value == keyword and truth(a.value) is True for a in node.args
+    )
+    return RuleId.PROCESS_EXIT if told else None
+
+
 # What a waiter waits on until another holder sets it: made on the spot, nobody else holds one.
 def _hang(node: cst.Call, method: str | None, made: str) -> RuleId | None:
     """``threading.Event().wait()``: a wait, without a timeout, on something made on the spot — nobody else
@@ -1425,11 +1435,6 @@ def site(h: Hit) -> Site:
     """What a hit is counted by against the pristine unit: its rule and callee — and, for a write, where
     it writes (``open(os.devnull, "w")`` turned into ``open("/tmp/rank3.log", "a")`` is a new write)."""
     return (h.rule, h.qualname, h.detail if h.rule in _WHERE else "")
-
-
-def hit_counts(unit: Unit, st: Structure, source_lines: Sequence[str]) -> Counter[Site]:
-    """The sites (:func:`site`) a unit hits over all its lines, how often (for the pristine baseline)."""
-    return Counter(site(h) for h in judge_unit(unit, None, st, source_lines))
 
 
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention

@@ -281,6 +281,8 @@ _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
 # A call named for writing something out, and a literal that names a file (see judge._file_literal).
 _NAMED_WRITE = re.compile(rf"(?:\b|_)(?:{'|'.join(sorted(WRITING_WORDS))})(?:_\w*)?\(", re.IGNORECASE)
 _FILE_NAMED = re.compile(rf"""["']{FILE_PLACES}|\.{FILE_EXTENSIONS}["']""")
+
+
 def _class_assigned(changed: str) -> bool:
     return ("type(" in changed or "__class__" in changed) and _CLASS_ASSIGN.search(changed) is not None
 
@@ -356,12 +358,20 @@ def _unit_bindings(unit: str) -> tuple[tuple[str, str], ...]:
 _DEVICE_WORK = re.compile(f"{IN_PLACE.pattern}|{LAUNCH.pattern}")
 
 
+# A parameter annotated with a type a step's work is handed in (the judge's :func:`.tensors.handed_a_step`).
+_STEP_ANNOTATED = re.compile(r":\s*[\"']?[\w.]*(?:Batch|AttentionMetadata|SchedulerOutput)\b")
+
+
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
 def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
     function's def, or a parameter annotated as a tensor (a function handed tensors to compute on)."""
     names = _DEF.findall(unit)
-    hot = any(on_hot_path(name) for name in names) or "Tensor" in unit
+    hot = (
+        any(on_hot_path(name) for name in names)
+        or "Tensor" in unit
+        or _STEP_ANNOTATED.search(unit) is not None
+    )
     work = ("_(" in unit or "](" in unit) and _DEVICE_WORK.search(unit) is not None
     made = "device" in unit and ON_DEVICE.search(unit) is not None
     named = any(not LAUNCHING_WORDS.isdisjoint(name.lower().split("_")) for name in names)

@@ -205,22 +205,30 @@ def _assigned_to(
         patched = _class_patched(target, value, scope) if isinstance(target, cst.Attribute) else None
         if patched is not None:
             yield Seen(RuleId.MONKEYPATCH, patched[0], node, patched[1])
-            continue
-        # `mod.attr = …`, `mod.ACT2FN["gelu"] = …` (another module's table changed): a module's name, then
-        # names only — not `cfg().table[k]`, an object a call returned
-        item = isinstance(target, cst.Subscript)
-        held = target.value if isinstance(target, cst.Subscript) else target
-        # an imported table by its own name (`ALL_ATTENTION_FUNCTIONS["sdpa"] = …`), unless a local hides it
-        table = item and isinstance(held, cst.Name) and not scope.own(held.value)
-        pure = (isinstance(held, cst.Attribute) and names_only(held)) or table
-        dotted = get_full_name_for_node(held) if pure else None
-        if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
-            continue
-        qualname = resolve(scope.aliases, dotted) + ("[…]" if item else "")
-        rule = RuleId.DEBUGGER if qualname == "sys.breakpointhook" else RuleId.MONKEYPATCH
-        if qualname.startswith(SWITCH_ATTRIBUTES):
-            rule = RuleId.GLOBAL_SWITCH
-        yield Seen(rule, qualname, node)
+        else:
+            yield from _module_attribute_set(target, node, scope)
+
+
+def _module_attribute_set(target: cst.BaseExpression, node: cst.CSTNode, scope: Scope) -> Iterator[Seen]:
+    """`mod.attr = …`, `mod.ACT2FN["gelu"] = …` (another module's table changed): a module's name, then
+    names only — not `cfg().table[k]`, an object a call returned. The breakpoint hook, a process-wide switch,
+    else a monkeypatch (and a check of that module replaced: a removed check too)."""
+    item = isinstance(target, cst.Subscript)
+    held = target.value if isinstance(target, cst.Subscript) else target
+    # an imported table by its own name (`ALL_ATTENTION_FUNCTIONS["sdpa"] = …`), unless a local hides it
+    table = item and isinstance(held, cst.Name) and not scope.own(held.value)
+    pure = (isinstance(held, cst.Attribute) and names_only(held)) or table
+    dotted = get_full_name_for_node(held) if pure else None
+    if not dotted or dotted.split(".", 1)[0] not in scope.aliases:
+        return
+    qualname = resolve(scope.aliases, dotted) + ("[…]" if item else "")
+    rule = RuleId.DEBUGGER if qualname == "sys.breakpointhook" else RuleId.MONKEYPATCH
+    if qualname.startswith(SWITCH_ATTRIBUTES):
+        rule = RuleId.GLOBAL_SWITCH
+    yield Seen(rule, qualname, node)
+    if rule == RuleId.MONKEYPATCH and _CHECKING.match(qualname.rsplit(".", 1)[-1]):
+        # `_backend.check_inputs = lambda …: shapes`: it checks nothing now, for every caller
+        yield Seen(RuleId.REMOVED_CHECK, qualname, node, "a check replaced at run time")
 
 
 def _class_patched(

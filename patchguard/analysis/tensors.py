@@ -295,6 +295,19 @@ def _to_a_tensors_place(call: cst.Call) -> bool:
     )
 
 
+def handed_a_step(fn: cst.FunctionDef) -> bool:
+    """Whether a function is handed the step's batch by its declared type: a parameter annotated with a
+    class named for one (``forward_batch: ForwardBatch``, ``meta: CommonAttentionMetadata``,
+    ``scheduler_output: SchedulerOutput``) — it works on what each step runs, and the tensors in it."""
+    named = (_class_named(p.annotation.annotation) for p in params_of(fn) if p.annotation is not None)
+    return any(_STEP_TYPE.search(name or "") is not None for name in named)
+
+
+# The types serving frameworks hand each step's work in (their own names): a batch, its attention
+# metadata, the scheduler's output.
+_STEP_TYPE = re.compile(r"(?:Batch|AttentionMetadata|SchedulerOutput)$")
+
+
 def _class_named(annotation: cst.BaseExpression) -> str | None:
     """The class an annotation names (``ForwardBatch``, ``"ForwardBatch"``, ``mod.ForwardBatch``)."""
     if isinstance(annotation, cst.SimpleString):
