@@ -2403,12 +2403,8 @@ def _errors_kept_back(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     out: list[Finding] = []
     for r in regions:
         for i, old in enumerate(r.removed):
-            handler = next(iter(_handlers_around(gone.before, r.old_start + i)[-1:]), None)
-            name = handler.name if handler is not None else None
+            name = _handed_on(gone.before, r.old_start + i, old)
             if not name:
-                continue
-            handed = rf"\(\s*{re.escape(name)}\s*[,)]|=\s*{re.escape(name)}\s*(?:#.*)?$"
-            if not re.search(handed, old) or _logs(old):
                 continue
             now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
             if now is None or now.name != name or _raises(now) or _hands_on(now, name):
@@ -2417,6 +2413,17 @@ def _errors_kept_back(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, max(r.start, 1), detail))
             break
     return out
+
+
+def _handed_on(before: Structure, line: int, text: str) -> str:
+    """The name a handler binds what it caught to, when its line ``line`` (``text``) hands that on or keeps
+    it (``fut.set_exception(e)``, ``self.error = e``) — not to a log line; "" else."""
+    handler = next(iter(_handlers_around(before, line)[-1:]), None)
+    name = handler.name if handler is not None else None
+    if not name or _logs(text):
+        return ""
+    handed = rf"\(\s*{re.escape(name)}\s*[,)]|=\s*{re.escape(name)}\s*(?:#.*)?$"
+    return name if re.search(handed, text) else ""
 
 
 _HANDS_ON = re.compile(r"\w\(\s*\w+\s*[,)]|=\s*\w+\s*(?:#.*)?$")
@@ -3143,15 +3150,20 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         if not was and not called:
             continue
         for n in r.lines:
-            code = _unquoted(_code_of(edit.lines[n - 1]))
-            for name, value in _FLAG.findall(code):
-                # given the other way, or given now to a call that was not told (``np.load(f)`` →
-                # ``np.load(f, allow_pickle=True)``: the default kept it safe)
-                given = was.get(name, value) != value or (called and name not in was and _in_call(name, code))
-                if given and _turns_off(name, value == "True"):
-                    detail = f"`{name}` is {value} now: the check it asked for is off"
-                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+            for name, value in _flags_given(_unquoted(_code_of(edit.lines[n - 1])), was, called):
+                detail = f"`{name}` is {value} now: the check it asked for is off"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _flags_given(code: str, was: Mapping[str, str], called: bool) -> Iterator[tuple[str, str]]:
+    """The flags of a line of ``code`` that turn a check off: given the other way than ``was``, or given now
+    to a call that was not told (``np.load(f)`` → ``np.load(f, allow_pickle=True)``: the default kept it
+    safe)."""
+    for name, value in _FLAG.findall(code):
+        given = was.get(name, value) != value or (called and name not in was and _in_call(name, code))
+        if given and _turns_off(name, value == "True"):
+            yield name, value
 
 
 def _in_call(keyword: str, code: str) -> bool:
@@ -3555,10 +3567,7 @@ class _Gone:
         if raised.cause is not None and not isinstance(raised.cause, ast.Constant):
             return True
         guard = nodes[-2] if len(nodes) >= 2 and isinstance(nodes[-2], ast.If) else None
-        if guard is None or raised not in guard.body:
-            return False
-        tested = {_last_name(n) for n in ast.walk(guard.test) if isinstance(n, (ast.Name, ast.Attribute))}
-        return any(not _FAILURE_WORDS.isdisjoint(_words(name)) for name in tested if name)
+        return guard is not None and raised in guard.body and _tests_a_report(guard.test)
 
     def unhandled_case(self, line: int) -> bool:
         """Whether pristine ``line`` is a ``raise`` that answers the case nobody handled: the whole ``else``
@@ -3624,13 +3633,9 @@ class _Gone:
         scope = self.before.innermost(line)
         key = (scope.qualname if scope else "", ast.dump(node.test), type(node.body[-1]).__name__)
         now = next((s for s in self.after.scopes if scope is not None and s.qualname == scope.qualname), None)
-        guards = _guards(self.after, now.start if now is not None else 0)
-        kept = guards[key] if now is not None or scope is None else 0
-        if kept >= _guards(self.before, line)[key]:
-            return True
-        if any(k[2] == key[2] and key[1] in k[1] for k in guards if now is not None or scope is None):
-            return True  # a guard of the same def leaves on a test that holds the old one (``… or n > cap``)
-        if self._moved_out(key):
+        found = now is not None or scope is None  # the def is still there (or the guard is at the top)
+        guards = _guards(self.after, now.start if now is not None else 0) if found else collections.Counter()
+        if guards[key] >= _guards(self.before, line)[key] or _kept_wider(guards, key) or self._moved_out(key):
             return True
         was = self.before.def_at(scope.start) if scope is not None else None
         return now is not None and _guard_folded(node, self.after.def_at(now.start), was)
@@ -3696,6 +3701,12 @@ class _Gone:
         return header if header.startswith(("if ", "elif ")) else ""
 
 
+def _tests_a_report(test: ast.expr) -> bool:
+    """Whether a condition reads what a call reported (``result != 0``, ``self.error is not None``)."""
+    tested = {_last_name(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+    return any(not _FAILURE_WORDS.isdisjoint(_words(name)) for name in tested if name)
+
+
 _EXITS = ("return", "continue", "break")
 _NAME_WORD = re.compile(r"[A-Za-z_]\w*")
 # Words of what a call reported: its result or status code, the error it hit.
@@ -3728,6 +3739,12 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+def _kept_wider(guards: collections.Counter[Guard], key: Guard) -> bool:
+    """Whether a guard of the same def leaves the same way on a test that holds the old one (``… or n >
+    cap``)."""
+    return any(k[2] == key[2] and key[1] in k[1] for k in guards)
+
+
 def _guard_folded(
     guard: ast.If,
     fn: ast.FunctionDef | ast.AsyncFunctionDef | None,
@@ -3741,10 +3758,7 @@ def _guard_folded(
     if fn is None:
         return False
     had = {ast.dump(n) for n in ast.walk(was) if isinstance(n, (ast.IfExp, ast.Return))} if was else set()
-    tested = _names_in(guard.test)
-    for node in ast.walk(fn):  # a local given what the guard tested stands for it (``total = self.total``)
-        if isinstance(node, ast.Assign) and _names_in(node.value) & tested:
-            tested |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    tested = _standing_for(_names_in(guard.test), fn)
     for node in ast.walk(fn):
         if isinstance(node, (ast.IfExp, ast.Return)) and ast.dump(node) in had:
             continue
@@ -3754,6 +3768,14 @@ def _guard_folded(
         if isinstance(decided, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and _names_in(decided) & tested:
             return True
     return False
+
+
+def _standing_for(tested: set[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """``tested`` and the locals ``fn`` gives what it tested (``total = self.total``): they stand for it."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and _names_in(node.value) & tested:
+            tested = tested | {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return tested
 
 
 def _names_in(node: ast.expr) -> set[str]:
