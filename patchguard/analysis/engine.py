@@ -1297,7 +1297,7 @@ def _flags_loosened(r: Region, edit: _Edit) -> list[Finding]:
     (``self._graph_ok = not a and not b`` → ``not a``): :func:`_flag_holds_more` of each pair."""
     if not r.removed or not r.lines:
         return []
-    was = {m.group(1): old for old in r.removed if (m := _FLAG_SET.match(old))}
+    was = {m.group(1): old for old in r.removed if (m := _FLAG_SET.match(old)) and _names_a_flag(m.group(1))}
     out: list[Finding] = []
     for n in r.lines:
         m = _FLAG_SET.match(edit.lines[n - 1])
@@ -1462,6 +1462,10 @@ def _changed_parts(before: ast.expr, after: ast.expr) -> str:
     return "; ".join(f"`{_short(b)}` → `{_short(a)}`" for b, a in pairs)
 
 
+def _names_a_flag(target: str) -> bool:
+    return not _FLAG_WORDS.isdisjoint(_words(target.rsplit(".", 1)[-1]))
+
+
 def _flag_holds_more(old: str, new: str) -> str:
     """How a flag named for what may be done (``self._jit_mix_ok = (…)``, ``supported = (…)``) is given a
     condition that holds in more cases now (statements' texts), or ""."""
@@ -1469,7 +1473,7 @@ def _flag_holds_more(old: str, new: str) -> str:
     again, after = _decision(_one_line(new))
     if not target or target != again or before is None or after is None:
         return ""
-    if _FLAG_WORDS.isdisjoint(_words(target.rsplit(".", 1)[-1])) or not _weaker(after, before):
+    if not _names_a_flag(target) or not _weaker(after, before):
         return ""
     return f"`{target}` holds in more cases: {_short(before)} → {_short(after)}"
 
@@ -2358,7 +2362,7 @@ def _checks_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     …]``, ``VALIDATORS = (check_shape, …)``, an item named ``validate_*``) — the check is no longer run."""
     out: list[Finding] = []
     for r in regions:
-        gone = [old.strip().rstrip(",").strip() for old in r.removed if _ITEM.match(old)]
+        gone = [item for old in r.removed if _ITEM.match(old) and not keyword.iskeyword(item := _item(old))]
         if not gone or any(_ITEM.match(edit.lines[n - 1]) is None for n in r.lines):
             continue  # (only bare items taken out)
         holder = _holder_of(edit, max(r.start - 1, 1))
@@ -2368,6 +2372,10 @@ def _checks_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = f"check neutralised: `{checks[0][:50]}` taken out of `{holder}`: it is no longer run"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
     return out
+
+
+def _item(line: str) -> str:
+    return _code_of(line).strip().rstrip(",").strip()
 
 
 _ITEM = re.compile(r"^\s*[A-Za-z_][\w.]*\s*,?\s*(?:#.*)?$")  # a bare name as an item of a list
@@ -2395,8 +2403,11 @@ def _errors_kept_back(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     (``fut.set_result({})``, ``= None``): whoever waited for the error gets a default and never sees it.
     The installed handler that still catches it hands the name on nowhere but to a log line, and raises
     nothing."""
-    if edit.before is None or not any(_HANDS_ON.search(old) for r in regions for old in r.removed):
-        return []  # (no removed line hands anything on: no tree asked)
+    caught = (
+        set(_CAUGHT_AS.findall(edit.before)) if edit.before is not None and "except" in edit.before else set()
+    )
+    if not caught or not any(_hands_on_text(old, caught) for r in regions for old in r.removed):
+        return []  # (no removed line hands on what an ``except … as e`` caught: no tree asked)
     gone = _Gone.of(edit)
     if gone.before is None:
         return []
@@ -2426,7 +2437,13 @@ def _handed_on(before: Structure, line: int, text: str) -> str:
     return name if re.search(handed, text) else ""
 
 
-_HANDS_ON = re.compile(r"\w\(\s*\w+\s*[,)]|=\s*\w+\s*(?:#.*)?$")
+_CAUGHT_AS = re.compile(r"^[ \t]*except\b[^:\n]*\bas\s+(\w+)\s*:", re.MULTILINE)
+_HANDS_ON = re.compile(r"\w\(\s*(\w+)\s*[,)]|=\s*(\w+)\s*(?:#.*)?$")
+
+
+def _hands_on_text(line: str, caught: set[str]) -> bool:
+    """Whether, by the text, ``line`` hands one of the ``caught`` names to a call or keeps it."""
+    return any(name in caught for m in _HANDS_ON.finditer(line) for name in m.groups() if name)
 
 
 def _logs(line: str) -> bool:

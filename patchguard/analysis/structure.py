@@ -103,6 +103,7 @@ class Structure:
     local_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     _hot: dict[str, str] | None = field(default=None, repr=False, compare=False)
     _fields: dict[str, frozenset[str]] | None = field(default=None, repr=False, compare=False)
+    _class_names: frozenset[str] | None = field(default=None, repr=False, compare=False)
     # The ast nodes of the file's defs (by the first line of their span), classes and ``except`` handlers.
     defs: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = field(
         default_factory=dict, repr=False, compare=False
@@ -121,7 +122,10 @@ class Structure:
 
     @property
     def class_names(self) -> frozenset[str]:
-        return frozenset(c.name for c in self.classes)
+        """The names of the file's classes (worked out once)."""
+        if self._class_names is None:
+            self._class_names = frozenset(c.name for c in self.classes)
+        return self._class_names
 
     def methods_of(self, name: str) -> frozenset[str] | None:
         """The methods a class of the file named ``name`` defines, or ``None`` when the file defines no
