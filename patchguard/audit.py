@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -317,15 +317,8 @@ def judge_findings(
         key=lambda pair: pair[0].sort_key,
     )
     targets = [c for f, c in ordered if c is not None and _judged(f)]
-    reach.prepare([c.path for c in targets])
-    hot = reach.hot_path()
-    prepared = [_prepare(c, explainer, kept, hot.of(c.path)) for c in targets]
-    pending = [p for p in prepared if p.code is not None]
-    for p, found in zip(pending, analyse_many([p.code for p in pending if p.code]), strict=True):
-        kept.put(p.key, found)
-        p.found = found
+    judged = iter(_analysed(targets, explainer, reach, kept, analyse_many))
     habits = _Habits(scanned.target)
-    judged = iter(prepared)
     out: list[Finding] = []
     for f, c in ordered:
         if c is None or not _judged(f):
@@ -337,6 +330,25 @@ def judge_findings(
         else:
             out += _noted(p.change, _with_reach(p.change, p.found, reach, habits))
     return out
+
+
+def _analysed(
+    targets: list[ChangedFile],
+    explainer: Explainer,
+    reach: ReachContext,
+    kept: KeptAnalyses,
+    analyse_many: Callable[[list[CodeChange]], list[list[Finding]]],
+) -> list[_Prepared]:
+    """Each changed file to judge, prepared (its pristine source found, what was kept of it asked) and the
+    ones not kept analysed on every core; what they found is kept."""
+    reach.prepare([c.path for c in targets])
+    hot = reach.hot_path()
+    prepared = [_prepare(c, explainer, kept, hot.of(c.path)) for c in targets]
+    pending = [p for p in prepared if p.code is not None]
+    for p, found in zip(pending, analyse_many([p.code for p in pending if p.code]), strict=True):
+        kept.put(p.key, found)
+        p.found = found
+    return prepared
 
 
 def _noted(c: ChangedFile, found: list[Finding]) -> list[Finding]:

@@ -398,15 +398,7 @@ def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
     """Gate kind of an ``if`` test: env, shape, flag, dead or (any other) condition."""
     if reads_environment(text):
         return GateKind.ENV
-    compares_literal = any(
-        isinstance(n, ast.Compare)
-        and any(
-            isinstance(c, ast.Constant) and isinstance(c.value, (int, float))
-            for c in [n.left, *n.comparators]
-        )
-        for n in ast.walk(test)
-    )
-    if compares_literal and any(k in text for k in (".shape", ".size(", ".numel(", "len(")):
+    if any(k in text for k in (".shape", ".size(", ".numel(", "len(")) and _compares_a_number(test):
         return GateKind.SHAPE
     inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
     if isinstance(inner, ast.Name) and (inner.id in flags or inner.id.isupper()):
@@ -416,6 +408,18 @@ def gate_kind_of(text: str, test: ast.expr, flags: set[str]) -> GateKind:
     ):
         return GateKind.DEAD
     return GateKind.CONDITION
+
+
+def _compares_a_number(test: ast.expr) -> bool:
+    """Whether a test compares something with a number written out (``x.shape[0] == 5``)."""
+    return any(
+        isinstance(n, ast.Compare)
+        and any(
+            isinstance(c, ast.Constant) and isinstance(c.value, (int, float))
+            for c in [n.left, *n.comparators]
+        )
+        for n in ast.walk(test)
+    )
 
 
 def same_code(a: ast.AST, b: ast.AST) -> bool:

@@ -231,18 +231,7 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
             problems.append(RecordProblem(lineno, "empty path" if not path else "NUL byte in path"))
             continue
         key = path if _normal(path) else posixpath.normpath(path)
-        algo: str | None = None
-        digest: str | None = None
-        if hash_text:
-            try:
-                algo, digest = _parse_hash(hash_text)
-            except InvalidHash as exc:
-                hexed = _from_hex(hash_text)
-                if hexed is not None:
-                    algo, digest = hexed
-                    problems.append(RecordProblem(lineno, HEX_NOTE, path, hex=True))
-                else:
-                    problems.append(RecordProblem(lineno, exc.message, path))
+        algo, digest = _row_hash(hash_text, lineno, path, problems) if hash_text else (None, None)
         size: int | None = None
         if size_text:
             if size_text.isascii() and size_text.isdigit():
@@ -259,6 +248,23 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
         entries[first] = kept
         problems.append(RecordProblem(lineno, why, path, duplicate=True))
     return entries, problems
+
+
+def _row_hash(
+    hash_text: str, lineno: int, path: str, problems: list[RecordProblem]
+) -> tuple[str | None, str | None]:
+    """(algorithm, digest) of a row's hash column; a bad one noted in ``problems`` (a hex digest is read, and
+    noted as such)."""
+    try:
+        return _parse_hash(hash_text)
+    except InvalidHash as exc:
+        hexed = _from_hex(hash_text)
+        problems.append(
+            RecordProblem(lineno, HEX_NOTE, path, hex=True)
+            if hexed
+            else RecordProblem(lineno, exc.message, path)
+        )
+        return hexed if hexed is not None else (None, None)
 
 
 def _normal(path: str) -> bool:

@@ -136,26 +136,11 @@ def _unowned_below(
             files, subdirs = seen[1], seen[2]
             stack.extend([prefix + name for name in subdirs])
         else:
-            files_l: list[str] = []
-            subdirs_l: list[str] = []
-            try:
-                with os.scandir(d) as it:
-                    for e in it:
-                        name = e.name
-                        try:
-                            # The entry's type from the directory itself (no system call). A directory is
-                            # walked even where a RECORD lists that name as a file (one was swapped in).
-                            is_dir = e.is_dir(follow_symlinks=False)
-                        except OSError:
-                            is_dir = False
-                        if is_dir:
-                            subdirs_l.append(name)
-                        elif (path := prefix + name) not in owned and source_of_bytecode(path) not in owned:
-                            files_l.append(name)
-            except OSError:
+            listed = _list_unowned(d, prefix, owned)
+            if listed is None:
                 continue
-            stack.extend([prefix + name for name in subdirs_l])
-            files, subdirs = tuple(files_l), tuple(subdirs_l)
+            files, subdirs = listed
+            stack.extend([prefix + name for name in subdirs])
             if listings is not None:
                 if is_racy(stamp[0], stamp[1], now_ns):
                     listings.pop(d, None)
@@ -163,6 +148,32 @@ def _unowned_below(
                     listings[d] = (stamp, files, subdirs)
         for name in files:
             yield prefix + name
+
+
+def _list_unowned(
+    d: str, prefix: str, owned: frozenset[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(the files no RECORD lists, the subdirectories) of directory ``d`` (``prefix``: its path and a
+    separator); ``None`` when it cannot be listed."""
+    files: list[str] = []
+    subdirs: list[str] = []
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                name = e.name
+                try:
+                    # The entry's type from the directory itself (no system call). A directory is walked
+                    # even where a RECORD lists that name as a file (one was swapped in).
+                    is_dir = e.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    subdirs.append(name)
+                elif (path := prefix + name) not in owned and source_of_bytecode(path) not in owned:
+                    files.append(name)
+    except OSError:
+        return None
+    return tuple(files), tuple(subdirs)
 
 
 def package_findings(
@@ -227,30 +238,31 @@ def toplevel_findings(ownership: Ownership, owned_dirs: frozenset[str]) -> list[
         # without a file list, and patchguard's own state are not findings here.
         if e.path in ownership.files or name in owned_dirs or name in ownership.claimed_names:
             continue
-        if name == STATE_DIR:
-            continue
-        try:
-            is_dir = e.is_dir(follow_symlinks=False)
-        except OSError:
-            is_dir = False
-        if name == "__pycache__" and is_dir:
-            findings.extend(_toplevel_pycache(ownership, e.path))
-            continue
-        if name.endswith(".pth") and not is_dir:
-            findings.append(_pth_finding(name, e.path))
-            continue
-        if name in _STARTUP_MODULES and not is_dir:
-            findings.append(_startup_module_finding(name))
-            continue
-        if name == "README.txt" and _is_cpython_readme(e.path):
-            continue
-        if is_dir:
-            findings.append(_directory_finding(name, e.path))
-            continue
-        f = _unexpected_file(site, e.path, ownership.files)
-        if f is not None:
-            findings.append(f)
+        if name != STATE_DIR:
+            findings.extend(_toplevel_entry(ownership, e))
     return findings
+
+
+def _toplevel_entry(ownership: Ownership, e: os.DirEntry[str]) -> list[Finding]:
+    """The findings of an unowned entry of the site directory: its bytecode, a ``.pth`` file, a startup
+    module, a directory, another file (not CPython's own ``README.txt``)."""
+    name = e.name
+    try:
+        is_dir = e.is_dir(follow_symlinks=False)
+    except OSError:
+        is_dir = False
+    if name == "__pycache__" and is_dir:
+        return list(_toplevel_pycache(ownership, e.path))
+    if name.endswith(".pth") and not is_dir:
+        return [_pth_finding(name, e.path)]
+    if name in _STARTUP_MODULES and not is_dir:
+        return [_startup_module_finding(name)]
+    if name == "README.txt" and _is_cpython_readme(e.path):
+        return []
+    if is_dir:
+        return [_directory_finding(name, e.path)]
+    f = _unexpected_file(ownership.site_dir, e.path, ownership.files)
+    return [f] if f is not None else []
 
 
 def _pth_finding(name: str, path: str) -> Finding:

@@ -250,26 +250,7 @@ def _start(
     n: int, started: list[tuple[int, int, int | subprocess.Popen[bytes]]]
 ) -> list[tuple[int, int, int | subprocess.Popen[bytes]]]:
     if sys.platform == "linux" and hasattr(os, "fork") and _single_threaded():
-        for _ in range(n):
-            req_r, req_w = os.pipe()
-            rep_r, rep_w = os.pipe()
-            try:
-                pid = os.fork()
-            except OSError:
-                for fd in (req_r, req_w, rep_r, rep_w):
-                    os.close(fd)
-                break
-            if pid == 0:  # the helper: serve, then leave without running anything of the parent's
-                try:
-                    for fd in (req_w, rep_r, *(f for h in started for f in h[:2])):
-                        os.close(fd)
-                    serve(req_r, rep_w)
-                finally:
-                    os._exit(0)
-            os.close(req_r)
-            os.close(rep_w)
-            started.append((req_w, rep_r, pid))
-        return started
+        return _forked(n, started)
     import subprocess  # here: a scan that starts no helper does not import it
 
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hashing.py")
@@ -290,6 +271,32 @@ def _start(
             break
         assert proc.stdin is not None and proc.stdout is not None
         started.append((proc.stdin.fileno(), proc.stdout.fileno(), proc))
+    return started
+
+
+def _forked(
+    n: int, started: list[tuple[int, int, int | subprocess.Popen[bytes]]]
+) -> list[tuple[int, int, int | subprocess.Popen[bytes]]]:
+    """``n`` helpers forked from this (single-threaded) process, each serving over a pair of pipes."""
+    for _ in range(n):
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+            break
+        if pid == 0:  # the helper: serve, then leave without running anything of the parent's
+            try:
+                for fd in (req_w, rep_r, *(f for h in started for f in h[:2])):
+                    os.close(fd)
+                serve(req_r, rep_w)
+            finally:
+                os._exit(0)
+        os.close(req_r)
+        os.close(rep_w)
+        started.append((req_w, rep_r, pid))
     return started
 
 

@@ -276,16 +276,10 @@ def _names(pf: PatchedFile) -> tuple[str, str]:
 def _file_patch(pf: PatchedFile, origin: str) -> FilePatch:
     """One file's part of a diff (``pf``: a ``unidiff.PatchedFile``); :class:`RefusedDiff` says why it is
     refused."""
-    source, target = _names(pf)
     if pf.is_binary_file or "Binary files" in str(pf.patch_info or ""):
         raise RefusedDiff(f"{pf.path}: binary diffs are not supported (ship the file in a wheel instead)")
-    src = "/dev/null" if source == "/dev/null" else _strip_prefix(source, "a/")
-    dst = "/dev/null" if target == "/dev/null" else _strip_prefix(target, "b/")
-    if src == "/dev/null" and dst == "/dev/null":
-        raise RefusedDiff("a file diff from /dev/null to /dev/null")
+    src, dst = _sides(pf)
     rel = dst if dst != "/dev/null" else src
-    if src != "/dev/null" and dst != "/dev/null" and src != dst:
-        raise RefusedDiff(f"{src} -> {dst}: renames are not supported")
     why = safe_relpath(rel)
     if why:
         raise RefusedDiff(f"{rel}: {why}")
@@ -298,6 +292,19 @@ def _file_patch(pf: PatchedFile, origin: str) -> FilePatch:
         pf,
         origin,
     )
+
+
+def _sides(pf: PatchedFile) -> tuple[str, str]:
+    """The file a diff reads and the one it writes, without their ``a/``/``b/`` prefixes (``/dev/null`` for
+    a file made or removed); :class:`RefusedDiff` for a rename or nothing on both sides."""
+    source, target = _names(pf)
+    src = "/dev/null" if source == "/dev/null" else _strip_prefix(source, "a/")
+    dst = "/dev/null" if target == "/dev/null" else _strip_prefix(target, "b/")
+    if src == "/dev/null" and dst == "/dev/null":
+        raise RefusedDiff("a file diff from /dev/null to /dev/null")
+    if src != "/dev/null" and dst != "/dev/null" and src != dst:
+        raise RefusedDiff(f"{src} -> {dst}: renames are not supported")
+    return src, dst
 
 
 def load_set(directory: str, name: str | None = None) -> PatchSet:

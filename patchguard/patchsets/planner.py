@@ -154,11 +154,9 @@ def plan_patches(
             state[fp.path] = original[fp.path] = read(fp.path)
         current = state[fp.path]
         creates, deletes = (fp.deletes, fp.creates) if reverse else (fp.creates, fp.deletes)
-        if creates and current is not None:
-            failures.append(HunkFailure(fp.path, "(new file)", (), (), "the file to create already exists"))
-            continue
-        if not creates and current is None:
-            failures.append(HunkFailure(fp.path, "(whole file)", (), (), "the file to patch does not exist"))
+        refused = _cannot_start(fp.path, current, creates)
+        if refused is not None:
+            failures.append(refused)
             continue
         text = (current or b"").decode("utf-8", "surrogateescape")
         lines = split_lines(text)
@@ -169,21 +167,29 @@ def plan_patches(
         offsets.setdefault(fp.path, []).extend(offs)
         if creates and fp.mode is not None:
             modes[fp.path] = fp.mode
-        if deletes:
-            if new_lines:
-                failures.append(
-                    HunkFailure(
-                        fp.path,
-                        "(deleted file)",
-                        (),
-                        tuple(new_lines[:8]),
-                        "the file to delete has more content than the diff removes",
-                    )
+        if deletes and new_lines:
+            failures.append(
+                HunkFailure(
+                    fp.path,
+                    "(deleted file)",
+                    (),
+                    tuple(new_lines[:8]),
+                    "the file to delete has more content than the diff removes",
                 )
-                continue
+            )
+        elif deletes:
             state[fp.path] = None
         else:
             state[fp.path] = "".join(new_lines).encode("utf-8", "surrogateescape")
     if failures:
         raise PlanFailed(failures, f"{'reverting' if reverse else 'applying'} {name}")
     return [FilePlan(p, original[p], state[p], tuple(offsets.get(p, ())), modes.get(p)) for p in state]
+
+
+def _cannot_start(path: str, current: bytes | None, creates: bool) -> HunkFailure | None:
+    """Why a file's patch cannot begin: the file it creates is there, or the one it patches is not."""
+    if creates and current is not None:
+        return HunkFailure(path, "(new file)", (), (), "the file to create already exists")
+    if not creates and current is None:
+        return HunkFailure(path, "(whole file)", (), (), "the file to patch does not exist")
+    return None

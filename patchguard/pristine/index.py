@@ -342,8 +342,25 @@ def _request(url: str, accept: str | None, settings: IndexSettings | None = None
     from .._version import __version__
 
     parts = urllib.parse.urlsplit(url)
-    user, password = parts.username, parts.password
     clean = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else url
+    user, password = _url_credentials(url, parts, settings)
+    headers = {"User-Agent": f"patchguard/{__version__}"}
+    if accept:
+        headers["Accept"] = accept
+    request = urllib.request.Request(clean, headers=headers)
+    if user is not None:
+        token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password or '')}".encode()
+        # Unredirected: urllib carries ordinary headers over a redirect, to whatever host it names.
+        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(token).decode("ascii"))
+    return request
+
+
+def _url_credentials(
+    url: str, parts: urllib.parse.SplitResult, settings: IndexSettings | None
+) -> tuple[str | None, str | None]:
+    """(user, password), quoted as in a URL, for ``url``: those in it, else those a configured URL of the
+    same origin carries, the password from the keyring when only a user is known, else ``~/.netrc``'s."""
+    user, password = parts.username, parts.password
     if user is None and settings is not None and _origin(url) in settings.credentials:
         user, password = settings.credentials[_origin(url)]
         user, password = urllib.parse.quote(user, safe=""), urllib.parse.quote(password, safe="")
@@ -358,15 +375,7 @@ def _request(url: str, accept: str | None, settings: IndexSettings | None = None
             found = netrc.netrc().authenticators(parts.hostname)
             if found:
                 user, password = found[0], found[2]
-    headers = {"User-Agent": f"patchguard/{__version__}"}
-    if accept:
-        headers["Accept"] = accept
-    request = urllib.request.Request(clean, headers=headers)
-    if user is not None:
-        token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password or '')}".encode()
-        # Unredirected: urllib carries ordinary headers over a redirect, to whatever host it names.
-        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(token).decode("ascii"))
-    return request
+    return user, password
 
 
 def shown(url: str) -> str:

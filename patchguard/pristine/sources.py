@@ -486,14 +486,8 @@ def local_versions(name: str, sources: Sources) -> set[str]:
 
     wanted = canonicalize(name)
     found: set[str] = set()
-    roots = [*sources.wheelhouses, sources.download_dir]
-    roots += [os.path.join(sources.pip_cache, "wheels")] if sources.pip_cache else []
+    roots = _wheel_roots(sources)
     if sources.uv_cache and os.path.isdir(sources.uv_cache):
-        roots += [
-            os.path.join(sources.uv_cache, b)
-            for b in os.listdir(sources.uv_cache)
-            if b.startswith("wheels-v")
-        ]
         found |= {v for (n, v) in _uv_archives(sources.uv_cache) if n == wanted}
     for root in roots:
         for p in _walk(root, ".whl") if root and os.path.isdir(root) else ():
@@ -506,6 +500,20 @@ def local_versions(name: str, sources: Sources) -> set[str]:
             for p in _walk(os.path.join(sources.pip_cache, sub), ""):
                 found |= {v for n, v in _body_releases(p) if canonicalize(n) == wanted}
     return found
+
+
+def _wheel_roots(sources: Sources) -> list[str | None]:
+    """The directories wheels of any release may be under: wheelhouses, the download directory, pip's
+    wheel cache and uv's (``wheels-v*``)."""
+    roots = [*sources.wheelhouses, sources.download_dir]
+    roots += [os.path.join(sources.pip_cache, "wheels")] if sources.pip_cache else []
+    if sources.uv_cache and os.path.isdir(sources.uv_cache):
+        roots += [
+            os.path.join(sources.uv_cache, b)
+            for b in os.listdir(sources.uv_cache)
+            if b.startswith("wheels-v")
+        ]
+    return roots
 
 
 def _body_releases(path: str) -> list[tuple[str, str]]:

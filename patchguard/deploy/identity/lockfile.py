@@ -182,23 +182,27 @@ def read_lock(path: str) -> dict[str, Any]:
         raise PatchguardError(
             f"not a lock file ({exc})", path=path, hint="write one with patchguard lock"
         ) from None
-    dists = doc.get("distributions") if isinstance(doc, dict) else None
-    ok = (
-        isinstance(doc, dict)
-        and doc.get("schema") == LOCK_SCHEMA
-        and isinstance(dists, dict)
+    if not (isinstance(doc, dict) and doc.get("schema") == LOCK_SCHEMA and _well_formed(doc)):
+        raise PatchguardError(f"not a {LOCK_SCHEMA} file", path=path, hint="write one with patchguard lock")
+    return doc
+
+
+def _well_formed(doc: dict[str, Any]) -> bool:
+    """Whether a lock's parts have the types the format says: each distribution a version and a digest,
+    the applied sets names to digests, the unowned files paths."""
+    dists = doc.get("distributions")
+    sets, unowned = doc.get("applied_sets", {}), doc.get("unowned", [])
+    return (
+        isinstance(dists, dict)
         and all(
             isinstance(d, dict) and isinstance(d.get("version"), str) and isinstance(d.get("digest"), str)
             for d in dists.values()
         )
-        and isinstance(doc.get("applied_sets", {}), dict)
-        and all(isinstance(v, str) for v in doc.get("applied_sets", {}).values())
-        and isinstance(doc.get("unowned", []), list)
-        and all(isinstance(u, str) for u in doc.get("unowned", []))
+        and isinstance(sets, dict)
+        and all(isinstance(v, str) for v in sets.values())
+        and isinstance(unowned, list)
+        and all(isinstance(u, str) for u in unowned)
     )
-    if not ok:
-        raise PatchguardError(f"not a {LOCK_SCHEMA} file", path=path, hint="write one with patchguard lock")
-    return doc  # type: ignore[no-any-return]
 
 
 def _file_differences(
