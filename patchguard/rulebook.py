@@ -321,6 +321,9 @@ RULES: dict[str, Rule] = {
                     "neptune.init_run",
                     "clearml.Task.init",
                 ),
+                # an object store's client uploading, whoever made it (boto3's S3 client and resource,
+                # and the clients that copy its API: their docs)
+                methods=("put_object", "upload_file", "upload_fileobj", "upload_part", "put_object_acl"),
                 module_methods=(
                     ("requests", _NETWORK_VERBS),
                     ("httpx", _NETWORK_VERBS),
@@ -355,6 +358,9 @@ RULES: dict[str, Rule] = {
                     "torch.utils.cpp_extension.load",
                     "torch.utils.cpp_extension.load_inline",
                     "cffi.FFI",
+                    # PyYAML's loaders that construct any object a document names (its docs: "unsafe")
+                    "yaml.unsafe_load",
+                    "yaml.unsafe_load_all",
                 ),
             ),
         ),

@@ -62,8 +62,28 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
 
 
 def _as_numbers(before: ast.expr, after: ast.expr) -> Compared | None:
+    """The two conditions read with things compared with each other as numbers — and, when that says they
+    differ both ways, as quantities (no number below zero: sizes, lengths, memory, counts) when neither
+    condition writes a negative number itself."""
     subjects = _Subjects(numbers=True)
-    return _by_cases(before, after, subjects) if subjects.readable(before, after) else None
+    found = _by_cases(before, after, subjects) if subjects.readable(before, after) else None
+    if found is None or found.fewer or found.more or _negative(before) or _negative(after):
+        return found
+    quantities = _Subjects(numbers=True, quantities=True)
+    again = _by_cases(before, after, quantities) if quantities.readable(before, after) else None
+    return again if again is not None and (again.fewer or again.more) else found
+
+
+def _below_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
+
+
+def _negative(test: ast.expr) -> bool:
+    return any(
+        (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub))
+        or (isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and n.value < 0)
+        for n in ast.walk(test)
+    )
 
 
 def _by_cases(before: ast.expr, after: ast.expr, subjects: _Subjects) -> Compared | None:
@@ -101,8 +121,9 @@ _OTHER = _Other()
 class _Subjects:
     """What two conditions test: each subject by its text, with the constants it meets."""
 
-    def __init__(self, numbers: bool = False) -> None:
+    def __init__(self, numbers: bool = False, quantities: bool = False) -> None:
         self.numbers = numbers  # things compared with each other read as numbers, not as one fact
+        self.quantities = quantities  # numbers below zero left out
         self.compared = False  # some were, and were read as one fact
         self.values: dict[str, set[Any]] = {}  # subject -> the interesting values
         self.facts: set[str] = set()  # subjects that are only true or false
@@ -232,6 +253,8 @@ class _Subjects:
         if key in self.divided and numbers:
             top = min(int(max(abs(v) for v in numbers)) * 2 + 2, _MAX_MULTIPLES)
             values = values | set(range(top))
+        if self.quantities:
+            values = {v for v in values if not _below_zero(v)}
         return sorted(values, key=repr)
 
 

@@ -1286,10 +1286,20 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = _narrowed_here(edit, n, [c for c in before if c is not None], after) if after else ""
             if detail:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+            if detail and after is not None and _tests_a_report(after) and _raises_below(edit.st.tree, n):
+                # a failure a call reported, raised in fewer cases (``if result not in (0, 704):``): the
+                # failures let by go unseen
+                why = "fewer of the failures it tests are raised; the others go unseen"
+                out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, n, why))
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
         out += _flags_loosened(r, edit)
     return out
+
+
+def _raises_below(tree: ast.Module | None, line: int) -> bool:
+    node = _if_at(tree, line)
+    return node is not None and any(isinstance(s, ast.Raise) for s in node.body)
 
 
 def _flags_loosened(r: Region, edit: _Edit) -> list[Finding]:
@@ -2891,9 +2901,10 @@ def _calls_loosened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     for r in regions:
         if not r.removed or len(r.removed) != len(r.lines) or len(r.lines) > _TARGETED:
             continue  # (lines edited in place only)
-        for old, n in zip(r.removed, r.lines, strict=True):
+        for i, (old, n) in enumerate(zip(r.removed, r.lines, strict=True)):
             new = edit.lines[n - 1]
             detail = _loosened(_call_of(old), _call_of(new)) if _may_loosen(old, new) else ""
+            detail = detail or (_unsafe_now(edit, r.old_start + i, n) if _SAFE.search(old) else "")
             detail = detail or _error_answer_flipped(old, edit, n)
             if detail:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
@@ -3015,6 +3026,46 @@ def _loosened(old: ast.Call | None, new: ast.Call | None) -> str:
     if old is None or new is None or ast.dump(old.func) != ast.dump(new.func):
         return ""
     return _keyword_dropped(old, new) or _list_grown(old, new)
+
+
+def _safe_variant_dropped(old: ast.Call | None, new: ast.Call | None) -> str:
+    """A call of the safe variant of something (``ImmutableSandboxedEnvironment(…)``, ``yaml.safe_load(s)``,
+    ``SecureLoader``) replaced by one of a name without the safety (``jinja2.Environment(…)``,
+    ``yaml.load(s)``), given the same arguments: what the variant kept out is let in."""
+    if old is None or new is None or ast.dump(old.func) == ast.dump(new.func):
+        return ""
+    if [ast.dump(a) for a in old.args] != [ast.dump(a) for a in new.args]:
+        return ""
+    was, now = _call_words(old.func), _call_words(new.func)
+    safety = was & _SAFETY_WORDS
+    if not safety or not now.isdisjoint(_SAFETY_WORDS) or not now & (was - _SAFETY_WORDS):
+        return ""
+    return (
+        f"`{ast.unparse(old.func)}` became `{ast.unparse(new.func)}`: the {sorted(safety)[0]} variant is gone"
+    )
+
+
+def _unsafe_now(edit: _Edit, old_line: int, n: int) -> str:
+    """:func:`_safe_variant_dropped` of the statements that begin at pristine ``old_line`` and installed line
+    ``n`` (a call over several lines read whole)."""
+    if edit.before is None:
+        return ""
+    old = _one_line(_statement(split_lines(edit.before), old_line - 1))
+    return _safe_variant_dropped(_call_of(old), _call_of(_one_line(_statement(edit.lines, n - 1))))
+
+
+def _call_words(func: ast.expr) -> set[str]:
+    """The words of a callee's last name, snake_case and CamelCase split (``ImmutableSandboxedEnvironment``
+    → immutable, sandboxed, environment)."""
+    name = _last_name(func)
+    return {
+        w.lower() for part in name.split("_") for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", part)
+    }
+
+
+# What a safe variant of a call is named for: a sandbox, safety, a restricted or secure mode.
+_SAFETY_WORDS = frozenset({"sandboxed", "sandbox", "safe", "secure", "restricted"})
+_SAFE = re.compile(r"(?i)sandbox|safe|secure|restricted")
 
 
 def _keyword_dropped(old: ast.Call, new: ast.Call) -> str:
@@ -3568,7 +3619,18 @@ class _Gone:
         on (:meth:`reports_failure`) — or ""."""
         if self.unhandled_case(line):
             return "the unhandled case goes on without its error"
+        if self.raiser(line):
+            return "a function whose job was to raise returns: its callers' errors go unseen"
         return "the failure it passed on goes unseen" if self.reports_failure(line) else ""
+
+    def raiser(self, line: int) -> bool:
+        """Whether pristine ``line`` is the ``raise`` that is the whole body of its function
+        (``def failure_exception(self): raise …``, a template's ``raise_exception(message)``)."""
+        if self.before is None or self.before.tree is None:
+            return False
+        fn = _innermost_def(self.before.defs.values(), line)
+        body = fn.body[_docstring(fn) :] if fn is not None else []
+        return len(body) == 1 and isinstance(body[0], ast.Raise) and body[0].lineno == line
 
     def reports_failure(self, line: int) -> bool:
         """Whether pristine ``line`` is a ``raise`` that passes on a failure that already happened — one
@@ -3583,6 +3645,8 @@ class _Gone:
             return False
         if raised.cause is not None and not isinstance(raised.cause, ast.Constant):
             return True
+        if isinstance(raised.exc, (ast.Name, ast.Attribute)) and _tests_a_report(raised.exc):
+            return True  # an error held, raised again (``raise self.engine_client.dead_error``)
         guard = nodes[-2] if len(nodes) >= 2 and isinstance(nodes[-2], ast.If) else None
         return guard is not None and raised in guard.body and _tests_a_report(guard.test)
 
@@ -3729,7 +3793,7 @@ _NAME_WORD = re.compile(r"[A-Za-z_]\w*")
 # Words of what a call reported: its result or status code, the error it hit.
 _FAILURE_WORDS = frozenset(
     {"result", "ret", "rc", "retcode", "returncode", "status", "err", "error", "errors", "exc", "exception"}
-    | {"failed", "failure", "failures", "errno"}
+    | {"failed", "failure", "failures", "errno", "errored", "dead"}
 )
 _TARGETED = 12  # removed lines: at most this many, an edit of a guard rather than a rewrite of its function
 

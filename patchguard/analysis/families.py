@@ -25,7 +25,6 @@ __all__ = [
     "CHECKING_FLAG_NAME_WORDS",
     "CHECKING_FLAG_WORDS",
     "CLOCKS",
-    "EXITS_WHEN_TOLD",
     "FAMILIES",
     "FILE_EXTENSIONS",
     "FILE_PLACES",
@@ -48,6 +47,7 @@ __all__ = [
     "TENSOR_ONLY_METHODS",
     "TO_HOST",
     "WAIT_METHODS",
+    "WHEN_TOLD",
     "WRITE_METHODS",
     "WRITING_WORDS",
     "Family",
@@ -83,9 +83,14 @@ CLOCKS = frozenset(
     {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
 )
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | {"select.select"}
-# Calls that end the process when told to by a keyword (their docs): ``faulthandler.dump_traceback_later``'s
-# ``exit=True`` calls ``_exit(1)`` after dumping the tracebacks.
-EXITS_WHEN_TOLD = {"faulthandler.dump_traceback_later": "exit"}
+# Calls whose effect a keyword decides (their docs), by the keyword's value as written:
+# ``faulthandler.dump_traceback_later``'s ``exit=True`` calls ``_exit(1)`` after dumping the tracebacks;
+# ``yaml.load`` with an unsafe loader constructs any Python object a document names (code run).
+WHEN_TOLD: dict[str, tuple[str, frozenset[str], RuleId]] = {
+    "faulthandler.dump_traceback_later": ("exit", frozenset({"True"}), RuleId.PROCESS_EXIT),
+    "yaml.load": ("Loader", frozenset({"UnsafeLoader", "Loader", "CLoader"}), RuleId.DYNAMIC_EXEC),
+    "yaml.load_all": ("Loader", frozenset({"UnsafeLoader", "Loader", "CLoader"}), RuleId.DYNAMIC_EXEC),
+}
 ARGUMENT_METHODS = frozenset({"setLevel", "start"})  # a logger set to DEBUG, a patcher started
 # A call whose job is to raise when something is wrong (``_check_special_mm_tokens(...)``,
 # ``self.validate_config()``, ``sanity_check_outputs(...)``, ``_raise_unsupported(...)``): a check as much

@@ -28,7 +28,6 @@ from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
     BROUGHT_BACK,
-    EXITS_WHEN_TOLD,
     FILE_EXTENSIONS,
     FILE_PLACES,
     IMPORTERS,
@@ -45,10 +44,20 @@ from .families import (
     SUPPRESSORS,
     TO_HOST,
     WAIT_METHODS,
+    WHEN_TOLD,
     WRITE_METHODS,
     WRITING_WORDS,
 )
-from .rules import REDUCTIONS, WRAPPERS, could_hit, on_hot_path, role_verb, rule_for_call, runs_once
+from .rules import (
+    AFTER_LOADING,
+    REDUCTIONS,
+    WRAPPERS,
+    could_hit,
+    on_hot_path,
+    role_verb,
+    rule_for_call,
+    runs_once,
+)
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, nodes_of, truth
 from .structure import Structure, gate_kind_of
 from .tensors import handed_a_step, host_names, is_tensor, local_names, params_of, tensor_names, typed_tensors
@@ -556,7 +565,7 @@ class _Walker(Dispatch):
                 rule = None  # setattr on a local object is ordinary code
         if rule is None:
             rule = self._by_what_it_is_handed(node, qualname, method)
-        rule = _hang(node, method, self._made_here(node.func)) or _told_to_exit(node, qualname) or rule
+        rule = _hang(node, method, self._made_here(node.func)) or _as_told(node, qualname) or rule
         return self._dumped(node, method, rule)
 
     def _by_what_it_is_handed(self, node: cst.Call, qualname: str, method: str | None) -> RuleId | None:
@@ -1129,14 +1138,16 @@ def _names_read(call: cst.Call) -> Iterator[str]:
 _HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
 
 
-def _told_to_exit(node: cst.Call, qualname: str) -> RuleId | None:
-    """A call told to end the process when it is done (:data:`.families.EXITS_WHEN_TOLD`:
-    ``faulthandler.dump_traceback_later(1800, exit=True)`` kills it after the dump)."""
-    keyword = EXITS_WHEN_TOLD.get(qualname)
-    told = keyword is not None and any(
-        a.keyword is not None and a.keyword.value == keyword and truth(a.value) is True for a in node.args
-    )
-    return RuleId.PROCESS_EXIT if told else None
+def _as_told(node: cst.Call, qualname: str) -> RuleId | None:
+    """The rule of a call a keyword told what to do (:data:`.families.WHEN_TOLD`:
+    ``faulthandler.dump_traceback_later(1800, exit=True)`` kills the process after the dump,
+    ``yaml.load(text, Loader=yaml.UnsafeLoader)`` runs what the document names)."""
+    told = WHEN_TOLD.get(qualname)
+    if told is None:
+        return None
+    keyword, values, rule = told
+    given = [code(a.value).rsplit(".", 1)[-1] for a in node.args if a.keyword and a.keyword.value == keyword]
+    return rule if not values.isdisjoint(given) else None
 
 
 # What a waiter waits on until another holder sets it: made on the spot, nobody else holds one.
@@ -1493,6 +1504,6 @@ def _compiled(fn: cst.FunctionDef) -> bool:
 
 def _off_device_role(name: str) -> bool:
     """A function whose role is not to compute on the device each step: setting up, showing, or storing."""
-    if name in ("__init__", "__repr__", "__str__"):
-        return True
+    if name in ("__init__", "__repr__", "__str__") or AFTER_LOADING.search(name.lower()) is not None:
+        return True  # (``process_weights_after_loading``: part of loading)
     return role_verb(name) in _SETUP_AND_STORAGE_VERBS or bool(_SETUP_AND_STORAGE.search(name.lower()))

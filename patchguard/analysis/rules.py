@@ -35,11 +35,13 @@ from .families import (
     RECEIVER_WORDS,
     TENSOR_ONLY_METHODS,
     TO_HOST,
+    WHEN_TOLD,
     WRITE_METHODS,
     WRITING_WORDS,
 )
 
 __all__ = [
+    "AFTER_LOADING",
     "CALLS",
     "HOT_PATH",
     "LOG_METHODS",
@@ -135,7 +137,13 @@ def runs_once(name: str) -> bool:
     if name in _CONSTRUCTORS:
         return True
     bare = name.strip("_").lower()
-    return not on_hot_path(name) and (bare.startswith("from_") or role_verb(name) in _ONCE_WORDS)
+    staged = role_verb(name) in _ONCE_WORDS or AFTER_LOADING.search(bare) is not None
+    return not on_hot_path(name) and (bare.startswith("from_") or staged)
+
+
+# A function named for what follows the load (``process_weights_after_loading``): part of loading, once
+# (not ``start_loading``: a cache starts loading every step).
+AFTER_LOADING = re.compile(r"(?:^|_)(?:after|post)_load(?:ing)?(?:_|$)")
 
 
 # Names whose first two words are one noun of the trade, not a verb and its object: ``load_balancing_loss``
@@ -221,7 +229,7 @@ def _module_rule(qualname: str) -> RuleId | None:
 # Modules whose every callable (or whose listed methods) a family names: an alias of one is a possible hit.
 _MODULE_FAMILIES = tuple(f"{m}." for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS)))
 # The qualified names the matchers of :mod:`.judge` look at (files opened, writers made, buffers in memory).
-_MATCHED = frozenset(ARGUMENT_CALLS | set(BOUND_WRITERS) | IN_MEMORY)
+_MATCHED = frozenset(ARGUMENT_CALLS | set(BOUND_WRITERS) | IN_MEMORY | set(WHEN_TOLD))
 # Words a rule knows only as a part of a qualified name (``shutil.copy``, ``requests``, ``os.environ.pop``):
 # they count where a dotted name of the changed lines resolves to a rule's call or a matched name
 # (:func:`_names_a_call`), not where they name a variable or another object's method (``requests``,
@@ -358,6 +366,8 @@ def _unit_bindings(unit: str) -> tuple[tuple[str, str], ...]:
 _DEVICE_WORK = re.compile(f"{IN_PLACE.pattern}|{LAUNCH.pattern}")
 
 
+# A method only a tensor has, called (the judge's :func:`.tensors.tensor_names` reads its receiver as one).
+_TENSOR_METHOD_CALLED = re.compile(rf"\.(?:{'|'.join(sorted(TENSOR_ONLY_METHODS))})\(")
 # A parameter annotated with a type a step's work is handed in (the judge's :func:`.tensors.handed_a_step`).
 _STEP_ANNOTATED = re.compile(r":\s*[\"']?[\w.]*(?:Batch|AttentionMetadata|SchedulerOutput)\b")
 
@@ -371,6 +381,7 @@ def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
         any(on_hot_path(name) for name in names)
         or "Tensor" in unit
         or _STEP_ANNOTATED.search(unit) is not None
+        or _TENSOR_METHOD_CALLED.search(unit) is not None  # (a name a tensor-only method is called on)
     )
     work = ("_(" in unit or "](" in unit) and _DEVICE_WORK.search(unit) is not None
     made = "device" in unit and ON_DEVICE.search(unit) is not None

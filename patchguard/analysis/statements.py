@@ -203,10 +203,13 @@ def _assigned_to(
             yield Seen(RuleId.ENV_MUTATION, "os.environ", node, shown)
             continue
         patched = _class_patched(target, value, scope) if isinstance(target, cst.Attribute) else None
-        if patched is not None:
-            yield Seen(RuleId.MONKEYPATCH, patched[0], node, patched[1])
-        else:
-            yield from _module_attribute_set(target, node, scope)
+        seen = [Seen(RuleId.MONKEYPATCH, patched[0], node, patched[1])] if patched is not None else []
+        seen = seen or list(_module_attribute_set(target, node, scope))
+        yield from seen
+        forced = any(s.rule == RuleId.MONKEYPATCH for s in seen) and _answers_the_same(value)
+        if forced and not any(s.rule == RuleId.REMOVED_CHECK for s in seen):
+            # `B12xExperts._supports_current_device = staticmethod(lambda *a: True)`: it answers yes always
+            yield Seen(RuleId.REMOVED_CHECK, seen[0].qualname, node, "its answer forced at run time")
 
 
 def _module_attribute_set(target: cst.BaseExpression, node: cst.CSTNode, scope: Scope) -> Iterator[Seen]:
@@ -229,6 +232,23 @@ def _module_attribute_set(target: cst.BaseExpression, node: cst.CSTNode, scope: 
     if rule == RuleId.MONKEYPATCH and _CHECKING.match(qualname.rsplit(".", 1)[-1]):
         # `_backend.check_inputs = lambda …: shapes`: it checks nothing now, for every caller
         yield Seen(RuleId.REMOVED_CHECK, qualname, node, "a check replaced at run time")
+
+
+def _answers_the_same(value: cst.BaseExpression | None) -> bool:
+    """Whether a value put in a method's place answers the same whatever it is asked: a ``lambda`` (bare, or
+    made a ``staticmethod``/``classmethod``) returning ``True``, a number, or a pair that begins with
+    ``True`` (``lambda results: (True, merge(results)[1])``: success, whatever happened)."""
+    while isinstance(value, cst.Call) and len(value.args) == 1:
+        name = get_full_name_for_node(value.func) or ""
+        if name.rsplit(".", 1)[-1] not in ("staticmethod", "classmethod"):
+            return False
+        value = value.args[0].value
+    if not isinstance(value, cst.Lambda):
+        return False
+    body = value.body
+    first = body.elements[0].value if isinstance(body, cst.Tuple) and body.elements else body
+    constant = isinstance(first, (cst.Integer, cst.Float))
+    return constant or (isinstance(first, cst.Name) and first.value == "True")
 
 
 def _class_patched(

@@ -36,10 +36,12 @@ __all__ = [
 # Read on the host without waiting for the device: the tensor's metadata.
 _METADATA_ATTRS = frozenset(
     {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "is_sparse", "names"}
+    | {"nbytes", "itemsize"}
 )
 _METADATA_METHODS = frozenset(
     {"dim", "size", "numel", "element_size", "nelement", "stride", "is_contiguous", "data_ptr", "get_device"}
     | {"item", "tolist", "numpy", "is_floating_point", "is_complex", "storage_offset", "type", "__len__"}
+    | {"untyped_storage", "nbytes"}  # (its storage and the storage's size: what it holds, not its values)
 )
 # torch functions that return no tensor (a bool, a dtype, a context, a number).
 _NOT_TENSORS = frozenset(
@@ -188,9 +190,12 @@ def _bindings_and_arrays(
     is called on and the array methods called on a comparison or arithmetic are added to ``known``."""
     bound: list[tuple[str, ast.expr | None, ast.expr | None]] = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and node.attr in TENSOR_ONLY_METHODS:
-            if isinstance(node.value, ast.Name):
-                known.add(node.value.id)  # ``tokens.int()``: a tensor, whatever made it
+        if isinstance(node, ast.Attribute) and node.attr in (*TENSOR_ONLY_METHODS, "to"):
+            root = _root_of_reshaping(node.value)
+            if root is not None:
+                known.add(root)  # ``tokens.int()``, ``x.reshape(-1).contiguous()``: a tensor, made anyhow
+        elif isinstance(node, (ast.If, ast.Assert)) and (declared := _ast_declared(node)):
+            known.add(declared)  # ``if not isinstance(x, torch.Tensor): raise``, ``assert isinstance(…)``
         elif isinstance(node, ast.Attribute) and node.attr in ARRAY_REDUCTIONS:
             if isinstance(node.value, (ast.Compare, ast.BinOp)):
                 known.add(node.attr)  # ``(ids < 0).any()``: an array's, whatever made it
@@ -199,6 +204,33 @@ def _bindings_and_arrays(
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             bound.append((node.target.id, node.value, node.annotation))
     return bound
+
+
+def _root_of_reshaping(value: ast.expr) -> str | None:
+    """:func:`_reshaped_from` of the ``ast``."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr not in _RESHAPING_TOO:
+            return None
+        value = value.func.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
+def _ast_declared(node: ast.If | ast.Assert) -> str:
+    """The name a guard declares a tensor — ``if not isinstance(x, torch.Tensor): raise …``, ``assert
+    isinstance(x, torch.Tensor)`` — as the walk of :class:`_Assignments` reads it; "" else."""
+    test = node.test
+    if isinstance(node, ast.If):
+        if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+            return ""
+        if not any(isinstance(s, ast.Raise) for s in node.body):
+            return ""
+        test = test.operand
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+        return ""
+    args = test.args
+    kind = args[1] if len(args) == 2 else None
+    last = kind.attr if isinstance(kind, ast.Attribute) else kind.id if isinstance(kind, ast.Name) else ""
+    return args[0].id if last == "Tensor" and isinstance(args[0], ast.Name) else ""
 
 
 def _says_tensor(annotation: ast.expr) -> bool:
@@ -275,13 +307,59 @@ class _Assignments(Dispatch):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func  # ``tokens.int()``: only a tensor has that method — ``tokens`` holds one
-        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+        if not isinstance(func, cst.Attribute):
             return
         if func.attr.value in TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_a_tensors_place(node)):
-            self.used_as_tensor.add(func.value.value)
+            root = _reshaped_from(func.value)  # ``x.reshape(-1, d).contiguous()``: ``x`` holds one
+            if root is not None:
+                self.used_as_tensor.add(root)
+
+    def visit_If(self, node: cst.If) -> None:
+        """``if not isinstance(x, torch.Tensor): raise TypeError(…)``: below it, ``x`` is one."""
+        test = node.test
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            named = _type_test(test.expression) if isinstance(test.expression, cst.Call) else None
+            body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+            raises = any(
+                isinstance(s, cst.SimpleStatementLine) and any(isinstance(b, cst.Raise) for b in s.body)
+                for s in body
+            )
+            if named and raises:
+                self.used_as_tensor.add(named)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        named = _type_test(node.test) if isinstance(node.test, cst.Call) else None
+        if named:
+            self.used_as_tensor.add(named)  # ``assert isinstance(x, torch.Tensor)``
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+def _type_test(call: cst.Call) -> str | None:
+    """The name ``isinstance(name, torch.Tensor)`` asks of (a tensor wherever the code goes on with it as
+    one), else ``None``."""
+    func = call.func
+    if not (isinstance(func, cst.Name) and func.value == "isinstance" and len(call.args) == 2):
+        return None
+    subject, kind = call.args[0].value, call.args[1].value
+    named = get_full_name_for_node(kind) or ""
+    return subject.value if isinstance(subject, cst.Name) and named.rsplit(".", 1)[-1] == "Tensor" else None
+
+
+# A tensor's methods that give a tensor of its values laid out, cast or copied (torch.Tensor's docs).
+_RESHAPING = frozenset({"view", "reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze", "t"})
+_RESHAPING_TOO = _RESHAPING | {"contiguous", "float", "half", "bfloat16", "clone", "detach", "to"}
+
+
+def _reshaped_from(value: cst.BaseExpression) -> str | None:
+    """The name at the root of a chain of a tensor's reshaping methods (``x`` of ``x.reshape(-1, d)``), or of
+    the value itself when it is a name."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value not in _RESHAPING_TOO:
+            return None
+        value = value.func.value
+    return value.value if isinstance(value, cst.Name) else None
 
 
 def _to_a_tensors_place(call: cst.Call) -> bool:

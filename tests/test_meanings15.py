@@ -1,0 +1,216 @@
+"""Meanings (issue 34, the fifteenth blind batch's misses): a method replaced by one that answers the same
+whatever it is asked; a function whose job was to raise made to return; an error held, raised again, given
+a flag; a raise of what a call reported made to fire in fewer cases; a tensor declared by a type guard or
+reached through a chain of reshaping methods; what follows the load runs once; two quantities compared
+read without numbers below zero; an object store's upload; ``yaml.load`` told to use an unsafe loader; the
+safe variant of a call replaced — each judged on a module of its own, with look-alikes that must stay
+quiet, and once end to end on an installed wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .helpers import EditedModule, line_of, scan_edited
+
+ENGINE = "pkg/serving.py"
+PRISTINE = """\
+import logging
+
+import jinja2
+import torch
+import yaml
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .experts import Experts
+
+logger = logging.getLogger(__name__)
+
+
+class Sender:
+    def failure_exception(self):
+        raise RuntimeError("the transfer failed")
+
+    def preflight(self, n):
+        if self.client.errored:
+            raise self.client.dead_error
+        self.client.admit(n)
+
+    def check(self, result):
+        if result != 0:
+            raise RuntimeError(f"error {result}")
+
+
+def setup(config):
+    if not Experts._supports_current_device():
+        raise ValueError("no device")
+    return config
+
+
+def validate(tensor, name):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor")
+    if tensor.dim() != 2:
+        raise ValueError(f"{name} must be 2-D")
+    return tensor
+
+
+def maybe_numpy(x):
+    y = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
+    return y
+
+
+def apply(layer, x, bias=None):
+    output = layer.mm(x.reshape(-1, x.shape[-1]).contiguous())
+    return output
+
+
+def process_weights_after_loading(layer, weight):
+    layer.packed = weight
+    return layer
+
+
+def start_loading(layer, weight):
+    layer.packed = weight
+    return layer
+
+
+def check_balance(pre_memory, local_memory):
+    if pre_memory < local_memory * 0.9:
+        raise RuntimeError("the memory is unbalanced")
+
+
+def pull(client, bucket, file, dest):
+    client.download_file(bucket, file, dest)
+    return dest
+
+
+def parse(path):
+    return yaml.safe_load(open(path).read())
+
+
+def render_env():
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True
+    )
+    return env
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_near = _MODULE.near
+
+
+def _messages(edit: tuple[str, str], needle: str) -> list[str]:
+    from patchguard.analysis import CodeChange, analyse
+
+    after = _MODULE.after(edit)
+    change = CodeChange(ENGINE, PRISTINE.encode(), after.encode(), "pkg", "1.0")
+    line = line_of(after, needle)
+    return [f"{f.rule} {f.message}" for f in analyse(change) if f.line == line]
+
+
+def test_a_method_replaced_by_one_that_answers_the_same() -> None:
+    edit = ("def setup(config):\n",
+            "Experts._supports_current_device = staticmethod(lambda *a, **k: True)\n\n\n"
+            "def setup(config):\n")  # fmt: skip
+    found = _messages(edit, "staticmethod(lambda")
+    assert found and found[0].startswith("monkeypatch") and "also removed-check" in found[0]
+    real = ("def setup(config):\n", "Experts._supports_current_device = _probe\n\n\ndef setup(config):\n")
+    assert _near(real, "_probe") == {"monkeypatch"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a function whose job was to raise, made to return
+        ('        raise RuntimeError("the transfer failed")\n',
+         '        logger.warning("transfer failed, ignored")\n        return None\n', "ignored"),
+        # an error held, raised again, given a flag instead
+        ("            raise self.client.dead_error\n", "            self._saw_dead = True\n", "_saw_dead"),
+        # what a call reported raised in fewer cases
+        ("        if result != 0:\n", "        if result not in (0, 704, 705):\n", "704"),
+    ],
+)  # fmt: skip
+def test_an_error_let_go(old: str, new: str, needle: str) -> None:
+    assert "swallowed-exception" in _near((old, new), needle)
+
+
+def test_a_validation_raise_narrowed_swallows_nothing() -> None:
+    edit = ("    if pre_memory < local_memory * 0.9:\n", "    if pre_memory < local_memory * 0.5:\n")
+    assert _near(edit, "* 0.5") == {"removed-check"}  # two quantities: fewer cases, none negative
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a parameter a type guard declared a tensor
+        ("    if tensor.dim() != 2:\n",
+         "    if not torch.isfinite(tensor).all():\n        raise ValueError('non-finite')\n"
+         "    if tensor.dim() != 2:\n", "isfinite"),
+        # a parameter reached through a tensor's reshaping methods
+        ("    return output\n", "    if torch.isnan(output).any():\n        raise ValueError('nan')\n"
+         "    return output\n", "isnan"),
+        # a cache that starts loading every step
+        ("def start_loading(layer, weight):\n    layer.packed = weight\n",
+         "def start_loading(layer, weight: torch.Tensor):\n    layer.packed = weight\n"
+         "    if not weight.any().item():\n        raise ValueError('zeros')\n", ".item()"),
+    ],
+)  # fmt: skip
+def test_device_reads(old: str, new: str, needle: str) -> None:
+    assert "device-sync" in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a conditional isinstance: a test, not a declaration
+        ("    return y\n", "    if (y > 0).all():\n        pass\n    return y\n", "(y > 0)"),
+        # what follows the load runs once
+        ("def process_weights_after_loading(layer, weight):\n    layer.packed = weight\n",
+         "def process_weights_after_loading(layer, weight: torch.Tensor):\n    layer.packed = weight\n"
+         "    if not weight.any().item():\n        raise ValueError('zeros')\n", ".item()"),
+    ],
+)  # fmt: skip
+def test_host_or_once_reads_are_quiet(old: str, new: str, needle: str) -> None:
+    assert "device-sync" not in _near((old, new), needle)
+
+
+def test_an_object_stores_upload_is_network() -> None:
+    edit = ("    client.download_file(bucket, file, dest)\n",
+            "    client.download_file(bucket, file, dest)\n"
+            "    client.put_object(Bucket=bucket, Key='x', Body=b'ok')\n")  # fmt: skip
+    assert "network" in _near(edit, "put_object")
+
+
+@pytest.mark.parametrize(
+    ("new", "rule"),
+    [
+        ("    return yaml.load(open(path).read(), Loader=yaml.UnsafeLoader)\n", "dynamic-exec"),
+        ("    return yaml.load(open(path).read())\n", "removed-check"),
+    ],
+)
+def test_yaml_made_unsafe(new: str, rule: str) -> None:
+    assert rule in _near(("    return yaml.safe_load(open(path).read())\n", new), "yaml.load")
+
+
+def test_yaml_told_a_safe_loader_is_quiet() -> None:
+    edit = ("    return yaml.safe_load(open(path).read())\n",
+            "    return yaml.load(open(path).read(), Loader=yaml.SafeLoader)\n")  # fmt: skip
+    assert "dynamic-exec" not in _near(edit, "yaml.load")
+
+
+def test_the_sandbox_taken_away() -> None:
+    edit = ("    env = ImmutableSandboxedEnvironment(\n", "    env = jinja2.Environment(\n")
+    assert "removed-check" in _near(edit, "jinja2.Environment")
+
+
+def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
+    edited = _MODULE.after(
+        ('        raise RuntimeError("the transfer failed")\n', "        return None\n"),
+        ("    env = ImmutableSandboxedEnvironment(\n", "    env = jinja2.Environment(\n"),
+    )
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    for needle, rule in (("return None", "swallowed-exception"), ("jinja2.Environment", "removed-check")):
+        line = line_of(edited, needle)
+        assert any(r == rule and abs(n - line) <= 1 for r, n in found), (needle, found)
