@@ -359,17 +359,22 @@ def _script_only(tree: ast.Module, spans: Sequence[tuple[int, int]]) -> list[tup
     }
     called: set[str] = set()  # by the script block
     used_elsewhere: set[str] = set()
-    for node in ast.walk(tree):
-        # a use by name, or by string (``__all__``, ``getattr(module, "demo")``)
-        name = node.id if isinstance(node, ast.Name) else getattr(node, "value", None)
-        if not isinstance(node, (ast.Name, ast.Constant)) or not isinstance(name, str) or name not in defs:
-            continue
+    for node, name in _uses(tree, defs):
         line = node.lineno
         if any(a <= line <= b for a, b in spans):
             called.update([name] if isinstance(node, ast.Name) else [])
         elif not defs[name][0] <= line <= defs[name][1]:
             used_elsewhere.add(name)
     return [span for name, span in defs.items() if name in called and name not in used_elsewhere]
+
+
+def _uses(tree: ast.Module, names: Collection[str]) -> Iterator[tuple[ast.Name | ast.Constant, str]]:
+    """Each use of one of ``names`` in ``tree``: by name, or by string (``__all__``, ``getattr(module,
+    "demo")``)."""
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "value", None)
+        if isinstance(node, (ast.Name, ast.Constant)) and isinstance(name, str) and name in names:
+            yield node, name
 
 
 _SCRIPT_WORDS = frozenset({"demo", "example", "test", "bench", "benchmark"})
@@ -507,14 +512,19 @@ def _rest_of_region(edit: _Edit, r: Region, rest: Sequence[int], out: Sequence[F
     end = rest[-1] if rest else line
     if not code_added and not code_removed:
         return edit.finding.cosmetic(edit.st, line, end, "only comments or layout changed here")
-    if _said_within(out, line, end):
-        return None
-    if edit.before is not None and not code_removed and _all_dead(edit.st, code_added):
-        return edit.finding.dead(edit.st, line, end)  # below a ``return``, under ``if False:``
-    what = "lines removed" if not code_added else "logic differs from the pristine wheel"
-    if edit.before is None:
-        what = "no pristine source to compare with: new or unverifiable code"
-    return edit.finding.functional(edit.st, line, end, what)
+    return None if _said_within(out, line, end) else _change_of(edit, line, end, code_added, code_removed)
+
+
+def _change_of(edit: _Edit, line: int, end: int, added: Sequence[int], removed: Sequence[str]) -> Finding:
+    """The functional change of lines ``line`` to ``end``: code added where it cannot run (below a ``return``,
+    under ``if False:``) is reported at info; without a pristine source, the code is unverifiable."""
+    if edit.before is not None and not removed and _all_dead(edit.st, added):
+        return edit.finding.dead(edit.st, line, end)
+    what = "lines removed" if not added else "logic differs from the pristine wheel"
+    return edit.finding.functional(edit.st, line, end, what if edit.before is not None else _UNVERIFIABLE)
+
+
+_UNVERIFIABLE = "no pristine source to compare with: new or unverifiable code"
 
 
 def _said_within(found: Sequence[Finding], line: int, end: int) -> bool:
@@ -973,11 +983,7 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
             if not (handler or _checking(s, edit.before)):
                 continue
             stmt = _squeeze(_statement(r.removed, i))
-            if _lives_on(stmt, s, (squeezed, before), asserts, added):
-                continue
-            if gone.scope(r.old_start + i) or gone.subject(
-                r.old_start + i, _statement(r.removed, i), r.removed
-            ):
+            if _lives_on(stmt, s, (squeezed, before), asserts, added) or gone.left_with(r, i):
                 continue
             out += _gone_check(
                 edit, line, s, handler, gone.silenced(r.old_start + i) if not handler and added else ""
@@ -3148,15 +3154,22 @@ def _one_literal_changed(old: str, new: str) -> tuple[str, str, str | None] | No
         return None
     if i == 1 and a[0] == (tokenize.NAME, "return"):
         return before, after, None
+    called = _call_around(a, i)
+    return (before, after, called) if called else None
+
+
+def _call_around(tokens: Sequence[tuple[int, str]], i: int) -> str:
+    """The name of the call whose brackets hold token ``i`` (a tuple it is part of, ``f((7, 5))``, seen
+    through); "" when it is in no call's."""
     depth = 0
     for k in range(i - 1, 0, -1):  # back to the bracket the literal sits in: the call's name before it
-        depth += {")": 1, "(": -1}.get(a[k][1], 0)
-        if depth < 0 and a[k - 1][0] == tokenize.NAME:
-            return before, after, a[k - 1][1]
-        if depth < 0 and a[k - 1][1] not in ("(", ","):
-            return None
-        depth = max(depth, 0)  # a tuple the literal is part of (``f((7, 5))``): the call holding it
-    return None
+        depth += {")": 1, "(": -1}.get(tokens[k][1], 0)
+        if depth < 0 and tokens[k - 1][0] == tokenize.NAME:
+            return tokens[k - 1][1]
+        if depth < 0 and tokens[k - 1][1] not in ("(", ","):
+            return ""
+        depth = max(depth, 0)
+    return ""
 
 
 # A number or a one-line string: what is blanked out to see whether two lines differ in literals alone.
@@ -3739,6 +3752,12 @@ class _Gone:
             return False
         scope = self.before.innermost(line)
         return scope is not None and scope.qualname not in self.after_scopes
+
+    def left_with(self, r: Region, i: int) -> bool:
+        """Whether the check at removed line ``i`` of ``r`` left with what it checked: its def or class is
+        gone (:meth:`scope`), or what it tested is (:meth:`subject`)."""
+        line = r.old_start + i
+        return self.scope(line) or self.subject(line, _statement(r.removed, i), r.removed)
 
     def subject(self, line: int, statement: str, taken: Sequence[str] = ()) -> bool:
         """Whether none of the names a removed check tested (an ``assert``'s condition, the ``if`` right

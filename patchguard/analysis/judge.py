@@ -559,14 +559,17 @@ class _Walker(Dispatch):
             rule = RuleId.DEVICE_SYNC  # a tensor read back as a Python number
         if rule == RuleId.DEVICE_SYNC:
             rule = self._device_sync_here(node)
-        if rule == RuleId.MONKEYPATCH:
-            target = get_full_name_for_node(node.args[0].value) if node.args else None
-            if not target or target.split(".", 1)[0] not in self.aliases:
-                rule = None  # setattr on a local object is ordinary code
+        if rule == RuleId.MONKEYPATCH and not self._sets_on_a_module(node):
+            rule = None  # setattr on a local object is ordinary code
         if rule is None:
             rule = self._by_what_it_is_handed(node, qualname, method)
         rule = _hang(node, method, self._made_here(node.func)) or _as_told(node, qualname) or rule
         return self._dumped(node, method, rule)
+
+    def _sets_on_a_module(self, node: cst.Call) -> bool:
+        """Whether ``setattr(target, …)`` sets an attribute of something imported (a module, its class)."""
+        target = get_full_name_for_node(node.args[0].value) if node.args else None
+        return target is not None and target.split(".", 1)[0] in self.aliases
 
     def _by_what_it_is_handed(self, node: cst.Call, qualname: str, method: str | None) -> RuleId | None:
         """The rule of a call no table names, by what it is handed: a call named for writing given a file's

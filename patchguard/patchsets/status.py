@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._fs import sha256_bytes
 from ..env import Target
@@ -104,14 +104,9 @@ def _state_of(ps: PatchSet, targets: str, site: str, dists: Sequence[InstalledDi
     unknown = [f"{rel}: {v.split(': ', 1)[1]}" for rel, v in states.items() if v.startswith("unknown")]
     if unknown:
         return SetState(ps.name, targets, SetStatus.UNKNOWN, len(ps.paths), tuple(unknown))
-    drifted = []
-    if record is not None:
-        for rel, images in record.files.items():
-            # Back at its pre-image (restored, reverted by hand) is "not applied", not drift.
-            if sha256_bytes(read(rel)) not in (images.post, images.pre):
-                drifted.append(rel)
-        if record.digest != ps.digest:
-            detail.append("the set changed since it was applied")
+    drifted = _drifted(record, read)
+    if record is not None and record.digest != ps.digest:
+        detail.append("the set changed since it was applied")
     state = _overall(states, record is not None, bool(drifted))
     if drifted:
         detail += [f"{rel} changed after apply" for rel in drifted]
@@ -122,6 +117,18 @@ def _state_of(ps: PatchSet, targets: str, site: str, dists: Sequence[InstalledDi
     elif state is SetStatus.PARTIAL:
         detail += [f"{rel}: {v}" for rel, v in states.items()]
     return SetState(ps.name, targets, state, len(ps.paths), tuple(detail))
+
+
+def _drifted(record: AppliedRecord | None, read: Callable[[str], bytes | None]) -> list[str]:
+    """The files of an applied set that are neither as the apply left them nor back at their pre-image
+    (restored or reverted by hand is "not applied", not drift)."""
+    if record is None:
+        return []
+    return [
+        rel
+        for rel, images in record.files.items()
+        if sha256_bytes(read(rel)) not in (images.post, images.pre)
+    ]
 
 
 def _replaced_since(record: AppliedRecord | None, dists: Sequence[InstalledDistribution]) -> str | None:

@@ -26,7 +26,14 @@ from ..integrity.inventory import (
     dist_finding,
     take_inventory,
 )
-from ..integrity.records import CONDA, INSTALLER_FILES, InstalledDistribution, matches, parse_record
+from ..integrity.records import (
+    CONDA,
+    INSTALLER_FILES,
+    InstalledDistribution,
+    RecordEntry,
+    matches,
+    parse_record,
+)
 from ..model import Finding, Kind, RuleId, Severity
 from .sources import (
     NoPristineSource,
@@ -317,11 +324,10 @@ def record_truths(scanned: Scanned, explainer: Explainer) -> Scanned:
 
 def _malformed_row(scanned: Scanned, explainer: Explainer, f: Finding) -> Finding:
     """A RECORD row with a hash that cannot be read: the file against the pristine wheel's member."""
-    dist = next((d for d in scanned.selected if (d.name, d.version) == (f.distribution, f.version)), None)
-    problem = next((p for p in dist.problems if p.line == f.line and p.path), None) if dist else None
-    entry = next((e for e in dist.entries if problem and e.path == problem.path), None) if dist else None
-    if dist is None or problem is None or entry is None or entry.digest is not None:
+    found = _unreadable_hash(scanned, f)
+    if found is None:
         return f  # not a hash problem (columns, size, a duplicate row): nothing a wheel settles
+    dist, entry = found
     as_file = replace(f, kind=Kind.MODIFIED, path=scanned.display(dist.resolve(entry.path)))
     verdict = as_shipped(ChangedFile(as_file, dist, entry, dist.resolve(entry.path)), explainer)
     if verdict is None:
@@ -335,6 +341,17 @@ def _malformed_row(scanned: Scanned, explainer: Explainer, f: Finding) -> Findin
             f, severity=Severity.INFO, rule=RuleId.RECORD_WRONG, message=f"{WRONG_RECORD} ({f.message})"
         )
     return replace(f, message=f"{f.message}, and the file differs from its wheel's")
+
+
+def _unreadable_hash(scanned: Scanned, f: Finding) -> tuple[InstalledDistribution, RecordEntry] | None:
+    """(the distribution, its RECORD entry) of a finding about a row whose hash could not be read; ``None``
+    for any other RECORD problem."""
+    dist = next((d for d in scanned.selected if (d.name, d.version) == (f.distribution, f.version)), None)
+    problem = next((p for p in dist.problems if p.line == f.line and p.path), None) if dist else None
+    entry = next((e for e in dist.entries if problem and e.path == problem.path), None) if dist else None
+    if dist is None or problem is None or entry is None or entry.digest is not None:
+        return None
+    return dist, entry
 
 
 def record_findings(scanned: Scanned, explainer: Explainer) -> list[Finding]:

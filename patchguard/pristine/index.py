@@ -145,16 +145,7 @@ def index_settings(
 ) -> IndexSettings:
     """The indexes and find-links this box's pip (and uv) use, with patchguard's own options first."""
     env = os.environ if environ is None else environ
-    conf: dict[str, str] = {}
-    origins: list[str] = []
-    for path in _pip_files(prefix, env):
-        _read_pip_file(path, conf, origins)
-    keys = ("index-url", "extra-index-url", "find-links", "no-index", "cert", "trusted-host", "proxy")
-    for key in (*keys, "keyring-provider"):
-        value = env.get("PIP_" + key.upper().replace("-", "_"))
-        if value is not None:
-            conf[key] = value
-            origins.append("$PIP_" + key.upper().replace("-", "_"))
+    conf, origins = _pip_configuration(prefix, env)
     timeout = conf.get("timeout") or conf.get("default-timeout") or env.get("PIP_DEFAULT_TIMEOUT")
     no_index = conf.get("no-index", "").strip().lower() in ("1", "true", "yes", "on")
     primary = index_url or env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or conf.get("index-url")
@@ -174,6 +165,22 @@ def index_settings(
         timeout=_timeout(timeout),
         origins=tuple(dict.fromkeys(origins)),
     )
+
+
+def _pip_configuration(prefix: str | None, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """pip's settings as its configuration files and ``PIP_*`` variables give them (the variables last), and
+    where each came from."""
+    conf: dict[str, str] = {}
+    origins: list[str] = []
+    for path in _pip_files(prefix, env):
+        _read_pip_file(path, conf, origins)
+    keys = ("index-url", "extra-index-url", "find-links", "no-index", "cert", "trusted-host", "proxy")
+    for key in (*keys, "keyring-provider"):
+        value = env.get("PIP_" + key.upper().replace("-", "_"))
+        if value is not None:
+            conf[key] = value
+            origins.append("$PIP_" + key.upper().replace("-", "_"))
+    return conf, origins
 
 
 def _now() -> float:

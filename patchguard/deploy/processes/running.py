@@ -98,11 +98,7 @@ def bytecode_habits(target: Target, proc: str = "/proc") -> list[Habit]:
 
 def _no_bytecode(argv: Sequence[str], environ: str | None) -> str:
     """Why a Python process writes no bytecode beside its sources ('' : it does, as far as can be seen)."""
-    options: list[str] = []
-    for arg in argv[1:]:  # the interpreter's own options, before the script, -m or -c
-        if not arg.startswith("-") or arg in ("-m", "-c") or arg.startswith(("-m", "-c")):
-            break
-        options.append(arg)
+    options = _interpreter_options(argv)
     flags = "".join(o[1:] for o in options if not o.startswith(("--", "-X", "-W")))
     if "B" in flags:
         return "runs with -B (writes no bytecode)"
@@ -116,6 +112,16 @@ def _no_bytecode(argv: Sequence[str], environ: str | None) -> str:
     if env.get("PYTHONPYCACHEPREFIX"):
         return "runs with PYTHONPYCACHEPREFIX (its bytecode is written elsewhere)"
     return ""
+
+
+def _interpreter_options(argv: Sequence[str]) -> list[str]:
+    """The interpreter's own options, before the script, ``-m`` or ``-c``."""
+    options: list[str] = []
+    for arg in argv[1:]:
+        if not arg.startswith("-") or arg in ("-m", "-c") or arg.startswith(("-m", "-c")):
+            break
+        options.append(arg)
+    return options
 
 
 def _pids(proc: str) -> list[int]:
