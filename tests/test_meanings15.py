@@ -214,3 +214,86 @@ def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
     for needle, rule in (("return None", "swallowed-exception"), ("jinja2.Environment", "removed-check")):
         line = line_of(edited, needle)
         assert any(r == rule and abs(n - line) <= 1 for r, n in found), (needle, found)
+
+
+QUIET = "pkg/quiet.py"
+QUIET_PRISTINE = """\
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def share(layers, kinds):
+    for idx, kind in enumerate(layers):
+        found = kinds.get(kind, [])
+        if not found:
+            logger.warning("no target for %d", idx)
+            continue
+        layers[idx] = found[-1]
+
+
+def remove(self, key):
+    if self.t1.pop(key, None) is None:
+        self.t2.pop(key, None)
+
+
+def rebalance(weight: torch.Tensor):
+    counts = weight.sum(0)
+    most = counts.max().item()
+    return most
+
+
+def propose(self, aux, tokens: torch.Tensor):
+    if aux is None:
+        raise ValueError("aux is required")
+    return tokens
+
+
+class Builder:
+    def build(self, draft_cpu, tokens: torch.Tensor):
+        mask = draft_cpu[:8] >= 0
+        if bool(mask.any()):
+            self.mask = mask
+        return tokens
+
+    def execute(self, stream):
+        if stream is not None:
+            stream.synchronize()
+        else:
+            torch.cuda.current_stream().synchronize()
+"""
+
+_QUIET = EditedModule(QUIET, QUIET_PRISTINE)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a bail-out made a raise: stricter
+        ('            logger.warning("no target for %d", idx)\n            continue\n',
+         '            raise ValueError(f"no target for {idx}")\n', "raise ValueError"),
+        # an if that raises now where it raised nothing: a check added
+        ("    if self.t1.pop(key, None) is None:\n        self.t2.pop(key, None)\n",
+         "    if self.t1.pop(key, None) is None and self.t2.pop(key, None) is None:\n"
+         "        raise KeyError(key)\n", "raise KeyError"),
+        # one read for another
+        ("    most = counts.max().item()\n", "    most = int(counts.max())\n", "int(counts"),
+        # checks moved into a helper, under their own tests
+        ('    if aux is None:\n        raise ValueError("aux is required")\n',
+         '    def _check(a):\n        if a is None:\n            raise ValueError("aux is required")\n'
+         "        return a\n    aux = _check(aux)\n", "_check(a)"),
+        # a log line of what is worked out of host values
+        ("            self.mask = mask\n",
+         "            self.mask = mask\n"
+         "            logger.debug('rows %s', mask.nonzero().flatten().tolist())\n",
+         "logger.debug"),
+        # a stream's wait for another's
+        ("        if stream is not None:\n            stream.synchronize()\n        else:\n"
+         "            torch.cuda.current_stream().synchronize()\n",
+         "        (stream or torch.cuda.current_stream()).synchronize()\n", "synchronize"),
+    ],
+)  # fmt: skip
+def test_benign_edits_of_the_sixteenth_batch_are_quiet(old: str, new: str, needle: str) -> None:
+    assert not _QUIET.near((old, new), needle)

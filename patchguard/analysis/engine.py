@@ -693,7 +693,8 @@ def _value_read(rule: str, qualname: str) -> bool:
     return rule == RuleId.DEVICE_SYNC and qualname.rsplit(".", 1)[-1] in _VALUE_READS
 
 
-_VALUE_READS = frozenset({"item", "tolist"})
+# (``int(x.max())`` for ``x.max().item()`` is one read for another; a stream's wait for another's too)
+_VALUE_READS = frozenset({"item", "tolist", "int", "float", "bool", "synchronize"})
 
 
 def _forced_open(st: Structure, changed: set[int]) -> list[tuple[int, int, str]]:
@@ -1290,6 +1291,8 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
                 continue
             after = _condition(_one_line(_statement(edit.lines, n - 1)))
             detail = _narrowed_here(edit, n, [c for c in before if c is not None], after) if after else ""
+            if detail and _raise_added(edit, r, n):
+                detail = ""  # (the pristine ``if`` raised nothing: one that raises now adds a check)
             if detail:
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
             if detail and after is not None and _tests_a_report(after) and _raises_below(edit.st.tree, n):
@@ -1301,6 +1304,17 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         out += _asserts_weakened(r, edit)
         out += _flags_loosened(r, edit)
     return out
+
+
+def _raise_added(edit: _Edit, r: Region, n: int) -> bool:
+    """Whether the ``if`` at line ``n`` raises where none of the ``if`` lines region ``r`` removed did in the
+    pristine file (``if t1.pop(k) is None: t2.pop(k)`` → ``if … and t2.pop(k) is None: raise KeyError``): a
+    check added, not one loosened."""
+    if edit.before is None or not _raises_below(edit.st.tree, n):
+        return False
+    before = locate(edit.before)
+    lines = [r.old_start + i for i, old in enumerate(r.removed) if old.lstrip().startswith(("if ", "elif "))]
+    return bool(lines) and not any(_raises_below(before.tree, line) for line in lines)
 
 
 def _raises_below(tree: ast.Module | None, line: int) -> bool:
@@ -1751,7 +1765,12 @@ def _checks_made_conditional(regions: Sequence[Region], edit: _Edit) -> list[Fin
     ``if signature is not None: self.verify_signature(…)``): when the condition fails, nothing is checked."""
     out: list[Finding] = []
     for r in regions:
-        checks = {old.strip() for old in r.removed if _checking(old.strip(), edit.before)}
+        # (a raise ran under its own test already: moved under another, it is judged as a guard's edit)
+        checks = {
+            old.strip()
+            for old in r.removed
+            if _checking(old.strip(), edit.before) and not old.lstrip().startswith("raise")
+        }
         for n in r.lines if checks else ():
             if edit.lines[n - 1].strip() not in checks:
                 continue
@@ -3731,8 +3750,9 @@ class _Gone:
         guards = _guards(self.after, now.start if now is not None else 0) if found else collections.Counter()
         if guards[key] >= _guards(self.before, line)[key] or _kept_wider(guards, key) or self._moved_out(key):
             return True
+        fn = self.after.def_at(now.start) if now is not None else None
         was = self.before.def_at(scope.start) if scope is not None else None
-        return now is not None and _guard_folded(node, self.after.def_at(now.start), was)
+        return fn is not None and (_raises_on(fn, key[1]) or _guard_folded(node, fn, was))
 
     def _moved_out(self, key: Guard) -> bool:
         """Whether a def the pristine file did not have holds a guard on the same test that leaves the same
@@ -3837,6 +3857,14 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _raises_on(fn: ast.FunctionDef | ast.AsyncFunctionDef, test: str) -> bool:
+    """Whether ``fn`` has an ``if`` on the test ``test`` (its dump) whose body raises: the guard refuses
+    now (``if not found: raise …``), stricter, not taken out."""
+    return any(
+        isinstance(n, ast.If) and ast.dump(n.test) == test and _guards_raise_node(n) for n in ast.walk(fn)
+    )
 
 
 def _kept_wider(guards: collections.Counter[Guard], key: Guard) -> bool:

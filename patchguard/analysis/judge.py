@@ -60,7 +60,17 @@ from .rules import (
 )
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, nodes_of, truth
 from .structure import Structure, gate_kind_of
-from .tensors import handed_a_step, host_names, is_tensor, local_names, params_of, tensor_names, typed_tensors
+from .tensors import (
+    HOST_WORDS,
+    handed_a_step,
+    host_names,
+    is_tensor,
+    local_names,
+    of_host_named,
+    params_of,
+    tensor_names,
+    typed_tensors,
+)
 
 __all__ = ["Hit", "Unit", "imported_names", "judge_statements", "judge_unit", "units_for"]
 
@@ -584,11 +594,13 @@ class _Walker(Dispatch):
     def _read_as_number(self, node: cst.Call, qualname: str) -> bool:
         """``int(x)``, ``float(x)``, ``bool(x)`` of a tensor."""
         numbers = ("int", "float", "bool", "builtins.int", "builtins.float", "builtins.bool")
-        return (
-            qualname in numbers
-            and bool(node.args)
-            and is_tensor(node.args[0].value, self.tensors(), self.aliases)
-        )
+        if qualname not in numbers or not node.args:
+            return False
+        value = node.args[0].value
+        brought = isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+        if brought and value.func.attr.value in BROUGHT_BACK:  # type: ignore[attr-defined]
+            return False  # ``float(x.item())``: a Python number made a Python number
+        return is_tensor(value, self.tensors(), self.aliases)
 
     def _costs_anyway(self, node: cst.Call) -> bool:
         """Whether a log call's arguments do work on every call, the record written or not: an f-string
@@ -605,7 +617,10 @@ class _Walker(Dispatch):
                 if any(isinstance(p, cst.FormattedStringExpression) for p in value.parts):
                     return True
                 continue
-            names = {n.value for n in m.findall(value, m.Name()) if isinstance(n, cst.Name)}
+            # the names it reads (not the methods and fields named on the way: ``x.nonzero().tolist()``)
+            fields = {id(a.attr) for a in m.findall(value, m.Attribute()) if isinstance(a, cst.Attribute)}
+            found = m.findall(value, m.Name())
+            names = {n.value for n in found if isinstance(n, cst.Name) and id(n) not in fields}
             read = names & tensors or is_tensor(value, tensors, self.aliases)
             if read and not self._host_now(names, node):
                 return True
@@ -619,7 +634,9 @@ class _Walker(Dispatch):
         if not names or lines is None or fn is None:
             return False
         top = self._lines(fn)[0]
-        return all(_last_given_host(self.source_lines, name, lines[0], top) for name in names)
+        hosts = self.hosts()  # (names bound only to host values: ``mask = counts_cpu[:n] >= 0``)
+        given = self.source_lines
+        return all(name in hosts or _last_given_host(given, name, lines[0], top) for name in names)
 
     def _device_sync_here(self, node: cst.Call) -> RuleId | None:
         """A device sync where it stands: on the device path or in a loop, and not of a value named for the
@@ -1116,19 +1133,25 @@ def _to_cpu(node: cst.Call) -> bool:
 
 
 def _reduction(arg: cst.BaseExpression) -> bool:
-    """Whether ``arg`` is a tensor reduction (``x.max()``, ``(a == b).all()``): its int() syncs."""
+    """Whether ``arg`` is a tensor reduction (``x.max()``, ``(a == b).all()``): its int() syncs (not
+    ``float(x.item())``: the read is the ``.item()``'s, the float of a Python number is none)."""
     return (
         isinstance(arg, cst.Call)
         and isinstance(arg.func, cst.Attribute)
         and arg.func.attr.value in REDUCTIONS
+        and arg.func.attr.value not in BROUGHT_BACK
     )
 
 
 def _host_named(call: cst.Call) -> bool:
     """A read-back (``x.item()``, ``int(x)``…) of a value whose name says it is on the host, as serving
     frameworks name their host copies (``seq_lens_cpu``, ``kv_lens_arr_host``, ``positions_np``) — the
-    root's name, or a field read on the way (``int(meta.seq_lens_cpu[n:].max())``)."""
-    return any(_HOST_WORDS & set(name.lower().split("_")) for name in _names_read(call))
+    root's name, or a field read on the way (``int(meta.seq_lens_cpu[n:].max())``), or what a comparison
+    reduced reads (``bool((counts_cpu > 0).any())``)."""
+    if any(_HOST_WORDS & set(name.lower().split("_")) for name in _names_read(call)):
+        return True
+    compared = nodes_of(call, (cst.Comparison,))
+    return bool(compared) and all(of_host_named(c) for c in compared if isinstance(c, cst.Comparison))
 
 
 def _names_read(call: cst.Call) -> Iterator[str]:
@@ -1138,7 +1161,7 @@ def _names_read(call: cst.Call) -> Iterator[str]:
     yield from fields
 
 
-_HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
+_HOST_WORDS = HOST_WORDS
 
 
 def _as_told(node: cst.Call, qualname: str) -> RuleId | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -23,11 +23,14 @@ from .cstwalk import Dispatch, walk
 from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, TENSOR_ONLY_METHODS
 
 __all__ = [
+    "HOST_WORDS",
     "decides_tensor",
+    "handed_a_step",
     "host_names",
     "is_tensor",
     "local_names",
     "maybe_tensor_words",
+    "of_host_named",
     "params_of",
     "tensor_names",
     "typed_tensors",
@@ -137,6 +140,8 @@ def _host_value(value: cst.BaseExpression, aliases: Mapping[str, str]) -> bool:
     brought back from the device."""
     if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
         return True  # (not a list or a dict: those may hold tensors)
+    if isinstance(value, (cst.Comparison, cst.BinaryOperation, cst.Subscript, cst.UnaryOperation)):
+        return of_host_named(value)  # ``counts_cpu[:n] >= 0``: worked out of what is named for the host
     if not isinstance(value, cst.Call):
         return False
     func = value.func
@@ -145,6 +150,40 @@ def _host_value(value: cst.BaseExpression, aliases: Mapping[str, str]) -> bool:
     dotted = get_full_name_for_node(func)
     qualname = resolve(dict(aliases), dotted) if dotted else ""
     return qualname.startswith("numpy.") or qualname in _HOST_MAKERS
+
+
+def of_host_named(value: cst.BaseExpression) -> bool:
+    """Whether every name an expression reads is named for the host (``seq_lens_cpu``, ``positions_np``),
+    its numbers and the names it indexes with aside."""
+    roots = [n for n in _roots(value) if n]
+    return bool(roots) and all(not HOST_WORDS.isdisjoint(n.lower().split("_")) for n in roots)
+
+
+def _roots(value: cst.BaseExpression) -> Iterator[str]:
+    """The names at the root of what an expression reads (``a`` of ``a.b[c:d] >= 0``; not what indexes)."""
+    if isinstance(value, cst.Name):
+        yield value.value
+    elif isinstance(value, cst.Attribute):
+        yield value.attr.value  # (the field's own name: ``meta.seq_lens_cpu``)
+    elif isinstance(value, cst.Subscript):
+        yield from _roots(value.value)
+    elif isinstance(value, cst.Comparison):
+        yield from _roots(value.left)
+        for c in value.comparisons:
+            if not isinstance(c.comparator, (cst.Integer, cst.Float)):
+                yield from _roots(c.comparator)
+    elif isinstance(value, cst.BinaryOperation):
+        for side in (value.left, value.right):
+            if not isinstance(side, (cst.Integer, cst.Float)):
+                yield from _roots(side)
+    elif isinstance(value, cst.UnaryOperation):
+        yield from _roots(value.expression)
+    else:
+        yield ""  # (a call, a literal of another kind: not told)
+
+
+# Words of a name that says it holds host values (serving frameworks' names for their host copies).
+HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
 
 
 def _names_host(annotation: cst.BaseExpression) -> bool:
