@@ -297,3 +297,19 @@ _QUIET = EditedModule(QUIET, QUIET_PRISTINE)
 )  # fmt: skip
 def test_benign_edits_of_the_sixteenth_batch_are_quiet(old: str, new: str, needle: str) -> None:
     assert not _QUIET.near((old, new), needle)
+
+
+def test_a_tensor_known_by_its_float_method() -> None:
+    module = EditedModule(
+        "pkg/router.py",
+        "import torch\n\n\ndef route(logits: torch.Tensor, n: int):\n"
+        "    weights, ids = topk(logits, n)\n    mask = ids >= n\n"
+        "    ids[mask] = 0\n    return weights, ids\n",
+    )
+    edit = ("    ids[mask] = 0\n", '    print(f"share {mask.float().mean():.4f}")\n    ids[mask] = 0\n')
+    found = [(rule, severity) for rule, severity, n in module.found(edit) if n == 7]
+    assert ("print", "MODERATE") in found
+    from patchguard.analysis import CodeChange, analyse
+
+    change = CodeChange("pkg/router.py", module.pristine.encode(), module.after(edit).encode(), "pkg", "1.0")
+    assert any("device-sync" in f.message for f in analyse(change) if f.line == 7)

@@ -127,7 +127,8 @@ TENSOR_ONLY_METHODS = frozenset(
     {"contiguous", "masked_fill", "masked_fill_", "index_select", "view_as", "type_as", "new_zeros"}
     | {"new_ones", "new_empty", "new_full", "new_tensor", "unsqueeze", "squeeze_", "long", "bfloat16"}
     # torch.Tensor's conversions and in-place writes (its docs), which numpy's arrays do not have
-    | {"int", "half", "cuda", "copy_", "zero_", "fill_", "scatter_", "index_put_", "unsqueeze_"}
+    | {"int", "half", "float", "double", "cuda", "copy_", "zero_", "fill_", "scatter_", "index_put_"}
+    | {"unsqueeze_"}
     | {"masked_scatter_", "pin_memory", "record_stream", "expand_as"}
 )
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
