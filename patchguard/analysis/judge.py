@@ -61,8 +61,8 @@ from .rules import (
 from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, nodes_of, truth
 from .structure import Structure, gate_kind_of
 from .tensors import (
-    HOST_WORDS,
     handed_a_step,
+    host_named,
     host_names,
     is_tensor,
     local_names,
@@ -1148,7 +1148,7 @@ def _host_named(call: cst.Call) -> bool:
     frameworks name their host copies (``seq_lens_cpu``, ``kv_lens_arr_host``, ``positions_np``) — the
     root's name, or a field read on the way (``int(meta.seq_lens_cpu[n:].max())``), or what a comparison
     reduced reads (``bool((counts_cpu > 0).any())``)."""
-    if any(_HOST_WORDS & set(name.lower().split("_")) for name in _names_read(call)):
+    if any(map(host_named, _names_read(call))):
         return True
     compared = nodes_of(call, (cst.Comparison,))
     return bool(compared) and all(of_host_named(c) for c in compared if isinstance(c, cst.Comparison))
@@ -1161,7 +1161,6 @@ def _names_read(call: cst.Call) -> Iterator[str]:
     yield from fields
 
 
-_HOST_WORDS = HOST_WORDS
 
 
 def _as_told(node: cst.Call, qualname: str) -> RuleId | None:

@@ -227,7 +227,6 @@ def _module_rule(qualname: str) -> RuleId | None:
 # -- a cheap test before the libcst walk -------------------------------------------------------------------
 
 # Modules whose every callable (or whose listed methods) a family names: an alias of one is a possible hit.
-_MODULE_FAMILIES = tuple(f"{m}." for m in (*_MODULES, *(m for m, _v, _r in _MODULE_METHODS)))
 # The qualified names the matchers of :mod:`.judge` look at (files opened, writers made, buffers in memory).
 _MATCHED = frozenset(ARGUMENT_CALLS | set(BOUND_WRITERS) | IN_MEMORY | set(WHEN_TOLD))
 # Words a rule knows only as a part of a qualified name (``shutil.copy``, ``requests``, ``os.environ.pop``):

@@ -23,9 +23,9 @@ from .cstwalk import Dispatch, walk
 from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, TENSOR_ONLY_METHODS
 
 __all__ = [
-    "HOST_WORDS",
     "decides_tensor",
     "handed_a_step",
+    "host_named",
     "host_names",
     "is_tensor",
     "local_names",
@@ -156,7 +156,7 @@ def of_host_named(value: cst.BaseExpression) -> bool:
     """Whether every name an expression reads is named for the host (``seq_lens_cpu``, ``positions_np``),
     its numbers and the names it indexes with aside."""
     roots = [n for n in _roots(value) if n]
-    return bool(roots) and all(not HOST_WORDS.isdisjoint(n.lower().split("_")) for n in roots)
+    return bool(roots) and all(map(host_named, roots))
 
 
 def _roots(value: cst.BaseExpression) -> Iterator[str]:
@@ -184,6 +184,12 @@ def _roots(value: cst.BaseExpression) -> Iterator[str]:
 
 # Words of a name that says it holds host values (serving frameworks' names for their host copies).
 HOST_WORDS = frozenset({"cpu", "host", "np", "numpy"})
+
+
+def host_named(name: str) -> bool:
+    """Whether a name says it holds host values (``seq_lens_cpu``, ``positions_np``): one of its snake-case
+    words is one of :data:`HOST_WORDS`."""
+    return not HOST_WORDS.isdisjoint(name.lower().split("_"))
 
 
 def _names_host(annotation: cst.BaseExpression) -> bool:
