@@ -90,6 +90,31 @@ def test_many_files_are_judged_alike_on_every_core() -> None:
     assert sum(1 for found in parallel if any(f.rule == "tensor-dump" for f in found)) == 10
 
 
+def test_judging_collects_lazily_and_gives_the_setting_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    import patchguard.analysis as analysis_pkg
+    from patchguard.analysis import kept
+
+    before = (MINILLM_SRC / MLA).read_bytes()
+    seen: list[tuple[int, int, int]] = []
+    real = analysis_pkg.analyse
+
+    def watched(change: CodeChange) -> list[patchguard.Finding]:
+        seen.append(gc.get_threshold())
+        return real(change)
+
+    monkeypatch.setattr(analysis_pkg, "analyse", watched)
+    mine = gc.get_threshold()
+    gc.set_threshold(123, 4, 5)
+    try:
+        found = analyse_many([CodeChange(MLA, before, before.replace(DUMP.encode(), DUMP.encode() * 2))] * 3)
+        assert seen == [kept._JUDGING_THRESHOLDS] * 3 and gc.get_threshold() == (123, 4, 5)
+        assert found == [real(CodeChange(MLA, before, before.replace(DUMP.encode(), DUMP.encode() * 2)))] * 3
+    finally:
+        gc.set_threshold(*mine)
+
+
 def test_one_finding_per_line_at_the_highest_severity() -> None:
     before = (MINILLM_SRC / MLA).read_bytes()
     line = "        torch.save(hidden.detach().cpu(), '/tmp/x.pt'); print(hidden.item())\n"

@@ -577,8 +577,25 @@ _RETURN = re.compile(r"^\s*return\b", re.MULTILINE)
 
 def _may_switch(test: ast.expr) -> bool:
     """Whether an ``if``'s test may be a switch (:func:`.statements._switched_exit`): it reads the
-    environment, or holds a constant (the only way it can always be true)."""
-    return reads_environment(ast.unparse(test)) or any(isinstance(n, ast.Constant) for n in ast.walk(test))
+    environment, or it is always true (:func:`.statements.truth`, read from the ``ast``)."""
+    return _always_true(test) is True or reads_environment(ast.unparse(test))
+
+
+def _always_true(test: ast.expr) -> bool | None:
+    """:func:`.statements.truth` of an ``ast`` test: the value it always has (a ``True``, a non-zero integer,
+    a non-empty string, ``not``, ``and``/``or`` of those), or ``None`` when it depends on something."""
+    if isinstance(test, ast.Constant):
+        value = test.value
+        return bool(value) if isinstance(value, (bool, int, str, bytes)) else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _always_true(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_always_true(v) for v in test.values]
+        if isinstance(test.op, ast.Or):
+            return True if True in values else (False if all(v is False for v in values) else None)
+        return False if False in values else (True if all(v is True for v in values) else None)
+    return None
 
 
 def _handler_above(unit: str, match: re.Match[str]) -> bool:
