@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ..diffs import split_lines
 from ..model import Finding, Gate, GateKind, Kind, RuleId, Severity
 from .aliases import reads_environment, resolve
-from .bounds import too_wild
+from .bounds import MAX_LINE, too_wild
 from .cases import compare
 from .families import (
     CHECKING_CALL,
@@ -67,7 +67,7 @@ class CodeChange:
 def locate(source: str) -> Structure:
     """The structure of ``source``: read with ``ast``, else with libcst (a newer Python's syntax), else what
     a file no grammar parses still tells."""
-    wild = too_wild(source)
+    wild = _wild(source)
     if wild is not None:  # no parser sees it: a crash or gigabytes, not a verdict
         return Structure([], {}, set(), grammar=None, syntax_error=wild)
     tree = _tree_of(source)
@@ -77,6 +77,15 @@ def locate(source: str) -> Structure:
 
         st = structure_of_newer(source)
     return st
+
+
+def _wild(source: str) -> tuple[int, str] | None:
+    """:func:`.bounds.too_wild` of ``source``, asked only where it can say something: ``ast``, which CPython
+    bounds, is tried first on a text too short to hold a line too long — one it parses nests no deeper than
+    CPython's 200 brackets, so is not too wild (and its tree is kept for what asks next)."""
+    if len(source) <= MAX_LINE and _tree_of(source) is not None:
+        return None
+    return too_wild(source)
 
 
 @functools.lru_cache(maxsize=4)  # the pristine text: for the cosmetic test, then for its structure
@@ -455,7 +464,7 @@ _STRING = re.compile(r"""[rbfuRBFU]{0,2}(?:'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")"
 
 def _only_cosmetic(before: str, after: Structure) -> bool:
     """Whether the two sources differ in comments, layout or docstrings only."""
-    if after.tree is None or too_wild(before) is not None:
+    if after.tree is None or _wild(before) is not None:
         return False
     tree = _tree_of(before)  # (its tree alone: the structure of the pristine file is not needed for this)
     return tree is not None and same_code(tree, after.tree)
@@ -1624,7 +1633,7 @@ def _names_for(tree: ast.Module | None, name: str, text: str) -> set[str]:
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _last_name(node.value) == name:
                 names.add(_last_name(node.targets[0]))
-    return {n for n in names if n and (re.search(_tested_by(n), text) or _handed_to_a_call(n, text))}
+    return {n for n in names if n and (_asked_what_it_holds(n, text) or _handed_to_a_call(n, text))}
 
 
 def _handed_to_a_call(name: str, text: str) -> bool:
@@ -1637,12 +1646,32 @@ def _handed_to_a_call(name: str, text: str) -> bool:
     return re.search(rf"[(,]\s*(?:\w+\s*=\s*)?(?:[\w.]+\.)?{re.escape(name)}\s*[,)]", text) is not None
 
 
-def _tested_by(name: str) -> str:
-    """How a collection is asked what it holds, by the text: ``x in name``, ``name.intersection(…)``,
-    ``name & keys``, ``keys & name``, ``name.isdisjoint(…)``."""
-    n = re.escape(name)
-    asked = r"(?:&|\.(?:intersection|isdisjoint|issuperset|issubset)\()"
-    return rf"\bin\s+(?:[\w.]+\.)?{n}\b|\b{n}\s*{asked}|&\s*{n}\b"
+# How a collection is asked what it holds, by the text around each place its name stands: ``x in name`` (or
+# ``in mod.name``), ``keys & name``, before it; ``name.intersection(…)``, ``name & keys``, after it.
+_ASKED_BEFORE = re.compile(r"(?:\bin\s+(?:[\w.]+\.)?|&\s*)\Z")
+_ASKED_AFTER = re.compile(r"\s*(?:&|\.(?:intersection|isdisjoint|issuperset|issubset)\()")
+_REACH = 200  # how far before a name ``in`` and a dotted prefix may stand
+
+
+def _asked_what_it_holds(name: str, text: str) -> bool:
+    """Whether ``text`` asks the collection ``name`` what it holds: ``x in name``, ``name.intersection(…)``,
+    ``name & keys``, ``keys & name``, ``name.isdisjoint(…)`` (looked for where the name stands, not by a
+    search of the whole file for each way of asking)."""
+    at = text.find(name)
+    while at >= 0:
+        end = at + len(name)
+        if end == len(text) or not _is_word_char(text[end]):  # (the whole name, not a longer one)
+            before = text[max(0, at - _REACH) : at]
+            if (before[-1:].isspace() or before.endswith((".", "&"))) and _ASKED_BEFORE.search(before):
+                return True
+            if (at == 0 or not _is_word_char(text[at - 1])) and _ASKED_AFTER.match(text, end):
+                return True
+        at = text.find(name, at + 1)
+    return False
+
+
+def _is_word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
 
 
 def _refused_in(tree: ast.Module | None, name: str, text: str = "") -> bool:

@@ -399,18 +399,28 @@ def _in_context(
     """Whether the changed lines could make a statement rule fire given the unit around them (``device``:
     the unit is known to be on the hot path, called from a per-step function; ``tensors``: the words that
     may name a tensor in it, when they can be told — see :func:`.tensors.maybe_tensor_words`)."""
-    checks, handles, hot = _unit_facts(unit)
-    if (checks or _RETURN.search(unit)) and any(
-        _check_below(unit, m) for r in (_EXIT, _CONSTANT_SET) for m in r.finditer(changed)
-    ):
-        return True  # an early exit or a flag set above a check (an answer) of the unit: it may not fire
-    if handles and any(_handler_above(unit, m) for m in _QUIET.finditer(changed)):
-        return True  # a handler's body emptied, its ``except`` line left as it was
+    exits = [m for r in (_EXIT, _CONSTANT_SET) for m in r.finditer(changed)]
+    quiet = list(_QUIET.finditer(changed))
+    decides = _DECISION.search(changed) is not None
+    if not (exits or quiet or decides):
+        return False  # (most changed lines: the unit's facts are not worked out)
+    if _cut_off_or_emptied(unit, exits, quiet):
+        return True
     # a decision or a conversion that may read a tensor back (a neutralised condition is a _FORMS one)
-    if not (_DECISION.search(changed) and (hot or device)):
+    if not (decides and (device or _unit_facts(unit)[2])):
         return False
     words = tensors() if tensors is not None else None
     return words is None or any(_may_decide(unit, m, words, local) for m in _DECISION.finditer(changed))
+
+
+def _cut_off_or_emptied(unit: str, exits: list[re.Match[str]], quiet: list[re.Match[str]]) -> bool:
+    """An early exit or a flag set (``exits``) above a check, or an answer, of the unit: it may not fire; a
+    statement that lets an error go (``quiet``) below an ``except`` of the unit: a handler's body emptied,
+    its ``except`` line left as it was."""
+    checks, handles, _ = _unit_facts(unit)
+    if (checks or _RETURN.search(unit)) and any(_check_below(unit, m) for m in exits):
+        return True
+    return handles and any(_handler_above(unit, m) for m in quiet)
 
 
 def _may_decide(unit: str, match: re.Match[str], words: frozenset[str], local: dict[str, str]) -> bool:
