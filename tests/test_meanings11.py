@@ -205,6 +205,8 @@ _near, _rules = _MODULE.near, _MODULE.rules
         ("        topo.peer_nvlink[peer] = False\n", "        topo.peer_nvlink[peer] = True\n", "= True"),
         # an eligibility limit raised
         ("_MAX_ROWS = 2048\n", "_MAX_ROWS = 16384\n", "_MAX_ROWS = 16384"),
+        # a limit on what a caller may ask, raised (``if len(stop_strs) > MAX_STOP_COUNT: raise``)
+        ("MAX_STOP_COUNT = 32\n", "MAX_STOP_COUNT = 64\n", "MAX_STOP_COUNT = 64"),
     ],
 )  # fmt: skip
 def test_a_check_let_go_by_what_it_does(old: str, new: str, needle: str) -> None:
@@ -214,8 +216,8 @@ def test_a_check_let_go_by_what_it_does(old: str, new: str, needle: str) -> None
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        # a limit on what a caller may ask, raised: the operator's policy
-        ("MAX_STOP_COUNT = 32\n", "MAX_STOP_COUNT = 64\n"),
+        # a limit made lower: stricter
+        ("MAX_STOP_COUNT = 32\n", "MAX_STOP_COUNT = 16\n"),
         # a bail-out replaced by a call that says it checks
         ("        if _read_meta(self.meta_path) != self.expected_meta:\n            return None\n",
          "        self.verify_meta()\n"),

@@ -171,6 +171,15 @@ class _Subjects:
             return self._compare(
                 ast.Compare(left=node, ops=[ast.NotEq()], comparators=[ast.Constant(0)]), found
             )
+        affix = _affix_test(node)
+        if affix is not None:  # ``name.startswith(("a", "b"))``: the name a string, each prefix tried
+            method, subject, literals = affix
+            key = self.key(subject)
+            values = self.values.setdefault(key, set())
+            values.add(_NO_AFFIX)
+            values.update(p + _MORE if method == "startswith" else _MORE + p for p in literals)
+            found.add(key)
+            return True
         if _subject(node):
             key = self.key(node)
             self.values.setdefault(key, set()).update((True, False))
@@ -325,6 +334,41 @@ def _arithmetic(node: ast.expr, subjects: set[str], key: Callable[[ast.expr], st
     return False
 
 
+# The strings a subject tested by its prefixes or suffixes takes: each one, given more text, and one that
+# has none of them.
+_MORE, _NO_AFFIX = "…", ""
+
+
+def _affix_test(node: ast.expr) -> tuple[str, ast.expr, tuple[str, ...]] | None:
+    """(``startswith``/``endswith``, what is tested, the literal strings) of ``x.startswith("a")`` or
+    ``x.endswith(("a", "b"))`` where ``x`` is a name or an attribute; else ``None``."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("startswith", "endswith")
+        and len(node.args) == 1
+        and not node.keywords
+        and _plain(node.func.value)
+    ):
+        return None
+    value = _literal(node.args[0])
+    literals = value if isinstance(value, tuple) else (value,)
+    if not literals or not all(isinstance(v, str) for v in literals):
+        return None
+    return node.func.attr, node.func.value, literals
+
+
+def _affixed(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
+    affix = _affix_test(node)
+    if affix is None:
+        raise _Unknown
+    method, subject, literals = affix
+    value = _value(subject, case, subjects)
+    if not isinstance(value, str):
+        raise _Unknown
+    return value.startswith(literals) if method == "startswith" else value.endswith(literals)
+
+
 def _literal(node: ast.expr) -> Any:
     try:
         return ast.literal_eval(node)
@@ -421,6 +465,7 @@ _EVALUATE: Mapping[type, Callable[[Any, Mapping[str, Any], _Subjects], Any]] = {
     ast.Tuple: _items,
     ast.List: _items,
     ast.Set: _items,
+    ast.Call: _affixed,
 }
 
 

@@ -296,6 +296,7 @@ def _meanings(
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
     out += _shallow(_limits_moved, regions, edit) + _shallow(_answers_overridden, regions, edit)
+    out += _shallow(_bounds_raised, regions, edit)
     out += _shallow(_lookups_softened, regions, edit) + _shallow(_errors_kept_back, regions, edit)
     out += _shallow(_checks_dropped, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
@@ -1950,7 +1951,10 @@ def _is_ellipsis(stmt: ast.stmt) -> bool:
 
 
 _WRAPPED = r"(?:(?:frozenset|set|tuple|list)\(\s*)?"  # ``frozenset({…})``: a literal set all the same
-_LITERAL_OPENING = re.compile(rf"^[ \t]*[\w.]+[ \t]*(?::[^=\n]+)?=[ \t]*{_WRAPPED}[\[({{]", re.MULTILINE)
+# (``NAME = BASE | frozenset({…})``, ``NAME = BASE + (…)``: a literal joined to a named collection, too)
+_LITERAL_OPENING = re.compile(
+    rf"^[ \t]*[\w.]+[ \t]*(?::[^=\n]+)?=[ \t]*(?:[\w.]+[ \t]*[|+][ \t]*)?{_WRAPPED}[\[({{]", re.MULTILINE
+)
 
 
 def _in_literals(lines: Sequence[str], changed: set[int]) -> list[int]:
@@ -1983,6 +1987,8 @@ def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.expr, ast.List
             continue
         if isinstance(value, _LITERALS):
             yield target, value
+        elif isinstance(value, ast.BinOp) and (parts := _united(value)) is not None:
+            yield target, ast.copy_location(ast.Set(elts=parts), value)  # (a union: what each part holds)
 
 
 def _unwrapped(value: ast.expr) -> ast.expr:
@@ -1994,10 +2000,27 @@ def _unwrapped(value: ast.expr) -> ast.expr:
 _WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
 
 
+def _united(value: ast.expr) -> list[ast.expr] | None:
+    """What a union or concatenation of literal and named collections holds (``BASE | frozenset({"a"})``,
+    ``SUPPORTED + ("b",)``): the literals' items and each named part as one whole (``*BASE``); ``None`` for
+    anything else."""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.BitOr)):
+        left, right = _united(value.left), _united(value.right)
+        return left + right if left is not None and right is not None else None
+    value = _unwrapped(value)
+    if isinstance(value, _LITERALS):
+        return list(value.elts)
+    if isinstance(value, (ast.Name, ast.Attribute)):
+        return [ast.Starred(value=value, ctx=ast.Load())]
+    return None
+
+
 def _pristine_literal(lines: Sequence[str], name: str) -> ast.List | ast.Tuple | ast.Set | None:
     """The items the pristine file gives ``name`` where it writes ``name = [ … ]`` (once), read from the
     text: that statement alone is parsed."""
-    opening = re.compile(rf"^\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]+)?=\s*(?:{_WRAPPED}[\[({{]|\w+\($)")
+    opening = re.compile(
+        rf"^\s*(?:[\w.]+\.)?{re.escape(name)}\s*(?::[^=]+)?=\s*(?:{_WRAPPED}[\[({{]|\w+\($|[\w.]+\s*[|+])"
+    )
     at = [k for k, line in enumerate(lines) if opening.match(line)]
     if len(at) != 1:
         return None
@@ -2015,10 +2038,11 @@ def _last_name(node: ast.expr) -> str:
 
 def _tested_in(tree: ast.Module | None, name: str, text: str = "") -> bool:
     """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``) —
-    or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any ``not
-    in`` of it in ``text`` (a table of refusals tests it as much), or a call it is handed to."""
+    or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any test of
+    its members in ``text`` (a table of refusals tests it as much; ``enabled = x in SUPPORTED`` decides
+    by it), or a call it is handed to."""
     named = not _ALLOWING.isdisjoint(_words(name.lower()))
-    if named and re.search(rf"\bnot\s+in\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
+    if named and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
         return True
     if _handed_to_a_call(name, text):
         return True  # (``Image.open(fp, formats=ALLOWED_IMAGE_FORMATS)``: the call lets by what it lists)
@@ -2957,7 +2981,7 @@ def _calls_loosened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             continue  # (lines edited in place only)
         for i, (old, n) in enumerate(zip(r.removed, r.lines, strict=True)):
             new = edit.lines[n - 1]
-            detail = _loosened(_call_of(old), _call_of(new)) if _may_loosen(old, new) else ""
+            detail = _loosened(*_calls_at(old, new, edit, n)) if _may_loosen(old, new) else ""
             detail = detail or (_unsafe_now(edit, r.old_start + i, n) if _SAFE.search(old) else "")
             detail = detail or _error_answer_flipped(old, edit, n)
             if detail:
@@ -2969,8 +2993,7 @@ def _limits_moved(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     """A named limit given another number (``_MAX_ROWS = 2048`` → ``16384``) where the file compares with it
     in what a function that decides whether something is supported, allowed or to be used returns (``return
     … and 0 < rows <= _MAX_ROWS``) — read by cases with the old and the new number: the code is used where
-    it was not. (A limit on what a caller may ask, raised — ``MAX_STOP_COUNT = 32`` → ``64`` over ``if
-    len(stop) > MAX_STOP_COUNT: raise`` — is the operator's policy, not a check taken away.)"""
+    it was not. (A limit a check holds values to, raised, is :func:`_bounds_raised`'s.)"""
     out: list[Finding] = []
     for r in regions:
         if len(r.removed) != 1 or len(r.lines) != 1:
@@ -2984,6 +3007,144 @@ def _limits_moved(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = f"`{name}` {was.value!r} → {now.value!r}: `{_short(where[1])}` lets more by"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.lines[0], f"check neutralised: {detail}"))
     return out
+
+
+# Words of a name that holds a bound: the most a check lets by (``MAX_RATIO``, ``max_prompts``, ``limit``), or
+# the least (``min_tokens``).
+_UPPER_WORDS = frozenset({"max", "maximum", "limit", "most"})
+_LOWER_WORDS = frozenset({"min", "minimum", "least"})
+_BOUND_WORDS = _UPPER_WORDS | _LOWER_WORDS
+
+
+def _bounds_raised(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A bound moved to let more by, one assignment edited in place: a most made larger (``MAX_RATIO = 200``
+    → ``2000``, ``max_prompts = envs.MAX_PROMPTS`` → ``envs.MAX_PROMPTS * 16``, ``limit = min(a, b)`` →
+    ``max(min(a, b), 64)``), a least made smaller — read by cases (:mod:`.cases`): the values under the bound
+    before are under it now, and more. Only where the file holds values to it (:func:`_held_to`): a limit
+    raised is a check loosened."""
+    out: list[Finding] = []
+    for r in regions:
+        if len(r.removed) != 1 or len(r.lines) != 1:
+            continue  # (one assignment edited in place)
+        n = r.lines[0]
+        target, was = _assigned(r.removed[0])
+        again, now = _assigned(edit.lines[n - 1])
+        if not target or target != again or was is None or now is None:
+            continue
+        name = target.rsplit(".", 1)[-1]
+        words = _words(name)
+        upper, lower = not _UPPER_WORDS.isdisjoint(words), not _LOWER_WORDS.isdisjoint(words)
+        if upper == lower or not _lets_more_under(was, now, upper):
+            continue
+        where = _held_to(edit, name, n, local="." not in target and edit.st.qualname_at(n) is not None)
+        if where:
+            detail = f"`{name}` {_short(was)} → {_short(now)}: {where} lets more by"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _assigned(line: str) -> tuple[str, ast.expr | None]:
+    """(target, value) of a line that assigns one value (``x = v``, ``self.x: int = v``); ("", None) else."""
+    try:
+        tree = ast.parse(_code_of(line).strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "", None
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return ast.unparse(stmt.targets[0]), stmt.value
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        return ast.unparse(stmt.target), stmt.value
+    return "", None
+
+
+def _lets_more_under(was: ast.expr, now: ast.expr, upper: bool) -> bool:
+    """Whether a bound ``was`` → ``now`` lets more values by (``q <= was`` → ``q <= now`` holds in more cases
+    and in no fewer; ``>=`` for a least)."""
+    op: ast.cmpop = ast.LtE() if upper else ast.GtE()
+    q = ast.Name("_bounded_value_")
+    parts: dict[str, ast.Name] = {}  # (what the two read alike, each one number: ``int(os.environ[…])``)
+    was, now = _as_quantity(was, parts), _as_quantity(now, parts)
+    found = compare(ast.Compare(q, [op], [was]), ast.Compare(q, [op], [now]))
+    return found is not None and found.more and not found.fewer
+
+
+def _as_quantity(value: ast.expr, parts: dict[str, ast.Name]) -> ast.expr:
+    """A copy of ``value`` with each call (but ``min``, ``max``, ``abs``), item and attribute read as one
+    number of its own, the same wherever it is written alike (``parts``)."""
+
+    class _Parts(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if isinstance(node.func, ast.Name) and node.func.id in ("min", "max", "abs"):
+                return self.generic_visit(node)
+            return self._part(node)
+
+        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+            return self._part(node)
+
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            return self._part(node)
+
+        def _part(self, node: ast.expr) -> ast.Name:
+            return parts.setdefault(ast.dump(node), ast.Name(f"_part{len(parts)}_"))
+
+    return _Parts().visit(copy.deepcopy(value))  # type: ignore[no-any-return]
+
+
+def _held_to(edit: _Edit, name: str, n: int, local: bool) -> str:
+    """Where the file holds values to the bound ``name`` (in the function of line ``n`` when it is a
+    ``local``): a test of an ``if``, ``while`` or ``assert`` that compares with it — or with a name it bounds
+    (``BLOCK_N = min(MAX_FUSED_SIZE, …)`` over ``if group_size > BLOCK_N: raise``) — or a call handed it
+    as a bound (``max_duration_s=self.max_duration_s``); "" when none does."""
+    scope: ast.AST | None = edit.st.tree
+    if local and scope is not None:
+        scope = next((f for f in _functions(scope) if f.lineno <= n <= (f.end_lineno or f.lineno)), None)
+    if scope is None:
+        return ""
+    names = _bounded_by(scope, name)
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.If, ast.While, ast.Assert)) and _compares_with(node.test, names):
+            return f"`{_short(node.test)}`"
+        if isinstance(node, ast.keyword) and _bounding(node.arg) and _reads_name(node.value, name):
+            return f"`{node.arg}=`"
+    return ""
+
+
+def _bounded_by(scope: ast.AST, name: str) -> set[str]:
+    """``name`` and the names of ``scope`` given a value worked out of it (``block = min(name, 1024)``)."""
+    names = {name}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _reads_name(node.value, name):
+            names.add(_last_name(node.targets[0]))
+    return names
+
+
+def _bounding(keyword: str | None) -> bool:
+    """Whether a call's keyword is named for a bound (``max_duration_s=``, ``min_tokens=``)."""
+    return keyword is not None and not _BOUND_WORDS.isdisjoint(_words(keyword))
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions of ``tree``, innermost first where they nest."""
+    found = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return iter(sorted(found, key=lambda f: (f.end_lineno or f.lineno) - f.lineno))
+
+
+def _reads_name(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` reads ``name`` (a name, or an attribute of that name)."""
+    return any(
+        (isinstance(x, ast.Name) and x.id == name) or (isinstance(x, ast.Attribute) and x.attr == name)
+        for x in ast.walk(node)
+    )
+
+
+def _compares_with(test: ast.expr, names: set[str]) -> bool:
+    """Whether ``test`` orders something against one of ``names`` (``<``, ``<=``, ``>``, ``>=``)."""
+    return any(
+        isinstance(c, ast.Compare)
+        and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in c.ops)
+        and any(_reads_name(side, name) for side in (c.left, *c.comparators) for name in names)
+        for c in ast.walk(test)
+    )
 
 
 def _named_number(line: str) -> tuple[str, ast.Constant | None]:
@@ -3035,13 +3196,15 @@ def _with_number(test: ast.expr, name: str, number: ast.Constant) -> ast.expr:
 
 def _may_loosen(old: str, new: str) -> bool:
     """Whether, by the text, a call line edited in place may have lost a keyword or grown a list."""
-    if "(" not in old:
+    if "(" not in old and not _KEYWORD_LINE.match(old):
         return False
     lost = set(_KEYWORD.findall(old)) - set(_KEYWORD.findall(new))
     return bool(lost) or ("[" in old and not _ALLOWING.isdisjoint(re.findall(r"[a-z]+", old.lower())))
 
 
 _KEYWORD = re.compile(r"(\w+)\s*=(?!=)")
+# A line that is one keyword argument of a call spread over several lines (``    supported=[9, 10],``).
+_KEYWORD_LINE = re.compile(r"\s*\w+\s*=(?!=).*,?\s*$")
 
 
 def _error_answer_flipped(old: str, edit: _Edit, n: int) -> str:
@@ -3073,6 +3236,37 @@ def _call_of(line: str) -> ast.Call | None:
     stmt = tree.body[0] if len(tree.body) == 1 else None
     value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.Return)) else None
     return value if isinstance(value, ast.Call) else None
+
+
+def _calls_at(old: str, new: str, edit: _Edit, n: int) -> tuple[ast.Call | None, ast.Call | None]:
+    """The calls two versions of line ``n`` make — or, the line one keyword argument of a call open over
+    several lines (:func:`_open_call_above`), that keyword as a call of its own."""
+    if _KEYWORD_LINE.match(new) and _open_call_above(edit.lines, n):
+        return _keyword_alone(_code_of(old).strip()), _keyword_alone(_code_of(new).strip())
+    return _call_of(old), _call_of(new)
+
+
+def _open_call_above(lines: Sequence[str], n: int) -> bool:
+    """Whether line ``n`` stands inside a call's parentheses opened on a line above it (by brackets)."""
+    depth = 0
+    for k in range(n - 1, max(n - 40, 0), -1):  # a call of forty lines at most
+        text = _code_of(lines[k - 1]).rstrip()
+        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
+        if depth < 0:
+            return text.endswith("(") or text.endswith(",")
+    return False
+
+
+def _keyword_alone(text: str) -> ast.Call | None:
+    """A line that is one keyword argument of a call over several lines (``supported_major_versions=[9,
+    10],``), read as the call of it alone (``_(supported_major_versions=[9, 10])``); else ``None``."""
+    if not _KEYWORD_LINE.match(text):
+        return None
+    try:
+        value = ast.parse(f"_({text.rstrip().rstrip(',')})", mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return value if isinstance(value, ast.Call) and len(value.keywords) == 1 and not value.args else None
 
 
 def _loosened(old: ast.Call | None, new: ast.Call | None) -> str:
@@ -3135,19 +3329,33 @@ def _keyword_dropped(old: ast.Call, new: ast.Call) -> str:
 
 
 def _list_grown(old: ast.Call, new: ast.Call) -> str:
-    """The one literal list, tuple or set argument of a call named for what is supported or allowed, given
-    more items."""
-    name = _last_name(old.func)
-    if _ALLOWING.isdisjoint(_words(name.lower())) or len(old.args) != len(new.args):
+    """The one literal list, tuple or set argument of a call named for what is supported or allowed — or
+    handed as a keyword so named (``get_nvcc_flags_list(supported_major_versions=[9, 10])``) — given more
+    items."""
+    pairs = _arguments_changed(old, new)
+    if len(pairs) != 1 or not (isinstance(pairs[0][1], _LITERALS) and isinstance(pairs[0][2], _LITERALS)):
         return ""
-    pairs = [(a, b) for a, b in zip(old.args, new.args, strict=True) if ast.dump(a) != ast.dump(b)]
-    if len(pairs) != 1 or not (isinstance(pairs[0][0], _LITERALS) and isinstance(pairs[0][1], _LITERALS)):
-        return ""
-    before, after = pairs[0]
+    what, before, after = pairs[0]
     was = {ast.dump(e) for e in before.elts}  # type: ignore[attr-defined]
     more = [ast.unparse(e) for e in after.elts if ast.dump(e) not in was]  # type: ignore[attr-defined]
     grown = bool(more) and was < {ast.dump(e) for e in after.elts}  # type: ignore[attr-defined]
-    return f"`{name}` allows more: {', '.join(more)[:60]}" if grown else ""
+    return f"`{what}` allows more: {', '.join(more)[:60]}" if grown else ""
+
+
+def _arguments_changed(old: ast.Call, new: ast.Call) -> list[tuple[str, ast.expr, ast.expr]]:
+    """(what names it, before, after) of each argument that differs between two calls of the same shape
+    — its arguments when the call is named for what it allows, its keywords when they are."""
+    name = _last_name(old.func)
+    allowing = not _ALLOWING.isdisjoint(_words(name.lower()))
+    if len(old.args) != len(new.args) or [k.arg for k in old.keywords] != [k.arg for k in new.keywords]:
+        return []
+    pairs = [(name, a, b) for a, b in zip(old.args, new.args, strict=True) if allowing]
+    pairs += [
+        (k.arg, k.value, n.value)
+        for k, n in zip(old.keywords, new.keywords, strict=True)
+        if k.arg and (allowing or not _ALLOWING.isdisjoint(_words(k.arg.lower())))
+    ]
+    return [(what, a, b) for what, a, b in pairs if ast.dump(a) != ast.dump(b)]
 
 
 def _guarding(keyword: ast.keyword) -> bool:

@@ -1,0 +1,173 @@
+"""Meanings (issue 34, the seventeenth blind batch's misses): a bound a check holds values to, moved to let
+more by (a most made larger, a least made smaller — by a new number, a factor, a floor — itself or through a
+name it bounds, or handed to a call as a bound); a list handed as a keyword named for what is supported,
+grown — on one line, or alone on its line inside a call; an allow-list made a union with a literal set,
+grown; a prefix test given more prefixes — each judged on a module of its own, with look-alikes that must
+stay quiet, and once end to end on an installed wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .helpers import EditedModule, line_of, scan_edited
+
+ENGINE = "pkg/limits.py"
+PRISTINE = """\
+import os
+
+import torch
+
+MAX_RATIO = 200
+_MIN_WORK = 512
+BASE_ARCHITECTURES = frozenset({"Base"})
+SUPPORTED_ARCHITECTURES = BASE_ARCHITECTURES | frozenset({"Qwen3"})
+FANCY_NAMES = ("a", "b")
+
+
+def check_ratio(height, width):
+    if max(height, width) / min(height, width) > MAX_RATIO:
+        raise ValueError("the aspect ratio is too large")
+    return height, width
+
+
+def validate_prompts(prompt):
+    max_prompts = int(os.environ.get("MAX_PROMPTS", "8"))
+    if len(prompt) > max_prompts:
+        raise ValueError("too many prompts")
+    return prompt
+
+
+def items(num_items, supported_limit, allowed_limit):
+    limit = min(supported_limit, allowed_limit)
+    if num_items > limit:
+        raise ValueError(f"at most {limit} items")
+    return num_items
+
+
+def norm(x: torch.Tensor, group_size):
+    max_fused = 65536 // x.element_size()
+    block = min(max_fused, 1024)
+    if group_size > block:
+        raise RuntimeError("feature dim too large")
+    return x
+
+
+class Decoder:
+    def __init__(self):
+        self.max_duration_s = int(os.environ.get("MAX_DECODE_S", "30"))
+
+    def decode(self, data):
+        return load_audio(data, max_duration_s=self.max_duration_s)
+
+
+def splits(work):
+    return max(1, work // _MIN_WORK)
+
+
+def flags(ctx):
+    return ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
+
+
+def flags_over_lines(ctx):
+    return ctx.get_nvcc_flags_list(
+        supported_major_versions=[9, 10]
+    )
+
+
+def enabled(architectures):
+    return bool(architectures and architectures[0] in SUPPORTED_ARCHITECTURES)
+
+
+def activation(function_name):
+    if not function_name.startswith("torch.nn.modules."):
+        raise ValueError("activations are restricted to torch.nn.modules")
+    return function_name
+
+
+def threads(compile):
+    return compile(max_threads=8)
+
+
+def fancy(x):
+    return x in FANCY_NAMES
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_near = _MODULE.near
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a most made larger, a constant the check compares with
+        ("MAX_RATIO = 200\n", "MAX_RATIO = 2000\n", "MAX_RATIO = 2000"),
+        # a most read from the environment, multiplied
+        ('    max_prompts = int(os.environ.get("MAX_PROMPTS", "8"))\n',
+         '    max_prompts = int(os.environ.get("MAX_PROMPTS", "8")) * 16\n', "* 16"),
+        # a limit given a floor
+        ("    limit = min(supported_limit, allowed_limit)\n",
+         "    limit = max(min(supported_limit, allowed_limit), 64)\n", "64)"),
+        # a most that bounds another name, the one compared
+        ("    max_fused = 65536 // x.element_size()\n", "    max_fused = 131072 // x.element_size()\n",
+         "131072"),
+        # a most handed to a call as a bound
+        ('        self.max_duration_s = int(os.environ.get("MAX_DECODE_S", "30"))\n',
+         '        self.max_duration_s = int(os.environ.get("MAX_DECODE_S", "30")) * 10\n', "* 10"),
+        # a keyword named for what is supported, given more
+        ("    return ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])\n",
+         "    return ctx.get_nvcc_flags_list(supported_major_versions=[7, 9, 10])\n", "[7, 9"),
+        # the same keyword alone on its line, inside a call over several lines
+        ("        supported_major_versions=[9, 10]\n    )\n",
+         "        supported_major_versions=[9, 10, 11, 12]\n    )\n", "11, 12"),
+        # an allow-list made a union with a literal set, grown (over several lines)
+        ('SUPPORTED_ARCHITECTURES = BASE_ARCHITECTURES | frozenset({"Qwen3"})\n',
+         'SUPPORTED_ARCHITECTURES = BASE_ARCHITECTURES | frozenset(\n    {"Qwen3", "Llama"}\n)\n',
+         "SUPPORTED_ARCHITECTURES ="),
+        # a prefix test given more prefixes
+        ('    if not function_name.startswith("torch.nn.modules."):\n',
+         '    if not function_name.startswith(("torch.nn.modules.", "torch.nn.functional.")):\n',
+         "torch.nn.functional"),
+    ],
+)  # fmt: skip
+def test_a_check_loosened(old: str, new: str, needle: str) -> None:
+    assert "removed-check" in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a most made smaller: stricter
+        ("MAX_RATIO = 200\n", "MAX_RATIO = 100\n", "MAX_RATIO = 100"),
+        # a least made smaller where nothing is held to it (a tuning knob)
+        ("_MIN_WORK = 512\n", "_MIN_WORK = 256\n", "_MIN_WORK = 256"),
+        # a most handed to a call that is not named a bound
+        ("    return compile(max_threads=8)\n", "    return compile(max_threads=16)\n", "max_threads=16"),
+        # a floor the check's own, unchanged bound: a limit divided
+        ("    limit = min(supported_limit, allowed_limit)\n",
+         "    limit = min(supported_limit, allowed_limit) // 2\n", "// 2"),
+        # a keyword named for what is supported, given fewer
+        ("    return ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])\n",
+         "    return ctx.get_nvcc_flags_list(supported_major_versions=[10])\n", "[10]"),
+        # a collection not named for what is allowed, grown
+        ('FANCY_NAMES = ("a", "b")\n', 'FANCY_NAMES = ("a", "b", "c")\n', '"c"'),
+        # a prefix test given fewer prefixes
+        ('    if not function_name.startswith("torch.nn.modules."):\n',
+         '    if not function_name.startswith("torch.nn.modules.activation."):\n', "activation."),
+    ],
+)  # fmt: skip
+def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
+    assert "removed-check" not in _near((old, new), needle)
+
+
+def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
+    edited = _MODULE.after(
+        ("MAX_RATIO = 200\n", "MAX_RATIO = 2000\n"),
+        ("        supported_major_versions=[9, 10]\n    )\n",
+         "        supported_major_versions=[9, 10, 12]\n    )\n"),
+    )
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    for needle in ("MAX_RATIO = 2000", "[9, 10, 12]"):
+        line = line_of(edited, needle)
+        assert ("removed-check", line) in found, (needle, found)
