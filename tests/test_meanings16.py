@@ -2,8 +2,11 @@
 more by (a most made larger, a least made smaller — by a new number, a factor, a floor — itself or through a
 name it bounds, or handed to a call as a bound); a list handed as a keyword named for what is supported,
 grown — on one line, or alone on its line inside a call; an allow-list made a union with a literal set,
-grown; a prefix test given more prefixes — each judged on a module of its own, with look-alikes that must
-stay quiet, and once end to end on an installed wheel."""
+grown; a prefix test given more prefixes; an answer typed in above the refusal a block ends on; a handler
+that answered with the error made to set a default; a native library loaded from each path the environment
+lists; a container as a truth value the same as its length not zero, and ``&`` of numbers bit by bit; a
+function named for the host reading host values — each judged on a module of its own, with look-alikes that
+must stay quiet, and once end to end on an installed wheel."""
 
 from __future__ import annotations
 
@@ -15,9 +18,13 @@ from .helpers import EditedModule, line_of, scan_edited
 
 ENGINE = "pkg/limits.py"
 PRISTINE = """\
+import ctypes
+import logging
 import os
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 MAX_RATIO = 200
 _MIN_WORK = 512
@@ -92,6 +99,72 @@ def threads(compile):
 
 def fancy(x):
     return x in FANCY_NAMES
+
+
+def compatibility(binary, device):
+    if binary.suffix == "a":
+        if (binary.major, binary.minor) == (device.major, device.minor):
+            return (3, binary.minor)
+        return None
+    return (1, binary.minor)
+
+
+def lookup(table, key):
+    for k, v in table:
+        if k == key:
+            return v
+    return None
+
+
+async def transcribe(self, data, max_clip_s):
+    try:
+        chunks = await split(data, max_clip_s)
+    except Exception as e:
+        logger.warning("failed to split: %s", e)
+        return self.create_error_response("failed to split the audio")
+    return chunks
+
+
+def preload(path):
+    if os.path.exists(path):
+        return ctypes.util.find_library("cudart")
+    return None
+
+
+def estimated_frames(image_data):
+    if not image_data or len(image_data) == 0:
+        return []
+    frames = []
+    for image in image_data:
+        if image is None:
+            raise ValueError("no image")
+        frames.append(1)
+    return frames
+
+
+def ranks(num_ranks):
+    if num_ranks <= 0 or num_ranks > 32 or num_ranks & (num_ranks - 1):
+        raise ValueError("num_ranks must be a power of two in [1, 32]")
+    return num_ranks
+
+
+def validate_request(request):
+    if not request.prompt:
+        return "Prompt cannot be empty"
+    return None
+
+
+def powers(x, n):
+    if x & 1 or x > 2 ** n:
+        raise ValueError("odd or too large")
+    return x
+
+
+def validate_indices_cpu(padded, pad_id):
+    bad = padded != pad_id
+    if bool(torch.any(bad)):
+        raise AssertionError(f"bad={padded[bad].tolist()}")
+    return padded
 """
 
 _MODULE = EditedModule(ENGINE, PRISTINE)
@@ -159,6 +232,59 @@ def test_a_check_loosened(old: str, new: str, needle: str) -> None:
 )  # fmt: skip
 def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
     assert "removed-check" not in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        # an answer typed in above the refusal a block ends on
+        ("            return (3, binary.minor)\n        return None\n",
+         "            return (3, binary.minor)\n        if binary.major == device.major:\n"
+         "            return (0, binary.minor)\n        return None\n",
+         "if binary.major ==", "removed-check"),
+        # a handler that answered with the error, made to set a default
+        ('        return self.create_error_response("failed to split the audio")\n',
+         "        chunks = None\n", "chunks = None", "swallowed-exception"),
+        # a native library loaded from each path the environment lists
+        ("    if os.path.exists(path):\n",
+         '    for lib in os.environ.get("PRELOAD_LIBS", "").split(":"):\n'
+         "        ctypes.CDLL(lib)\n    if os.path.exists(path):\n", "ctypes.CDLL(lib)", "dynamic-exec"),
+        # a power-of-two check's limit raised (``&`` of numbers read bit by bit)
+        ("num_ranks > 32 or", "num_ranks > 64 or", "num_ranks > 64", "removed-check"),
+    ],
+)  # fmt: skip
+def test_more_meanings_of_the_seventeenth_batch(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # an answer added above a refusal the block does not end on
+        ("        if k == key:\n            return v\n",
+         "        if k == key:\n            return v\n        if k is None:\n            return None\n",
+         "if k is None"),
+        # a validator's message typed in above its ``return None``: a refusal added
+        ('        return "Prompt cannot be empty"\n    return None\n',
+         '        return "Prompt cannot be empty"\n    if request.max_tokens < 0:\n'
+         '        return "max_tokens must be non-negative"\n    return None\n', "max_tokens < 0"),
+        # a condition written shorter, the same in every case
+        ("    if not image_data or len(image_data) == 0:\n", "    if not image_data:\n",
+         "if not image_data:"),
+        # a host value read in a function named for the host
+        ('        raise AssertionError(f"bad={padded[bad].tolist()}")\n',
+         '        raise AssertionError(f"bad={padded[bad].tolist()} {torch.unique(padded[bad]).tolist()}")\n',
+         "torch.unique"),
+    ],
+)  # fmt: skip
+def test_more_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
+    assert not _near((old, new), needle)
+
+
+def test_an_operator_the_cases_do_not_know_is_no_crash() -> None:
+    # ``&`` of numbers is read bit by bit; ``**`` beside it is not read at all, and nothing raises
+    found = _MODULE.found(("    if x & 1 or x > 2 ** n:\n", "    if x & 1 or x > 2 ** (n + 1):\n"))
+    assert ("functional-change", "MINOR", line_of(PRISTINE, "x & 1 or")) in found
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

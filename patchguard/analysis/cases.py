@@ -35,11 +35,13 @@ _MAX_MULTIPLES = (
 @dataclass(frozen=True, slots=True)
 class Compared:
     """How ``after`` holds against ``before``: ``fewer`` — it holds in no case ``before`` does not, and
-    ``before`` holds in some case it does not (``example``: one such case, shown); ``more`` the other way."""
+    ``before`` holds in some case it does not (``example``: one such case, shown); ``more`` the other way;
+    ``same``: in every case both hold or neither does."""
 
     fewer: bool
     more: bool
     example: str = ""
+    same: bool = False  # they hold in exactly the same cases
 
 
 def compare(before: ast.expr, after: ast.expr) -> Compared | None:
@@ -98,7 +100,10 @@ def _by_cases(before: ast.expr, after: ast.expr, subjects: _Subjects) -> Compare
     only_after = len(differ) - len(only_before)
     example = _shown(only_before[0], subjects) if only_before else ""
     return Compared(
-        fewer=bool(only_before) and not only_after, more=only_after > 0 and not only_before, example=example
+        fewer=bool(only_before) and not only_after,
+        more=only_after > 0 and not only_before,
+        example=example,
+        same=not differ,
     )
 
 
@@ -130,6 +135,7 @@ class _Subjects:
         self.divided: set[str] = set()
         self.keys: dict[str, set[str]] = {}  # condition (its dump) -> the subjects it tests
         self._texts: dict[int, str] = {}  # node (its id: the two conditions live while compared) -> its text
+        self.sized: dict[str, str] = {}  # a container's text -> ``len(…)`` of it, when the conditions ask
 
     def key(self, node: ast.expr) -> str:
         """A subject's or a fact's text (``self.cap``), worked out once per node."""
@@ -145,7 +151,12 @@ class _Subjects:
         return ok
 
     def readable(self, before: ast.expr, after: ast.expr) -> bool:
-        """Whether both conditions are read, and test something in common."""
+        """Whether both conditions are read, and test something in common. A container whose length
+        either asks (``len(x) == 0``) is, as a truth value (``not x``), that length not zero."""
+        for test in (before, after):
+            for n in ast.walk(test):
+                if _length_of(n) is not None:
+                    self.sized[self.key(_length_of(n))] = self.key(n)  # type: ignore[arg-type]
         if not (self.read(before) and self.read(after)) or not self.values:
             return False
         return bool(self.keys[ast.dump(before)] & self.keys[ast.dump(after)])
@@ -156,6 +167,8 @@ class _Subjects:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return self._boolean(node.operand, found)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitXor, ast.BitAnd, ast.BitOr)):
+            if _bitwise(node):  # ``n & (n - 1)``: a number as a truth value, not two facts
+                return self._compare(_nonzero(node), found)
             return self._boolean(node.left, found) and self._boolean(node.right, found)
         if isinstance(node, ast.Compare):
             return self._compare(node, found)
@@ -168,9 +181,9 @@ class _Subjects:
             return True
         if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
             # a number as a truth value (``hidden % 256``: not a multiple): read as ``hidden % 256 != 0``
-            return self._compare(
-                ast.Compare(left=node, ops=[ast.NotEq()], comparators=[ast.Constant(0)]), found
-            )
+            return self._compare(_nonzero(node), found)
+        if _subject(node) and self.key(node) in self.sized:  # ``not x`` where ``len(x)`` is asked too
+            return self._compare(_nonzero_length(node), found)
         affix = _affix_test(node)
         if affix is not None:  # ``name.startswith(("a", "b"))``: the name a string, each prefix tried
             method, subject, literals = affix
@@ -326,12 +339,45 @@ def _arithmetic(node: ast.expr, subjects: set[str], key: Callable[[ast.expr], st
         return all(_arithmetic(e, subjects, key) for e in node.elts)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         return _arithmetic(node.operand, subjects, key)
-    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+    bits = isinstance(node, ast.BinOp) and _bitwise(node)
+    if isinstance(node, ast.BinOp) and (type(node.op) in _ARITHMETIC or bits):
         return _arithmetic(node.left, subjects, key) and _arithmetic(node.right, subjects, key)
     if _subject(node):
         subjects.add(key(node))
         return True
     return False
+
+
+def _nonzero(node: ast.expr) -> ast.Compare:
+    return ast.Compare(left=node, ops=[ast.NotEq()], comparators=[ast.Constant(0)])
+
+
+def _bitwise(node: ast.BinOp) -> bool:
+    """Whether ``&``, ``|`` or ``^`` works on numbers: a side is arithmetic or a whole number."""
+    return isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and any(
+        (isinstance(side, ast.BinOp) and type(side.op) in _ARITHMETIC)
+        or (isinstance(side, ast.Constant) and type(side.value) is int)
+        for side in (node.left, node.right)
+    )
+
+
+def _length_of(node: ast.AST) -> ast.expr | None:
+    """``x`` of ``len(x)`` (``x`` a name, an attribute or a fixed item); else ``None``."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and not node.keywords
+        and _plain(node.args[0])
+    ):
+        return node.args[0]
+    return None
+
+
+def _nonzero_length(node: ast.expr) -> ast.Compare:
+    length = ast.Call(func=ast.Name("len"), args=[node], keywords=[])
+    return ast.Compare(left=length, ops=[ast.NotEq()], comparators=[ast.Constant(0)])
 
 
 # The strings a subject tested by its prefixes or suffixes takes: each one, given more text, and one that
@@ -425,6 +471,8 @@ def _value(node: ast.expr, case: Mapping[str, Any], subjects: _Subjects) -> Any:
     key = subjects.key(node) if isinstance(node, _KEYED) else ""
     if key in case and (key in subjects.facts or not isinstance(node, ast.Compare)):
         return case[key]
+    if key in subjects.sized and subjects.sized[key] in case:
+        return case[subjects.sized[key]] != 0  # a container as a truth value: its length not zero
     evaluate = _EVALUATE.get(type(node))
     if evaluate is None:
         raise _Unknown
@@ -441,9 +489,14 @@ def _unary(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
 def _binary(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
     left, right = _value(node.left, case, subjects), _value(node.right, case, subjects)
     logical = _LOGICAL.get(type(node.op))
-    return (
-        logical(bool(left), bool(right)) if logical is not None else _ARITHMETIC[type(node.op)](left, right)
-    )
+    if logical is None:
+        arithmetic = _ARITHMETIC.get(type(node.op))
+        if arithmetic is None:
+            raise _Unknown  # (an operator this reading does not know: no case, never a crash)
+        return arithmetic(left, right)
+    if isinstance(left, int) and isinstance(right, int):
+        return logical(left, right)  # (numbers: bit by bit, ``n & (n - 1)``; truth values: as Python does)
+    return logical(bool(left), bool(right))
 
 
 def _items(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
@@ -451,7 +504,7 @@ def _items(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
     return set(items) if isinstance(node, ast.Set) else tuple(items)
 
 
-_LOGICAL: Mapping[type, Callable[[bool, bool], bool]] = {
+_LOGICAL: Mapping[type, Callable[[Any, Any], Any]] = {
     ast.BitXor: operator.xor,
     ast.BitAnd: operator.and_,
     ast.BitOr: operator.or_,

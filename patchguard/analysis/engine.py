@@ -296,8 +296,9 @@ def _meanings(
     out += _shallow(_requirements_lowered, regions, edit) + _shallow(_supported_grown, regions, edit)
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
     out += _shallow(_limits_moved, regions, edit) + _shallow(_answers_overridden, regions, edit)
-    out += _shallow(_bounds_raised, regions, edit)
+    out += _shallow(_bounds_raised, regions, edit) + _shallow(_refusals_preempted, regions, edit)
     out += _shallow(_lookups_softened, regions, edit) + _shallow(_errors_kept_back, regions, edit)
+    out += _shallow(_error_answers_dropped, regions, edit)
     out += _shallow(_checks_dropped, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += _new_handlers(edit, changed, [*found, *out], regions)
@@ -2103,6 +2104,8 @@ def _by_parts(test: ast.expr) -> ast.expr:
 
 
 def _fires_less(before: ast.expr, after: ast.expr) -> str:
+    if _same_by_cases(before, after):
+        return ""  # (``not xs or len(xs) == 0`` → ``not xs``: the same condition, written shorter)
     return (
         _inner_part_weaker(before, after)
         or _over_fewer(before, after)
@@ -2114,6 +2117,12 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
         or _one_part_weaker(before, after)
         or _fewer_by_cases(before, after)
     )
+
+
+def _same_by_cases(before: ast.expr, after: ast.expr) -> bool:
+    """Whether two conditions, read by cases (:mod:`.cases`), hold in exactly the same cases."""
+    found = compare(before, after)
+    return found is not None and found.same
 
 
 def _fewer_by_cases(before: ast.expr, after: ast.expr) -> str:
@@ -2512,6 +2521,31 @@ def _errors_kept_back(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, max(r.start, 1), detail))
             break
     return out
+
+
+def _error_answers_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A handler that answered its caller with the error (``return self.create_error_response(msg)``, ``return
+    error_reply(e)``: a service's way of raising) and no longer answers at all — it sets a default and
+    lets the code below run on (``chunks = None``): the caller gets a result, never the error. The
+    installed handler around the edit neither raises nor returns."""
+    if edit.before is None or "except" not in edit.before:
+        return []
+    gone = _Gone.of(edit)
+    out: list[Finding] = []
+    for r in regions:
+        answer = next((old for old in r.removed if _ERROR_ANSWER.match(_code_of(old))), None)
+        if answer is None or gone.before is None or not _handlers_around(gone.before, r.old_start):
+            continue
+        now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
+        if now is None or any(isinstance(n, (ast.Raise, ast.Return)) for n in ast.walk(now)):
+            continue
+        detail = f"the handler no longer answers with the error: `{answer.strip()[:60]}` is gone"
+        out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, max(r.start, 1), detail))
+    return out
+
+
+# A ``return`` of what a call named for an error makes (``create_error_response(…)``, ``error_reply(e)``).
+_ERROR_ANSWER = re.compile(r"^\s*return\s+(?:[\w.]+\.)?\w*(?:error|fail|failure)\w*\(", re.IGNORECASE)
 
 
 def _handed_on(before: Structure, line: int, text: str) -> str:
@@ -3041,6 +3075,54 @@ def _bounds_raised(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = f"`{name}` {_short(was)} → {_short(now)}: {where} lets more by"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _refusals_preempted(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """An answer typed in just above the refusal a block ends on (``if binary.major == device.major: return
+    (0, binary.minor)`` above the last ``return None``; above a ``return False``, a ``raise``): the cases it
+    answers were refused, and are let by now."""
+    out: list[Finding] = []
+    tree = edit.st.tree
+    for r in regions:
+        if r.removed or not r.lines or tree is None:
+            continue  # (lines added, nothing taken away)
+        added = _if_at(tree, r.start)
+        if added is None or added.orelse or (added.end_lineno or 0) != r.end:
+            continue
+        answer = added.body[-1]
+        if not isinstance(answer, ast.Return) or _refuses(answer) or _a_message(answer.value):
+            continue  # (a message returned is a refusal of a validator, whose ``return None`` passes)
+        below = _next_statement(tree, added)
+        if below is not None and _refuses(below) and _next_statement(tree, below) is None:
+            detail = f"`if {_short(added.test)}:` answers before `{ast.unparse(below)[:40]}`: it refuses less"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
+    return out
+
+
+def _a_message(value: ast.expr | None) -> bool:
+    """A string or an f-string: what a validator answers when it refuses."""
+    if isinstance(value, ast.JoinedStr):
+        return True
+    return isinstance(value, ast.Constant) and isinstance(value.value, str)
+
+
+def _refuses(stmt: ast.stmt) -> bool:
+    """``return None``, ``return False``, ``return`` or a ``raise``: a refusal."""
+    if isinstance(stmt, ast.Raise):
+        return True
+    value = stmt.value if isinstance(stmt, ast.Return) else ast.Constant(1)
+    return value is None or (isinstance(value, ast.Constant) and value.value in (None, False))
+
+
+def _next_statement(tree: ast.Module, stmt: ast.stmt) -> ast.stmt | None:
+    """The statement after ``stmt`` in its block, or ``None``."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and stmt in block:
+                i = block.index(stmt)
+                return block[i + 1] if i + 1 < len(block) else None
+    return None
 
 
 def _assigned(line: str) -> tuple[str, ast.expr | None]:

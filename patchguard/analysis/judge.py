@@ -647,11 +647,12 @@ class _Walker(Dispatch):
         make_lens(batch, device=self.device)`` … ``lens.max().item()``) is one wherever the code runs at work
         — not where it sets up, shows or stores, nor at import."""
         waits = _only_waits(node)
-        if not waits and (_host_named(node) or _read_from(node) in self.hosts()):
-            return None  # (a copy told to block waits for the device, whatever it copies into)
+        name = self.names[-1] if self.names else ""
+        if not waits and (_host_named(node) or _read_from(node) in self.hosts() or host_named(name)):
+            return None  # (a copy told to block waits for the device, whatever it copies into; a function
+            # named for the host, ``validate_indices_cpu``, is handed host values)
         if self.on_device_path() or self.loops:
             return RuleId.DEVICE_SYNC
-        name = self.names[-1] if self.names else ""
         in_function = self.functions[-1][0] is not None and not name.lstrip("_").startswith("test")
         if in_function and waits:
             return RuleId.DEVICE_SYNC
@@ -767,6 +768,10 @@ class _Walker(Dispatch):
 
     def visit_Del(self, node: cst.Del) -> None:
         self._statements(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._from_settings(node.iter):  # ``for lib in os.environ["PRELOAD"].split(":")``: each one is
+            self.settings.update(_bound_names(node.target))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._statements(node)
