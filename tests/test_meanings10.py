@@ -137,12 +137,23 @@ def _expr(text: str) -> ast.expr:
         ("a or b", "b or a", False, False),
         ("x is not None and x > 3", "x is not None and 3 < x", False, False),
         ("not (x < 0 or x > 9)", "0 <= x <= 9", False, False),
+        # a container as a truth value: its length not zero, where the length is asked too
+        ("not xs or len(xs) == 0", "not xs", False, False),
+        ("not xs or len(xs) > 4", "not xs", True, False),
+        # a flag tested by identity takes its own truth value
+        ("c.on is False", "c.on is False and not w.enforce", True, False),
+        # numbers joined by ``&`` work bit by bit (``n & (n - 1)``: not a power of two)
+        ("n <= 0 or n > 32 or n & (n - 1)", "n <= 0 or n > 64 or n & (n - 1)", True, False),
+        # a prefix test given more prefixes
+        ('not f.startswith("a.")', 'not f.startswith(("a.", "b."))', True, False),
     ],
 )  # fmt: skip
 def test_two_conditions_are_compared_by_cases(before: str, after: str, fewer: bool, more: bool) -> None:
     found = compare(_expr(before), _expr(after))
     assert found is not None
     assert (found.fewer, found.more) == (fewer, more)
+    spelled_otherwise = not fewer and not more
+    assert found.same == spelled_otherwise
 
 
 @pytest.mark.parametrize(

@@ -216,7 +216,9 @@ class _Subjects:
                 for c in ast.walk(side):
                     self._note(c, key, values)
             if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-                values.update((None, _OTHER))
+                values.update((None, _OTHER))  # (and ``is False``'s own value, and the other truth value)
+                flags = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, bool)]
+                values.update((True, False) if flags else ())
             found.add(key)
         return True
 
