@@ -5,8 +5,9 @@ grown — on one line, or alone on its line inside a call; an allow-list made a 
 grown; a prefix test given more prefixes; an answer typed in above the refusal a block ends on; a handler
 that answered with the error made to set a default; a native library loaded from each path the environment
 lists; a container as a truth value the same as its length not zero, and ``&`` of numbers bit by bit; a
-function named for the host reading host values — each judged on a module of its own, with look-alikes that
-must stay quiet, and once end to end on an installed wheel."""
+function named for the host reading host values; a temporary file kept (``delete=False``); a tensor known
+by ``isnan()``; a method put on a name that holds a class — each judged on a module of its own, with
+look-alikes that must stay quiet, and once end to end on an installed wheel."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ PRISTINE = """\
 import ctypes
 import logging
 import os
+import tempfile
 
 import torch
 
@@ -154,6 +156,30 @@ def validate_request(request):
     return None
 
 
+def keep_upload(data):
+    return decode(data)
+
+
+class Pipeline:
+    def _forward(self, model_inputs):
+        return self.model(**model_inputs)
+
+
+def load_parser(module, name):
+    parser_cls = getattr(module, name)
+    if not issubclass(parser_cls, object):
+        raise TypeError(name)
+    return parser_cls
+
+
+class Registry:
+    _instance = None
+
+    @classmethod
+    def get(cls):
+        return cls._instance
+
+
 def powers(x, n):
     if x & 1 or x > 2 ** n:
         raise ValueError("odd or too large")
@@ -278,6 +304,49 @@ def test_more_meanings_of_the_seventeenth_batch(old: str, new: str, needle: str,
     ],
 )  # fmt: skip
 def test_more_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
+    assert not _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        # a temporary file kept on disk
+        ("    return decode(data)\n",
+         '    with tempfile.NamedTemporaryFile(dir="/tmp", delete=False) as tmp:\n'
+         "        tmp.write(data)\n    return decode(data)\n", "NamedTemporaryFile", "file-write"),
+        # a model's output tested for NaN in a forward: a tensor's value decided on the host
+        ("        return self.model(**model_inputs)\n",
+         "        out = self.model(**model_inputs)\n        if out['logits'].isnan().any():\n"
+         "            raise FloatingPointError('nan')\n        return out\n", "isnan", "device-sync"),
+        # a method put on a name that holds a class, by setattr or by assignment
+        ("    return parser_cls\n",
+         '    setattr(parser_cls, "is_end", lambda self, ids: True)\n    return parser_cls\n',
+         "setattr(parser_cls", "monkeypatch"),
+        ("    return parser_cls\n",
+         "    parser_cls.is_end = _always_end\n    return parser_cls\n", "parser_cls.is_end", "monkeypatch"),
+    ],
+)  # fmt: skip
+def test_effects_of_the_seventeenth_batch(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a temporary file deleted when closed
+        ("    return decode(data)\n",
+         "    with tempfile.NamedTemporaryFile() as tmp:\n        tmp.write(data)\n"
+         "        return decode(tmp.name)\n", "NamedTemporaryFile"),
+        # a classmethod setting its own class's attribute; a flag set on a class-named name
+        ("        return cls._instance\n",
+         "        if cls._instance is None:\n            cls._instance = cls()\n"
+         "        return cls._instance\n",
+         "cls._instance = cls()"),
+        ("    return parser_cls\n", "    parser_cls.checked = True\n    return parser_cls\n",
+         "checked = True"),
+    ],
+)  # fmt: skip
+def test_look_alike_effects_are_quiet(old: str, new: str, needle: str) -> None:
     assert not _near((old, new), needle)
 
 

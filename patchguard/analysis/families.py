@@ -51,6 +51,7 @@ __all__ = [
     "WRITE_METHODS",
     "WRITING_WORDS",
     "Family",
+    "class_named",
 ]
 
 BOUND_WRITERS: dict[str, tuple[RuleId, frozenset[str]]] = {
@@ -85,8 +86,10 @@ CLOCKS = frozenset(
 ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | {"select.select"}
 # Calls whose effect a keyword decides (their docs), by the keyword's value as written:
 # ``faulthandler.dump_traceback_later``'s ``exit=True`` calls ``_exit(1)`` after dumping the tracebacks;
-# ``yaml.load`` with an unsafe loader constructs any Python object a document names (code run).
+# ``yaml.load`` with an unsafe loader constructs any Python object a document names (code run);
+# ``tempfile.NamedTemporaryFile(delete=False)`` leaves the file it opened for writing (``w+b``) on disk.
 WHEN_TOLD: dict[str, tuple[str, frozenset[str], RuleId]] = {
+    "tempfile.NamedTemporaryFile": ("delete", frozenset({"False"}), RuleId.FILE_WRITE),
     "faulthandler.dump_traceback_later": ("exit", frozenset({"True"}), RuleId.PROCESS_EXIT),
     "yaml.load": ("Loader", frozenset({"UnsafeLoader", "Loader", "CLoader"}), RuleId.DYNAMIC_EXEC),
     "yaml.load_all": ("Loader", frozenset({"UnsafeLoader", "Loader", "CLoader"}), RuleId.DYNAMIC_EXEC),
@@ -130,6 +133,8 @@ TENSOR_ONLY_METHODS = frozenset(
     | {"int", "half", "float", "double", "cuda", "copy_", "zero_", "fill_", "scatter_", "index_put_"}
     | {"unsqueeze_"}
     | {"masked_scatter_", "pin_memory", "record_stream", "expand_as"}
+    # tests of values numpy has as functions only (``np.isnan(a)``), a tensor as methods too
+    | {"isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "numel"}
 )
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # Methods that hand a tensor's values back as Python or numpy values: what they give lives on the host.
@@ -194,3 +199,10 @@ FAMILIES: tuple[Family, ...] = tuple(
     if r.targets is not None
 )
 """The families, derived from the rulebook's entries (:data:`patchguard.rulebook.RULES`)."""
+
+
+def class_named(name: str) -> bool:
+    """Whether a name says it holds a class (``parser_cls``, ``model_class``, ``_ip_cls``): its last
+    snake-case word — but not ``cls`` alone, a classmethod's own class."""
+    words = name.lower().strip("_").split("_")
+    return len(words) > 1 and words[-1] in ("cls", "class", "klass")

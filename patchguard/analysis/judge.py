@@ -47,6 +47,7 @@ from .families import (
     WHEN_TOLD,
     WRITE_METHODS,
     WRITING_WORDS,
+    class_named,
 )
 from .rules import (
     AFTER_LOADING,
@@ -58,7 +59,17 @@ from .rules import (
     rule_for_call,
     runs_once,
 )
-from .statements import STATEMENT_RULES, TERMINAL, code, holds, literal, names_only, nodes_of, truth
+from .statements import (
+    STATEMENT_RULES,
+    TERMINAL,
+    a_function,
+    code,
+    holds,
+    literal,
+    names_only,
+    nodes_of,
+    truth,
+)
 from .structure import Structure, gate_kind_of
 from .tensors import (
     handed_a_step,
@@ -577,9 +588,14 @@ class _Walker(Dispatch):
         return self._dumped(node, method, rule)
 
     def _sets_on_a_module(self, node: cst.Call) -> bool:
-        """Whether ``setattr(target, …)`` sets an attribute of something imported (a module, its class)."""
+        """Whether ``setattr(target, …)`` sets an attribute of something imported (a module, its class) — or
+        puts a function in a method's place on a name that holds a class (``setattr(parser_cls, "end",
+        lambda self, ids: True)``)."""
         target = get_full_name_for_node(node.args[0].value) if node.args else None
-        return target is not None and target.split(".", 1)[0] in self.aliases
+        if target is not None and target.split(".", 1)[0] in self.aliases:
+            return True
+        value = node.args[2].value if len(node.args) > 2 else None
+        return target is not None and class_named(target) and a_function(value)
 
     def _by_what_it_is_handed(self, node: cst.Call, qualname: str, method: str | None) -> RuleId | None:
         """The rule of a call no table names, by what it is handed: a call named for writing given a file's

@@ -38,6 +38,7 @@ from .families import (
     WHEN_TOLD,
     WRITE_METHODS,
     WRITING_WORDS,
+    class_named,
 )
 
 __all__ = [
@@ -721,7 +722,16 @@ def could_hit(
         return True
     if not words.isdisjoint(WRITE_METHODS) and _writes_tensor(changed, unit, tensors):
         return True
-    if _class_assigned(changed) or _writes_a_named_file(changed):
-        return True  # a class patched; a call named for writing handed a file's name (the judge decides)
-    # an attribute assigned on an imported name, or on a class the file defines (a method replaced)
-    return any(head in local or head in classes for head in _ATTR_ASSIGN.findall(changed))
+    if _writes_a_named_file(changed):
+        return True  # a call named for writing handed a file's name (the judge decides)
+    return _patched_here(changed, local, classes)
+
+
+def _patched_here(changed: str, local: Collection[str], classes: Collection[str]) -> bool:
+    """An object's class patched (``type(b).flag = …``), or an attribute assigned on an imported name, on
+    a class the file defines (a method replaced) or on a name that holds a class (``parser_cls.end = f``)."""
+    if _class_assigned(changed):
+        return True
+    return any(
+        head in local or head in classes or class_named(head) for head in _ATTR_ASSIGN.findall(changed)
+    )

@@ -22,7 +22,7 @@ from libcst.helpers import get_full_name_for_node
 from ..model import RuleId
 from .aliases import reads_environment, resolve
 from .cstwalk import Dispatch, walk
-from .families import CHECKING_CALL, CLOCKS, WAIT_METHODS
+from .families import CHECKING_CALL, CLOCKS, WAIT_METHODS, class_named
 from .rules import CALLS, SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
 
@@ -260,7 +260,16 @@ def _class_patched(
         return f"{code(target.value)}.{target.attr.value}", ""
     if _method_replaced(target, value, scope):
         return code(target), "a method of its class replaced for every instance"
+    if isinstance(target.value, cst.Name) and class_named(target.value.value) and a_function(value):
+        return code(target), "a method of a class replaced for every instance"
     return None
+
+
+def a_function(value: cst.BaseExpression | None) -> bool:
+    """A ``lambda``, or a name (a function's) that is not a constant: what is put in a method's place."""
+    if isinstance(value, cst.Lambda):
+        return True
+    return isinstance(value, cst.Name) and value.value not in ("True", "False", "None")
 
 
 def _method_replaced(target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope) -> bool:
