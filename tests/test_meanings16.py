@@ -323,6 +323,7 @@ def test_more_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
          '    setattr(parser_cls, "is_end", lambda self, ids: True)\n    return parser_cls\n',
          "setattr(parser_cls", "monkeypatch"),
         ("    return parser_cls\n",
+         "    def _always_end(self, ids):\n        return True\n\n"
          "    parser_cls.is_end = _always_end\n    return parser_cls\n", "parser_cls.is_end", "monkeypatch"),
     ],
 )  # fmt: skip
@@ -344,6 +345,8 @@ def test_effects_of_the_seventeenth_batch(old: str, new: str, needle: str, rule:
          "cls._instance = cls()"),
         ("    return parser_cls\n", "    parser_cls.checked = True\n    return parser_cls\n",
          "checked = True"),
+        # a value that is no function the file defines, kept on a class-named name
+        ("    return parser_cls\n", "    parser_cls.pool = module\n    return parser_cls\n", "pool = module"),
     ],
 )  # fmt: skip
 def test_look_alike_effects_are_quiet(old: str, new: str, needle: str) -> None:

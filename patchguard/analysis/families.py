@@ -134,7 +134,7 @@ TENSOR_ONLY_METHODS = frozenset(
     | {"unsqueeze_"}
     | {"masked_scatter_", "pin_memory", "record_stream", "expand_as"}
     # tests of values numpy has as functions only (``np.isnan(a)``), a tensor as methods too
-    | {"isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "numel"}
+    | {"isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num"}
 )
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # Methods that hand a tensor's values back as Python or numpy values: what they give lives on the host.

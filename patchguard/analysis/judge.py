@@ -326,6 +326,9 @@ class _Walker(Dispatch):
     def methods_of(self, name: str) -> frozenset[str] | None:
         return self.st.methods_of(name)
 
+    def defines(self, name: str) -> bool:
+        return any(s.qualname.rsplit(".", 1)[-1] == name for s in self.st.scopes)
+
     def own(self, name: str) -> bool:
         """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
         fn = self.functions[-1][0] if self.functions else None
@@ -595,7 +598,7 @@ class _Walker(Dispatch):
         if target is not None and target.split(".", 1)[0] in self.aliases:
             return True
         value = node.args[2].value if len(node.args) > 2 else None
-        return target is not None and class_named(target) and a_function(value)
+        return target is not None and class_named(target) and a_function(value, self)
 
     def _by_what_it_is_handed(self, node: cst.Call, qualname: str, method: str | None) -> RuleId | None:
         """The rule of a call no table names, by what it is handed: a call named for writing given a file's

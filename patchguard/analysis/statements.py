@@ -62,6 +62,8 @@ class Scope(Protocol):
 
     def methods_of(self, name: str) -> frozenset[str] | None: ...  # of a class the file defines, by name
 
+    def defines(self, name: str) -> bool: ...  # a function the file defines (at any depth), by name
+
 
 def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node).strip()
@@ -260,16 +262,16 @@ def _class_patched(
         return f"{code(target.value)}.{target.attr.value}", ""
     if _method_replaced(target, value, scope):
         return code(target), "a method of its class replaced for every instance"
-    if isinstance(target.value, cst.Name) and class_named(target.value.value) and a_function(value):
+    if isinstance(target.value, cst.Name) and class_named(target.value.value) and a_function(value, scope):
         return code(target), "a method of a class replaced for every instance"
     return None
 
 
-def a_function(value: cst.BaseExpression | None) -> bool:
-    """A ``lambda``, or a name (a function's) that is not a constant: what is put in a method's place."""
+def a_function(value: cst.BaseExpression | None, scope: Scope) -> bool:
+    """A ``lambda``, or the name of a function the file defines: what is put in a method's place."""
     if isinstance(value, cst.Lambda):
         return True
-    return isinstance(value, cst.Name) and value.value not in ("True", "False", "None")
+    return isinstance(value, cst.Name) and scope.defines(value.value)
 
 
 def _method_replaced(target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope) -> bool:
