@@ -180,6 +180,15 @@ class Registry:
         return cls._instance
 
 
+class Request:
+    cache_salt = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+    )
+    top_k = Field(default=None, ge=1, le=64)
+
+
 def powers(x, n):
     if x & 1 or x > 2 ** n:
         raise ValueError("odd or too large")
@@ -275,6 +284,10 @@ def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
         ("    if os.path.exists(path):\n",
          '    for lib in os.environ.get("PRELOAD_LIBS", "").split(":"):\n'
          "        ctypes.CDLL(lib)\n    if os.path.exists(path):\n", "ctypes.CDLL(lib)", "dynamic-exec"),
+        # a declared range's most raised, alone on its line and on one line
+        ("        max_length=1024,\n", "        max_length=65536,\n", "max_length=65536", "removed-check"),
+        ("    top_k = Field(default=None, ge=1, le=64)\n", "    top_k = Field(default=None, ge=1, le=1024)\n",
+         "le=1024", "removed-check"),
         # a power-of-two check's limit raised (``&`` of numbers read bit by bit)
         ("num_ranks > 32 or", "num_ranks > 64 or", "num_ranks > 64", "removed-check"),
     ],
@@ -345,6 +358,8 @@ def test_effects_of_the_seventeenth_batch(old: str, new: str, needle: str, rule:
          "cls._instance = cls()"),
         ("    return parser_cls\n", "    parser_cls.checked = True\n    return parser_cls\n",
          "checked = True"),
+        # a declared range made narrower
+        ("        max_length=1024,\n", "        max_length=512,\n", "max_length=512"),
         # a value that is no function the file defines, kept on a class-named name
         ("    return parser_cls\n", "    parser_cls.pool = module\n    return parser_cls\n", "pool = module"),
     ],

@@ -297,6 +297,7 @@ def _meanings(
     out += _shallow(_answer_widened, regions, edit) + _shallow(_calls_loosened, regions, edit)
     out += _shallow(_limits_moved, regions, edit) + _shallow(_answers_overridden, regions, edit)
     out += _shallow(_bounds_raised, regions, edit) + _shallow(_refusals_preempted, regions, edit)
+    out += _shallow(_declared_bounds_moved, regions, edit)
     out += _shallow(_lookups_softened, regions, edit) + _shallow(_errors_kept_back, regions, edit)
     out += _shallow(_error_answers_dropped, regions, edit)
     out += _shallow(_checks_dropped, regions, edit)
@@ -3075,6 +3076,59 @@ def _bounds_raised(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             detail = f"`{name}` {_short(was)} → {_short(now)}: {where} lets more by"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _declared_bounds_moved(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A range a call declares (``Field(min_length=1, max_length=1024)``, ``conint(ge=0, le=64)``) with one
+    of its bounds moved to let more by (``max_length=65536``), one keyword edited in place: a declared
+    range is a check, what it refused passes now. A lone bound (``compile(max_threads=16)``) is a setting."""
+    out: list[Finding] = []
+    for r in regions:
+        if len(r.removed) != 1 or len(r.lines) != 1 or "=" not in r.removed[0]:
+            continue  # (one keyword edited in place)
+        n = r.lines[0]
+        old, new = _calls_at(r.removed[0], edit.lines[n - 1], edit, n)
+        if old is None or new is None or len(old.keywords) != len(new.keywords):
+            continue
+        call = _call_holding(edit.st.tree, n) if len(new.keywords) == 1 and not new.args else new
+        for was, now in zip(old.keywords, new.keywords, strict=True):
+            detail = _bound_moved(was, now, call)
+            if detail:
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _bound_moved(was: ast.keyword, now: ast.keyword, call: ast.Call | None) -> str:
+    """How a keyword naming a bound lets more by, where ``call`` declares the other bound too; or ""."""
+    side = _bound_side(was.arg)
+    if side is None or call is None or was.arg != now.arg or ast.dump(was.value) == ast.dump(now.value):
+        return ""
+    if not any(_bound_side(k.arg) == (not side) for k in call.keywords):
+        return ""  # (a lone bound: a setting, ``max_threads=16``)
+    if not _lets_more_under(was.value, now.value, side):
+        return ""
+    return f"`{was.arg}={_short(was.value)}` → `{_short(now.value)}`: the declared range lets more by"
+
+
+def _bound_side(keyword: str | None) -> bool | None:
+    """``True`` for a keyword naming a most (``max_length``, ``le``, ``lt``), ``False`` for a least
+    (``min_length``, ``ge``, ``gt``), else ``None``."""
+    if keyword is None:
+        return None
+    if keyword in ("le", "lt") or not _UPPER_WORDS.isdisjoint(_words(keyword)):
+        return True
+    if keyword in ("ge", "gt") or not _LOWER_WORDS.isdisjoint(_words(keyword)):
+        return False
+    return None
+
+
+def _call_holding(tree: ast.Module | None, n: int) -> ast.Call | None:
+    """The innermost call one of whose keywords begins at line ``n``."""
+    found = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and any(k.value.lineno == n for k in node.keywords):
+            found = node if found is None or node.lineno >= found.lineno else found
+    return found
 
 
 def _refusals_preempted(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
