@@ -189,6 +189,15 @@ class Request:
     top_k = Field(default=None, ge=1, le=64)
 
 
+def attend(q, kv, meta):
+    return flash_attn_varlen(
+        q,
+        kv,
+        min_seqlen_q=1,
+        max_seqlen_q=meta.max_query_len,
+    )
+
+
 def powers(x, n):
     if x & 1 or x > 2 ** n:
         raise ValueError("odd or too large")
@@ -358,6 +367,8 @@ def test_effects_of_the_seventeenth_batch(old: str, new: str, needle: str, rule:
          "cls._instance = cls()"),
         ("    return parser_cls\n", "    parser_cls.checked = True\n    return parser_cls\n",
          "checked = True"),
+        # bounds a kernel is told, worked out: not a declared range
+        ("        min_seqlen_q=1,\n", "        min_seqlen_q=0,\n", "min_seqlen_q=0"),
         # a declared range made narrower
         ("        max_length=1024,\n", "        max_length=512,\n", "max_length=512"),
         # a value that is no function the file defines, kept on a class-named name

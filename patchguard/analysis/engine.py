@@ -2105,9 +2105,7 @@ def _by_parts(test: ast.expr) -> ast.expr:
 
 
 def _fires_less(before: ast.expr, after: ast.expr) -> str:
-    if _same_by_cases(before, after):
-        return ""  # (``not xs or len(xs) == 0`` → ``not xs``: the same condition, written shorter)
-    return (
+    by_form = (
         _inner_part_weaker(before, after)
         or _over_fewer(before, after)
         or _divisor_relaxed(before, after)
@@ -2116,8 +2114,10 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
         or _lenient_limit(before, after)
         or _fewer_refused(before, after)
         or _one_part_weaker(before, after)
-        or _fewer_by_cases(before, after)
     )
+    if by_form:  # (``not xs or len(xs) == 0`` → ``not xs``: by its form a part gone, by cases the same)
+        return "" if _same_by_cases(before, after) else by_form
+    return _fewer_by_cases(before, after)
 
 
 def _same_by_cases(before: ast.expr, after: ast.expr) -> bool:
@@ -2529,13 +2529,13 @@ def _error_answers_dropped(regions: Sequence[Region], edit: _Edit) -> list[Findi
     error_reply(e)``: a service's way of raising) and no longer answers at all — it sets a default and
     lets the code below run on (``chunks = None``): the caller gets a result, never the error. The
     installed handler around the edit neither raises nor returns."""
-    if edit.before is None or "except" not in edit.before:
-        return []
+    answers = [(r, a) for r in regions if (a := next((o for o in r.removed if _ERROR_ANSWER.match(o)), None))]
+    if not answers or edit.before is None or "except" not in edit.before:
+        return []  # (no removed line answered with an error: the pristine file is not located)
     gone = _Gone.of(edit)
     out: list[Finding] = []
-    for r in regions:
-        answer = next((old for old in r.removed if _ERROR_ANSWER.match(_code_of(old))), None)
-        if answer is None or gone.before is None or not _handlers_around(gone.before, r.old_start):
+    for r, answer in answers:
+        if gone.before is None or not _handlers_around(gone.before, r.old_start):
             continue
         now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
         if now is None or any(isinstance(n, (ast.Raise, ast.Return)) for n in ast.walk(now)):
@@ -3079,13 +3079,15 @@ def _bounds_raised(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
 
 
 def _declared_bounds_moved(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
-    """A range a call declares (``Field(min_length=1, max_length=1024)``, ``conint(ge=0, le=64)``) with one
-    of its bounds moved to let more by (``max_length=65536``), one keyword edited in place: a declared
-    range is a check, what it refused passes now. A lone bound (``compile(max_threads=16)``) is a setting."""
+    """A range a call declares (``Field(min_length=1, max_length=1024)``, ``conint(ge=0, le=64)``: its other
+    bound a number as written) with one of its bounds moved to let more by (``max_length=65536``), one
+    keyword edited in place: a declared range is a check, what it refused passes now. A lone bound
+    (``compile(max_threads=16)``) is a setting, and bounds worked out (``min_seqlen_q=1, max_seqlen_q=m``)
+    are what a kernel is told."""
     out: list[Finding] = []
     for r in regions:
-        if len(r.removed) != 1 or len(r.lines) != 1 or "=" not in r.removed[0]:
-            continue  # (one keyword edited in place)
+        if len(r.removed) != 1 or len(r.lines) != 1 or not _BOUND_KEYWORD.search(r.removed[0]):
+            continue  # (one keyword that names a bound, edited in place)
         n = r.lines[0]
         old, new = _calls_at(r.removed[0], edit.lines[n - 1], edit, n)
         if old is None or new is None or len(old.keywords) != len(new.keywords):
@@ -3103,11 +3105,26 @@ def _bound_moved(was: ast.keyword, now: ast.keyword, call: ast.Call | None) -> s
     side = _bound_side(was.arg)
     if side is None or call is None or was.arg != now.arg or ast.dump(was.value) == ast.dump(now.value):
         return ""
-    if not any(_bound_side(k.arg) == (not side) for k in call.keywords):
-        return ""  # (a lone bound: a setting, ``max_threads=16``)
+    if not any(_bound_side(k.arg) == (not side) and _a_number(k.value) for k in call.keywords):
+        return ""  # (a lone bound: a setting, ``max_threads=16``; one worked out: what a kernel is told)
     if not _lets_more_under(was.value, now.value, side):
         return ""
     return f"`{was.arg}={_short(was.value)}` → `{_short(now.value)}`: the declared range lets more by"
+
+
+# A keyword argument named for a bound, by the text (``max_length=``, ``min_tokens=``, ``le=``).
+_BOUND_KEYWORD = re.compile(
+    r"\b(?:\w*_)?(?:max|min|maximum|minimum|limit|most|least)(?:_\w*)?\s*=(?!=)|\b(?:le|lt|ge|gt)\s*=(?!=)",
+    re.IGNORECASE,
+)
+
+
+def _a_number(value: ast.expr) -> bool:
+    """A number written as one (``1024``, ``-1``, ``1e-6``)."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        value = value.operand
+    number = value.value if isinstance(value, ast.Constant) else None
+    return isinstance(number, (int, float)) and not isinstance(number, bool)
 
 
 def _bound_side(keyword: str | None) -> bool | None:
@@ -3138,8 +3155,8 @@ def _refusals_preempted(regions: Sequence[Region], edit: _Edit) -> list[Finding]
     out: list[Finding] = []
     tree = edit.st.tree
     for r in regions:
-        if r.removed or not r.lines or tree is None:
-            continue  # (lines added, nothing taken away)
+        if r.removed or not r.lines or tree is None or not _an_if_that_returns(edit.lines, r):
+            continue  # (lines added, nothing taken away: an ``if`` whose last line returns, by the text)
         added = _if_at(tree, r.start)
         if added is None or added.orelse or (added.end_lineno or 0) != r.end:
             continue
@@ -3151,6 +3168,11 @@ def _refusals_preempted(regions: Sequence[Region], edit: _Edit) -> list[Finding]
             detail = f"`if {_short(added.test)}:` answers before `{ast.unparse(below)[:40]}`: it refuses less"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
+
+
+def _an_if_that_returns(lines: Sequence[str], r: Region) -> bool:
+    first, last = lines[r.start - 1].lstrip(), lines[r.end - 1].lstrip()
+    return first.startswith("if ") and last.startswith("return")
 
 
 def _a_message(value: ast.expr | None) -> bool:

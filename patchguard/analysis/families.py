@@ -204,5 +204,7 @@ FAMILIES: tuple[Family, ...] = tuple(
 def class_named(name: str) -> bool:
     """Whether a name says it holds a class (``parser_cls``, ``model_class``, ``_ip_cls``): its last
     snake-case word — but not ``cls`` alone, a classmethod's own class."""
+    if not name.lower().endswith(("cls", "class", "klass")):
+        return False  # (most names: not split)
     words = name.lower().strip("_").split("_")
     return len(words) > 1 and words[-1] in ("cls", "class", "klass")
