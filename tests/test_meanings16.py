@@ -198,6 +198,26 @@ def attend(q, kv, meta):
     )
 
 
+def validate_micro_batch(self, value):
+    upper = self.max_running // self.pp_size
+    if value < 1 or value > upper:
+        raise ValueError("out of range")
+    return value
+
+
+def arch(capability):
+    if capability == (10, 0):
+        return "sm100a"
+    raise RuntimeError("needs compute capability 10.0")
+
+
+def pairs(batches_of_step, children):
+    for child, batch in zip(
+        children, batches_of_step, strict=True
+    ):
+        child.init(batch)
+
+
 def powers(x, n):
     if x & 1 or x > 2 ** n:
         raise ValueError("odd or too large")
@@ -297,6 +317,17 @@ def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
         ("        max_length=1024,\n", "        max_length=65536,\n", "max_length=65536", "removed-check"),
         ("    top_k = Field(default=None, ge=1, le=64)\n", "    top_k = Field(default=None, ge=1, le=1024)\n",
          "le=1024", "removed-check"),
+        # a bound named ``upper`` raised
+        ("    upper = self.max_running // self.pp_size\n", "    upper = self.max_running * 4\n",
+         "self.max_running * 4", "removed-check"),
+        # an answer typed in above the raise a function ends on
+        ('        return "sm100a"\n    raise RuntimeError',
+         '        return "sm100a"\n    if capability[0] >= 10:\n'
+         '        return "sm100a"\n    raise RuntimeError',
+         "capability[0] >= 10", "removed-check"),
+        # a guarding keyword dropped from a line of a call's arguments
+        ("        children, batches_of_step, strict=True\n", "        children, batches_of_step\n",
+         "children, batches_of_step", "removed-check"),
         # a power-of-two check's limit raised (``&`` of numbers read bit by bit)
         ("num_ranks > 32 or", "num_ranks > 64 or", "num_ranks > 64", "removed-check"),
     ],

@@ -3046,8 +3046,8 @@ def _limits_moved(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
 
 # Words of a name that holds a bound: the most a check lets by (``MAX_RATIO``, ``max_prompts``, ``limit``), or
 # the least (``min_tokens``).
-_UPPER_WORDS = frozenset({"max", "maximum", "limit", "most"})
-_LOWER_WORDS = frozenset({"min", "minimum", "least"})
+_UPPER_WORDS = frozenset({"max", "maximum", "limit", "most", "upper"})
+_LOWER_WORDS = frozenset({"min", "minimum", "least", "lower"})
 _BOUND_WORDS = _UPPER_WORDS | _LOWER_WORDS
 
 
@@ -3092,7 +3092,7 @@ def _declared_bounds_moved(regions: Sequence[Region], edit: _Edit) -> list[Findi
         old, new = _calls_at(r.removed[0], edit.lines[n - 1], edit, n)
         if old is None or new is None or len(old.keywords) != len(new.keywords):
             continue
-        call = _call_holding(edit.st.tree, n) if len(new.keywords) == 1 and not new.args else new
+        call = _call_holding(edit.st.tree, n) or new
         for was, now in zip(old.keywords, new.keywords, strict=True):
             detail = _bound_moved(was, now, call)
             if detail:
@@ -3158,16 +3158,23 @@ def _refusals_preempted(regions: Sequence[Region], edit: _Edit) -> list[Finding]
         if r.removed or not r.lines or tree is None or not _an_if_that_returns(edit.lines, r):
             continue  # (lines added, nothing taken away: an ``if`` whose last line returns, by the text)
         added = _if_at(tree, r.start)
-        if added is None or added.orelse or (added.end_lineno or 0) != r.end:
-            continue
-        answer = added.body[-1]
-        if not isinstance(answer, ast.Return) or _refuses(answer) or _a_message(answer.value):
-            continue  # (a message returned is a refusal of a validator, whose ``return None`` passes)
-        below = _next_statement(tree, added)
-        if below is not None and _refuses(below) and _next_statement(tree, below) is None:
+        below = _refusal_answered(tree, added) if added is not None and added.end_lineno == r.end else None
+        if added is not None and below is not None:
             detail = f"`if {_short(added.test)}:` answers before `{ast.unparse(below)[:40]}`: it refuses less"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
+
+
+def _refusal_answered(tree: ast.Module, added: ast.If) -> ast.stmt | None:
+    """The refusal its block ends on, just below an ``if`` whose body ends by answering (not refusing), or
+    ``None`` — nor for a message above a validator's ``return None``, which passes (a refusal added)."""
+    answer = added.body[-1]
+    if added.orelse or not isinstance(answer, ast.Return) or _refuses(answer):
+        return None
+    below = _next_statement(tree, added)
+    if below is None or not _refuses(below) or _next_statement(tree, below) is not None:
+        return None
+    return None if _a_message(answer.value) and isinstance(below, ast.Return) else below
 
 
 def _an_if_that_returns(lines: Sequence[str], r: Region) -> bool:
@@ -3354,15 +3361,14 @@ def _with_number(test: ast.expr, name: str, number: ast.Constant) -> ast.expr:
 
 def _may_loosen(old: str, new: str) -> bool:
     """Whether, by the text, a call line edited in place may have lost a keyword or grown a list."""
-    if "(" not in old and not _KEYWORD_LINE.match(old):
-        return False
+    if "(" not in old and "=" not in old:
+        return False  # (a call, or a line of a call's arguments: ``a, b, strict=True``)
     lost = set(_KEYWORD.findall(old)) - set(_KEYWORD.findall(new))
     return bool(lost) or ("[" in old and not _ALLOWING.isdisjoint(re.findall(r"[a-z]+", old.lower())))
 
 
 _KEYWORD = re.compile(r"(\w+)\s*=(?!=)")
-# A line that is one keyword argument of a call spread over several lines (``    supported=[9, 10],``).
-_KEYWORD_LINE = re.compile(r"\s*\w+\s*=(?!=).*,?\s*$")
+
 
 
 def _error_answer_flipped(old: str, edit: _Edit, n: int) -> str:
@@ -3399,9 +3405,20 @@ def _call_of(line: str) -> ast.Call | None:
 def _calls_at(old: str, new: str, edit: _Edit, n: int) -> tuple[ast.Call | None, ast.Call | None]:
     """The calls two versions of line ``n`` make — or, the line one keyword argument of a call open over
     several lines (:func:`_open_call_above`), that keyword as a call of its own."""
-    if _KEYWORD_LINE.match(new) and _open_call_above(edit.lines, n):
-        return _keyword_alone(_code_of(old).strip()), _keyword_alone(_code_of(new).strip())
+    if _open_call_above(edit.lines, n):
+        around = _call_spanning(edit.st.tree, n)
+        func = around.func if around is not None else None
+        return _arguments_alone(_code_of(old).strip(), func), _arguments_alone(_code_of(new).strip(), func)
     return _call_of(old), _call_of(new)
+
+
+def _call_spanning(tree: ast.Module | None, n: int) -> ast.Call | None:
+    """The innermost call opened above line ``n`` whose arguments run over it."""
+    found = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and node.lineno < n <= (node.end_lineno or node.lineno):
+            found = node if found is None or node.lineno >= found.lineno else found
+    return found
 
 
 def _open_call_above(lines: Sequence[str], n: int) -> bool:
@@ -3415,16 +3432,19 @@ def _open_call_above(lines: Sequence[str], n: int) -> bool:
     return False
 
 
-def _keyword_alone(text: str) -> ast.Call | None:
-    """A line that is one keyword argument of a call over several lines (``supported_major_versions=[9,
-    10],``), read as the call of it alone (``_(supported_major_versions=[9, 10])``); else ``None``."""
-    if not _KEYWORD_LINE.match(text):
-        return None
+def _arguments_alone(text: str, func: ast.expr | None = None) -> ast.Call | None:
+    """A line of arguments of a call over several lines (``supported_major_versions=[9, 10],``, ``a, b,
+    strict=True``), read as a call of them alone (``zip(a, b, strict=True)``: of ``func``, the call they
+    belong to, when it is known); else ``None``."""
     try:
         value = ast.parse(f"_({text.rstrip().rstrip(',')})", mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return value if isinstance(value, ast.Call) and len(value.keywords) == 1 and not value.args else None
+    if not isinstance(value, ast.Call):
+        return None
+    if func is not None:
+        value.func = func
+    return value
 
 
 def _loosened(old: ast.Call | None, new: ast.Call | None) -> str:
