@@ -136,6 +136,7 @@ class _Subjects:
         self.keys: dict[str, set[str]] = {}  # condition (its dump) -> the subjects it tests
         self._texts: dict[int, str] = {}  # node (its id: the two conditions live while compared) -> its text
         self.sized: dict[str, str] = {}  # a container's text -> ``len(…)`` of it, when the conditions ask
+        self.affixes: dict[int, _Affix] = {}  # a prefix test's call (its id) -> its parts, read once
 
     def key(self, node: ast.expr) -> str:
         """A subject's or a fact's text (``self.cap``), worked out once per node."""
@@ -155,8 +156,8 @@ class _Subjects:
         either asks (``len(x) == 0``) is, as a truth value (``not x``), that length not zero."""
         for test in (before, after):
             for n in ast.walk(test):
-                if _length_of(n) is not None:
-                    self.sized[self.key(_length_of(n))] = self.key(n)  # type: ignore[arg-type]
+                if (sized := _length_of(n)) is not None:
+                    self.sized[self.key(sized)] = self.key(n)  # type: ignore[arg-type]
         if not (self.read(before) and self.read(after)) or not self.values:
             return False
         return bool(self.keys[ast.dump(before)] & self.keys[ast.dump(after)])
@@ -183,9 +184,10 @@ class _Subjects:
             # a number as a truth value (``hidden % 256``: not a multiple): read as ``hidden % 256 != 0``
             return self._compare(_nonzero(node), found)
         if _subject(node) and self.key(node) in self.sized:  # ``not x`` where ``len(x)`` is asked too
-            return self._compare(_nonzero_length(node), found)
+            return self._compare(_nonzero(ast.Call(func=ast.Name("len"), args=[node], keywords=[])), found)
         affix = _affix_test(node)
         if affix is not None:  # ``name.startswith(("a", "b"))``: the name a string, each prefix tried
+            self.affixes[id(node)] = affix  # (not read again in every case evaluated)
             method, subject, literals = affix
             key = self.key(subject)
             values = self.values.setdefault(key, set())
@@ -377,17 +379,13 @@ def _length_of(node: ast.AST) -> ast.expr | None:
     return None
 
 
-def _nonzero_length(node: ast.expr) -> ast.Compare:
-    length = ast.Call(func=ast.Name("len"), args=[node], keywords=[])
-    return ast.Compare(left=length, ops=[ast.NotEq()], comparators=[ast.Constant(0)])
-
-
+_Affix = tuple[str, ast.expr, tuple[str, ...]]  # (``startswith``/``endswith``, what is tested, the strings)
 # The strings a subject tested by its prefixes or suffixes takes: each one, given more text, and one that
 # has none of them.
 _MORE, _NO_AFFIX = "…", ""
 
 
-def _affix_test(node: ast.expr) -> tuple[str, ast.expr, tuple[str, ...]] | None:
+def _affix_test(node: ast.expr) -> _Affix | None:
     """(``startswith``/``endswith``, what is tested, the literal strings) of ``x.startswith("a")`` or
     ``x.endswith(("a", "b"))`` where ``x`` is a name or an attribute; else ``None``."""
     if not (
@@ -407,7 +405,7 @@ def _affix_test(node: ast.expr) -> tuple[str, ast.expr, tuple[str, ...]] | None:
 
 
 def _affixed(node: Any, case: Mapping[str, Any], subjects: _Subjects) -> Any:
-    affix = _affix_test(node)
+    affix = subjects.affixes.get(id(node)) or _affix_test(node)
     if affix is None:
         raise _Unknown
     method, subject, literals = affix

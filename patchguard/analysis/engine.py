@@ -1574,13 +1574,22 @@ def _assertion_asks_less(old: str, new: str) -> str:
 def _header_above(lines: Sequence[str], n: int) -> int | None:
     """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
     ``n`` (by brackets)."""
+    k = _opener_above(lines, n)
+    if k is None:
+        return None
+    text = _code_of(lines[k - 1])
+    header = text.lstrip().startswith(("if ", "elif ", "assert ", "return "))
+    return k if header or _FLAG_OPENED.match(text) else None
+
+
+def _opener_above(lines: Sequence[str], n: int) -> int | None:
+    """The line above ``n`` whose bracket, left open, holds line ``n`` (forty lines up at most); ``None``."""
     depth = 0
-    for k in range(n - 1, max(n - 40, 0), -1):  # a condition of forty lines at most
+    for k in range(n - 1, max(n - 40, 0), -1):
         text = _code_of(lines[k - 1])
         depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
         if depth < 0:
-            header = text.lstrip().startswith(("if ", "elif ", "assert ", "return "))
-            return k if header or _FLAG_OPENED.match(text) else None
+            return k
     return None
 
 
@@ -2532,10 +2541,10 @@ def _error_answers_dropped(regions: Sequence[Region], edit: _Edit) -> list[Findi
     answers = [(r, a) for r in regions if (a := next((o for o in r.removed if _ERROR_ANSWER.match(o)), None))]
     if not answers or edit.before is None or "except" not in edit.before:
         return []  # (no removed line answered with an error: the pristine file is not located)
-    gone = _Gone.of(edit)
+    before = locate(edit.before)
     out: list[Finding] = []
     for r, answer in answers:
-        if gone.before is None or not _handlers_around(gone.before, r.old_start):
+        if not _handlers_around(before, r.old_start):
             continue
         now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
         if now is None or any(isinstance(n, (ast.Raise, ast.Return)) for n in ast.walk(now)):
@@ -3141,9 +3150,14 @@ def _bound_side(keyword: str | None) -> bool | None:
 
 def _call_holding(tree: ast.Module | None, n: int) -> ast.Call | None:
     """The innermost call one of whose keywords begins at line ``n``."""
+    return _innermost_call(tree, lambda call: any(k.value.lineno == n for k in call.keywords))
+
+
+def _innermost_call(tree: ast.Module | None, holds: Callable[[ast.Call], bool]) -> ast.Call | None:
+    """The call of ``tree`` that ``holds`` and opens last (the innermost where such calls nest)."""
     found = None
     for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call) and any(k.value.lineno == n for k in node.keywords):
+        if isinstance(node, ast.Call) and holds(node):
             found = node if found is None or node.lineno >= found.lineno else found
     return found
 
@@ -3193,7 +3207,9 @@ def _refuses(stmt: ast.stmt) -> bool:
     """``return None``, ``return False``, ``return`` or a ``raise``: a refusal."""
     if isinstance(stmt, ast.Raise):
         return True
-    value = stmt.value if isinstance(stmt, ast.Return) else ast.Constant(1)
+    if not isinstance(stmt, ast.Return):
+        return False
+    value = stmt.value
     return value is None or (isinstance(value, ast.Constant) and value.value in (None, False))
 
 
@@ -3370,7 +3386,6 @@ def _may_loosen(old: str, new: str) -> bool:
 _KEYWORD = re.compile(r"(\w+)\s*=(?!=)")
 
 
-
 def _error_answer_flipped(old: str, edit: _Edit, n: int) -> str:
     """In an ``except`` block, the answer the error path gives flipped from no to yes (``ok = False`` →
     ``ok = True``, ``return False`` → ``return True``): when the check cannot be made, it now passes."""
@@ -3414,22 +3429,13 @@ def _calls_at(old: str, new: str, edit: _Edit, n: int) -> tuple[ast.Call | None,
 
 def _call_spanning(tree: ast.Module | None, n: int) -> ast.Call | None:
     """The innermost call opened above line ``n`` whose arguments run over it."""
-    found = None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call) and node.lineno < n <= (node.end_lineno or node.lineno):
-            found = node if found is None or node.lineno >= found.lineno else found
-    return found
+    return _innermost_call(tree, lambda call: call.lineno < n <= (call.end_lineno or call.lineno))
 
 
 def _open_call_above(lines: Sequence[str], n: int) -> bool:
     """Whether line ``n`` stands inside a call's parentheses opened on a line above it (by brackets)."""
-    depth = 0
-    for k in range(n - 1, max(n - 40, 0), -1):  # a call of forty lines at most
-        text = _code_of(lines[k - 1]).rstrip()
-        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
-        if depth < 0:
-            return text.endswith("(") or text.endswith(",")
-    return False
+    k = _opener_above(lines, n)
+    return k is not None and _code_of(lines[k - 1]).rstrip().endswith(("(", ","))
 
 
 def _arguments_alone(text: str, func: ast.expr | None = None) -> ast.Call | None:

@@ -43,6 +43,7 @@ __all__ = [
     "OPENERS",
     "OPEN_METHODS",
     "RECEIVER_WORDS",
+    "STEP_TYPES",
     "SUPPRESSORS",
     "TENSOR_ONLY_METHODS",
     "TO_HOST",
@@ -136,6 +137,9 @@ TENSOR_ONLY_METHODS = frozenset(
     # tests of values numpy has as functions only (``np.isnan(a)``), a tensor as methods too
     | {"isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num"}
 )
+# The endings of the types serving frameworks hand each step's work in (their own names): a batch, its
+# attention metadata, the scheduler's output (``ForwardBatch``, ``CommonAttentionMetadata``).
+STEP_TYPES = ("Batch", "AttentionMetadata", "SchedulerOutput")
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # Methods that hand a tensor's values back as Python or numpy values: what they give lives on the host.
 BROUGHT_BACK = frozenset({"tolist", "numpy", "item"})

@@ -1185,8 +1185,6 @@ def _names_read(call: cst.Call) -> Iterator[str]:
     yield from fields
 
 
-
-
 def _as_told(node: cst.Call, qualname: str) -> RuleId | None:
     """The rule of a call a keyword told what to do (:data:`.families.WHEN_TOLD`:
     ``faulthandler.dump_traceback_later(1800, exit=True)`` kills the process after the dump,

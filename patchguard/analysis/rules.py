@@ -33,6 +33,7 @@ from .families import (
     ON_DEVICE,
     OPEN_METHODS,
     RECEIVER_WORDS,
+    STEP_TYPES,
     TENSOR_ONLY_METHODS,
     TO_HOST,
     WHEN_TOLD,
@@ -369,7 +370,7 @@ _DEVICE_WORK = re.compile(f"{IN_PLACE.pattern}|{LAUNCH.pattern}")
 # A method only a tensor has, called (the judge's :func:`.tensors.tensor_names` reads its receiver as one).
 _TENSOR_METHOD_CALLED = re.compile(rf"\.(?:{'|'.join(sorted(TENSOR_ONLY_METHODS))})\(")
 # A parameter annotated with a type a step's work is handed in (the judge's :func:`.tensors.handed_a_step`).
-_STEP_ANNOTATED = re.compile(r":\s*[\"']?[\w.]*(?:Batch|AttentionMetadata|SchedulerOutput)\b")
+_STEP_ANNOTATED = re.compile(rf":\s*[\"']?[\w.]*(?:{'|'.join(STEP_TYPES)})\b")
 
 
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once

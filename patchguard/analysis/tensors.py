@@ -20,7 +20,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .bounds import too_wild
 from .cstwalk import Dispatch, walk
-from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, TENSOR_ONLY_METHODS
+from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, STEP_TYPES, TENSOR_ONLY_METHODS
 
 __all__ = [
     "decides_tensor",
@@ -426,9 +426,7 @@ def handed_a_step(fn: cst.FunctionDef) -> bool:
     return any(_STEP_TYPE.search(name or "") is not None for name in named)
 
 
-# The types serving frameworks hand each step's work in (their own names): a batch, its attention
-# metadata, the scheduler's output.
-_STEP_TYPE = re.compile(r"(?:Batch|AttentionMetadata|SchedulerOutput)$")
+_STEP_TYPE = re.compile(rf"(?:{'|'.join(STEP_TYPES)})$")  # (a class named for one of the step's types)
 
 
 def _class_named(annotation: cst.BaseExpression) -> str | None:
