@@ -170,9 +170,8 @@ def _running() -> Target:
     )
 
 
-def _other(python: str) -> Target:
-    import subprocess  # here: scanning the running interpreter's environment does not need it
-
+def _interpreter_file(python: str) -> str:
+    """The absolute path of ``--python``'s file, or :class:`EnvironmentNotFound` saying what it is instead."""
     exe = os.path.abspath(python)
     if not os.path.exists(exe):
         raise EnvironmentNotFound("no such interpreter", path=python, hint="pass the path of a python binary")
@@ -186,6 +185,13 @@ def _other(python: str) -> Target:
             if inside
             else "pass the environment's python binary (e.g. VENV/bin/python), or --site-packages DIR",
         )
+    return exe
+
+
+def _other(python: str) -> Target:
+    import subprocess  # here: scanning the running interpreter's environment does not need it
+
+    exe = _interpreter_file(python)
     try:
         code, out, err = _run_bounded([exe, "-I", "-S", "-c", _PROBE])
     except (OSError, subprocess.SubprocessError) as exc:

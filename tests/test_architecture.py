@@ -67,7 +67,7 @@ ALLOWED: dict[str, set[str]] = {
 
 _DECISIONS = (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.Assert)
 MAX_LINES = 60
-MAX_COMPLEXITY = 16
+MAX_COMPLEXITY = 15
 
 
 def _modules() -> dict[str, Path]:
@@ -377,7 +377,7 @@ def _functions() -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, 
 
 
 def test_functions_are_small() -> None:
-    """None over 60 lines or complexity 16, except a hot loop whose comment says why (a comment naming
+    """None over 60 lines or complexity 15, except a hot loop whose comment says why (a comment naming
     "hot loop" on the lines just above its ``def``)."""
     big = []
     for module, fn, lines in _functions():

@@ -213,16 +213,20 @@ class _Subjects:
             self.compared = self.compared or len(subjects) > 1
             return self._fact(node, found)  # two things compared with each other: one fact
         for key in subjects:
-            values = self.values.setdefault(key, set())
-            for side in sides:
-                for c in ast.walk(side):
-                    self._note(c, key, values)
-            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-                values.update((None, _OTHER))  # (and ``is False``'s own value, and the other truth value)
-                flags = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, bool)]
-                values.update((True, False) if flags else ())
+            self._note_sides(node, sides, key)
             found.add(key)
         return True
+
+    def _note_sides(self, node: ast.Compare, sides: list[ast.expr], key: str) -> None:
+        """The values a comparison of ``key`` names, and those an identity test adds."""
+        values = self.values.setdefault(key, set())
+        for side in sides:
+            for c in ast.walk(side):
+                self._note(c, key, values)
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            values.update((None, _OTHER))  # (and ``is False``'s own value, and the other truth value)
+            flags = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, bool)]
+            values.update((True, False) if flags else ())
 
     def _numbers_compared(self, node: ast.Compare, subjects: set[str]) -> bool:
         """Whether several subjects are compared as numbers — names, attributes and what is asked of them

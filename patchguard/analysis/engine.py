@@ -980,27 +980,35 @@ def _removed_checks(regions: Sequence[Region], edit: _Edit, found: Sequence[Find
     if not _removes_checks(regions, edit):
         return out  # (most edits remove no raise, assert or bail-out: the whole files are not read for them)
     gone = _Gone.of(edit)
-    squeezed = _squeezed_source(edit.text)
-    before = _squeezed_source(edit.before or "")
+    sources = (_squeezed_source(edit.text), _squeezed_source(edit.before or ""))
     asserts = list(_assert_lines(edit.lines) - _assert_lines(gone.before_lines))  # the new ones
     for r in regions:
-        line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
-        added = [edit.lines[n - 1].strip() for n in r.lines]
-        for i, old in enumerate(r.removed):
-            s = old.strip()
-            handler = _swallows_now(gone, r.old_start + i, s, line, found)
-            if s.startswith(_EXITS) and not handler:
-                checked = any(_CHECK_CALL.match(a) for a in added)  # another check took the guard's place
-                out += [] if checked else _bail_gone(edit, gone, r, i, line)
-                continue
-            if not (handler or _checking(s, edit.before)):
-                continue
-            stmt = _squeeze(_statement(r.removed, i))
-            if _lives_on(stmt, s, (squeezed, before), asserts, added) or gone.left_with(r, i):
-                continue
-            out += _gone_check(
-                edit, line, s, handler, gone.silenced(r.old_start + i) if not handler and added else ""
-            )
+        out += _removed_in(r, edit, gone, (sources, asserts), found)
+    return out
+
+
+def _removed_in(
+    r: Region, edit: _Edit, gone: _Gone, kept: tuple[tuple[str, str], list[str]], found: Sequence[Finding]
+) -> list[Finding]:
+    """The checks among one region's removed lines that are gone (:func:`_removed_checks`); ``kept`` is
+    both files squeezed and the asserts the edit added."""
+    out: list[Finding] = []
+    line = max(r.start, 1)  # where the removed lines were (the first line after them for a deletion)
+    added = [edit.lines[n - 1].strip() for n in r.lines]
+    for i, old in enumerate(r.removed):
+        s = old.strip()
+        handler = _swallows_now(gone, r.old_start + i, s, line, found)
+        if s.startswith(_EXITS) and not handler:
+            checked = any(_CHECK_CALL.match(a) for a in added)  # another check took the guard's place
+            out += [] if checked else _bail_gone(edit, gone, r, i, line)
+            continue
+        if not (handler or _checking(s, edit.before)):
+            continue
+        stmt = _squeeze(_statement(r.removed, i))
+        if _lives_on(stmt, s, kept[0], kept[1], added) or gone.left_with(r, i):
+            continue
+        silenced = gone.silenced(r.old_start + i) if not handler and added else ""
+        out += _gone_check(edit, line, s, handler, silenced)
     return out
 
 
@@ -1285,6 +1293,22 @@ def _raises(handler: ast.ExceptHandler) -> int:
     return sum(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
 
+def _narrowed_if(r: Region, edit: _Edit, n: int, before: list[ast.expr]) -> list[Finding]:
+    """The finding of the ``if`` on line ``n`` made to fire less than the region's pristine conditions
+    ``before`` (:func:`_narrowed_checks`)."""
+    after = _condition(_one_line(_statement(edit.lines, n - 1)))
+    detail = _narrowed_here(edit, n, before, after) if after else ""
+    if not detail or _raise_added(edit, r, n):
+        return []  # (the pristine ``if`` raised nothing: one that raises now adds a check)
+    out = [_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}")]
+    if after is not None and _tests_a_report(after) and _raises_below(edit.st.tree, n):
+        # a failure a call reported, raised in fewer cases (``if result not in (0, 704):``): the
+        # failures let by go unseen
+        why = "fewer of the failures it tests are raised; the others go unseen"
+        out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, n, why))
+    return out
+
+
 def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     """A check whose condition the edit made fire less: ``if bad:`` over a raise became ``if bad and X:``
     (it fires only when ``X`` also holds: ``backend == "__never__"``, a flag nobody sets), lost a part of an
@@ -1299,19 +1323,8 @@ def _narrowed_checks(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             if old.lstrip().startswith(("if ", "elif "))
         ]
         for n in r.lines:
-            if not edit.lines[n - 1].lstrip().startswith(("if ", "elif ")):
-                continue
-            after = _condition(_one_line(_statement(edit.lines, n - 1)))
-            detail = _narrowed_here(edit, n, [c for c in before if c is not None], after) if after else ""
-            if detail and _raise_added(edit, r, n):
-                detail = ""  # (the pristine ``if`` raised nothing: one that raises now adds a check)
-            if detail:
-                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
-            if detail and after is not None and _tests_a_report(after) and _raises_below(edit.st.tree, n):
-                # a failure a call reported, raised in fewer cases (``if result not in (0, 704):``): the
-                # failures let by go unseen
-                why = "fewer of the failures it tests are raised; the others go unseen"
-                out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, n, why))
+            if edit.lines[n - 1].lstrip().startswith(("if ", "elif ")):
+                out += _narrowed_if(r, edit, n, [c for c in before if c is not None])
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
         out += _flags_loosened(r, edit)
@@ -2209,16 +2222,21 @@ def _divisor_relaxed(before: ast.expr, after: ast.expr) -> str:
     return f"`{old[0][:40]}` need only be a multiple of {new[1]}, not of {old[1]}"
 
 
-def _divisibility(test: ast.expr) -> tuple[str, int] | None:
-    """(``n``, 64) of ``n % 64 != 0`` (or ``0 != n % 64``)."""
+def _remainder_nonzero(test: ast.expr) -> ast.BinOp | None:
+    """The ``n % d`` of a test ``n % d != 0`` (or ``0 != n % d``)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
         return None
     sides = [test.left, test.comparators[0]]
     mods = [e for e in sides if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mod)]
     zero = [e for e in sides if isinstance(e, ast.Constant) and e.value == 0]
-    if len(mods) != 1 or len(zero) != 1:
+    return mods[0] if len(mods) == 1 and len(zero) == 1 else None
+
+
+def _divisibility(test: ast.expr) -> tuple[str, int] | None:
+    """(``n``, 64) of ``n % 64 != 0`` (or ``0 != n % 64``)."""
+    mod = _remainder_nonzero(test)
+    if mod is None:
         return None
-    mod = mods[0]
     divisor = mod.right.value if isinstance(mod.right, ast.Constant) else None
     if not isinstance(divisor, int) or isinstance(divisor, bool) or divisor <= 0:
         return None
@@ -4171,9 +4189,14 @@ class _Gone:
         guards = _guards(self.after, now.start if now is not None else 0) if found else collections.Counter()
         if guards[key] >= _guards(self.before, line)[key] or _kept_wider(guards, key) or self._moved_out(key):
             return True
+        return self._decided_in_def(node, key[1], now, scope)
+
+    def _decided_in_def(self, node: ast.If, test: str, now: Scope | None, was: Scope | None) -> bool:
+        """Whether the installed def ``now`` raises on the guard's test ``test`` itself, or folds what the
+        guard decided into an expression (:meth:`_guard_lives_on`)."""
         fn = self.after.def_at(now.start) if now is not None else None
-        was = self.before.def_at(scope.start) if scope is not None else None
-        return fn is not None and (_raises_on(fn, key[1]) or _guard_folded(node, fn, was))
+        pristine = self.before.def_at(was.start) if was is not None and self.before is not None else None
+        return fn is not None and (_raises_on(fn, test) or _guard_folded(node, fn, pristine))
 
     def _moved_out(self, key: Guard) -> bool:
         """Whether a def the pristine file did not have holds a guard on the same test that leaves the same

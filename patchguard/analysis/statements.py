@@ -453,15 +453,18 @@ def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
         yield Seen(RuleId.DEVICE_SYNC, "query", node.test, "the host spins until the device has finished")
 
 
+def _all_nothing(body: Sequence[cst.BaseStatement]) -> bool:
+    """Whether a block's statements all do nothing (``pass``, ``...``, a string)."""
+    return all(isinstance(s, cst.SimpleStatementLine) and all(_nothing(x) for x in s.body) for s in body)
+
+
 def _burns_time(node: cst.While, scope: Scope) -> Iterator[Seen]:
     """``while time.perf_counter() - t0 < 2e-4: pass``: a loop that does nothing while it reads a clock —
     a sleep by busy wait, which also holds the core — or while it polls (``while not ev.query(): pass``)."""
     import libcst.matchers as m
 
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
-    idle = all(
-        isinstance(s, cst.SimpleStatementLine) and all(_nothing(x) for x in s.body) for s in body
-    )
+    idle = _all_nothing(body)
     calls = [c for c in m.findall(node.test, m.Call()) if isinstance(c, cst.Call)]
     last = [(get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] for c in calls]
     clocks = [name for name in last if name in CLOCKS]

@@ -97,11 +97,20 @@ def typed_tensors(
         p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
     }
     names |= documented_tensors(fn, [p.name.value for p in params if p.annotation is None])
+    return names | _typed_fields(params, fields or {}, owner)
+
+
+def _typed_fields(
+    params: Sequence[cst.Param], fields: Mapping[str, frozenset[str]], owner: str | None
+) -> set[str]:
+    """The tensor ``fields`` reached through parameters typed as the file's classes, and through ``self``
+    in a method of ``owner``."""
+    names: set[str] = set()
     for p in params:
         cls = _class_named(p.annotation.annotation) if p.annotation is not None else None
-        names |= {f"{p.name.value}.{f}" for f in (fields or {}).get(cls or "", ())}
+        names |= {f"{p.name.value}.{f}" for f in fields.get(cls or "", ())}
     if owner is not None and params and params[0].name.value == "self":
-        names |= {f"self.{f}" for f in (fields or {}).get(owner, ())}
+        names |= {f"self.{f}" for f in fields.get(owner, ())}
     return names
 
 

@@ -751,6 +751,27 @@ def _record_problems(s: _Scan, dist: InstalledDistribution, record: str) -> None
         )
 
 
+def _owners_in(
+    site: str, all_dists: Sequence[InstalledDistribution], selected_ids: set[int], claimed: set[str]
+) -> tuple[set[str], dict[str, InstalledDistribution]]:
+    """The top-level directories of ``site`` that distributions own, and which selected distribution was
+    installed into each; adds to ``claimed`` the names the site's own distributions claim."""
+    owned_dirs: set[str] = set()
+    installed_into: dict[str, InstalledDistribution] = {}
+    for dist in all_dists:
+        if dist.site_dir == site:
+            claimed.add(os.path.basename(dist.metadata_dir))
+            claimed.update(dist.top_level)
+            dirs = dist.package_dirs
+        else:  # several site dirs (purelib and platlib apart): a RECORD may reach into this one too
+            dirs = package_dirs_in(site, dist.paths)
+        owned_dirs.update(dirs)
+        if id(dist) in selected_ids:
+            for first in dirs:
+                installed_into.setdefault(first, dist)
+    return owned_dirs, installed_into
+
+
 def _unowned_findings(
     target: Target,
     all_dists: Sequence[InstalledDistribution],
@@ -764,19 +785,7 @@ def _unowned_findings(
     changes: list[ChangedFile] = []
     for site in target.site_packages:
         claimed = {os.path.basename(d) for d in claimed_dirs if os.path.dirname(d) == site}
-        owned_dirs: set[str] = set()
-        installed_into: dict[str, InstalledDistribution] = {}
-        for dist in all_dists:
-            if dist.site_dir == site:
-                claimed.add(os.path.basename(dist.metadata_dir))
-                claimed.update(dist.top_level)
-                dirs = dist.package_dirs
-            else:  # several site dirs (purelib and platlib apart): a RECORD may reach into this one too
-                dirs = package_dirs_in(site, dist.paths)
-            owned_dirs.update(dirs)
-            if id(dist) in selected_ids:
-                for first in dirs:
-                    installed_into.setdefault(first, dist)
+        owned_dirs, installed_into = _owners_in(site, all_dists, selected_ids, claimed)
         attribute = {
             os.path.join(site, first): dist
             for first, dist in installed_into.items()

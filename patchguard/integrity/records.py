@@ -211,6 +211,16 @@ def _parse_plain(text: str) -> list[RecordEntry] | None:
     ]
 
 
+def _row_size(text: str, lineno: int, path: str, problems: list[RecordProblem]) -> int | None:
+    """A row's size column: a whole number, or none (empty, or a problem noted)."""
+    if not text:
+        return None
+    if text.isascii() and text.isdigit():
+        return int(text)
+    problems.append(RecordProblem(lineno, f"size {text!r} is not a whole number", path))
+    return None
+
+
 def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordProblem]]:
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
@@ -232,13 +242,7 @@ def _parse_rows(rows: list[list[str]]) -> tuple[list[RecordEntry], list[RecordPr
             continue
         key = path if _normal(path) else posixpath.normpath(path)
         algo, digest = _row_hash(hash_text, lineno, path, problems) if hash_text else (None, None)
-        size: int | None = None
-        if size_text:
-            if size_text.isascii() and size_text.isdigit():
-                size = int(size_text)
-            else:
-                problems.append(RecordProblem(lineno, f"size {size_text!r} is not a whole number", path))
-        entry = RecordEntry(path, algo, digest, size, lineno)
+        entry = RecordEntry(path, algo, digest, _row_size(size_text, lineno, path, problems), lineno)
         first = seen.get(key)
         if first is None:
             seen[key] = len(entries)

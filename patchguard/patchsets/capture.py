@@ -133,6 +133,15 @@ def _captured_diffs(
         select=wanted,
     )
     diffs = [d for d in diffs if not d.path.startswith("../")]
+    _refuse_nothing_to_capture(dists, diffs, unowned)
+    return diffs
+
+
+def _refuse_nothing_to_capture(
+    dists: Sequence[InstalledDistribution], diffs: list[FileDiff], unowned: bool
+) -> None:
+    """A :class:`UsageError` for a distribution none of whose files changed, for ``unowned`` with no unowned
+    file changed, and for binary diffs."""
     owned: set[str] = set()
     for dist in dists:
         own = {e.path for e in dist.entries}
@@ -148,7 +157,6 @@ def _captured_diffs(
     binary = [d.path for d in diffs if d.binary]
     if binary:
         raise UsageError(f"binary files cannot go into a patch set: {', '.join(binary)}")
-    return diffs
 
 
 def _signature(patches: Sequence[FilePatch]) -> dict[str, tuple[object, ...]]:

@@ -210,6 +210,27 @@ def form_by_digest(ps: PatchSet, digest: str) -> PatchSet | None:
     return None
 
 
+def _applied_change(
+    ps: PatchSet,
+    site: str,
+    applying: tuple[list[InstalledDistribution], list[FilePlan], list[FilePlan]] | None,
+) -> Change:
+    """The state change of a move: the set's applied record dropped (``applying`` is ``None``), or written
+    from the distributions it applies to, the files it changes and those already changed."""
+    if applying is None:
+        return state_change(site, lambda applied: applied.pop(ps.name, None))
+    dists, plan, done = applying
+    record = AppliedRecord.made(
+        ps.digest,
+        {d.name: d.version for d in dists},
+        {
+            **{f.path: Images(sha256_bytes(f.after), sha256_bytes(f.before)) for f in done},
+            **{f.path: Images(sha256_bytes(f.before), sha256_bytes(f.after)) for f in plan},
+        },
+    )
+    return state_change(site, lambda applied: applied.__setitem__(ps.name, record))
+
+
 def _plan_move(
     ps: PatchSet,
     reverse: bool,
@@ -232,18 +253,7 @@ def _plan_move(
         Change(os.path.join(site, *f.path.split("/")), f.after, sha256_bytes(f.before), f.mode or 0o644)
         for f in plan
     ]
-    if reverse:
-        changes.append(state_change(site, lambda applied: applied.pop(ps.name, None)))
-    else:
-        record = AppliedRecord.made(
-            ps.digest,
-            {d.name: d.version for d in dists},
-            {
-                **{f.path: Images(sha256_bytes(f.after), sha256_bytes(f.before)) for f in done},
-                **{f.path: Images(sha256_bytes(f.before), sha256_bytes(f.after)) for f in plan},
-            },
-        )
-        changes.append(state_change(site, lambda applied: applied.__setitem__(ps.name, record)))
+    changes.append(_applied_change(ps, site, None if reverse else (dists, plan, done)))
     action = SetAction.REVERTED if reverse else SetAction.APPLIED
     if dry_run:
         return SetOutcome(ps.name, action, tuple(plan), True, recovered=env.recovered)

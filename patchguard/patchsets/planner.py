@@ -139,6 +139,28 @@ def plan_set(ps: PatchSet, read: Callable[[str], bytes | None], *, reverse: bool
     return plan_patches(ps.name, ps.patches, read, reverse=reverse)
 
 
+def _patched(
+    fp: FilePatch, current: bytes | None, reverse: bool, failures: list[HunkFailure]
+) -> tuple[bytes | None, list[int]] | None:
+    """One file patch applied (or reverted) to the file's ``current`` bytes: its new bytes (``None``:
+    deleted) and the hunks' offsets, or ``None`` with the reasons added to ``failures``."""
+    creates, deletes = (fp.deletes, fp.creates) if reverse else (fp.creates, fp.deletes)
+    refused = _cannot_start(fp.path, current, creates)
+    if refused is not None:
+        failures.append(refused)
+        return None
+    lines = split_lines((current or b"").decode("utf-8", "surrogateescape"))
+    n_before = len(failures)
+    new_lines, offs = _apply_hunks(fp.path, lines, fp, reverse, failures)
+    if len(failures) > n_before:
+        return None
+    if deletes and new_lines:
+        why = "the file to delete has more content than the diff removes"
+        failures.append(HunkFailure(fp.path, "(deleted file)", (), tuple(new_lines[:8]), why))
+        return None
+    return (None if deletes else "".join(new_lines).encode("utf-8", "surrogateescape")), offs
+
+
 def plan_patches(
     name: str, patches: Sequence[FilePatch], read: Callable[[str], bytes | None], *, reverse: bool = False
 ) -> list[FilePlan]:
@@ -152,35 +174,13 @@ def plan_patches(
     for fp in order:
         if fp.path not in state:
             state[fp.path] = original[fp.path] = read(fp.path)
-        current = state[fp.path]
-        creates, deletes = (fp.deletes, fp.creates) if reverse else (fp.creates, fp.deletes)
-        refused = _cannot_start(fp.path, current, creates)
-        if refused is not None:
-            failures.append(refused)
+        done = _patched(fp, state[fp.path], reverse, failures)
+        if done is None:
             continue
-        text = (current or b"").decode("utf-8", "surrogateescape")
-        lines = split_lines(text)
-        n_before = len(failures)
-        new_lines, offs = _apply_hunks(fp.path, lines, fp, reverse, failures)
-        if len(failures) > n_before:
-            continue
+        state[fp.path], offs = done
         offsets.setdefault(fp.path, []).extend(offs)
-        if creates and fp.mode is not None:
+        if (fp.deletes if reverse else fp.creates) and fp.mode is not None:
             modes[fp.path] = fp.mode
-        if deletes and new_lines:
-            failures.append(
-                HunkFailure(
-                    fp.path,
-                    "(deleted file)",
-                    (),
-                    tuple(new_lines[:8]),
-                    "the file to delete has more content than the diff removes",
-                )
-            )
-        elif deletes:
-            state[fp.path] = None
-        else:
-            state[fp.path] = "".join(new_lines).encode("utf-8", "surrogateescape")
     if failures:
         raise PlanFailed(failures, f"{'reverting' if reverse else 'applying'} {name}")
     return [FilePlan(p, original[p], state[p], tuple(offsets.get(p, ())), modes.get(p)) for p in state]

@@ -518,23 +518,29 @@ def html_escape(text: str) -> str:
     return html.escape(text)
 
 
+def _json_entries(text: str, base: str) -> list[tuple[str, str, dict[str, str], int | None]]:
+    """:func:`_entries` of a PEP 691 JSON page."""
+    out: list[tuple[str, str, dict[str, str], int | None]] = []
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise IndexError_("its JSON page is not valid JSON") from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    for f in files if isinstance(files, list) else []:
+        if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
+            continue
+        url = f.get("url") if isinstance(f.get("url"), str) else f["filename"]
+        hashes = f["hashes"] if isinstance(f.get("hashes"), dict) else {}
+        size = f.get("size") if isinstance(f.get("size"), int) else None
+        out.append((f["filename"], urllib.parse.urljoin(base, url), _str_map(hashes), size))
+    return out
+
+
 def _entries(kind: str, text: str, base: str) -> list[tuple[str, str, dict[str, str], int | None]]:
     """(filename, absolute URL, hashes, size) of every file a page lists."""
-    out: list[tuple[str, str, dict[str, str], int | None]] = []
     if kind.endswith("+json") or kind == "application/json":
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            raise IndexError_("its JSON page is not valid JSON") from None
-        files = doc.get("files") if isinstance(doc, dict) else None
-        for f in files if isinstance(files, list) else []:
-            if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
-                continue
-            url = f.get("url") if isinstance(f.get("url"), str) else f["filename"]
-            hashes = f["hashes"] if isinstance(f.get("hashes"), dict) else {}
-            size = f.get("size") if isinstance(f.get("size"), int) else None
-            out.append((f["filename"], urllib.parse.urljoin(base, url), _str_map(hashes), size))
-        return out
+        return _json_entries(text, base)
+    out: list[tuple[str, str, dict[str, str], int | None]] = []
     parser = _Links()
     with contextlib.suppress(Exception):  # html.parser is lenient; a page it chokes on lists nothing
         parser.feed(text)

@@ -814,6 +814,12 @@ def _fetch(file: IndexFile, sources: Sources, tried: list[str]) -> Candidate | N
     return WheelFile("download", path, vouched)
 
 
+def _listed_line(place: str, usable: int, other: int) -> str:
+    """What a place listed, for the tried lines: ``https://…: 2 wheels, 3 for other platforms``."""
+    skipped = f", {other} for other platforms" if other else ""
+    return f"{place}: {usable} wheel{'s' if usable != 1 else ''}{skipped}"
+
+
 def remote(
     release: Release, sources: Sources, tried: list[str], tags: frozenset[Tag] = frozenset()
 ) -> Iterator[Candidate]:
@@ -839,8 +845,7 @@ def remote(
             continue
         usable, other = index.rank(files, tags, supported)
         listed += len(files)
-        skipped = f", {len(other)} for other platforms" if other else ""
-        tried.append(f"{index.shown(place)}: {len(usable)} wheel{'s' if len(usable) != 1 else ''}{skipped}")
+        tried.append(_listed_line(index.shown(place), len(usable), len(other)))
         remote_page = index.local_path(place) is None
         for f in usable:
             local = index.local_path(f.url)

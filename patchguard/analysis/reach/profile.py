@@ -22,6 +22,7 @@ import ast
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..._fs import parse_toml, read_input, read_regular
 from ...config import ConfigError
@@ -128,15 +129,20 @@ def entry_class_registry(models_dir: str, models_package: str) -> RegistryReader
 _STRING_LISTS = ("server_modules", "by_name", "selected_by_name", "hot")
 
 
-def load_profile(path: str) -> Profile:
-    """A framework profile from a TOML file (see the module docstring); every problem is a
-    :class:`~patchguard.config.ConfigError` naming the file."""
+def _profile_document(path: str) -> dict[str, Any]:
+    """The TOML document of a framework profile, or a :class:`~patchguard.config.ConfigError` naming it."""
     try:
-        doc = parse_toml(read_input(path, limit=1 << 20))
+        return parse_toml(read_input(path, limit=1 << 20))
     except OSError as exc:
         raise ConfigError(f"cannot read the framework profile ({exc.strerror or exc})", path=path) from None
     except ValueError as exc:
         raise ConfigError(f"invalid TOML ({exc})", path=path, hint="fix the syntax") from None
+
+
+def load_profile(path: str) -> Profile:
+    """A framework profile from a TOML file (see the module docstring); every problem is a
+    :class:`~patchguard.config.ConfigError` naming the file."""
+    doc = _profile_document(path)
     known = {"name", "package", "models_package", "registry", "imports_every_model", *_STRING_LISTS}
     unknown = sorted(set(doc) - known)
     if unknown:

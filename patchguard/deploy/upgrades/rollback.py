@@ -203,14 +203,19 @@ class _Work:
                 return d.site_dir
         return self.target.site_packages[0]
 
-    def plan(self, label: str, reapplied: Sequence[str]) -> Plan:
-        root = self.target.site_packages[0]
+    def _file_changes(self) -> list[Change]:
+        """Each file put back (or removed), against what is there now."""
         changes = []
         for path, (data, mode) in sorted(self.files.items()):
             before = _current(path)
             if data is None and before is None:
                 continue  # listed in RECORD, already gone
             changes.append(Change(path, data, before, mode or 0o644))
+        return changes
+
+    def plan(self, label: str, reapplied: Sequence[str]) -> Plan:
+        root = self.target.site_packages[0]
+        changes = self._file_changes()
         sites = {site for site, _ in self._records.values()} or {root}
         for site in sorted(sites):
             records = {n: r for n, (s, r) in self._records.items() if s == site}

@@ -391,6 +391,12 @@ def _text(shape: _Shape, s: _Stmt) -> tuple[str, ...]:
     return tuple(line.strip() for line in shape.lines[s.start : s.end] if line.strip())
 
 
+def _same_header(body: _Body, target: _Body, s: _Stmt) -> tuple[list[_Stmt], list[int]]:
+    """The base body's statements with ``s``'s header, and the places of those in the target's body."""
+    mine = [x for x in body.stmts if x.head == s.head]
+    return mine, [k for k, x in enumerate(target.stmts) if x.head == s.head]
+
+
 def _match(b: _Shape, o: _Shape, key: Key, s: _Stmt) -> int | None:
     """The target's statement that is the base's ``s`` — by content and by position, never by its first
     line alone: among the target's siblings of the same header, the one of the same text at the same rank
@@ -402,8 +408,7 @@ def _match(b: _Shape, o: _Shape, key: Key, s: _Stmt) -> int | None:
     if target is None:
         return None
     text = _text(b, s)
-    mine = [x for x in body.stmts if x.head == s.head]
-    theirs = [k for k, x in enumerate(target.stmts) if x.head == s.head]
+    mine, theirs = _same_header(body, target, s)
     same_b = [x for x in mine if _text(b, x) == text]
     same_o = [k for k in theirs if _text(o, target.stmts[k]) == text]
     if same_o and len(same_o) == len(same_b):

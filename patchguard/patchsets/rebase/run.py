@@ -210,6 +210,19 @@ def _carry(
     return result if dry_run else _finish(inputs, review, rebased, result)
 
 
+def _named_target(ps: PatchSet, named: str) -> SetTarget:
+    """The set's target for the distribution ``named`` (``--target``), or a :class:`UsageError` naming
+    its targets."""
+    found = [t for t in ps.distributions if canonicalize(t.distribution) == canonicalize(named)]
+    if not found:
+        raise UsageError(
+            f"{ps.name} has no target {printable(named)}",
+            path=ps.directory,
+            hint=f"its targets: {', '.join(t.distribution for t in ps.distributions)}",
+        )
+    return found[0]
+
+
 def _chosen_target(
     ps: PatchSet, named: str | None, env: SetEnvironment, versions_named: bool
 ) -> SetTarget | None:
@@ -217,14 +230,7 @@ def _chosen_target(
     its version no longer admits (``None``: every target admits its own)."""
     targets = ps.distributions
     if named is not None:
-        found = [t for t in targets if canonicalize(t.distribution) == canonicalize(named)]
-        if not found:
-            raise UsageError(
-                f"{ps.name} has no target {printable(named)}",
-                path=ps.directory,
-                hint=f"its targets: {', '.join(t.distribution for t in targets)}",
-            )
-        return found[0]
+        return _named_target(ps, named)
     if len(targets) == 1:
         return targets[0]
     installed = {d.canonical_name: d.version for d in env.dists}
