@@ -275,6 +275,16 @@ class EditedModule:
         line = line_of(self.after(edit), needle)
         return {rule for rule, severity, n in self.found(edit) if abs(n - line) <= 1 and severity in _SERIOUS}
 
+    def named(self, edit: tuple[str, str], needle: str) -> set[str]:
+        """:meth:`near`, with the rules a finding names beside its own on its line ("also: device-sync")."""
+        from patchguard.analysis import CodeChange, analyse
+
+        line = line_of(self.after(edit), needle)
+        change = CodeChange(self.path, self.pristine.encode(), self.after(edit).encode(), "pkg", "1.0")
+        near = [f for f in analyse(change) if abs((f.line or 0) - line) <= 1 and f.severity.name in _SERIOUS]
+        also = {r for f in near for e in f.evidence if e.startswith("also: ") for r in e[6:].split(", ")}
+        return {str(f.rule) for f in near} | also
+
     def rules(self, edit: tuple[str, str]) -> set[str]:
         """The rules found at moderate or above anywhere in the edited module."""
         return {rule for rule, severity, _n in self.found(edit) if severity in _SERIOUS}

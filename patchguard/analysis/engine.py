@@ -1352,12 +1352,16 @@ def _flags_loosened(r: Region, edit: _Edit) -> list[Finding]:
     (``self._graph_ok = not a and not b`` → ``not a``): :func:`_flag_holds_more` of each pair."""
     if not r.removed or not r.lines:
         return []
-    was = {m.group(1): old for old in r.removed if (m := _FLAG_SET.match(old)) and _names_a_flag(m.group(1))}
+    was = {
+        m.group(1): _statement(r.removed, i)
+        for i, old in enumerate(r.removed)
+        if (m := _FLAG_SET.match(old)) and _names_a_flag(m.group(1))
+    }  # (each with the lines its brackets hold open: ``ok = a or (`` …)
     out: list[Finding] = []
     for n in r.lines:
         m = _FLAG_SET.match(edit.lines[n - 1])
         old = was.get(m.group(1)) if m else None
-        detail = _flag_holds_more(old, edit.lines[n - 1]) if old is not None else ""
+        detail = _flag_holds_more(old, _statement(edit.lines, n - 1)) if old is not None else ""
         if detail:
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
@@ -1383,14 +1387,22 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
 def _passes_more(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
     """How the ``if`` at line ``n`` holding more than one of ``before`` lets more by a refusal: its
     ``else`` refuses less, or it skips past a refusal below more often; "" else."""
-    tree = edit.st.tree
-    if before and _else_below(edit.lines, n) and _else_refuses(tree, n):
-        was = next((c for c in before if _weaker(after, c)), None)
-        return f"`{_short(was)}` became `{_short(after)}`: what its `else` refuses shrank" if was else ""
+    if before and _else_below(edit.lines, n) and _else_refuses(edit.st.tree, n):
+        return _else_refuses_less(edit, n, before, after)
     if not (before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n)):
         return ""
     was = next((c for c in before if _weaker(after, c)), None)
     return f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew" if was else ""
+
+
+def _else_refuses_less(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
+    """How the ``if`` at line ``n``, whose chain ends in an ``else`` that refuses, takes cases the refusal
+    had (:func:`_passes_more`) — not cases another branch had, merged into it; or ""."""
+    was = next((c for c in before if _weaker(after, c)), None)
+    others = [c for c in (*before, *_chain_tests(edit.st.tree, n)) if c is not was]
+    if was is None or _merged(was, after, others):
+        return ""
+    return f"`{_short(was)}` became `{_short(after)}`: what its `else` refuses shrank"
 
 
 def _else_below(lines: Sequence[str], n: int) -> bool:
@@ -1409,12 +1421,32 @@ def _else_below(lines: Sequence[str], n: int) -> bool:
 
 
 def _else_refuses(tree: ast.Module | None, line: int) -> bool:
-    """Whether the ``if`` at ``line`` accepts: its ``else`` (not an ``elif``) raises what the condition does
-    not let by (``if major == 10 and minor == 7: arch = "sm107" else: raise ValueError(…)``)."""
+    """Whether the ``if`` at ``line`` accepts: its ``else`` — the last of its chain of ``elif`` — raises
+    what the conditions do not let by (``if major == 10 and minor == 7: arch = "sm107" else: raise …``)."""
     node = _if_at(tree, line)
-    if node is None or not node.orelse or isinstance(node.orelse[0], ast.If):
-        return False
-    return isinstance(node.orelse[-1], ast.Raise)
+    while node is not None and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]  # (the chain's last ``else``: ``if a: … elif b: … else: raise``)
+    return node is not None and bool(node.orelse) and isinstance(node.orelse[-1], ast.Raise)
+
+
+def _chain_tests(tree: ast.Module | None, line: int) -> list[ast.expr]:
+    """The tests of the ``elif`` branches that follow the ``if`` at ``line``."""
+    node, out = _if_at(tree, line), []
+    while node is not None and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        out.append(node.test)
+    return out
+
+
+def _merged(was: ast.expr, after: ast.expr, others: Sequence[ast.expr]) -> bool:
+    """Whether what a branch's test admits now, beyond what it did, came from another branch of its chain
+    (``a == 1`` and ``elif a == 2`` made ``a in (1, 2)``): branches merged, nothing refused is let by."""
+    new = _constants(after) - _constants(was)
+    return bool(new) and any(new & _constants(o) for o in others)
+
+
+def _constants(node: ast.expr) -> set[object]:
+    return {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)}
 
 
 def _asserts_weakened(r: Region, edit: _Edit) -> list[Finding]:
@@ -2136,10 +2168,98 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
         or _lenient_limit(before, after)
         or _fewer_refused(before, after)
         or _one_part_weaker(before, after)
+        or _tolerance_moved(before, after)
     )
     if by_form:  # (``not xs or len(xs) == 0`` → ``not xs``: by its form a part gone, by cases the same)
         return "" if _same_by_cases(before, after) else by_form
     return _fewer_by_cases(before, after)
+
+
+def _tolerance_moved(before: ast.expr, after: ast.expr) -> str:
+    """A closeness test (``torch.allclose(a, b)``, ``math.isclose``) given a tolerance that lets more
+    values count as close, the condition otherwise the same: under a ``not`` (``if not allclose(…):
+    raise``) it holds in fewer cases (a tolerance made smaller does that where the test is not negated)."""
+    pair = _closeness_pair(before, after)
+    if pair is None:
+        return ""
+    was, call, defaults = pair
+    old, new = _tolerances(was, defaults), _tolerances(call, defaults)
+    if old is None or new is None or old == new:
+        return ""
+    looser = all(n >= o for n, o in zip(new, old, strict=True))
+    tighter = all(n <= o for n, o in zip(new, old, strict=True))
+    negated = _negations_above(after, call) % 2 == 1
+    if not ((looser and negated) or (tighter and not negated)):
+        return ""
+    loose = call if looser else was  # (the side that counts more values as close: the edit's, in checks)
+    given = ", ".join(f"{k.arg}={ast.unparse(k.value)}" for k in loose.keywords if k.arg in defaults)
+    return f"`{ast.unparse(call.func)}` told `{given or 'its defaults'}`: more values count as close"
+
+
+def _closeness_pair(before: ast.expr, after: ast.expr) -> tuple[ast.Call, ast.Call, dict[str, float]] | None:
+    """The one closeness call of two conditions the same but for its tolerances: (its call in ``before``,
+    in ``after``, its tolerances' defaults)."""
+    found = [c for c in map(_closeness, ast.walk(after)) if c is not None]
+    if len(found) != 1 or ast.dump(_without_tolerances(before)) != ast.dump(_without_tolerances(after)):
+        return None
+    call, defaults = found[0]
+    func = ast.dump(call.func)
+    was = next(c for c in ast.walk(before) if isinstance(c, ast.Call) and ast.dump(c.func) == func)
+    return was, call, defaults
+
+
+def _closeness(node: ast.AST) -> tuple[ast.Call, dict[str, float]] | None:
+    """A call of a closeness test, with its tolerance keywords' defaults."""
+    if not isinstance(node, ast.Call):
+        return None
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    defaults = _CLOSENESS.get(name)
+    return (node, defaults) if defaults is not None else None
+
+
+# Closeness tests and the defaults of their tolerances (torch's and numpy's ``allclose``/``isclose``;
+# ``math.isclose``'s own keywords).
+_CLOSENESS: dict[str, dict[str, float]] = {
+    "allclose": {"rtol": 1e-05, "atol": 1e-08},
+    "isclose": {"rtol": 1e-05, "atol": 1e-08, "rel_tol": 1e-09, "abs_tol": 0.0},
+}
+
+
+def _tolerances(call: ast.Call, defaults: Mapping[str, float]) -> tuple[float, ...] | None:
+    """Each tolerance of a closeness call as a number (its default where not given), or ``None`` when
+    one is not a number as written."""
+    given = {k.arg: k.value for k in call.keywords if k.arg in defaults}
+    out: list[float] = []
+    for key, default in defaults.items():
+        value = given.get(key)
+        if value is None:
+            out.append(default)
+        elif isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
+            out.append(float(value.value))
+        else:
+            return None
+    return tuple(out)
+
+
+def _without_tolerances(test: ast.expr) -> ast.expr:
+    """A copy of a condition with the tolerance keywords of its closeness calls taken off."""
+    copied = copy.deepcopy(test)
+    for node in ast.walk(copied):
+        found = _closeness(node)
+        if found is not None:
+            found[0].keywords = [k for k in found[0].keywords if k.arg not in found[1]]
+    return copied
+
+
+def _negations_above(test: ast.expr, target: ast.AST) -> int:
+    """How many ``not`` stand between a condition's top and ``target`` in it."""
+    if test is target:
+        return 0
+    for child in ast.iter_child_nodes(test):
+        if any(n is target for n in ast.walk(child)):
+            below = _negations_above(child, target) if isinstance(child, ast.expr) else 0
+            return below + (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not))
+    return 0
 
 
 def _same_by_cases(before: ast.expr, after: ast.expr) -> bool:
@@ -3441,8 +3561,25 @@ def _calls_at(old: str, new: str, edit: _Edit, n: int) -> tuple[ast.Call | None,
     if _open_call_above(edit.lines, n):
         around = _call_spanning(edit.st.tree, n)
         func = around.func if around is not None else None
-        return _arguments_alone(_code_of(old).strip(), func), _arguments_alone(_code_of(new).strip(), func)
+        olds, news = _code_of(old).strip(), _code_of(new).strip()
+        if around is None:  # a line of a signature: ``level: Annotated[int, Query(ge=0, le=2)] = 1,``
+            return _parameter_or_arguments(olds), _parameter_or_arguments(news)
+        return _arguments_alone(olds, func), _arguments_alone(news, func)
     return _call_of(old), _call_of(new)
+
+
+def _parameter_or_arguments(line: str) -> ast.Call | None:
+    return _parameter_call(line) or _arguments_alone(line)
+
+
+def _parameter_call(line: str) -> ast.Call | None:
+    """The one call a line of a def's parameters makes, in an annotation or a default; else ``None``."""
+    try:
+        tree = ast.parse(f"def _({line.rstrip(',')}): pass")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call)]
+    return calls[0] if len(calls) == 1 else None
 
 
 def _call_spanning(tree: ast.Module | None, n: int) -> ast.Call | None:
@@ -4369,11 +4506,26 @@ def _bails(node: ast.If) -> bool:
     value = last.value if isinstance(last, ast.Return) else None
     if len(node.body) > 1:  # it says something first — not work done, then left (a branch of a dispatch)
         return all(_output_only(s) or _refusal(s) or _notes(s) for s in node.body[:-1])
+    if isinstance(value, ast.Constant) and _answers_by_case(node, value):
+        return False  # ``if dt == bf16: return "bfloat16" elif dt == fp16: return "float16"``: a lookup
     if value is None or _refusal(last):  # ``return f"… must be non-negative"``
         return True
     if isinstance(value, ast.Constant) or (isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value)):
         return True
     return _tests_nothing(node.test)
+
+
+def _answers_by_case(node: ast.If, value: ast.Constant) -> bool:
+    """Whether an ``if`` that returns a constant ``value`` is one case of a chain of answers: its ``elif``
+    returns another constant (each case has its answer; none of them turns a case away) — not a truth
+    value (``return False`` of a case is a refusal), nor a sentence (a validator's message)."""
+    after = node.orelse[0] if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) else None
+    last = after.body[-1] if after is not None else None
+    other = last.value if isinstance(last, ast.Return) else None
+    answers = [value.value, other.value if isinstance(other, ast.Constant) else None]
+    words = all(len(a.split()) == 1 for a in answers if isinstance(a, str))
+    values = all(a is not None and not isinstance(a, bool) for a in answers)
+    return words and values and answers[0] != answers[1]
 
 
 def _notes(stmt: ast.stmt) -> bool:

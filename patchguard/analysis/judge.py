@@ -248,6 +248,7 @@ class _Walker(Dispatch):
         self._typed: dict[int, set[str]] = {}  # a function (its id) -> what its declared types make tensors
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
+        self.shown: set[int] = set()  # calls in the arguments of a print or log call: their values go out
         self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
         self.files: set[str] = set()  # the names of files a ``with`` opened for writing (``as f``)
         self.settings: set[str] = set()  # local names holding a value read from the environment
@@ -526,7 +527,7 @@ class _Walker(Dispatch):
                 and _waits(self.loop_nodes[-1])
                 and not (rule == RuleId.SLEEP and self._written_here(self.loop_nodes[-1])),
                 self.st.hot.get(self._function(), "") if self.names else "",
-                rule in (RuleId.LOGGING, RuleId.SLEEP) and self.on_device_path(),
+                rule in (RuleId.LOGGING, RuleId.SLEEP, RuleId.DEVICE_SYNC) and self.on_device_path(),
             )
         )
 
@@ -545,6 +546,8 @@ class _Walker(Dispatch):
         env = rule == RuleId.ENV_MUTATION
         detail = _env_call(node) if env else _literal_paths(node) or self._to_path(node)
         self._hit(rule, qualname, lines, detail)
+        if rule in (RuleId.PRINT, RuleId.LOGGING):
+            self.shown.update(id(c) for a in node.args for c in _calls_in(a.value))
         if rule in (RuleId.PRINT, RuleId.LOGGING) and self._shows_tensor(node):
             self._hit(RuleId.DEVICE_SYNC, qualname, lines, "a tensor formatted for output is read back")
 
@@ -675,9 +678,13 @@ class _Walker(Dispatch):
         in_function = self.functions[-1][0] is not None and not name.lstrip("_").startswith("test")
         if in_function and waits:
             return RuleId.DEVICE_SYNC
-        # a value of a tensor this function made on the device, or of one its declared type says is a tensor
-        known = _read_from(node) in self.on_device or self._typed_tensor(node)
-        return RuleId.DEVICE_SYNC if in_function and not _off_device_role(name) and known else None
+        known = in_function and not _off_device_role(name) and self._read_at_work(node)
+        return RuleId.DEVICE_SYNC if known else None
+
+    def _read_at_work(self, node: cst.Call) -> bool:
+        """Whether a read-back reads a tensor this function made on the device, or one its declared type
+        says is a tensor — or a value read back to be printed or logged (``print(ids.tolist())``)."""
+        return _read_from(node) in self.on_device or self._typed_tensor(node) or id(node) in self.shown
 
     def _typed_tensor(self, node: cst.Call) -> bool:
         """Whether a read-back reads a tensor by its declared type (``self.counter.item()`` of a field
@@ -1547,6 +1554,13 @@ def _compiled(fn: cst.FunctionDef) -> bool:
         if name.rsplit(".", 1)[-1] in _KERNEL_DECORATORS:
             return True
     return False
+
+
+def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """The calls in an expression (``x.tolist()`` of ``f"{x.tolist()}"``), itself included."""
+    import libcst.matchers as m
+
+    yield from (c for c in m.findall(node, m.Call()) if isinstance(c, cst.Call))
 
 
 def _off_device_role(name: str) -> bool:

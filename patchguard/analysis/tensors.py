@@ -73,7 +73,7 @@ def tensor_names(
     a tensor has on (``tokens.int()``, ``buf.copy_(x)``) — and, from the
     tensor ``fields`` of the file's classes, the attributes that are tensors: ``batch.seq_lens`` for a
     parameter ``batch: ForwardBatch``, ``self.cache`` in a method of ``owner``."""
-    names = typed_tensors(fn, fields, owner)
+    names = typed_tensors(fn, fields, owner) | _module_inputs(fn)
     collect = _Assignments()
     walk(fn.body, collect)
     names |= collect.used_as_tensor
@@ -84,6 +84,16 @@ def tensor_names(
             ):
                 names.add(target)
     return names
+
+
+def _module_inputs(fn: cst.FunctionDef) -> set[str]:
+    """The inputs of a module's ``forward`` (``def forward(self, x, position_ids)``): what a model's layer is
+    called with each step are tensors — its parameters after ``self`` with neither a default (a flag, an
+    option) nor a declared type (which says what they are)."""
+    given = [*fn.params.posonly_params, *fn.params.params]
+    if fn.name.value != "forward" or not given or given[0].name.value != "self":
+        return set()
+    return {p.name.value for p in given[1:] if p.default is None and p.annotation is None}
 
 
 def typed_tensors(
@@ -124,16 +134,31 @@ def host_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
     }
     collect = _Assignments()
     walk(fn.body, collect)
+    host, cpu = _bound_on_the_host(collect.found, aliases)
+    tensors_too = {  # (parameters declared a tensor, or one of several types: ``Tensor | list[int]``)
+        p.name.value
+        for p in params
+        if p.annotation is not None and "Tensor" in _text_of(p.annotation.annotation)
+    }
+    return (names | host) - tensors_too - (collect.used_as_tensor - cpu)
+
+
+def _bound_on_the_host(
+    found: Sequence[tuple[str, cst.BaseExpression | None, cst.BaseExpression | None]],
+    aliases: Mapping[str, str],
+) -> tuple[set[str], set[str]]:
+    """Of the names bound by ``found`` (name, value, annotation), those every binding gives a host value,
+    and of those the ones that hold tensors made on the CPU."""
     bound: dict[str, bool] = {}
-    for target, value, annotation in collect.found:
+    made_here: dict[str, bool] = {}
+    for target, value, annotation in found:
         host = (annotation is not None and _names_host(annotation)) or (
             value is not None and _host_value(value, aliases)
         )
         bound[target] = bound.get(target, True) and host
-    tensors_too = {
-        p.name.value for p in params if p.annotation is not None and _names_tensor(p.annotation.annotation)
-    }
-    return (names | {n for n, host in bound.items() if host}) - tensors_too - collect.used_as_tensor
+        made = isinstance(value, cst.Call) and _made_on_the_cpu(value, _qualname(value, aliases))
+        made_here[target] = made_here.get(target, True) and made
+    return {n for n, h in bound.items() if h}, {n for n, made in made_here.items() if made}
 
 
 # Python's own numbers: what these make lives on the host (not its containers: those may hold tensors).
@@ -156,9 +181,39 @@ def _host_value(value: cst.BaseExpression, aliases: Mapping[str, str]) -> bool:
     func = value.func
     if isinstance(func, cst.Attribute) and func.attr.value in _BROUGHT_BACK:
         return True
-    dotted = get_full_name_for_node(func)
-    qualname = resolve(dict(aliases), dotted) if dotted else ""
-    return qualname.startswith("numpy.") or qualname in _HOST_MAKERS
+    qualname = _qualname(value, aliases)
+    return qualname.startswith("numpy.") or qualname in _HOST_MAKERS or _made_on_the_cpu(value, qualname)
+
+
+def _qualname(call: cst.Call, aliases: Mapping[str, str]) -> str:
+    dotted = get_full_name_for_node(call.func)
+    return resolve(dict(aliases), dotted) if dotted else ""
+
+
+def _made_on_the_cpu(call: cst.Call, qualname: str) -> bool:
+    """Whether a call makes a tensor on the CPU: a factory of torch told no device — torch's default is the
+    CPU — or told the CPU (``torch.zeros(n, dtype=torch.int32)``, ``torch.arange(n, device="cpu")``), or
+    ``torch.from_numpy``, which shares a numpy array's memory."""
+    if qualname == "torch.from_numpy":
+        return True
+    if qualname.rpartition(".")[0] != "torch" or qualname.rpartition(".")[2] not in _FACTORIES:
+        return False
+    device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+    return device is None or _names_the_cpu(device)
+
+
+def _names_the_cpu(device: cst.BaseExpression) -> bool:
+    """``"cpu"``, ``torch.device("cpu")``."""
+    if isinstance(device, cst.Call) and device.args:
+        device = device.args[0].value
+    return isinstance(device, cst.SimpleString) and device.evaluated_value == "cpu"
+
+
+# torch's factories that make a tensor from sizes or Python values (not ``*_like``: those take another's
+# device, nor ``as_tensor``: it keeps a tensor's)
+_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "arange", "tensor", "randn", "rand", "randint", "linspace", "eye"}
+)
 
 
 def of_host_named(value: cst.BaseExpression) -> bool:
@@ -223,6 +278,7 @@ def maybe_tensor_words(
     for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
         if arg.annotation is not None and _says_tensor(arg.annotation):
             known.add(arg.arg)
+    known |= _ast_module_inputs(fn)
     bound = _bindings_and_arrays(fn, known)
     grew = True
     while grew:
@@ -235,6 +291,15 @@ def maybe_tensor_words(
                 known.add(name)
                 grew = True
     return frozenset(known)
+
+
+def _ast_module_inputs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """:func:`_module_inputs` of the ``ast`` (a method's ``forward``: its first parameter ``self``)."""
+    given = [*fn.args.posonlyargs, *fn.args.args]
+    if fn.name != "forward" or not given or given[0].arg != "self":
+        return set()
+    plain = given[1 : len(given) - len(fn.args.defaults)]
+    return {a.arg for a in plain if a.annotation is None}
 
 
 def _bindings_and_arrays(
@@ -451,10 +516,15 @@ def _class_named(annotation: cst.BaseExpression) -> str | None:
     return dotted.rsplit(".", 1)[-1] if dotted else None
 
 
+def _text_of(annotation: cst.BaseExpression) -> str:
+    return cst.Module(body=[]).code_for_node(annotation)
+
+
 def _names_tensor(annotation: cst.BaseExpression) -> bool:
-    """An annotation naming a tensor: ``Tensor``, ``torch.Tensor``, ``Optional[torch.Tensor]``…"""
-    text = cst.Module(body=[]).code_for_node(annotation)
-    return "Tensor" in text and "list[" not in text.lower() and "tuple[" not in text.lower()
+    """An annotation naming a tensor: ``Tensor``, ``torch.Tensor``, ``Optional[torch.Tensor]``… — not a
+    list or tuple of them, nor a function that takes or gives one (``Callable[[torch.Tensor], None]``)."""
+    text = _text_of(annotation)
+    return "Tensor" in text and not any(f"{kind}[" in text.lower() for kind in ("list", "tuple", "callable"))
 
 
 # What a tensor's attribute is a tensor of itself: its views and parts, and the fields of what torch's
