@@ -17,6 +17,7 @@ from .helpers import EditedModule, line_of, scan_edited
 
 ENGINE = "pkg/router.py"
 PRISTINE = """\
+import argparse
 import logging
 import os
 from typing import Annotated, Callable, Optional
@@ -90,6 +91,15 @@ def check_norms(spectra):
     if not torch.allclose(norms, torch.ones_like(norms)):
         raise ValueError("rows must have unit norm")
     return norms
+
+
+def report_tokens(input_ids: torch.Tensor, image_token: int):
+    ids = input_ids.flatten()
+    return ids
+
+
+def launch(args: argparse.Namespace) -> None:
+    args.dispatch(args)
 
 
 class Rotary(torch.nn.Module):
@@ -178,6 +188,29 @@ def test_meanings_of_the_nineteenth_batch(old: str, new: str, needle: str, rule:
 )  # fmt: skip
 def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
     assert not _near((old, new), needle) & {"device-sync", "removed-check"}
+
+
+def test_a_debug_log_under_a_level_test_reads_nothing_until_turned_on() -> None:
+    # the values handed to a debug log call are worked out only when someone turns debug logging on
+    gated = ("    ids = input_ids.flatten()\n",
+             "    ids = input_ids.flatten()\n    if logger.isEnabledFor(logging.DEBUG):\n"
+             '        logger.debug("image tokens=%d", int((ids == image_token).sum().item()))\n')  # fmt: skip
+    assert not _near(gated, "sum().item()")
+    # not gated: the arguments are worked out every call, whatever the level
+    ungated = ("    ids = input_ids.flatten()\n",
+               "    ids = input_ids.flatten()\n"
+               '    logger.debug("image tokens=%d", int((ids == image_token).sum().item()))\n')  # fmt: skip
+    assert "device-sync" in _near(ungated, "sum().item()")
+
+
+def test_a_subcommands_words_are_to_a_person() -> None:
+    # a function handed the parsed command line (``args: argparse.Namespace``) talks to a person
+    said = ("    args.dispatch(args)\n",
+            '    logger.info("launching %s", args.component)\n    args.dispatch(args)\n')  # fmt: skip
+    assert not _near(said, "launching")
+    # the same line in a function of the library's own is its output
+    library = ("    return combined\n", '    logger.info("launching %s", expected_m)\n    return combined\n')
+    assert "logging" in _near(library, "launching")
 
 
 def test_a_function_taking_a_tensor_is_no_tensor() -> None:

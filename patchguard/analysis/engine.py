@@ -844,6 +844,9 @@ def _severity(hit: Hit, severity: Severity, name: str, edit: _Edit) -> Severity:
     command = (_command_line(name) and "." not in hit.function) or path.endswith("__main__.py")
     if hit.rule in (RuleId.PRINT, RuleId.LOGGING, RuleId.GLOBAL_SWITCH) and command:
         severity = min(severity, Severity.MINOR)  # a command's own output and settings, not the library's
+    if hit.rule in (RuleId.PRINT, RuleId.LOGGING) and _handed_the_command_line(edit.st, hit.line):
+        severity = min(severity, Severity.MINOR)  # a subcommand's words to a person (its switches: the
+        # engine it runs in this process has them)
     if _its_job(hit, name):
         severity = min(severity, Severity.MINOR)
     return severity
@@ -962,6 +965,16 @@ def _storing(name: str) -> bool:
     """A function whose role is to store: ``save``, ``_save``, ``save_pretrained``, ``save_checkpoint``,
     ``export``, ``serialize``, ``to_disk`` (not ``load_checkpoint``: loading is not storing)."""
     return bool(_STORING.search(name.lower()))
+
+
+def _handed_the_command_line(st: Structure, line: int) -> bool:
+    """Whether the function around ``line`` is handed the parsed command line (a parameter annotated
+    ``argparse.Namespace``: a subcommand's ``cmd(args)``): what it writes, it writes to a person."""
+    scope = st.innermost(line)
+    fn = st.def_at(scope.start) if scope is not None else None
+    args = fn.args if fn is not None else None
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs] if args is not None else []
+    return any(a.annotation is not None and _last_name(a.annotation) == "Namespace" for a in every)
 
 
 def _command_line(name: str) -> bool:

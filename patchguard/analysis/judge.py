@@ -249,6 +249,7 @@ class _Walker(Dispatch):
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
         self.scoped: set[int] = set()  # calls made as a ``with`` item: undone when the block ends
         self.shown: set[int] = set()  # calls in the arguments of a print or log call: their values go out
+        self.unlogged: set[int] = set()  # calls in the arguments of a debug log call that costs nothing
         self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
         self.files: set[str] = set()  # the names of files a ``with`` opened for writing (``as f``)
         self.settings: set[str] = set()  # local names holding a value read from the environment
@@ -579,7 +580,9 @@ class _Walker(Dispatch):
         its ``with``, a read-back off the device path, a setattr on a local object, a tensor's bytes out)."""
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
         if rule == RuleId.LOGGING and method == "debug" and not self._costs_anyway(node):
-            rule = None  # below info, of values at hand: no output, nothing worked out for it
+            rule = None  # below info, of values at hand (or under a level test): nothing worked out
+            if self._level_tested():  # (its arguments are worked out only when someone turns it on)
+                self.unlogged.update(id(c) for a in node.args for c in _calls_in(a.value))
         if rule == RuleId.GLOBAL_SWITCH and id(node) in self.scoped:
             rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
         if rule is None and self._read_as_number(node, qualname):
@@ -630,7 +633,7 @@ class _Walker(Dispatch):
         (``if logger.isEnabledFor(logging.DEBUG):``)."""
         import libcst.matchers as m
 
-        if any("isEnabledFor" in code(test) for test, _orelse in self.ifs):
+        if self._level_tested():
             return False
         tensors = self.tensors()
         for arg in node.args:
@@ -647,6 +650,10 @@ class _Walker(Dispatch):
             if read and not self._host_now(names, node):
                 return True
         return False
+
+    def _level_tested(self) -> bool:
+        """Whether the code stands under a test of the logger's level (``if logger.isEnabledFor(DEBUG):``)."""
+        return any("isEnabledFor" in code(test) for test, _orelse in self.ifs)
 
     def _host_now(self, names: set[str], node: cst.CSTNode) -> bool:
         """Whether every one of ``names`` was last given, above ``node`` in its function, a value brought
@@ -670,6 +677,8 @@ class _Walker(Dispatch):
         — not where it sets up, shows or stores, nor at import."""
         waits = _only_waits(node)
         name = self.names[-1] if self.names else ""
+        if id(node) in self.unlogged:
+            return None  # (handed to a debug log call under a level test: read when someone turns it on)
         if not waits and (_host_named(node) or _read_from(node) in self.hosts() or host_named(name)):
             return None  # (a copy told to block waits for the device, whatever it copies into; a function
             # named for the host, ``validate_indices_cpu``, is handed host values)
