@@ -579,10 +579,7 @@ class _Walker(Dispatch):
         """The rule a call hits where it stands: its own, then what the scope says of it (a switch undone by
         its ``with``, a read-back off the device path, a setattr on a local object, a tensor's bytes out)."""
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
-        if rule == RuleId.LOGGING and method == "debug" and not self._costs_anyway(node):
-            rule = None  # below info, of values at hand (or under a level test): nothing worked out
-            if self._level_tested():  # (its arguments are worked out only when someone turns it on)
-                self.unlogged.update(id(c) for a in node.args for c in _calls_in(a.value))
+        rule = self._unless_free_debug(node, rule, method)
         if rule == RuleId.GLOBAL_SWITCH and id(node) in self.scoped:
             rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
         if rule is None and self._read_as_number(node, qualname):
@@ -595,6 +592,15 @@ class _Walker(Dispatch):
             rule = self._by_what_it_is_handed(node, qualname, method)
         rule = _hang(node, method, self._made_here(node.func)) or _as_told(node, qualname) or rule
         return self._dumped(node, method, rule)
+
+    def _unless_free_debug(self, node: cst.Call, rule: RuleId | None, method: str | None) -> RuleId | None:
+        """No rule for a debug log call of values at hand (or under a level test): nothing is worked out for
+        it — and, under a level test, its arguments are read only when someone turns it on."""
+        if rule != RuleId.LOGGING or method != "debug" or self._costs_anyway(node):
+            return rule
+        if self._level_tested():
+            self.unlogged.update(id(c) for a in node.args for c in _calls_in(a.value))
+        return None
 
     def _sets_on_a_module(self, node: cst.Call) -> bool:
         """Whether ``setattr(target, …)`` sets an attribute of something imported (a module, its class) — or
