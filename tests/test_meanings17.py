@@ -20,6 +20,7 @@ PRISTINE = """\
 import argparse
 import logging
 import os
+import time
 from typing import Annotated, Callable, Optional
 
 import torch
@@ -102,6 +103,34 @@ def launch(args: argparse.Namespace) -> None:
     args.dispatch(args)
 
 
+def post(agent, handle):
+    state = agent.transfer(handle)
+    if state == "ERR":
+        raise RuntimeError("the post failed")
+    return state
+
+
+def fits(shard: torch.Tensor, limit: int) -> bool:
+    return (
+        shard.shape[0] <= limit
+        and shard.dtype == torch.bfloat16
+    )
+
+
+def rmsnorm(x: torch.Tensor, rows: int, width: int):
+    compact = x.is_contiguous()
+    if compact and rows * width > 2**31 - 1:
+        compact = False
+    return launch_norm(x, compact=compact)
+
+
+def rmsnorm_add(x: torch.Tensor, rows: int, width: int):
+    compact = x.is_contiguous()
+    if compact and rows * width > 2**31 - 1:
+        compact = False
+    return launch_norm(x, compact=compact, add=True)
+
+
 class Rotary(torch.nn.Module):
     def forward(self, x, position_ids, scale=1.0):
         freqs = self.inv_freq[position_ids]
@@ -109,6 +138,10 @@ class Rotary(torch.nn.Module):
 """
 
 _MODULE = EditedModule(ENGINE, PRISTINE)
+_TURN_OFF = (
+    "    if compact and rows * width > 2**31 - 1:\n        compact = False\n"
+    "    return launch_norm(x, compact=compact)\n"
+)
 _near = _MODULE.named
 
 
@@ -188,6 +221,40 @@ def test_meanings_of_the_nineteenth_batch(old: str, new: str, needle: str, rule:
 )  # fmt: skip
 def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
     assert not _near((old, new), needle) & {"device-sync", "removed-check"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        # a refusal made a retry: tried again until it passes, never raised
+        ('    if state == "ERR":\n        raise RuntimeError("the post failed")\n',
+         '    while state == "ERR":\n        time.sleep(0.05)\n        state = agent.transfer(handle)\n',
+         'while state == "ERR"', "swallowed-exception"),
+        # a predicate that says whether something fits, made to answer yes more often (a part over lines)
+        ("        and shard.dtype == torch.bfloat16\n",
+         "        and shard.dtype in (torch.bfloat16, torch.float16)\n", "in (torch.bfloat16",
+         "removed-check"),
+        # a test that turns a path off taken out (the same test stays in another function)
+        (_TURN_OFF, "    return launch_norm(x, compact=compact)\n", "launch_norm(x, compact=compact)",
+         "removed-check"),
+    ],
+)  # fmt: skip
+def test_checks_let_go_in_other_forms(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _near((old, new), needle)
+
+
+def test_a_retry_that_does_not_try_again_and_a_moved_test_are_not_these() -> None:
+    # the loop does not try again (nothing it tests is given anew): no retry
+    waits = ('    if state == "ERR":\n        raise RuntimeError("the post failed")\n',
+             '    while state == "ERR":\n        logger.warning("waiting")\n        break\n')  # fmt: skip
+    assert "swallowed-exception" not in _near(waits, 'while state == "ERR"')
+    # the test that turns a path off moved into a helper: it stays in the file as often as before
+    moved = (_TURN_OFF,
+             "    compact = _compact(compact, rows, width)\n    return launch_norm(x, compact=compact)\n\n\n"
+             "def _compact(compact, rows, width):\n"
+             "    if compact and rows * width > 2**31 - 1:\n        compact = False\n"
+             "    return compact\n")  # fmt: skip
+    assert "removed-check" not in _MODULE.rules(moved)
 
 
 def test_a_debug_log_under_a_level_test_reads_nothing_until_turned_on() -> None:

@@ -299,7 +299,8 @@ def _meanings(
     out += _shallow(_bounds_raised, regions, edit) + _shallow(_refusals_preempted, regions, edit)
     out += _shallow(_declared_bounds_moved, regions, edit)
     out += _shallow(_lookups_softened, regions, edit) + _shallow(_errors_kept_back, regions, edit)
-    out += _shallow(_error_answers_dropped, regions, edit)
+    out += _shallow(_error_answers_dropped, regions, edit) + _shallow(_refusals_retried, regions, edit)
+    out += _shallow(_disqualifiers_gone, regions, edit)
     out += _shallow(_checks_dropped, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += _new_handlers(edit, changed, [*found, *out], regions)
@@ -3123,7 +3124,7 @@ def _returns_more(edit: _Edit, n: int, was: _Literal) -> str:
 # ``supports_compute_capability``, ``can_implement``).
 _ALLOWING = frozenset(
     {"supported", "supports", "allowed", "allows", "valid", "accepted", "compatible", "permitted", "can"}
-    | {"admits", "admitted", "accepts"}
+    | {"admits", "admitted", "accepts", "fits", "eligible", "usable", "applicable"}
 )
 
 
@@ -3311,6 +3312,100 @@ def _innermost_call(tree: ast.Module | None, holds: Callable[[ast.Call], bool]) 
         if isinstance(node, ast.Call) and holds(node):
             found = node if found is None or node.lineno >= found.lineno else found
     return found
+
+
+def _disqualifiers_gone(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A test that turns a path off taken out: ``if is_contiguous and M * H > 2**31 - 1: is_contiguous =
+    False`` deleted — what it disqualified (an input past a limit, a dtype) takes the path, which the code
+    below still decides by the flag. Not when the same test stays in the file (moved)."""
+    out: list[Finding] = []
+    for r in regions:
+        if r.lines or edit.st.tree is None:
+            continue  # (lines deleted, nothing put in their place)
+        for i in range(len(r.removed)):
+            test = _condition(_one_line(_statement(r.removed, i)))
+            if not isinstance(test, (ast.Compare, ast.BoolOp)):
+                continue
+            name = _turned_off(r.removed, i)
+            if name and _read_in(edit.st.tree, name) and not _if_stays(edit, test):
+                detail = f"`if {_short(test)}:` no longer turns `{name}` off: what it kept out goes through"
+                line = max(r.start, 1)
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, line, f"check neutralised: {detail}"))
+    return out
+
+
+def _turned_off(lines: Sequence[str], i: int) -> str:
+    """The name the block of the ``if`` at ``lines[i]`` only sets to ``False`` (``use_fast = False``); or
+    ""."""
+    indent = len(lines[i]) - len(lines[i].lstrip())
+    body = []
+    for line in lines[i + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        if line.strip():
+            body.append(line.strip())
+    m = _SET_FALSE.match(body[0]) if len(body) == 1 else None
+    return m.group(1) if m else ""
+
+
+_SET_FALSE = re.compile(r"^((?:self\.)?[A-Za-z_]\w*)\s*=\s*False$")
+
+
+def _read_in(tree: ast.Module, name: str) -> bool:
+    """Whether the file reads ``name`` (a test of it, a call handed it: ``contiguous=is_contiguous``)."""
+    names = (n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)))
+    return any(isinstance(n.ctx, ast.Load) and ast.unparse(n) == name for n in names)
+
+
+def _if_stays(edit: _Edit, test: ast.expr) -> bool:
+    """Whether the installed file has as many ``if`` statements of ``test`` as the pristine one (moved)."""
+    before = _Gone.of(edit).before
+    return _ifs_of(edit.st.tree, test) >= _ifs_of(before.tree if before is not None else None, test)
+
+
+def _ifs_of(tree: ast.Module | None, test: ast.expr) -> int:
+    key = ast.dump(test)
+    ifs = (n for n in ast.walk(tree) if isinstance(n, ast.If)) if tree is not None else iter(())
+    return sum(ast.dump(n.test) == key for n in ifs)
+
+
+def _refusals_retried(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """A refusal made a retry: ``if state == "ERR": raise PostError(…)`` became ``while state == "ERR":
+    time.sleep(…); state = post()`` — the failure is tried again until it passes, never raised (the raise
+    gone is reported of its own)."""
+    out: list[Finding] = []
+    for r in regions:
+        tests = [(_condition(_one_line(_statement(r.removed, i))), i) for i in range(len(r.removed))]
+        refused = {ast.dump(test) for test, i in tests if test is not None and _raises_next(r.removed, i)}
+        for n in r.lines if refused else ():
+            loop = _while_at(edit.st.tree, n)
+            if loop is not None and ast.dump(loop.test) in refused and _redoes(loop):
+                why = f"`if {_short(loop.test)}:` raised; now it is tried again until it passes, never raised"
+                out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, n, why))
+    return out
+
+
+def _raises_next(lines: Sequence[str], i: int) -> bool:
+    """Whether the block of the ``if`` at ``lines[i]`` (its next lines, deeper) raises."""
+    indent = len(lines[i]) - len(lines[i].lstrip())
+    for line in lines[i + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            return False
+        if line.lstrip().startswith("raise"):
+            return True
+    return False
+
+
+def _while_at(tree: ast.Module | None, line: int) -> ast.While | None:
+    return next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.While) and n.lineno == line), None)
+
+
+def _redoes(loop: ast.While) -> bool:
+    """Whether a loop's body gives again a name its test reads (``state = post()``): it tries again."""
+    read = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
+    assigned = [s for s in ast.walk(loop) if isinstance(s, ast.Assign)]
+    given = {t.id for s in assigned for t in s.targets if isinstance(t, ast.Name)}
+    return bool(read & given)
 
 
 def _refusals_preempted(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
