@@ -1019,8 +1019,8 @@ def _removed_in(
         if not (handler or _checking(s, edit.before)):
             continue
         stmt = _squeeze(_statement(r.removed, i))
-        if _lives_on(stmt, s, kept[0], kept[1], added) or gone.left_with(r, i):
-            continue
+        if (not handler and _lives_on(stmt, s, kept[0], kept[1], added)) or gone.left_with(r, i):
+            continue  # (a handler's raise is counted in its handler: a bare ``raise`` elsewhere is another)
         silenced = gone.silenced(r.old_start + i) if not handler and added else ""
         out += _gone_check(edit, line, s, handler, silenced)
     return out
@@ -4485,8 +4485,9 @@ class _Gone:
         text = "".join(region)
         if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names | self._made_from(names, scope, taken)):
             return False
-        whole = "".join(self.after_lines)  # what the file defines or reads elsewhere is no local subject
-        return not any(_kept_in_file(n, whole) for n in names)
+        whole = "".join(self.after_lines)  # what the file defines, imports, reads elsewhere: no local subject
+        imported = _imported(self.after.tree)
+        return not any(_kept_in_file(n, whole) or n in imported for n in names)
 
     def _made_from(self, names: set[str], scope: Scope | None, taken: Sequence[str]) -> set[str]:
         """The names the pristine def worked a local of ``names`` out of, where the local was made for the
@@ -4679,6 +4680,12 @@ def _nodes_at(tree: ast.AST | None, lines: set[int]) -> Iterator[ast.stmt]:
 
 _EXIT_NODES = (ast.Return, ast.Continue, ast.Break)
 _NOT_SUBJECTS = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
+
+
+def _imported(tree: ast.Module | None) -> set[str]:
+    """The names the file's imports bind (``from m import f``, ``import a.b``: ``a``)."""
+    found = (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))) if tree else iter(())
+    return {(a.asname or a.name).split(".", 1)[0] for node in found for a in node.names}
 
 
 def _kept_in_file(name: str, text: str) -> bool:
