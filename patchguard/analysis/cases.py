@@ -223,6 +223,7 @@ class _Subjects:
         for side in sides:
             for c in ast.walk(side):
                 self._note(c, key, values)
+        values.update(_scaled(sides, values, lambda n: self._holds_key(n, key)))
         if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
             values.update((None, _OTHER))  # (and ``is False``'s own value, and the other truth value)
             flags = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, bool)]
@@ -354,6 +355,27 @@ def _arithmetic(node: ast.expr, subjects: set[str], key: Callable[[ast.expr], st
         subjects.add(key(node))
         return True
     return False
+
+
+def _scaled(sides: list[ast.expr], values: set[Any], holds: Callable[[ast.expr], bool]) -> set[Any]:
+    """The subject's values at which a side that scales it down by a number (``sm // 10``, ``x % 64``) takes
+    the values compared: ``sm // 10 == 10`` differs from ``sm // 10 in (10, 11)`` only at
+    ``sm`` from 110 — each compared number times the scale, and one short of the next multiple."""
+    scales = {
+        int(n.right.value)
+        for side in sides
+        for n in ast.walk(side)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, _SCALING) and holds(n.left)
+        and isinstance(n.right, ast.Constant) and type(n.right.value) is int and 1 < n.right.value <= 1 << 16
+    }  # fmt: skip
+    numbers = [v for v in values if type(v) is int and v >= 0]
+    out: set[Any] = set()
+    for k in scales:
+        out.update(v for c in numbers for v in (c * k, c * k + k - 1, c * k - 1))
+    return out
+
+
+_SCALING = (ast.FloorDiv, ast.Div, ast.Mod)
 
 
 def _nonzero(node: ast.expr) -> ast.Compare:

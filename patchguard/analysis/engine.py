@@ -1018,8 +1018,7 @@ def _removed_in(
             continue
         if not (handler or _checking(s, edit.before)):
             continue
-        stmt = _squeeze(_statement(r.removed, i))
-        if (not handler and _lives_on(stmt, s, kept[0], kept[1], added)) or gone.left_with(r, i):
+        if gone.left_with(r, i) or (not handler and _still_asked(r, i, edit, gone, kept, added)):
             continue  # (a handler's raise is counted in its handler: a bare ``raise`` elsewhere is another)
         silenced = gone.silenced(r.old_start + i) if not handler and added else ""
         out += _gone_check(edit, line, s, handler, silenced)
@@ -1103,6 +1102,57 @@ def _squeezed_source(source: str) -> str:
 
 def _assert_lines(lines: Sequence[str]) -> collections.Counter[str]:
     return collections.Counter(_squeeze(line) for line in lines if line.lstrip().startswith("assert"))
+
+
+def _still_asked(
+    r: Region, i: int, edit: _Edit, gone: _Gone, kept: tuple[tuple[str, str], list[str]], added: list[str]
+) -> bool:
+    """Whether the check at removed line ``i`` of ``r`` is still asked: moved, replaced, strengthened
+    (:func:`_lives_on`), or an assertion with a part taken out into a name (:func:`_assert_inlined`)."""
+    s = r.removed[i].strip()
+    if s.startswith("assert") and _assert_inlined(gone, r.old_start + i, edit, max(r.start, 1)):
+        return True  # (``assert n == sum(…)`` → ``total = sum(…)``; ``assert n == total``: the same test)
+    return _lives_on(_squeeze(_statement(r.removed, i)), s, kept[0], kept[1], added)
+
+
+def _assert_inlined(gone: _Gone, old_line: int, edit: _Edit, line: int) -> bool:
+    """Whether the pristine assertion at ``old_line`` is asked again in the installed function around
+    ``line`` once the names that function gives (``total = sum(…)``) are put back in its tests — as many
+    times as the pristine function asked it: a part taken out into a name, the same test."""
+    tree = gone.before.tree if gone.before is not None else None
+    was = next((n for n in _nodes_at(tree, {old_line}) if isinstance(n, ast.Assert)), None)
+    scope = edit.st.innermost(line)
+    fn = edit.st.def_at(scope.start) if scope is not None else None
+    pristine = _innermost_def(gone.before.defs.values() if gone.before is not None else (), old_line)
+    if was is None or fn is None or pristine is None:
+        return False
+    key = ast.dump(was.test)
+    asked = sum(isinstance(s, ast.Assert) and ast.dump(s.test) == key for s in ast.walk(pristine))
+    return _asserts_put_back(fn, key) >= asked
+
+
+def _asserts_put_back(fn: ast.AST, key: str) -> int:
+    """How many assertions of ``fn`` ask the test ``key`` (an ``ast.dump``) once the names ``fn`` gives are
+    put back in them."""
+    nodes = list(ast.walk(fn))
+    given = {
+        s.targets[0].id: s.value
+        for s in nodes
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+    }
+    put_back = _PutBack(given)
+    asserts = [s for s in nodes if isinstance(s, ast.Assert)]
+    return sum(ast.dump(put_back.visit(copy.deepcopy(s.test))) == key for s in asserts)
+
+
+class _PutBack(ast.NodeTransformer):
+    """Names replaced by the expressions they were given."""
+
+    def __init__(self, given: Mapping[str, ast.expr]) -> None:
+        self.given = given
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.given.get(node.id, node) if isinstance(node.ctx, ast.Load) else node
 
 
 def _lives_on(
@@ -1302,8 +1352,8 @@ def _names(caught: str) -> set[str]:
     return {n.strip() for n in caught.strip("()").split(",") if n.strip()}
 
 
-def _raises(handler: ast.ExceptHandler) -> int:
-    """How many ``raise`` statements a handler holds (fewer now: an error that went on stops there)."""
+def _raises(handler: ast.AST) -> int:
+    """How many ``raise`` statements a handler (or a def) holds (fewer: an error that went on stops there)."""
     return sum(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
 
@@ -1580,7 +1630,9 @@ def _flag_holds_more(old: str, new: str) -> str:
 
 
 # Words of a flag that says whether something may be done: ``_jit_mix_ok``, ``fast_path_supported``.
-_FLAG_WORDS = frozenset({"ok", "supported", "allowed", "valid", "eligible", "compatible", "usable"})
+_FLAG_WORDS = frozenset(
+    {"ok", "supported", "supports", "allowed", "valid", "eligible", "compatible", "usable"}
+)
 # ``name = (`` / ``self.name = (``: an assignment whose value opens over several lines.
 _FLAG_OPENED = re.compile(r"^\s*(?:self\.)?[A-Za-z_]\w*\s*=\s*\($")
 
@@ -1588,7 +1640,7 @@ _FLAG_OPENED = re.compile(r"^\s*(?:self\.)?[A-Za-z_]\w*\s*=\s*\($")
 def _answers_more(old: str, new: str, edit: _Edit, line: int) -> str:
     """How the condition a function that says whether something is supported or allowed returns (statements'
     texts) answers yes in more cases now, or ""."""
-    if _ALLOWING.isdisjoint(_words(_function_at(edit, line))):
+    if not _answers_admission(_function_at(edit, line)):
         return ""
     before, after = _returned_test(old), _returned_test(new)
     if before is None or after is None or not _weaker(after, before):
@@ -1791,7 +1843,7 @@ def _new_handlers(
     for node in nodes:
         if not isinstance(node, ast.Try):
             continue
-        wrapped = _wrapped_code(node, edit.lines, pristine)
+        wrapped = _wrapped_code(node, edit.lines, pristine, _saved_originals(edit.st.tree))
         flagged = _found_within(node, found)
         for h in node.handlers:
             detail = "" if h.lineno in said or h.lineno not in changed else _let_go(h, wrapped, flagged)
@@ -1967,7 +2019,8 @@ def _new_suppressions(
         suppress = next((c for c in calls if resolve(aliases, ast.unparse(c.func)) in SUPPRESSORS), None)
         if suppress is not None and node.lineno in was and _suppressed_before(was[node.lineno], suppress):
             continue
-        wrapped = _wrapped_code(node, edit.lines, pristine) if suppress is not None else []
+        originals = _saved_originals(edit.st.tree) if suppress is not None else frozenset()
+        wrapped = _wrapped_code(node, edit.lines, pristine, originals) if suppress is not None else []
         if suppress is not None and wrapped and node.lineno not in said:
             what, by = " ".join(ast.unparse(wrapped[0]).split())[:50], ast.unparse(suppress)[:40]
             detail = f"the errors of `{what}`, which stopped the call, are let go by `{by}`"
@@ -1991,14 +2044,44 @@ def _found_within(node: ast.Try, found: Sequence[Finding]) -> bool:
     return any(node.lineno <= (f.line or 0) <= last for f in found if f.severity >= Severity.HIGH)
 
 
-def _wrapped_code(node: ast.Try | ast.With, lines: Sequence[str], pristine: str) -> list[ast.stmt]:
+def _wrapped_code(
+    node: ast.Try | ast.With, lines: Sequence[str], pristine: str, originals: Collection[str] = ()
+) -> list[ast.stmt]:
     """The statements of a ``try`` (``with``) body that the pristine file has (squeezed): code that ran bare
-    there."""
+    there — or that calls the original of what a patch replaces (``_orig_close(self)``, ``_orig_close =
+    shm.SharedMemory.close``): code that ran bare in its library."""
     return [
         s for s in node.body
         if not isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass))
-        and (t := _squeeze("".join(map(_code_of, lines[s.lineno - 1 : s.end_lineno])))) and t in pristine
+        and (
+            ((t := _squeeze("".join(map(_code_of, lines[s.lineno - 1 : s.end_lineno])))) and t in pristine)
+            or _calls_one_of(s, originals)
+        )
     ]  # fmt: skip
+
+
+def _saved_originals(tree: ast.Module | None) -> frozenset[str]:
+    """The names the module gives an attribute of what it imports (``_orig_close = shm.SharedMemory.close``):
+    an original kept by a patch that calls it."""
+    imported = _imported(tree)
+    top = tree.body if tree is not None else []
+    return frozenset(
+        t.id
+        for s in top if isinstance(s, ast.Assign) and isinstance(s.value, ast.Attribute)
+        and _root_name(s.value) in imported
+        for t in s.targets if isinstance(t, ast.Name)
+    )  # fmt: skip
+
+
+def _root_name(node: ast.expr) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _calls_one_of(stmt: ast.stmt, names: Collection[str]) -> bool:
+    calls = (n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+    return bool(names) and any(c.func.id in names for c in calls)  # type: ignore[attr-defined]
 
 
 def _let_go(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt], flagged: bool) -> str:
@@ -2715,8 +2798,10 @@ def _handed_on(before: Structure, line: int, text: str) -> str:
     it (``fut.set_exception(e)``, ``self.error = e``) — not to a log line; "" else."""
     handler = next(iter(_handlers_around(before, line)[-1:]), None)
     name = handler.name if handler is not None else None
-    if not name or _logs(text):
-        return ""
+    stmt = next((s for s in reversed(list(_nodes_at(handler, {line}))) if not hasattr(s, "body")), None)
+    call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+    if not name or _logs(text) or (call is not None and _logs(ast.unparse(call.func))):
+        return ""  # (a line of a log call over several lines, ``f"… {str(e)}"``, hands on nothing)
     handed = rf"\(\s*{re.escape(name)}\s*[,)]|=\s*{re.escape(name)}\s*(?:#.*)?$"
     return name if re.search(handed, text) else ""
 
@@ -3128,6 +3213,19 @@ _ALLOWING = frozenset(
 )
 
 
+def _answers_admission(function: str) -> bool:
+    """Whether a function says whether something may go ahead: named for what it allows
+    (``supports_fp8``, ``fits``), or a predicate of what is ready or available (``is_*_ready``,
+    ``is_trainable``, ``can_implement``)."""
+    words = _words(function)
+    asks = function.lstrip("_").startswith(_ASKING)
+    return not _ALLOWING.isdisjoint(words) or (asks and bool(_READY & words))
+
+
+# What a predicate asks when it says whether a path may be taken (``is_mega_moe_ready``, ``is_trainable``).
+_READY = frozenset({"ready", "available", "trainable", "capable", "feasible"})
+
+
 def _answer_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     """What a function that says whether something is supported or allowed answers, true in more cases
     (read by cases, :mod:`.cases`): ``return capability.major in [9, 10]`` → ``return capability.major >=
@@ -3135,15 +3233,28 @@ def _answer_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     out: list[Finding] = []
     for r in regions:
         function = (edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1]
-        if not r.removed or _ALLOWING.isdisjoint(_words(function)):
+        if not r.removed or not _answers_admission(function):
             continue  # (most functions do not say what is allowed: nothing parsed)
         was = [v for i in range(len(r.removed)) if (v := _returned_value(_statement(r.removed, i)))]
         for n in r.lines if len(was) == 1 else ():
             now = _returned_value(_statement(edit.lines, n - 1))
-            if now is not None and _yes_more_often(was[0], now):
+            if now is not None and _yes_more_often(was[0], now) and not _refuses_more_now(edit, n):
                 detail = f"{_short(was[0])} → {_short(now)}: it answers yes in more cases"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _refuses_more_now(edit: _Edit, line: int) -> bool:
+    """Whether the installed function around ``line`` raises in more places than the pristine one: it
+    answers yes where it checked first (``validate(); return True`` for ``return False``)."""
+    scope = edit.st.innermost(line)
+    fn = edit.st.def_at(scope.start) if scope is not None else None
+    before = _Gone.of(edit).before
+    if fn is None or scope is None or before is None:
+        return False
+    had = next((s for s in before.scopes if s.qualname == scope.qualname), None)
+    was = before.def_at(had.start) if had is not None else None
+    return _raises(fn) > (_raises(was) if was is not None else 0)
 
 
 def _returned_value(statement: str) -> ast.expr | None:
@@ -3157,6 +3268,8 @@ def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
     widened = isinstance(after, ast.BoolOp) and isinstance(after.op, ast.Or)
     if widened and any(ast.dump(v) == ast.dump(before) for v in after.values):  # type: ignore[attr-defined]
         return True
+    if isinstance(after, ast.Constant) and after.value is True:  # (``return False`` → ``return True``)
+        return not (isinstance(before, ast.Constant) and before.value is True)
     if not isinstance(before, _TESTS) or not isinstance(after, _TESTS):
         return False
     found = compare(before, after)

@@ -1,0 +1,139 @@
+"""Meanings (issue 34, after the twentieth blind batch's first score): a predicate of what is ready or
+available (``is_*_ready``, ``is_trainable``) made to answer yes in more cases — forced ``True`` too — unless
+it now checks and raises first; a flag named for what something supports, made to hold more; a subject scaled
+down by a number (``sm // 10``) read at the values that tell two tests apart; errors of a patched original
+(``_orig = Class.method``) let go by a wrapper; and, quiet: a log call over several lines that still hands
+the error on; an assertion with a part taken out into a name — each judged on a module of its own, and once
+end to end on an installed wheel."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from patchguard.analysis.cases import compare
+
+from .helpers import EditedModule, line_of, scan_edited
+
+ENGINE = "pkg/ready.py"
+PRISTINE = """\
+import json
+import logging
+from contextlib import suppress
+from multiprocessing import shared_memory
+
+logger = logging.getLogger(__name__)
+
+_device_sm = 100
+_MIN_BYTES = 1 << 20
+
+
+def is_fused_experts_ready(experts) -> bool:
+    if not experts.built:
+        return False
+    return _device_sm // 10 == 10
+
+
+class Quantizer:
+    @property
+    def is_trainable(self) -> bool:
+        return False
+
+    def supports_sleep(self) -> bool:
+        return False
+
+
+class Kernel:
+    def __init__(self, sm_major):
+        self.supports_verify = sm_major in (9, 10)
+
+
+def parse(text):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        logger.warning(
+            f"could not parse {text[:40]}: {str(e)}"
+        )
+        return None
+
+
+def extend(seq_lens, prefix_lens, total, bs):
+    assert total == sum(
+        seq_lens[i] - prefix_lens[i] for i in range(bs)
+    )
+    return total
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_SCALED = ("    return _device_sm // 10 == 10\n", "    return _device_sm // 10 in (10, 11, 12)\n")
+_near = _MODULE.named
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        # a predicate of what is ready, made to answer yes for more devices (a scaled subject)
+        (_SCALED[0], _SCALED[1], "in (10, 11, 12)", "removed-check"),
+        # one forced to answer yes
+        ("        return False\n\n    def supports_sleep", "        return True\n\n    def supports_sleep",
+         "return True", "removed-check"),
+        # a flag named for what something supports, made to hold more
+        ("        self.supports_verify = sm_major in (9, 10)\n",
+         "        self.supports_verify = sm_major in (9, 10, 12)\n", "(9, 10, 12)", "removed-check"),
+        # a wrapper put in an original's place that lets its errors go
+        ("_MIN_BYTES = 1 << 20\n",
+         "_MIN_BYTES = 1 << 20\n_orig_close = shared_memory.SharedMemory.close\n\n\n"
+         "def _quiet_close(self):\n    with suppress(BufferError):\n        _orig_close(self)\n\n\n"
+         "shared_memory.SharedMemory.close = _quiet_close\n", "with suppress", "swallowed-exception"),
+    ],
+)  # fmt: skip
+def test_meanings_after_the_twentieth_batch(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _near((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a predicate that now checks and raises before it answers yes: it refuses, not lets by
+        ("    def supports_sleep(self) -> bool:\n        return False\n",
+         "    def supports_sleep(self) -> bool:\n        if not self.rdma:\n"
+         '            raise ValueError("sleep needs rdma")\n        return True\n', "return True"),
+        # a log call over several lines, reworded: the error is still handed to it
+        ('            f"could not parse {text[:40]}: {str(e)}"\n',
+         '            "could not parse %.40s: %s", text, e\n', "could not parse"),
+        # an assertion with a part taken out into a name: the same test
+        ("    assert total == sum(\n        seq_lens[i] - prefix_lens[i] for i in range(bs)\n    )\n",
+         "    expected = sum(\n        seq_lens[i] - prefix_lens[i] for i in range(bs)\n    )\n"
+         '    assert total == expected, f"{total} != {expected}"\n', "assert total == expected"),
+    ],
+)  # fmt: skip
+def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
+    assert not _near((old, new), needle) & {"removed-check", "swallowed-exception"}
+
+
+def test_an_assertion_taken_out_into_a_name_of_another_value_is_gone() -> None:
+    edit = ("    assert total == sum(\n        seq_lens[i] - prefix_lens[i] for i in range(bs)\n    )\n",
+            "    expected = sum(seq_lens[i] for i in range(bs))\n")  # fmt: skip
+    assert "removed-check" in _MODULE.rules(edit)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "more"),
+    [
+        ("sm // 10 == 10", "sm // 10 in (10, 11, 12)", True),
+        ("sm // 10 in (10, 11, 12)", "sm // 10 == 10", False),
+        ("n % 64 == 0", "n % 64 in (0, 32)", True),
+    ],
+)
+def test_a_scaled_subject_is_read_where_the_tests_differ(before: str, after: str, more: bool) -> None:
+    found = compare(ast.parse(before, mode="eval").body, ast.parse(after, mode="eval").body)
+    assert found is not None and not found.same and found.more is more
+
+
+def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
+    edited = _MODULE.after(_SCALED)
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    assert ("removed-check", line_of(edited, "in (10, 11, 12)")) in found, found
