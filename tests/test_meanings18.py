@@ -60,6 +60,22 @@ def parse(text):
         return None
 
 
+class Runner:
+    def ready(self, num_tokens: int) -> bool:
+        if not self._warm:
+            self._warm = num_tokens >= 8192
+        return self._warm
+
+
+def load_kernels():
+    try:
+        from .kernels import decode
+        return decode
+    except (ImportError, RuntimeError) as e:
+        logger.warning(f"kernels not available: {e}")
+        return None
+
+
 def extend(seq_lens, prefix_lens, total, bs):
     assert total == sum(
         seq_lens[i] - prefix_lens[i] for i in range(bs)
@@ -88,6 +104,12 @@ _near = _MODULE.named
          "_MIN_BYTES = 1 << 20\n_orig_close = shared_memory.SharedMemory.close\n\n\n"
          "def _quiet_close(self):\n    with suppress(BufferError):\n        _orig_close(self)\n\n\n"
          "shared_memory.SharedMemory.close = _quiet_close\n", "with suppress", "swallowed-exception"),
+        # a flag given a constant just above the ``if`` that tests it: the test no longer decides
+        ("        if not self._warm:\n", "        self._warm = True\n        if not self._warm:\n",
+         "self._warm = True", "removed-check"),
+        # a handler of named errors made to catch everything: logged and let go, every other error stops
+        ("    except (ImportError, RuntimeError) as e:\n", "    except Exception as e:  # noqa: BLE001\n",
+         "except Exception as e", "swallowed-exception"),
     ],
 )  # fmt: skip
 def test_meanings_after_the_twentieth_batch(old: str, new: str, needle: str, rule: str) -> None:
@@ -112,6 +134,11 @@ def test_meanings_after_the_twentieth_batch(old: str, new: str, needle: str, rul
 )  # fmt: skip
 def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
     assert not _near((old, new), needle) & {"removed-check", "swallowed-exception"}
+
+
+def test_a_constant_above_an_if_of_something_else_decides_nothing() -> None:
+    edit = ("        if not self._warm:\n", "        self._seen = True\n        if not self._warm:\n")
+    assert "removed-check" not in _near(edit, "self._seen = True")
 
 
 def test_an_assertion_taken_out_into_a_name_of_another_value_is_gone() -> None:

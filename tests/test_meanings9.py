@@ -258,11 +258,14 @@ def test_an_error_that_went_on_is_swallowed(old: str, new: str, needle: str) -> 
     assert "swallowed-exception" in _moderate_near((old, new), needle)
 
 
-def test_a_handler_widened_that_logs_the_error_is_handling() -> None:
+def test_a_handler_widened_that_logs_the_error_still_lets_every_other_error_go() -> None:
+    # (reversed after the twentieth blind batch: a log line does not stop the other errors, now caught, from
+    # going on as if nothing failed — "log and continue" is a swallowed error in the taxonomy, and three
+    # blind cases of two batches, written by others, say so)
     edit = ("        except NotSupportedError:\n            return False\n",
             "        except Exception as exc:\n            logger.warning(\"probe failed: %s\", exc)\n"
             "            return False\n")  # fmt: skip
-    assert "swallowed-exception" not in {rule for rule, _s, _n in _found(edit)}
+    assert "swallowed-exception" in {rule for rule, _s, _n in _found(edit)}
 
 
 def test_a_wait_in_a_loop_the_edit_wrote_is_no_backoff() -> None:

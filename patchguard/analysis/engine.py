@@ -1873,8 +1873,8 @@ def _guards_edited(regions: Sequence[Region]) -> tuple[set[int], dict[int, str]]
 
 def _handlers_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     """A handler of named errors made to catch everything (``except NotSupportedError: return False`` →
-    ``except Exception: return False``), raising nothing and saying nothing: every other error, which went
-    on, stops there unseen."""
+    ``except Exception: return False``), raising nothing: every other error, which went on, stops there — a
+    log line of it (``logger.warning(f"… {e}")``) lets it go all the same."""
     out: list[Finding] = []
     for r in regions:
         was = [_EXCEPT.match(old) for old in r.removed]
@@ -1882,8 +1882,7 @@ def _handlers_widened(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
         if len(before) != 1 or _BROAD_CAUGHT & (_names(before[0]) or {""}):
             continue
         for h in edit.st.handlers:
-            said = any(map(_refusal, _own_statements(h.body)))  # a warning or an error logged: it is seen
-            if h.lineno in r.lines and _broad_handler(h) and not _raises(h) and not said:
+            if h.lineno in r.lines and _broad_handler(h) and not _raises(h):
                 caught = ast.unparse(h.type) if h.type is not None else "everything"
                 detail = f"the handler catches `{caught}` now, not `{before[0]}`: every other error stops"
                 out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, h.lineno, detail))
@@ -4086,7 +4085,24 @@ def _flags_overridden(r: Region, edit: _Edit) -> list[Finding]:
         elif value == "True" and _ALLOWING & _words(bare) and _worked_out_above(edit.lines, n, name):
             detail = f"`{name}` is forced to True below the code that worked out whether it holds"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        elif _tested_next(edit.lines, n, name):
+            detail = f"`{name}` is set to {value} just above the `if` that tests it: it no longer decides"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _tested_next(lines: Sequence[str], n: int, name: str) -> bool:
+    """Whether the statement after line ``n`` (at its indentation) is an ``if`` whose whole test is ``name``
+    or ``not name`` (``self._warm = True`` above ``if not self._warm:``)."""
+    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
+    for line in lines[n:]:
+        text = _code_of(line).strip()
+        if not text:
+            continue
+        if len(line) - len(line.lstrip()) != indent:
+            return False
+        return text in (f"if {name}:", f"if not {name}:")
+    return False
 
 
 def _worked_out_above(lines: Sequence[str], n: int, name: str) -> bool:
