@@ -76,6 +76,14 @@ def load_kernels():
         return None
 
 
+def parse_increment(self, text):
+    self.buffer += text
+    if self.broken:
+        logger.warning("discarding an incomplete section")
+        return None
+    return self.buffer
+
+
 def extend(seq_lens, prefix_lens, total, bs):
     assert total == sum(
         seq_lens[i] - prefix_lens[i] for i in range(bs)
@@ -134,6 +142,16 @@ def test_meanings_after_the_twentieth_batch(old: str, new: str, needle: str, rul
 )  # fmt: skip
 def test_look_alikes_are_quiet(old: str, new: str, needle: str) -> None:
     assert not _near((old, new), needle) & {"removed-check", "swallowed-exception"}
+
+
+def test_a_warning_that_something_failed_does_not_make_a_routine_log_line_familiar() -> None:
+    routine = ("    self.buffer += text\n", '    self.buffer += text\n    logger.info("chunk=%r", text)\n')
+    assert ("logging", "MODERATE") in {(r, s) for r, s, _n in _MODULE.found(routine)}
+    # another warning that something failed, beside the pristine one: the function's way, minor
+    anomaly = ("        return None\n    return self.buffer\n",
+               "        return None\n    if not text:\n"
+               '        logger.warning("an empty chunk")\n    return self.buffer\n')  # fmt: skip
+    assert ("logging", "MODERATE") not in {(r, s) for r, s, _n in _MODULE.found(anomaly)}
 
 
 def test_a_constant_above_an_if_of_something_else_decides_nothing() -> None:

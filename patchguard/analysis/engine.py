@@ -655,7 +655,7 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
                 continue
             if pristine is None and edit.before is not None:
                 pristine = _Pristine.of(edit.before)
-            baseline, loudest = pristine.counts(unit, edit.st) if pristine is not None else (None, -1)
+            baseline, loudest = pristine.counts(unit, edit.st) if pristine is not None else (None, (-1, -1))
             reported += _new_hits(all_hits, hits, baseline, loudest)
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
@@ -663,20 +663,24 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
 
 
 def _new_hits(
-    all_hits: Sequence[Hit], hits: Sequence[Hit], baseline: dict[Site, int] | None, loudest: int = -1
+    all_hits: Sequence[Hit],
+    hits: Sequence[Hit],
+    baseline: dict[Site, int] | None,
+    loudest: tuple[int, int] = (-1, -1),
 ) -> list[Hit]:
     """Of a unit's ``hits`` on its changed lines, those the pristine unit (``baseline``: its hits counted by
     site; ``None``: no pristine source) has fewer of — not a value read that took another's place — each
-    told whether the pristine unit had its rule already (a log line: at least as loud, ``loudest``, outside
-    a handler — a debug line, or an error logged when something failed, does not make an info line on the
-    way familiar)."""
+    told whether the pristine unit had its rule already (a log line: at least as loud, ``loudest``: of its
+    routine log lines, and of those with the warnings it gives when something went wrong — a debug line, or
+    a warning that something failed, does not make an info line on the way familiar; it does another such
+    warning)."""
     from .judge import site
 
     after_counts = Counter(site(h) for h in all_hits)
     done = {rule for rule, _q, _w in baseline} if baseline else set()
     moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
     return [
-        replace(h, familiar=h.rule in done and (h.rule != RuleId.LOGGING or _loudness(h.qualname) <= loudest))
+        replace(h, familiar=h.rule in done and (h.rule != RuleId.LOGGING or _as_loud(h, loudest)))
         for h in hits
         if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
         and not (moved and _value_read(h.rule, h.qualname))
@@ -794,22 +798,41 @@ class _Pristine:
     def of(cls, before: str | None) -> _Pristine | None:
         return cls(locate(before), split_lines(before)) if before is not None else None
 
-    def counts(self, unit: Unit, st: Structure) -> tuple[dict[Site, int], int]:
+    def counts(self, unit: Unit, st: Structure) -> tuple[dict[Site, int], tuple[int, int]]:
         """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in
         ``st`` (none when the pristine file has no such scope); and how loud the loudest log line of that
-        scope is outside its ``except`` blocks (:func:`_loudness`; -1: none)."""
+        scope is outside its ``except`` blocks (:func:`_loudness`; -1: none), of its routine lines and of
+        all."""
         from .judge import Unit, judge_unit, site
 
         scope = st.innermost(unit.start)
         match = [s for s in self.st.scopes if scope is not None and s.qualname == scope.qualname]
         if not match:
-            return {}, -1
+            return {}, (-1, -1)
         b = match[0]
         text = self.lines[b.start - 1] if b.start - 1 < len(self.lines) else ""
         bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
         hits = judge_unit(bunit, None, self.st, self.lines)
         logs = [h for h in hits if h.rule == RuleId.LOGGING and not _in_handler(self.st, h.line)]
-        return dict(Counter(site(h) for h in hits)), max((_loudness(h.qualname) for h in logs), default=-1)
+        routine = max((_loudness(h.qualname) for h in logs if not _anomaly(h)), default=-1)
+        return dict(Counter(site(h) for h in hits)), (routine, max(map(_loudness_of, logs), default=-1))
+
+
+def _anomaly(hit: Hit) -> bool:
+    """Whether a log line warns that something went wrong: a warning or louder under an ``if`` (``if
+    next_begin != -1: logger.warning("… discarding …")``), not what the code says each time."""
+    return hit.gate_kind is not None and _loudness(hit.qualname) >= _LOUDNESS["warning"]
+
+
+def _loudness_of(hit: Hit) -> int:
+    return _loudness(hit.qualname)
+
+
+def _as_loud(hit: Hit, loudest: tuple[int, int]) -> bool:
+    """Whether the pristine unit logs as loud as ``hit`` already, of its kind (``loudest``: routine lines,
+    and any outside a handler): a warning that something failed among others is familiar, a routine line
+    among such warnings is not."""
+    return _loudness(hit.qualname) <= loudest[1 if _anomaly(hit) else 0]
 
 
 def _injected(hit: Hit, edit: _Edit) -> Finding:
