@@ -24,6 +24,8 @@ import logging
 from contextlib import suppress
 from multiprocessing import shared_memory
 
+import torch
+
 logger = logging.getLogger(__name__)
 
 _device_sm = 100
@@ -84,6 +86,12 @@ def parse_increment(self, text):
     return self.buffer
 
 
+class Model(torch.nn.Module):
+    def forward(self, input_ids: torch.Tensor):
+        embeds = self.embed(input_ids)
+        return self.layers(embeds)
+
+
 def extend(seq_lens, prefix_lens, total, bs):
     assert total == sum(
         seq_lens[i] - prefix_lens[i] for i in range(bs)
@@ -92,6 +100,7 @@ def extend(seq_lens, prefix_lens, total, bs):
 """
 
 _MODULE = EditedModule(ENGINE, PRISTINE)
+_EMBED = "        embeds = self.embed(input_ids)\n"
 _SCALED = ("    return _device_sm // 10 == 10\n", "    return _device_sm // 10 in (10, 11, 12)\n")
 _near = _MODULE.named
 
@@ -152,6 +161,18 @@ def test_a_warning_that_something_failed_does_not_make_a_routine_log_line_famili
                "        return None\n    if not text:\n"
                '        logger.warning("an empty chunk")\n    return self.buffer\n')  # fmt: skip
     assert ("logging", "MODERATE") not in {(r, s) for r, s, _n in _MODULE.found(anomaly)}
+
+
+def test_a_debug_line_of_a_tensors_sizes_works_nothing_out() -> None:
+    def logged(shown: str) -> tuple[str, str]:
+        return (_EMBED, f'{_EMBED}        logger.debug("x=%s", {shown})\n')
+
+    # a number of the tensor's metadata (``x.shape[1]``, ``x.numel()``): read on the host, nothing made
+    for shown in ("input_ids.shape[1]", "input_ids.numel()", "int(input_ids.size(0))"):
+        assert not _near(logged(shown), "logger.debug"), shown
+    # a tuple made of its shape each call, or its values reduced: the call costs, whatever the level
+    for shown in ("tuple(input_ids.shape)", "input_ids.max()"):
+        assert "logging" in _near(logged(shown), "logger.debug"), shown
 
 
 def test_a_constant_above_an_if_of_something_else_decides_nothing() -> None:

@@ -77,6 +77,7 @@ from .tensors import (
     host_names,
     is_tensor,
     local_names,
+    metadata_only,
     of_host_named,
     params_of,
     tensor_names,
@@ -644,6 +645,8 @@ class _Walker(Dispatch):
         tensors = self.tensors()
         for arg in node.args:
             value = arg.value
+            if metadata_only(value):
+                continue  # (``x.shape[1]``, ``x.numel()``: read on the host, nothing worked out)
             if isinstance(value, cst.FormattedString):
                 if any(isinstance(p, cst.FormattedStringExpression) for p in value.parts):
                     return True

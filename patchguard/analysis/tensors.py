@@ -30,6 +30,7 @@ __all__ = [
     "is_tensor",
     "local_names",
     "maybe_tensor_words",
+    "metadata_only",
     "of_host_named",
     "params_of",
     "tensor_names",
@@ -46,6 +47,29 @@ _METADATA_METHODS = frozenset(
     | {"item", "tolist", "numpy", "is_floating_point", "is_complex", "storage_offset", "type", "__len__"}
     | {"untyped_storage", "nbytes"}  # (its storage and the storage's size: what it holds, not its values)
 )
+# Of those, the ones that read no values (``item``, ``tolist``, ``numpy`` read them all).
+_SHAPE_METHODS = _METADATA_METHODS - {"item", "tolist", "numpy", "untyped_storage"}
+
+
+def metadata_only(value: cst.BaseExpression) -> bool:
+    """Whether an expression reads only a number of a tensor's metadata — an item of its shape, its size,
+    its dtype or device (``x.shape[1]``, ``x.numel()``, ``int(x.size(0))``, ``len(x)``): no kernel, no wait,
+    nothing made (``tuple(q.shape)`` makes a tuple each call)."""
+    while isinstance(value, cst.Subscript) or (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+        and value.func.value in ("int", "len") and len(value.args) == 1
+    ):  # fmt: skip
+        if isinstance(value, cst.Call) and value.func.value == "len":  # type: ignore[attr-defined]
+            return True
+        value = value.value if isinstance(value, cst.Subscript) else value.args[0].value
+    if isinstance(value, cst.Attribute):
+        return value.attr.value in _METADATA_ATTRS
+    return (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _SHAPE_METHODS
+    )  # fmt: skip
+
+
 # torch functions that return no tensor (a bool, a dtype, a context, a number).
 _NOT_TENSORS = frozenset(
     # (predicates, ``is_*``/``are_*``/``has_*``, are :func:`_predicate`'s; ``is_nonzero`` reads the value)
