@@ -175,6 +175,8 @@ RULES: dict[str, Rule] = {
                 calls=(
                     "breakpoint",
                     "builtins.breakpoint",
+                    "sys.breakpointhook",  # what breakpoint() calls: the debugger, called by hand
+                    "sys.__breakpointhook__",
                     "code.interact",
                     "code.InteractiveConsole",
                     "IPython.embed",

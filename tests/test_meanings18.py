@@ -21,6 +21,7 @@ ENGINE = "pkg/ready.py"
 PRISTINE = """\
 import json
 import logging
+import os
 from contextlib import suppress
 from multiprocessing import shared_memory
 
@@ -173,6 +174,21 @@ def test_a_debug_line_of_a_tensors_sizes_works_nothing_out() -> None:
     # a tuple made of its shape each call, or its values reduced: the call costs, whatever the level
     for shown in ("tuple(input_ids.shape)", "input_ids.max()"):
         assert "logging" in _near(logged(shown), "logger.debug"), shown
+
+
+@pytest.mark.parametrize(
+    ("added", "rule"),
+    [
+        # the debugger, called by hand: what ``breakpoint()`` calls
+        ("    import sys\n\n    sys.breakpointhook()\n", "debugger"),
+        # a compiled module loaded from a path the environment names, by TVM FFI's or torch's loader
+        ('    import tvm_ffi\n\n    return tvm_ffi.load_module(os.environ["KERNEL_SO"])\n', "dynamic-exec"),
+        ('    torch.ops.load_library(os.environ["OPS_SO"])\n', "dynamic-exec"),
+    ],
+)
+def test_high_effects_after_the_twenty_first_batch(added: str, rule: str) -> None:
+    edit = ("    return total\n", f"{added}    return total\n")
+    assert rule in _MODULE.rules(edit)
 
 
 def test_a_constant_above_an_if_of_something_else_decides_nothing() -> None:

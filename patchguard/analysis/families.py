@@ -66,6 +66,8 @@ IN_MEMORY = frozenset({"io.BytesIO", "io.StringIO", "_io.BytesIO", "_io.StringIO
 
 NATIVE_LOADERS = frozenset(
     {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.WinDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}
+    # the loaders of compiled kernels a serving box has: torch's custom ops, TVM FFI's modules (flashinfer's)
+    | {"torch.ops.load_library", "torch.classes.load_library", "tvm_ffi.load_module"}
 )
 """Loaders of native code: ``dynamic-exec`` when given a path (``/tmp/libhook.so``), not a system library by
 its name (``libcuda.so.1``, ``None``) — frameworks load those all the time."""
