@@ -994,8 +994,7 @@ def _storing(name: str) -> bool:
 def _handed_the_command_line(st: Structure, line: int) -> bool:
     """Whether the function around ``line`` is handed the parsed command line (a parameter annotated
     ``argparse.Namespace``: a subcommand's ``cmd(args)``): what it writes, it writes to a person."""
-    scope = st.innermost(line)
-    fn = st.def_at(scope.start) if scope is not None else None
+    fn = _innermost_def(st.defs.values(), line)
     args = fn.args if fn is not None else None
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs] if args is not None else []
     return any(a.annotation is not None and _last_name(a.annotation) == "Namespace" for a in every)
@@ -1144,8 +1143,7 @@ def _assert_inlined(gone: _Gone, old_line: int, edit: _Edit, line: int) -> bool:
     times as the pristine function asked it: a part taken out into a name, the same test."""
     tree = gone.before.tree if gone.before is not None else None
     was = next((n for n in _nodes_at(tree, {old_line}) if isinstance(n, ast.Assert)), None)
-    scope = edit.st.innermost(line)
-    fn = edit.st.def_at(scope.start) if scope is not None else None
+    fn = _innermost_def(edit.st.defs.values(), line)
     pristine = _innermost_def(gone.before.defs.values() if gone.before is not None else (), old_line)
     if was is None or fn is None or pristine is None:
         return False
@@ -1865,11 +1863,12 @@ def _new_handlers(
         return []
     pristine = _squeezed_source(edit.before or "")
     said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
-    out = _new_suppressions(edit, [n for n in nodes if isinstance(n, ast.With)], pristine, said, was)
+    kept = (pristine, _saved_originals(edit.st))  # (what ran bare: the pristine, the originals)
+    out = _new_suppressions(edit, [n for n in nodes if isinstance(n, ast.With)], kept, said, was)
     for node in nodes:
         if not isinstance(node, ast.Try):
             continue
-        wrapped = _wrapped_code(node, edit.lines, pristine, _saved_originals(edit.st.tree))
+        wrapped = _wrapped_code(node, edit.lines, *kept)
         flagged = _found_within(node, found)
         for h in node.handlers:
             detail = "" if h.lineno in said or h.lineno not in changed else _let_go(h, wrapped, flagged)
@@ -2032,7 +2031,11 @@ def _suppression_opened(edit: _Edit, heads: Sequence[str]) -> bool:
 
 
 def _new_suppressions(
-    edit: _Edit, nodes: Sequence[ast.With], pristine: str, said: set[int | None], was: Mapping[int, str]
+    edit: _Edit,
+    nodes: Sequence[ast.With],
+    kept: tuple[str, frozenset[str]],
+    said: set[int | None],
+    was: Mapping[int, str],
 ) -> list[Finding]:
     """``with contextlib.suppress(KeyError):`` put around code the pristine file ran bare: the errors named,
     which stopped the call, are let go — as a new ``except KeyError: pass`` would. One that replaced a
@@ -2044,8 +2047,7 @@ def _new_suppressions(
         suppress = next((c for c in calls if resolve(aliases, ast.unparse(c.func)) in SUPPRESSORS), None)
         if suppress is not None and node.lineno in was and _suppressed_before(was[node.lineno], suppress):
             continue
-        originals = _saved_originals(edit.st.tree) if suppress is not None else frozenset()
-        wrapped = _wrapped_code(node, edit.lines, pristine, originals) if suppress is not None else []
+        wrapped = _wrapped_code(node, edit.lines, *kept) if suppress is not None else []
         if suppress is not None and wrapped and node.lineno not in said:
             what, by = " ".join(ast.unparse(wrapped[0]).split())[:50], ast.unparse(suppress)[:40]
             detail = f"the errors of `{what}`, which stopped the call, are let go by `{by}`"
@@ -2085,11 +2087,11 @@ def _wrapped_code(
     ]  # fmt: skip
 
 
-def _saved_originals(tree: ast.Module | None) -> frozenset[str]:
+def _saved_originals(st: Structure) -> frozenset[str]:
     """The names the module gives an attribute of what it imports (``_orig_close = shm.SharedMemory.close``):
     an original kept by a patch that calls it."""
-    imported = _imported(tree)
-    top = tree.body if tree is not None else []
+    imported = _imported(st)
+    top = st.tree.body if st.tree is not None else []
     return frozenset(
         t.id
         for s in top if isinstance(s, ast.Assign) and isinstance(s.value, ast.Attribute)
@@ -3475,13 +3477,7 @@ def _disqualifiers_gone(regions: Sequence[Region], edit: _Edit) -> list[Finding]
 def _turned_off(lines: Sequence[str], i: int) -> str:
     """The name the block of the ``if`` at ``lines[i]`` only sets to ``False`` (``use_fast = False``); or
     ""."""
-    indent = len(lines[i]) - len(lines[i].lstrip())
-    body = []
-    for line in lines[i + 1 :]:
-        if line.strip() and len(line) - len(line.lstrip()) <= indent:
-            break
-        if line.strip():
-            body.append(line.strip())
+    body = _block_below(lines, i)
     m = _SET_FALSE.match(body[0]) if len(body) == 1 else None
     return m.group(1) if m else ""
 
@@ -3525,17 +3521,26 @@ def _refusals_retried(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
 
 def _raises_next(lines: Sequence[str], i: int) -> bool:
     """Whether the block of the ``if`` at ``lines[i]`` (its next lines, deeper) raises."""
+    return any(line.startswith("raise") for line in _block_below(lines, i))
+
+
+def _block_below(lines: Sequence[str], i: int) -> list[str]:
+    """The lines, stripped, of the block under the header at ``lines[i]``, by the text: those that follow it
+    indented deeper (blank lines skipped)."""
     indent = len(lines[i]) - len(lines[i].lstrip())
+    out: list[str] = []
     for line in lines[i + 1 :]:
         if line.strip() and len(line) - len(line.lstrip()) <= indent:
-            return False
-        if line.lstrip().startswith("raise"):
-            return True
-    return False
+            break
+        if line.strip():
+            out.append(line.strip())
+    return out
 
 
 def _while_at(tree: ast.Module | None, line: int) -> ast.While | None:
-    return next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.While) and n.lineno == line), None)
+    """The ``while`` whose header is at ``line``."""
+    found = _header_at(tree, line, ast.While)
+    return found if isinstance(found, ast.While) else None
 
 
 def _redoes(loop: ast.While) -> bool:
@@ -4292,7 +4297,13 @@ def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
 
 def _if_at(tree: ast.Module | None, line: int) -> ast.If | None:
     """The ``if`` whose header is at ``line``."""
-    return next((n for n in _nodes_at(tree, {line}) if isinstance(n, ast.If) and n.lineno == line), None)
+    found = _header_at(tree, line, ast.If)
+    return found if isinstance(found, ast.If) else None
+
+
+def _header_at(tree: ast.Module | None, line: int, kind: type[ast.stmt]) -> ast.stmt | None:
+    """The statement of ``kind`` whose header is at ``line``."""
+    return next((n for n in _nodes_at(tree, {line}) if isinstance(n, kind) and n.lineno == line), None)
 
 
 def _falsy(test: ast.expr) -> bool:
@@ -4641,7 +4652,7 @@ class _Gone:
         if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names | self._made_from(names, scope, taken)):
             return False
         whole = "".join(self.after_lines)  # what the file defines, imports, reads elsewhere: no local subject
-        imported = _imported(self.after.tree)
+        imported = _imported(self.after)
         return not any(_kept_in_file(n, whole) or n in imported for n in names)
 
     def _made_from(self, names: set[str], scope: Scope | None, taken: Sequence[str]) -> set[str]:
@@ -4837,10 +4848,9 @@ _EXIT_NODES = (ast.Return, ast.Continue, ast.Break)
 _NOT_SUBJECTS = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
 
 
-def _imported(tree: ast.Module | None) -> set[str]:
-    """The names the file's imports bind (``from m import f``, ``import a.b``: ``a``)."""
-    found = (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))) if tree else iter(())
-    return {(a.asname or a.name).split(".", 1)[0] for node in found for a in node.names}
+def _imported(st: Structure) -> set[str]:
+    """The names the file's imports bind, at module level or in a function (the structure's aliases)."""
+    return {name for aliases in (st.aliases, *st.local_aliases.values()) for name in aliases}
 
 
 def _kept_in_file(name: str, text: str) -> bool:

@@ -282,7 +282,7 @@ def host_named(name: str) -> bool:
 
 def _names_host(annotation: cst.BaseExpression) -> bool:
     """An annotation naming a numpy array or Python's own numbers and containers (not a tensor)."""
-    text = cst.Module(body=[]).code_for_node(annotation)
+    text = _text_of(annotation)
     if "Tensor" in text:
         return False
     return "ndarray" in text or text.split("[", 1)[0].strip() in {"int", "float", "list", "List", "Sequence"}
