@@ -655,8 +655,10 @@ def _judged(edit: _Edit, changed: set[int], covered: set[int]) -> list[Finding]:
                 continue
             if pristine is None and edit.before is not None:
                 pristine = _Pristine.of(edit.before)
-            baseline, loudest = pristine.counts(unit, edit.st) if pristine is not None else (None, (-1, -1))
-            reported += _new_hits(all_hits, hits, baseline, loudest)
+            baseline, loudest, checks = (
+                pristine.counts(unit, edit.st) if pristine is not None else (None, (-1, -1), False)
+            )
+            reported += _new_hits(all_hits, hits, baseline, loudest, checks)
     for hit in reported:
         covered.update(range(hit.line, hit.end_line + 1))
     return _one_per_site(reported, edit)
@@ -667,24 +669,33 @@ def _new_hits(
     hits: Sequence[Hit],
     baseline: dict[Site, int] | None,
     loudest: tuple[int, int] = (-1, -1),
+    checks: bool = False,
 ) -> list[Hit]:
     """Of a unit's ``hits`` on its changed lines, those the pristine unit (``baseline``: its hits counted by
     site; ``None``: no pristine source) has fewer of — not a value read that took another's place — each
     told whether the pristine unit had its rule already (a log line: at least as loud, ``loudest``: of its
     routine log lines, and of those with the warnings it gives when something went wrong — a debug line, or
     a warning that something failed, does not make an info line on the way familiar; it does another such
-    warning)."""
+    warning; a device sync: only when the pristine unit reads the device to check its input, ``checks``)."""
     from .judge import site
 
     after_counts = Counter(site(h) for h in all_hits)
     done = {rule for rule, _q, _w in baseline} if baseline else set()
     moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
     return [
-        replace(h, familiar=h.rule in done and (h.rule != RuleId.LOGGING or _as_loud(h, loudest)))
+        replace(h, familiar=h.rule in done and _familiar_kind(h, loudest, checks))
         for h in hits
         if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
         and not (moved and _value_read(h.rule, h.qualname))
     ]
+
+
+def _familiar_kind(hit: Hit, loudest: tuple[int, int], checks: bool) -> bool:
+    """Whether a hit whose rule the pristine unit has is of the kind it has: a log line as loud
+    (:func:`_as_loud`), a device sync where the unit already reads the device to check (``checks``)."""
+    if hit.rule == RuleId.LOGGING:
+        return _as_loud(hit, loudest)
+    return hit.rule != RuleId.DEVICE_SYNC or checks
 
 
 def _loudness(qualname: str) -> int:
@@ -798,24 +809,26 @@ class _Pristine:
     def of(cls, before: str | None) -> _Pristine | None:
         return cls(locate(before), split_lines(before)) if before is not None else None
 
-    def counts(self, unit: Unit, st: Structure) -> tuple[dict[Site, int], tuple[int, int]]:
+    def counts(self, unit: Unit, st: Structure) -> tuple[dict[Site, int], tuple[int, int], bool]:
         """(rule, qualified name) → hits of the pristine scope named like the one around ``unit`` in
-        ``st`` (none when the pristine file has no such scope); and how loud the loudest log line of that
+        ``st`` (none when the pristine file has no such scope); how loud the loudest log line of that
         scope is outside its ``except`` blocks (:func:`_loudness`; -1: none), of its routine lines and of
-        all."""
+        all; and whether the scope reads the device to check its input (:func:`_in_a_check`)."""
         from .judge import Unit, judge_unit, site
 
         scope = st.innermost(unit.start)
         match = [s for s in self.st.scopes if scope is not None and s.qualname == scope.qualname]
         if not match:
-            return {}, (-1, -1)
+            return {}, (-1, -1), False
         b = match[0]
         text = self.lines[b.start - 1] if b.start - 1 < len(self.lines) else ""
         bunit = Unit(b.start, b.end, len(text) - len(text.lstrip()), unit.prefix)
         hits = judge_unit(bunit, None, self.st, self.lines)
         logs = [h for h in hits if h.rule == RuleId.LOGGING and not _in_handler(self.st, h.line)]
         routine = max((_loudness(h.qualname) for h in logs if not _anomaly(h)), default=-1)
-        return dict(Counter(site(h) for h in hits)), (routine, max(map(_loudness_of, logs), default=-1))
+        loudest = (routine, max(map(_loudness_of, logs), default=-1))
+        checks = any(h.rule == RuleId.DEVICE_SYNC and _in_a_check(self.st.tree, h.line) for h in hits)
+        return dict(Counter(site(h) for h in hits)), loudest, checks
 
 
 def _anomaly(hit: Hit) -> bool:
@@ -873,7 +886,22 @@ def _severity(hit: Hit, severity: Severity, name: str, edit: _Edit) -> Severity:
         # engine it runs in this process has them)
     if _its_job(hit, name):
         severity = min(severity, Severity.MINOR)
+    if hit.rule == RuleId.DEVICE_SYNC and hit.familiar and _in_a_check(edit.st.tree, hit.line):
+        # one more check of the input, of the kind the function makes already: the host waits there anyway
+        severity = min(severity, Severity.MINOR)
     return severity
+
+
+def _in_a_check(tree: ast.Module | None, line: int) -> bool:
+    """Whether ``line`` is in the test of a check of the input: an ``assert``, or the test of an ``if``
+    whose block ends by raising."""
+    for node in _nodes_at(tree, {line}):
+        if isinstance(node, ast.Assert):
+            return True
+        in_test = isinstance(node, ast.If) and node.test.lineno <= line <= (node.test.end_lineno or 0)
+        if in_test and isinstance(node, ast.If) and isinstance(node.body[-1], ast.Raise):
+            return True
+    return False
 
 
 def _off_the_hot_path(hit: Hit, name: str, edit: _Edit) -> bool:

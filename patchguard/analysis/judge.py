@@ -78,6 +78,7 @@ from .tensors import (
     is_tensor,
     local_names,
     metadata_only,
+    narrowed_to_host,
     of_host_named,
     params_of,
     tensor_names,
@@ -366,7 +367,8 @@ class _Walker(Dispatch):
             owner = self.names[-2] if len(self.names) >= 2 else None  # the class of a method
             known = tensor_names(fn, self.aliases, self.st.tensor_fields, owner) if fn is not None else set()
             self.functions[-1] = (fn, known)
-        return known
+        narrowed = narrowed_to_host(self.ifs) if self.ifs else None
+        return known - narrowed if narrowed else known
 
     # -- statement rules: each node to the rules registered for its kind (:mod:`.statements`) ----------
     def _statements(self, node: cst.CSTNode) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "local_names",
     "maybe_tensor_words",
     "metadata_only",
+    "narrowed_to_host",
     "of_host_named",
     "params_of",
     "tensor_names",
@@ -481,8 +482,11 @@ class _Assignments(Dispatch):
 
 def _type_test(call: cst.Call) -> str | None:
     """The name ``isinstance(name, torch.Tensor)`` asks of (a tensor wherever the code goes on with it as
-    one), else ``None``."""
+    one; ``torch.is_tensor(name)`` too), else ``None``."""
     func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "is_tensor" and len(call.args) == 1:
+        subject = call.args[0].value
+        return subject.value if isinstance(subject, cst.Name) else None
     if not (isinstance(func, cst.Name) and func.value == "isinstance" and len(call.args) == 2):
         return None
     subject, kind = call.args[0].value, call.args[1].value
@@ -681,6 +685,22 @@ def decides_tensor(test: cst.BaseExpression, tensors: set[str], aliases: Mapping
         sides = [test.left, *(c.comparator for c in test.comparisons)]
         return any(is_tensor(s, tensors, aliases) for s in sides)
     return is_tensor(test, tensors, aliases)
+
+
+def narrowed_to_host(ifs: Sequence[tuple[cst.BaseExpression, bool]]) -> set[str]:
+    """The names the ``if`` tests around the code prove to be no tensor there (``ifs``: each test, and
+    whether the code is in its ``else`` branch): the ``else`` of ``isinstance(n, torch.Tensor)``, the body
+    of ``not isinstance(n, torch.Tensor)`` or of ``isinstance(n, int)``."""
+    out: set[str] = set()
+    for test, orelse in ifs:
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        asked = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+        named = _type_test(asked) if isinstance(asked, cst.Call) else None
+        if named is not None and orelse != negated:
+            out.add(named)
+        elif not orelse and not negated:
+            out |= _host_typed(test)
+    return out
 
 
 # Python's own types: a value ``isinstance`` proves one of them is on the host.
