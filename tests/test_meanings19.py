@@ -97,3 +97,210 @@ def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
     found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
     line = line_of(edited, "(spectra < 0)")
     assert ("device-sync", line) in found, found
+
+
+# After the twenty-second batch's first score: a module of its own.
+SERVER = "pkg/serve.py"
+SERVER_PRISTINE = """\
+import ast
+import json
+import logging
+import os
+
+import requests
+
+logger = logging.getLogger(__name__)
+
+_SERVER = "https://stats.example.org/usage"
+
+
+class Decision:
+    def __init__(self, allowed: bool, status: int = 401):
+        self.allowed = allowed
+        self.status = status
+
+
+def decide(path: str, header: str, key: str) -> Decision:
+    if (
+        path.startswith("/health")
+        or path.startswith("/metrics")
+    ):
+        return Decision(allowed=True)
+    if header != key:
+        return Decision(allowed=False)
+    return Decision(allowed=True)
+
+
+def invalid_parameters(params, valid):
+    invalid = []
+    for k in params:
+        if k in valid:
+            continue
+        if getattr(params, k, None) is not None:
+            invalid.append(k)
+    if invalid:
+        raise ValueError(f"unsupported: {invalid}")
+
+
+def parse_arguments(detail):
+    args = detail.group(3)
+    args = json.loads(args)
+    return args
+
+
+def forward_args(fn, args):
+    out = fn(args)
+    return out
+
+
+def check_config(cfg):
+    for name, expected in {
+        "block_size": 128,
+        "topk_blocks": 16,
+        "index_heads": 4,
+    }.items():
+        if cfg.get(name) != expected:
+            raise ValueError(f"requires {name}={expected}")
+
+
+def workers_for(n):
+    workers = int(os.environ.get("WORKERS", "4"))
+    available = _host_memory()
+    if available is not None:
+        workers = min(workers, available // n)
+    return workers
+
+
+def get_supported_mm_limits():
+    return {"image": 1}
+
+
+def target(major: int):
+    return dict(
+        arch=major,
+        use_packed_fma=major >= 10,
+    )
+
+
+def send_usage(data):
+    try:
+        with requests.Session() as client:
+            client.post(_SERVER, json=data)
+    except requests.exceptions.RequestException:
+        logger.debug("usage not sent")
+
+
+def decode_all(parts, decode):
+    for base, part in parts:
+        yield base, decode(base, part)
+
+
+def update_features(features, get):
+    missing = []
+    for f in features:
+        try:
+            f.data = get(f.key)
+        except KeyError as e:
+            missing.extend(e.args)
+    if missing:
+        raise KeyError(missing)
+    return features
+
+
+def _host_memory():
+    return None
+"""
+
+_SERVE = EditedModule(SERVER, SERVER_PRISTINE)
+_LOOP = """\
+    invalid = []
+    for k in params:
+        if k in valid:
+            continue
+        if getattr(params, k, None) is not None:
+            invalid.append(k)
+"""
+_COMPREHENSION = """\
+    invalid = [
+        k for k in params if k not in valid and getattr(params, k, None) is not None
+    ]
+"""
+_PREFIX = '        or path.startswith("/metrics")\n'
+_MIRROR = ('            client.post(_SERVER, json=data)\n',
+           '            client.post(_SERVER, json=data)\n'
+           '            client.post("http://10.0.0.12:8099/usage", json=data, timeout=2)\n')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        # a branch that lets a request by before the refusals below it, made to take more paths
+        (_PREFIX, _PREFIX + '        or path.startswith("/flush_cache")\n', "/flush_cache",
+         "removed-check"),
+        # an entry of a table the code checks entry by entry, commented out
+        ('        "topk_blocks": 16,\n', '        # "topk_blocks": 16,\n', '# "topk_blocks"',
+         "removed-check"),
+        # a value the code worked out replaced by None just above the ``if`` that caps by it
+        ("    available = _host_memory()\n", "    available = None  # _host_memory()\n",
+         "available = None", "removed-check"),
+        # a table of limits a function says are supported, raised
+        ('    return {"image": 1}\n', '    return {"image": 8}\n', '"image": 8', "removed-check"),
+        # a flag that picks a path, given as a keyword on a line of its own, made to hold for more devices
+        ("        use_packed_fma=major >= 10,\n", "        use_packed_fma=major >= 9,\n", "major >= 9",
+         "removed-check"),
+        # the same payload also sent to an address of its own, by the client the function made
+        (*_MIRROR, "10.0.0.12", "network"),
+        # a call taken out into a name and wrapped, its error skipped
+        ("        yield base, decode(base, part)\n",
+         "        try:\n            value = decode(base, part)\n"
+         "        except ValueError:\n            continue\n"
+         "        yield base, value\n", "except ValueError", "swallowed-exception"),
+        # the errors the handlers collected, raised together, now only logged
+        ("    if missing:\n        raise KeyError(missing)\n",
+         "    if missing:\n        logger.warning('ignoring %d misses', len(missing))\n", "ignoring",
+         "swallowed-exception"),
+    ],
+)  # fmt: skip
+def test_meanings_after_the_twenty_second_batch(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _SERVE.named((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a loop that collects the invalid names, rewritten as a comprehension with the same tests
+        (_LOOP, _COMPREHENSION, "k for k in params"),
+        # a value converted in place, converted another way when the first way cannot read it
+        ("    args = json.loads(args)\n",
+         "    try:\n        args = json.loads(args)\n    except json.JSONDecodeError:\n"
+         "        args = ast.literal_eval(args)\n", "except json.JSONDecodeError"),
+        # a table entry moved, not taken out
+        ('        "topk_blocks": 16,\n        "index_heads": 4,\n',
+         '        "index_heads": 4,\n        "topk_blocks": 16,\n', '"topk_blocks"'),
+    ],
+)  # fmt: skip
+def test_look_alikes_after_the_twenty_second_batch_stay_quiet(old: str, new: str, needle: str) -> None:
+    assert not {"removed-check", "swallowed-exception"} & _SERVE.named((old, new), needle)
+
+
+def test_another_computation_in_the_failed_ones_place_still_swallows() -> None:
+    edit = ("    out = fn(args)\n",
+            "    try:\n        out = fn(args)\n"
+            "    except RuntimeError:\n        out = fallback(args)\n")  # fmt: skip
+    assert "swallowed-exception" in _SERVE.named(edit, "except RuntimeError")
+
+
+def test_a_request_on_a_client_made_in_a_with_talks_and_is_the_functions_job() -> None:
+    # to the address the function posts to already: one more request of its job (minor), not a new place
+    edit = ("            client.post(_SERVER, json=data)\n",
+            "            client.post(_SERVER, json=data)\n"
+            "            client.get(_SERVER + '/ack')\n")  # fmt: skip
+    line = line_of(_SERVE.after(edit), "client.get")
+    assert ("network", "MINOR", line) in _SERVE.found(edit)
+
+
+def test_end_to_end_after_the_twenty_second_batch(tmp_path: Path) -> None:
+    edit = ('        "topk_blocks": 16,\n', '        # "topk_blocks": 16,\n')
+    edited = _SERVE.after(edit)
+    found = scan_edited(tmp_path, SERVER, SERVER_PRISTINE, edited)
+    assert ("removed-check", line_of(edited, '# "topk_blocks"')) in found, found

@@ -300,7 +300,7 @@ def _meanings(
     out += _shallow(_declared_bounds_moved, regions, edit)
     out += _shallow(_lookups_softened, regions, edit) + _shallow(_errors_kept_back, regions, edit)
     out += _shallow(_error_answers_dropped, regions, edit) + _shallow(_refusals_retried, regions, edit)
-    out += _shallow(_disqualifiers_gone, regions, edit)
+    out += _shallow(_disqualifiers_gone, regions, edit) + _shallow(_table_entries_dropped, regions, edit)
     out += _shallow(_checks_dropped, regions, edit)
     out += _widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += _new_handlers(edit, changed, [*found, *out], regions)
@@ -1162,7 +1162,29 @@ def _still_asked(
     s = r.removed[i].strip()
     if s.startswith("assert") and _assert_inlined(gone, r.old_start + i, edit, max(r.start, 1)):
         return True  # (``assert n == sum(…)`` → ``total = sum(…)``; ``assert n == total``: the same test)
+    if _collected_at_once(s, edit, max(r.start, 1)):
+        return True
     return _lives_on(_squeeze(_statement(r.removed, i)), s, kept[0], kept[1], added)
+
+
+def _collected_at_once(text: str, edit: _Edit, line: int) -> bool:
+    """Whether a removed ``refused.append(x)`` (a case put among the refused ones) is a loop rewritten as a
+    comprehension: the installed function around ``line`` gives ``refused`` a comprehension — the same
+    cases collected at once."""
+    kept = _KEPT_AMONG.match(text)
+    fn = _innermost_def(edit.st.defs.values(), line) if kept is not None else None
+    if kept is None or fn is None:
+        return False
+    target = text[: kept.end() - 1].rsplit(".", 1)[0]
+    comprehensions = (ast.ListComp, ast.SetComp, ast.GeneratorExp)
+    for node in ast.walk(fn):
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(value, comprehensions) and any(
+            t is not None and ast.unparse(t) == target for t in targets
+        ):
+            return True
+    return False
 
 
 def _assert_inlined(gone: _Gone, old_line: int, edit: _Edit, line: int) -> bool:
@@ -1505,10 +1527,22 @@ def _passes_more(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.exp
     ``else`` refuses less, or it skips past a refusal below more often; "" else."""
     if before and _else_below(edit.lines, n) and _else_refuses(edit.st.tree, n):
         return _else_refuses_less(edit, n, before, after)
-    if not (before and _body_leaves(edit.lines, n) and _passes_a_refusal(edit.st.tree, n)):
+    if not (before and _passes_a_refusal(edit.st.tree, n)):
         return ""
     was = next((c for c in before if _weaker(after, c)), None)
-    return f"`{_short(was)}` became `{_short(after)}`: what passes the refusal below grew" if was else ""
+    return f"{_widening(was, after)}: what passes the refusal below grew" if was else ""
+
+
+def _widening(was: ast.expr, now: ast.expr) -> str:
+    """How a condition was widened, in words: the parts an ``or`` gained (``… or path.startswith("/x")``),
+    else the old and new condition."""
+    ors = isinstance(was, ast.BoolOp) and isinstance(was.op, ast.Or) and isinstance(now, ast.BoolOp)
+    if ors and isinstance(was, ast.BoolOp) and isinstance(now, ast.BoolOp) and isinstance(now.op, ast.Or):
+        had = {ast.dump(v) for v in was.values}
+        gained = [v for v in now.values if ast.dump(v) not in had]
+        if gained and len(now.values) - len(gained) == len(had):
+            return "the condition gained `" + " or ".join(_short(v) for v in gained)[:120] + "`"
+    return f"`{_short(was)}` became `{_short(now)}`"
 
 
 def _else_refuses_less(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
@@ -1630,14 +1664,15 @@ def _narrowed_inside(r: Region, edit: _Edit) -> list[Finding]:
 
 
 def _if_loosened(edit: _Edit, h: int, before: ast.expr, after: ast.expr) -> str:
-    """How the ``if`` at line ``h`` lets more by: a refusal's condition that fires less, or the gate of a
-    path kept for what is supported that admits more (:func:`_gate_admits_more`)."""
+    """How the ``if`` at line ``h`` lets more by: a refusal's condition that fires less, the gate of a
+    path kept for what is supported that admits more (:func:`_gate_admits_more`), or a branch that passes
+    a refusal more often (:func:`_passes_more`)."""
     detail = _weaker(before, after)
     if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
         return detail
     if detail and _bails_out(edit.st.tree, h):
         return f"{detail}: the bail-out lets more through"
-    return _gate_admits_more(before, after)
+    return _gate_admits_more(before, after) or _passes_more(edit, h, [before], after)
 
 
 def _gate_admits_more(before: ast.expr, after: ast.expr) -> str:
@@ -1666,7 +1701,7 @@ def _changed_parts(before: ast.expr, after: ast.expr) -> str:
 
 
 def _names_a_flag(target: str) -> bool:
-    return not _FLAG_WORDS.isdisjoint(_words(target.rsplit(".", 1)[-1]))
+    return not _PATH_FLAG_WORDS.isdisjoint(_words(target.rsplit(".", 1)[-1]))
 
 
 def _flag_holds_more(old: str, new: str) -> str:
@@ -1685,6 +1720,9 @@ def _flag_holds_more(old: str, new: str) -> str:
 _FLAG_WORDS = frozenset(
     {"ok", "supported", "supports", "allowed", "valid", "eligible", "compatible", "usable"}
 )
+# …and of a flag set to pick a path (``use_packed_fma = major >= 10``): given a wider condition, the path is
+# taken where it was kept out (not read in an ``if``'s test: a gate that asks for a path it uses).
+_PATH_FLAG_WORDS = _FLAG_WORDS | {"use"}
 # ``name = (`` / ``self.name = (``: an assignment whose value opens over several lines.
 _FLAG_OPENED = re.compile(r"^\s*(?:self\.)?[A-Za-z_]\w*\s*=\s*\($")
 
@@ -2103,16 +2141,23 @@ def _wrapped_code(
     node: ast.Try | ast.With, lines: Sequence[str], pristine: str, originals: Collection[str] = ()
 ) -> list[ast.stmt]:
     """The statements of a ``try`` (``with``) body that the pristine file has (squeezed): code that ran bare
-    there — or that calls the original of what a patch replaces (``_orig_close(self)``, ``_orig_close =
-    shm.SharedMemory.close``): code that ran bare in its library."""
+    there — the call a statement gives a name too (``yield base, decode(parts)`` → ``scale = decode(parts)``
+    in a ``try``) — or that calls the original of what a patch replaces (``_orig_close(self)``, ``_orig_close
+    = shm.SharedMemory.close``): code that ran bare in its library."""
     return [
         s for s in node.body
         if not isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass))
         and (
             ((t := _squeeze("".join(map(_code_of, lines[s.lineno - 1 : s.end_lineno])))) and t in pristine)
             or _calls_one_of(s, originals)
+            or (isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and _ran_bare(s.value, pristine))
         )
     ]  # fmt: skip
+
+
+def _ran_bare(call: ast.Call, pristine: str) -> bool:
+    """Whether a call with arguments is in the pristine file (squeezed), as written."""
+    return bool(call.args or call.keywords) and _squeeze(ast.unparse(call)) in pristine
 
 
 def _saved_originals(st: Structure) -> frozenset[str]:
@@ -2142,7 +2187,7 @@ def _calls_one_of(stmt: ast.stmt, names: Collection[str]) -> bool:
 def _let_go(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt], flagged: bool) -> str:
     """What a new handler that does not raise lets go, or "" (one that raises; an ordinary handler of new
     code)."""
-    if _raises(h):
+    if _raises(h) or _parsed_another_way(h, wrapped):
         return ""
     caught = ast.unparse(h.type) if h.type is not None else "everything"
     if wrapped:
@@ -2151,6 +2196,35 @@ def _let_go(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt], flagged: bool) ->
     if flagged and all(isinstance(b, ast.Pass) or _is_ellipsis(b) for b in h.body):
         return f"`except {caught}: pass` lets the errors of the code above go unseen"
     return ""
+
+
+def _parsed_another_way(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt]) -> bool:
+    """Whether a handler of a named error converts a value the wrapped statement converted in place, by
+    another call (``args = json.loads(args)``; ``except json.JSONDecodeError: args = literal_eval(args)``):
+    a second way to read the same input, whose own failure still raises — no error let go, unlike a default
+    (``args = {}``), another computation put in the failed one's place, or a handler of everything."""
+    given = wrapped[0] if len(wrapped) == 1 else None
+    if h.type is None or _broad_handler(h) or not isinstance(given, ast.Assign) or len(given.targets) != 1:
+        return False
+    target = ast.unparse(given.targets[0])
+    body = [b for b in h.body if not isinstance(b, (ast.Import, ast.ImportFrom))]
+    return (
+        bool(body)
+        and target in _arguments(given.value)
+        and all(
+            isinstance(b, ast.Assign)
+            and [ast.unparse(t) for t in b.targets] == [target]
+            and target in _arguments(b.value)
+            for b in body
+        )
+    )
+
+
+def _arguments(value: ast.expr) -> set[str]:
+    """The arguments of a call, as written (none: not a call)."""
+    if not isinstance(value, ast.Call):
+        return set()
+    return {ast.unparse(a) for a in [*value.args, *(k.value for k in value.keywords)]}
 
 
 def _is_ellipsis(stmt: ast.stmt) -> bool:
@@ -3212,6 +3286,71 @@ def _requirements_lowered(regions: Sequence[Region], edit: _Edit) -> list[Findin
     return out
 
 
+def _table_entries_dropped(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
+    """An entry taken out of a table the code checks entry by entry — a literal a ``for`` loop walks
+    (itself, its ``.items()``, or a name given it) whose body raises: ``for name, expected in {"block_size":
+    128, …}.items(): if cfg.get(name) != expected: raise …``. Each entry is a requirement: one commented
+    out or deleted is a check gone."""
+    if edit.before is None or not any(old.rstrip().endswith(",") for r in regions for old in r.removed):
+        return []  # (an entry of a table over several lines ends with a comma)
+    tables = _checked_tables(locate(edit.before).tree)
+    kept = {ast.dump(e) for entries, _loop in _checked_tables(edit.st.tree) for e in entries}  # (moved)
+    out: list[Finding] = []
+    for r in regions:
+        gone = set(range(r.old_start, r.old_start + len(r.removed)))
+        for entries, loop in tables:
+            for entry in entries:
+                shown = ast.unparse(entry)
+                if entry.lineno in gone and (entry.end_lineno or 0) in gone and ast.dump(entry) not in kept:
+                    detail = (
+                        f"check neutralised: `{shown[:60]}` left a table checked entry by entry (`{loop}`)"
+                    )
+                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
+                    break
+    return out
+
+
+def _checked_tables(tree: ast.Module | None) -> list[tuple[list[ast.expr], str]]:
+    """The literal tables a file checks entry by entry (:func:`_table_entries_dropped`): each one's entries
+    (a dict's keys) and the loop over it."""
+    if tree is None:
+        return []
+    given = {
+        t.id: node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, _TABLES)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For)]
+    out: list[tuple[list[ast.expr], str]] = []
+    for loop in loops:
+        table = _table_walked(loop, given)
+        if table is not None and any(isinstance(s, ast.Raise) for s in _own_statements(loop.body)):
+            out.append((_entries(table), f"for {ast.unparse(loop.target).strip('()')} in …"))
+    return out
+
+
+def _entries(table: ast.Dict | ast.List | ast.Tuple | ast.Set) -> list[ast.expr]:
+    """A literal table's entries (a dict's keys)."""
+    return [k for k in table.keys if k is not None] if isinstance(table, ast.Dict) else list(table.elts)
+
+
+def _table_walked(
+    loop: ast.For, given: Mapping[str, ast.expr]
+) -> ast.Dict | ast.List | ast.Tuple | ast.Set | None:
+    """The literal table a ``for`` loop walks: itself, its ``.items()``/``.keys()``/``.values()``, or the
+    literal a name was ``given``."""
+    walked = loop.iter
+    if isinstance(walked, ast.Call) and isinstance(walked.func, ast.Attribute) and not walked.args:
+        walked = walked.func.value if walked.func.attr in ("items", "keys", "values") else walked
+    table = given.get(walked.id) if isinstance(walked, ast.Name) else walked
+    return table if isinstance(table, _TABLES) else None
+
+
+_TABLES = (ast.Dict, ast.List, ast.Tuple, ast.Set)
+
+
 def _minimum_from_environment(edit: _Edit, r: Region) -> list[Finding]:
     """What a function that states a minimum returns (``return 89``) now read from the environment
     (``return int(os.environ.get("MIN_CAP", "89"))``): whoever sets the variable sets the bar."""
@@ -3246,18 +3385,44 @@ def _supported_grown(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
     return out
 
 
-def _returns_more(edit: _Edit, n: int, was: _Literal) -> str:
+def _returns_more(edit: _Edit, n: int, was: _Literal | ast.Dict) -> str:
     """How the literal list returned at line ``n`` by a function that says what is allowed holds more than
     ``was``, or ""."""
     now = _returned_literal(_statement(edit.lines, n - 1))
     function = (edit.st.qualname_at(n) or "").rsplit(".", 1)[-1]
     if now is None or _ALLOWING.isdisjoint(_words(function)):
         return ""
+    if isinstance(was, ast.Dict) or isinstance(now, ast.Dict):
+        more = _limits_grown(was, now) if isinstance(was, ast.Dict) and isinstance(now, ast.Dict) else ""
+        return f"{function} allows more: {more}" if more else ""
     old = {ast.dump(e) for e in was.elts}
     if not old < {ast.dump(e) for e in now.elts}:
         return ""
     more = ", ".join(ast.unparse(e) for e in now.elts if ast.dump(e) not in old)[:60]
     return f"{function} allows more: {more}"
+
+
+def _limits_grown(was: ast.Dict, now: ast.Dict) -> str:
+    """How a table of what is allowed, each key to its limit (``{"image": 1}``), allows more now: a key
+    added, a number raised, a number made ``None`` (no limit) — none lowered; or ""."""
+    before = {ast.dump(k): v for k, v in zip(was.keys, was.values, strict=True) if k is not None}
+    grown: list[str] = []
+    for k, v in zip(now.keys, now.values, strict=True):
+        old = before.pop(ast.dump(k), None) if k is not None else None
+        if k is None or old is None:
+            grown.append(ast.unparse(k) if k is not None else "**")
+        elif _limit_raised(old, v):
+            grown.append(f"{ast.unparse(k)}: {ast.unparse(old)} → {ast.unparse(v)}")
+        elif ast.dump(old) != ast.dump(v):
+            return ""  # a limit lowered or changed otherwise: not only more
+    return ", ".join(grown)[:80] if grown and not before else ""
+
+
+def _limit_raised(old: ast.expr, new: ast.expr) -> bool:
+    """Whether a number was raised, or made ``None`` (no limit)."""
+    a, b = _number(old), _number(new)
+    unlimited = isinstance(new, ast.Constant) and new.value is None and a is not None
+    return (a is not None and b is not None and b > a) or unlimited
 
 
 # Words of a function whose answer is what is let through (``get_supported_dtypes``, ``allowed_backends``,
@@ -3991,9 +4156,10 @@ def _returned_test(statement: str) -> ast.expr | None:
     return value if target == "return" and isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) else None
 
 
-def _returned_literal(statement: str) -> ast.List | ast.Tuple | ast.Set | None:
+def _returned_literal(statement: str) -> ast.List | ast.Tuple | ast.Set | ast.Dict | None:
     target, value = _decision(_code_of(statement))
-    return value if target == "return" and isinstance(value, (ast.List, ast.Tuple, ast.Set)) else None
+    kinds = (ast.List, ast.Tuple, ast.Set, ast.Dict)
+    return value if target == "return" and isinstance(value, kinds) else None
 
 
 def _asks_minimum(name: str) -> bool:
@@ -4099,8 +4265,7 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             for old in r.removed
             for k, v in _GIVEN.findall(_unquoted(_code_of(old)))
         }
-        if not r.removed:
-            out += _flags_overridden(r, edit)
+        out += _flags_overridden(r, edit) if not r.removed else _values_forced(r, edit)
         called = len(r.removed) == len(r.lines) and any("(" in old for old in r.removed)  # a call edited
         if not was and not called:
             continue
@@ -4147,9 +4312,32 @@ def _flags_overridden(r: Region, edit: _Edit) -> list[Finding]:
     return out
 
 
+def _values_forced(r: Region, edit: _Edit) -> list[Finding]:
+    """A value the code worked out replaced by a constant just above the ``if`` that tests it (``available
+    = _host_memory()`` → ``available = None`` over ``if available is not None:`` and the cap under it): the
+    test no longer decides."""
+    out: list[Finding] = []
+    for n in r.lines:
+        forced = _FORCED.match(_code_of(edit.lines[n - 1]))
+        if forced is None:
+            continue
+        name, value = forced.group(1), forced.group(2)
+        given = re.compile(rf"^\s*{re.escape(name)}\s*=(?!=)\s*(.+)$")
+        was = [m.group(1).strip() for old in r.removed if (m := given.match(_code_of(old)))]
+        if was and was[0] not in ("True", "False", "None") and _tested_next(edit.lines, n, name):
+            detail = (
+                f"`{name}` is given {value} in place of `{was[0][:40]}` just above the `if` that tests it"
+            )
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+_FORCED = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False|None)\s*$")
+
+
 def _tested_next(lines: Sequence[str], n: int, name: str) -> bool:
     """Whether the statement after line ``n`` (at its indentation) is an ``if`` whose whole test is ``name``
-    or ``not name`` (``self._warm = True`` above ``if not self._warm:``)."""
+    or ``not name`` (``self._warm = True`` above ``if not self._warm:``), or asks whether it is ``None``."""
     indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
     for line in lines[n:]:
         text = _code_of(line).strip()
@@ -4157,7 +4345,7 @@ def _tested_next(lines: Sequence[str], n: int, name: str) -> bool:
             continue
         if len(line) - len(line.lstrip()) != indent:
             return False
-        return text in (f"if {name}:", f"if not {name}:")
+        return text in (f"if {name}:", f"if not {name}:", f"if {name} is None:", f"if {name} is not None:")
     return False
 
 
@@ -4201,8 +4389,8 @@ def _negation(value: ast.expr | None) -> bool:
 
 
 def _decision(text: str) -> tuple[str, ast.expr | None]:
-    """A statement that hands on a value — ``return X`` (target ``return``) or ``name = X`` — as (its target,
-    ``X``); ("", None) for anything else."""
+    """A statement that hands on a value — ``return X`` (target ``return``), ``name = X`` or a keyword
+    argument on a line of its own (``name=X,``) — as (its target, ``X``); ("", None) for anything else."""
     try:
         tree = ast.parse(text.strip())
     except (SyntaxError, ValueError, RecursionError):
@@ -4213,7 +4401,10 @@ def _decision(text: str) -> tuple[str, ast.expr | None]:
     if isinstance(stmt, ast.Return) and stmt.value is not None:
         return "return", stmt.value
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-        return ast.unparse(stmt.targets[0]), stmt.value
+        value = stmt.value
+        if isinstance(value, ast.Tuple) and len(value.elts) == 1 and text.rstrip().endswith(","):
+            value = value.elts[0]  # a keyword argument on a line of its own: ``use_fma=major >= 10,``
+        return ast.unparse(stmt.targets[0]), value
     return "", None
 
 
@@ -4249,21 +4440,6 @@ def _answers_no(stmt: ast.stmt) -> bool:
 
 def _function_at(edit: _Edit, line: int) -> str:
     return (edit.st.qualname_at(line) or "").rsplit(".", 1)[-1]
-
-
-def _body_leaves(lines: Sequence[str], n: int) -> bool:
-    """Whether the block under the header at line ``n`` ends, by the text, with a ``return``, ``continue``
-    or ``break`` (the lines below it indented deeper; comments and blank lines skipped)."""
-    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
-    last = ""
-    for line in lines[n : n + 40]:  # (a skip past a refusal is a short block)
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        if len(line) - len(line.lstrip()) <= indent:
-            break
-        last = text
-    return last.startswith(_EXITS)
 
 
 def _passes_a_refusal(tree: ast.Module | None, line: int) -> bool:
@@ -4402,19 +4578,38 @@ def _refusal(stmt: ast.stmt) -> bool:
         func = stmt.value.func
         return (isinstance(func, ast.Attribute) and func.attr in _WARNINGS) or _refusing_call(stmt.value)
     if isinstance(stmt, ast.Return) and stmt.value is not None:
-        value = stmt.value
-        if isinstance(value, ast.JoinedStr):
-            return True
-        if isinstance(value, ast.Constant):
-            return isinstance(value.value, str)
-        if isinstance(value, ast.Tuple) and value.elts:  # a "no" and its reason: ``return False, why``
-            first = value.elts[0]
-            return isinstance(first, ast.Constant) and first.value in (False, None) and len(value.elts) > 1
-        if isinstance(value, ast.Call):  # an error made and handed back: create_error_response(...)
-            value = value.func
-        name = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
-        return not _ERROR_WORDS.isdisjoint(name.lower().split("_"))
+        return _refused_by_value(stmt.value)
     return False
+
+
+def _refused_by_value(value: ast.expr) -> bool:
+    """Whether a returned value says the case is refused: a message, a "no" and its reason, an answer made
+    to say no, an error made and handed back."""
+    if isinstance(value, ast.JoinedStr):
+        return True
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, str)
+    if isinstance(value, ast.Tuple) and value.elts:  # a "no" and its reason: ``return False, why``
+        first = value.elts[0]
+        return isinstance(first, ast.Constant) and first.value in (False, None) and len(value.elts) > 1
+    if isinstance(value, ast.Call) and _says_no(value):
+        return True  # a decision made and handed back: ``AuthDecision(allowed=False, …)``
+    if isinstance(value, ast.Call):  # an error made and handed back: create_error_response(...)
+        value = value.func
+    name = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
+    return not _ERROR_WORDS.isdisjoint(name.lower().split("_"))
+
+
+def _says_no(call: ast.Call) -> bool:
+    """Whether a call makes an answer that says no: a keyword named for what may be done given ``False``
+    (``AuthDecision(allowed=False)``, ``Verdict(ok=False, reason=…)``)."""
+    return any(
+        k.arg is not None
+        and not _FLAG_WORDS.isdisjoint(_words(k.arg))
+        and isinstance(k.value, ast.Constant)
+        and k.value.value is False
+        for k in call.keywords
+    )
 
 
 def _code_of(line: str) -> str:
@@ -4545,7 +4740,8 @@ class _Gone:
     def reports_failure(self, line: int) -> bool:
         """Whether pristine ``line`` is a ``raise`` that passes on a failure that already happened — one
         raised from an error held (``raise RuntimeError(…) from self.error``), or under an ``if`` that tests
-        what a call reported (``if result != 0:``, ``if self.error is not None:``, ``if status.failed:``) —
+        what a call reported (``if result != 0:``, ``if self.error is not None:``, ``if status.failed:``) or
+        what the function's ``except`` blocks collected (``missing.extend(e.hashes)``; ``if missing:``) —
         not one that refuses an input."""
         if self.before is None or self.before.tree is None:
             return False
@@ -4558,7 +4754,14 @@ class _Gone:
         if isinstance(raised.exc, (ast.Name, ast.Attribute)) and _tests_a_report(raised.exc):
             return True  # an error held, raised again (``raise self.engine_client.dead_error``)
         guard = nodes[-2] if len(nodes) >= 2 and isinstance(nodes[-2], ast.If) else None
-        return guard is not None and raised in guard.body and _tests_a_report(guard.test)
+        return guard is not None and raised in guard.body and self._tests_failures(guard, line)
+
+    def _tests_failures(self, guard: ast.If, line: int) -> bool:
+        """Whether the pristine ``guard`` around ``line`` tests what a call reported, or what the function's
+        ``except`` blocks collected."""
+        assert self.before is not None
+        fn = _innermost_def(self.before.defs.values(), line)
+        return _tests_a_report(guard.test) or (fn is not None and _filled_by_handlers(fn, guard.test))
 
     def unhandled_case(self, line: int) -> bool:
         """Whether pristine ``line`` is a ``raise`` that answers the case nobody handled: the whole ``else``
@@ -4705,6 +4908,30 @@ class _Gone:
         return header if header.startswith(("if ", "elif ")) else ""
 
 
+def _filled_by_handlers(fn: ast.AST, test: ast.expr) -> bool:
+    """Whether a condition reads a name the ``except`` blocks of ``fn`` fill (``missing.extend(e.hashes)``,
+    ``failed = True``): the errors caught, collected to be raised together."""
+    tested = {ast.unparse(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+    for h in ast.walk(fn):
+        if not isinstance(h, ast.ExceptHandler):
+            continue
+        for node in ast.walk(h):
+            call = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(call, ast.Attribute)
+                and call.attr in _FILLING
+                and ast.unparse(call.value) in tested
+            ):
+                return True
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(ast.unparse(t) in tested for t in targets):
+                return True
+    return False
+
+
+_FILLING = frozenset({"append", "extend", "add", "update", "put", "insert"})
+
+
 def _tests_a_report(test: ast.expr) -> bool:
     """Whether a condition reads what a call reported (``result != 0``, ``self.error is not None``)."""
     tested = {_last_name(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
@@ -4765,21 +4992,38 @@ def _guard_folded(
     """Whether the installed def decides what a removed guard decided, in an expression: a conditional
     expression tests, or a ``return`` hands back a comparison or a negation of, what the guard tested (or a
     local given it): ``if n == 0: return 0.0`` → ``return hit / n if n else 0.0``, ``if buf is None: return
-    False`` + ``return True`` → ``return buf is not None``. An expression the pristine def (``was``) had
-    already decides something else (``return n <= self.max_size`` below the guard of ``n % 16``)."""
+    False`` + ``return True`` → ``return buf is not None``; a comprehension filters on it (a loop's ``if k in
+    valid: continue`` → ``[k for k in names if k not in valid …]``). An expression the pristine def
+    (``was``) had already decides something else (``return n <= self.max_size`` below the guard of ``n %
+    16``)."""
     if fn is None:
         return False
-    had = {ast.dump(n) for n in ast.walk(was) if isinstance(n, (ast.IfExp, ast.Return))} if was else set()
+    kinds = (ast.IfExp, ast.Return, ast.comprehension)
+    had = {ast.dump(n) for n in ast.walk(was) if isinstance(n, kinds)} if was else set()
     tested = _standing_for(_names_in(guard.test), fn)
-    for node in ast.walk(fn):
-        if isinstance(node, (ast.IfExp, ast.Return)) and ast.dump(node) in had:
-            continue
-        if isinstance(node, ast.IfExp) and _names_in(node.test) & tested:
-            return True
-        decided = node.value if isinstance(node, ast.Return) else None
-        if isinstance(decided, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and _names_in(decided) & tested:
-            return True
-    return False
+    return any(
+        _decides(node, tested)
+        for node in ast.walk(fn)
+        if not (isinstance(node, kinds) and ast.dump(node) in had)
+    )
+
+
+def _decides(node: ast.AST, tested: set[str]) -> bool:
+    """Whether an expression decides on what a guard ``tested``: a conditional expression's test, a
+    comprehension's filter, a returned comparison or negation."""
+    if isinstance(node, ast.IfExp):
+        return bool(_names_in(node.test) & tested)
+    if isinstance(node, ast.comprehension):
+        return any(_filters_on(node, f, tested) for f in node.ifs)
+    decided = node.value if isinstance(node, ast.Return) else None
+    return isinstance(decided, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and bool(_names_in(decided) & tested)
+
+
+def _filters_on(loop: ast.comprehension, condition: ast.expr, tested: set[str]) -> bool:
+    """Whether a comprehension's filter tests what a guard tested: all of it, or a name of it the
+    comprehension does not bind itself."""
+    names = _names_in(condition)
+    return tested <= names or bool((names & tested) - _names_in(loop.target))
 
 
 def _standing_for(tested: set[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

@@ -254,6 +254,7 @@ class _Walker(Dispatch):
         self.unlogged: set[int] = set()  # calls in the arguments of a debug log call that costs nothing
         self.paths: dict[str, str] = {}  # a file a ``with`` opened at a literal path: its name -> the path
         self.files: set[str] = set()  # the names of files a ``with`` opened for writing (``as f``)
+        self.clients: set[str] = set()  # the names of network clients made in the scope (``as client``)
         self.settings: set[str] = set()  # local names holding a value read from the environment
         self.on_device: set[str] = set()  # local names holding a tensor a call made on the device
         self.hits: list[Hit] = []
@@ -389,6 +390,24 @@ class _Walker(Dispatch):
                 self.paths[name.value] = path
             if isinstance(name, cst.Name) and isinstance(item.item, cst.Call) and _opens_a_file(item.item):
                 self.files.add(name.value)
+            if (
+                isinstance(name, cst.Name)
+                and isinstance(item.item, cst.Call)
+                and self._makes_client(item.item)
+            ):
+                self.clients.add(name.value)
+
+    def _makes_client(self, call: cst.Call) -> bool:
+        """Whether a call makes a network client (``requests.Session()``, ``socket.socket()``): what the
+        network rule names."""
+        qualname, method, receiver = self._callee(call.func)
+        return _call_rule(call, qualname, method, receiver) == RuleId.NETWORK
+
+    def _sends(self, func: cst.BaseExpression, method: str | None) -> bool:
+        """Whether ``client.post(…)`` uses a network client made in the scope to talk (any of its methods
+        but those that only set it up or close it)."""
+        owner = func.value if isinstance(func, cst.Attribute) else None
+        return isinstance(owner, cst.Name) and owner.value in self.clients and method not in _CLIENT_SETUP
 
     def visit_While(self, node: cst.While) -> None:
         if _always_false(node.test):  # `while False:` runs its body as often as `if False:`: never
@@ -549,6 +568,8 @@ class _Walker(Dispatch):
             return  # (a print into a file the code opened writes that file: the open is what is judged)
         env = rule == RuleId.ENV_MUTATION
         detail = _env_call(node) if env else _literal_paths(node) or self._to_path(node)
+        if rule == RuleId.NETWORK:
+            detail = _destination(node)
         self._hit(rule, qualname, lines, detail)
         if rule in (RuleId.PRINT, RuleId.LOGGING):
             self.shown.update(id(c) for a in node.args for c in _calls_in(a.value))
@@ -582,6 +603,8 @@ class _Walker(Dispatch):
         """The rule a call hits where it stands: its own, then what the scope says of it (a switch undone by
         its ``with``, a read-back off the device path, a setattr on a local object, a tensor's bytes out)."""
         rule = _call_rule(node, qualname, method, receiver) or self._bound_writer(node.func, method)
+        if rule is None and self.clients and self._sends(node.func, method):
+            rule = RuleId.NETWORK
         rule = self._unless_free_debug(node, rule, method)
         if rule == RuleId.GLOBAL_SWITCH and id(node) in self.scoped:
             rule = None  # `with torch.set_grad_enabled(False):` restores the switch when the block ends
@@ -822,6 +845,10 @@ class _Walker(Dispatch):
     def visit_Assign(self, node: cst.Assign) -> None:
         self._statements(node)
         self._bind_local_alias(node)
+        named = node.targets[0].target if len(node.targets) == 1 else None
+        made = node.value if isinstance(node.value, cst.Call) else None
+        if isinstance(named, cst.Name) and made is not None and self._makes_client(made):
+            self.clients.add(named.value)
         if self._from_settings(node.value):
             for target in node.targets:
                 self.settings.update(_bound_names(target.target))
@@ -948,6 +975,13 @@ def imported_names(names: Sequence[cst.ImportAlias]) -> list[tuple[str, str | No
 
 # Methods that bring an array's data to the host as such: what they give is tensor data.
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+# A network client's methods that set it up or let it go rather than talk (requests' ``Session.mount``,
+# ``close``; a socket's options).
+_CLIENT_SETUP = frozenset(
+    {"close", "mount", "settimeout", "setsockopt", "setblocking", "fileno", "getsockname", "__enter__"}
+    | {"__exit__", "set_debuglevel"}
+)
 
 # The last names of the calls whose results are followed to their use (writers, in-memory buffers).
 _MADE_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in (*BOUND_WRITERS, *IN_MEMORY))
@@ -1423,6 +1457,24 @@ def _literal_paths(call: cst.Call) -> str:
     return ""
 
 
+def _destination(call: cst.Call) -> str:
+    """Where a network call sends, when its arguments name it: a literal address (``"http://10.0.0.12:8099/
+    usage"``, a default an environment variable may override) — a destination of its own, not the one a
+    client's code posts to by its job; "" else."""
+    import libcst.matchers as m
+
+    for a in call.args:
+        for found in m.findall(a.value, m.SimpleString() | m.FormattedString()):
+            text = found.evaluated_value if isinstance(found, cst.SimpleString) else code(found)
+            if isinstance(text, str) and _ADDRESS.match(text):
+                return text[:80]
+    return ""
+
+
+# A literal address: a URL of any scheme (``http://``, ``tcp://``, ``grpc://``), or a host and port.
+_ADDRESS = re.compile(r"^(?:f?[\"']?)(?:[a-z][a-z0-9+.-]*://|\d{1,3}(?:\.\d{1,3}){3}:\d+)")
+
+
 def judge_unit(
     unit: Unit,
     changed: set[int] | None,
@@ -1513,7 +1565,7 @@ def _in_context(hit: Hit, st: Structure) -> Hit:
 
 
 Site = tuple[str, str, str]  # what a hit is counted by: rule, qualified name, where it writes (a write's)
-_WHERE = frozenset({RuleId.FILE_WRITE, RuleId.TENSOR_DUMP})
+_WHERE = frozenset({RuleId.FILE_WRITE, RuleId.TENSOR_DUMP, RuleId.NETWORK})
 
 
 def site(h: Hit) -> Site:

@@ -725,7 +725,24 @@ def could_hit(
         return True
     if _writes_a_named_file(changed):
         return True  # a call named for writing handed a file's name (the judge decides)
-    return _patched_here(changed, local, classes)
+    return _patched_here(changed, local, classes) or _client_used(changed, unit, local)
+
+
+def _client_used(changed: str, unit: str, local: dict[str, str]) -> bool:
+    """A method called on a name the unit gives a network client (``with requests.Session() as client``,
+    ``sock = socket.socket()``): the judge reads it as talking."""
+    for name in set(_METHOD_CALLED.findall(changed)):
+        made = re.search(rf"([A-Za-z_][\w.]*)\s*\([^()\n]*\)\s+as\s+{name}\b", unit) or re.search(
+            rf"^\s*{name}\s*=\s*([A-Za-z_][\w.]*)\s*\(", unit, re.MULTILINE
+        )
+        maker = resolve(local, made.group(1)) if made is not None else ""
+        owner, _, method = maker.rpartition(".")
+        if maker and rule_for_call(maker, method, owner or None) == RuleId.NETWORK:
+            return True
+    return False
+
+
+_METHOD_CALLED = re.compile(r"\b([A-Za-z_]\w*)\.[A-Za-z_]\w*\(")
 
 
 def _patched_here(changed: str, local: Collection[str], classes: Collection[str]) -> bool:
