@@ -395,7 +395,7 @@ RULES: dict[str, Rule] = {
                 ),
             ),
         ),
-        Rule("logging", Severity.MODERATE, "logs from library code (per request, it costs every request)"),
+        Rule("logging", Severity.MODERATE, "logs from library code (on a hot path it costs every request)"),
         Rule(
             "sleep",
             Severity.MODERATE,

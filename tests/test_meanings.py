@@ -34,6 +34,12 @@ RESOLVE_HANDLER = (
 
 
 _found = judged_edit
+DIVIDE_END = "    return numerator // denominator\n"
+
+
+def _helper(body: str) -> str:
+    """A helper of the module handed a tensor, with ``body`` in it (put after ``DIVIDE_END``)."""
+    return "\n\ndef _scaled(x: torch.Tensor) -> torch.Tensor:\n" + body + "    return x\n"
 
 
 def _rules(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[str]:
@@ -41,9 +47,12 @@ def _rules(rel: str, anchor: str, text: str, *, replace: bool = False) -> set[st
 
 
 def test_a_log_line_where_tensors_are_handed_in_costs_every_call() -> None:
-    """``weight_loader`` is given a tensor (``loaded: torch.Tensor``): its log line is the device path's."""
-    text = '        logger.warning("loading %s", loaded.shape)\n'
-    assert ("logging", "MODERATE") in _found(LINEAR, LOADER, text)
+    """A helper given a tensor (``x: torch.Tensor``): its log line is the device path's. (``weight_loader``
+    is given one too, but runs while the weights load: once a process, minor.)"""
+    text = '    logger.warning("scaling %s", x.shape)\n'
+    assert ("logging", "MODERATE") in _found(LINEAR, DIVIDE_END, _helper(text))
+    loading = '        logger.warning("loading %s", loaded.shape)\n'
+    assert ("logging", "MINOR") in _found(LINEAR, LOADER, loading)
     # the same line in a function of numbers only is a host's log line: shown, not moderate
     divide = "def _divide(numerator: int, denominator: int) -> int:\n"
     assert ("logging", "MINOR") in _found(LINEAR, divide, '    logger.warning("dividing %s", numerator)\n')
@@ -175,9 +184,8 @@ def test_a_decision_in_a_kernel_is_device_code_not_a_host_read() -> None:
 def test_a_predicate_answers_with_a_python_bool() -> None:
     text = "        if loaded.is_pinned() and not torch.compiler.is_compiling():\n            pass\n"
     assert "device-sync" not in _rules(LINEAR, LOADER, text)
-    assert ("device-sync", "MODERATE") in _found(
-        LINEAR, LOADER, "        if loaded.any():\n            pass\n"
-    )
+    decided = _helper("    if x.any():\n        pass\n")
+    assert ("device-sync", "MODERATE") in _found(LINEAR, DIVIDE_END, decided)
 
 
 # -- fourth blind batch: checks skipped by a switch, checks that are calls -----------------------------------

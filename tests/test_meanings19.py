@@ -304,3 +304,46 @@ def test_end_to_end_after_the_twenty_second_batch(tmp_path: Path) -> None:
     edited = _SERVE.after(edit)
     found = scan_edited(tmp_path, SERVER, SERVER_PRISTINE, edited)
     assert ("removed-check", line_of(edited, '# "topk_blocks"')) in found, found
+
+
+# While the weights load: once a process, whatever the function is handed.
+LOADER = "pkg/layers/embedding.py"
+LOADER_PRISTINE = """\
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+class Embedding(torch.nn.Module):
+    def weight_loader(self, param: torch.nn.Parameter, loaded_weight: torch.Tensor):
+        param.data.copy_(loaded_weight)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.weight[input_ids]
+"""
+
+_LOAD = EditedModule(LOADER, LOADER_PRISTINE)
+_COPIED = "        param.data.copy_(loaded_weight)\n"
+_NAN = "        if torch.isnan(loaded_weight).any():\n            raise ValueError('NaN in the checkpoint')\n"
+
+
+def test_a_check_read_back_while_the_weights_load_is_minor() -> None:
+    edit = (_COPIED, _COPIED + _NAN)
+    line = line_of(_LOAD.after(edit), "torch.isnan")
+    assert ("device-sync", "MINOR", line) in _LOAD.found(edit)
+
+
+def test_the_same_check_in_the_forward_still_costs() -> None:
+    old = "        return self.weight[input_ids]\n"
+    edit = (old, "        if torch.isnan(self.weight).any():\n            raise ValueError('NaN')\n" + old)
+    assert "device-sync" in _LOAD.near(edit, "torch.isnan")
+
+
+def test_any_function_of_a_model_loader_package_runs_at_load_time() -> None:
+    module = EditedModule("pkg/model_loader/utils.py", LOADER_PRISTINE.replace("weight_loader", "copy_param"))
+    old = "        param.data.copy_(loaded_weight)\n"
+    edit = (old, old + "        logger.info('copied %s', tuple(param.shape))\n")
+    line = line_of(module.after(edit), "logger.info")
+    assert ("logging", "MINOR", line) in module.found(edit)

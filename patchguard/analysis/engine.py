@@ -39,7 +39,17 @@ from .families import (
     LENIENT_FLAG_WORDS,
     SUPPRESSORS,
 )
-from .rules import LOG_METHODS, LOG_ONCE, RULES, could_hit, is_forward, on_hot_path, rule_for_call, runs_once
+from .rules import (
+    LOG_METHODS,
+    LOG_ONCE,
+    RULES,
+    could_hit,
+    is_forward,
+    loads_weights,
+    on_hot_path,
+    rule_for_call,
+    runs_once,
+)
 from .structure import Region, Scope, Structure, changed_regions, same_code, structure
 
 if TYPE_CHECKING:
@@ -862,6 +872,11 @@ def _injected(hit: Hit, edit: _Edit) -> Finding:
         + (", on the forward path" if forward else "")
         + (f" (called from {hit.hot_caller})" if hit.hot_caller and hit.hot_caller != hit.function else "")
         + (", where it is handed tensors" if hit.device and not (forward or hit.hot_caller) else "")
+        + (
+            ", while the weights load"
+            if severity < rule.severity and _at_load_time(name, edit.finding.change.path)
+            else ""
+        )
         + (" (the pristine function does the same already)" if _familiar(hit) else "")
         + (" (unreachable: it cannot run)" if hit.dead else "")
     )
@@ -909,8 +924,9 @@ def _off_the_hot_path(hit: Hit, name: str, edit: _Edit) -> bool:
     cannot tell, a function not run once — a constructor, a loader, a warm-up, what only they call — may
     well run per request), a wait for the device where it runs once, a backoff or a poll off the hot path
     (waiting is its job)."""
-    if hit.rule == RuleId.LOGGING and hit.qualname.endswith(LOG_ONCE):
-        return True  # ``logger.warning_once(…)``: logged the first time round, wherever it stands
+    once = _once_anyway(hit, name, edit)
+    if once is not None:
+        return once
     hot = (hit.loop and not hit.retry) or on_hot_path(name) or bool(hit.hot_caller) or hit.device
     if hot and hit.rule != RuleId.SLEEP:
         return False
@@ -919,6 +935,24 @@ def _off_the_hot_path(hit: Hit, name: str, edit: _Edit) -> bool:
     if hit.rule == RuleId.DEVICE_SYNC:
         return runs_once(name)
     return hit.rule == RuleId.SLEEP and hit.retry and not (on_hot_path(name) or hit.hot_caller or hit.device)
+
+
+def _once_anyway(hit: Hit, name: str, edit: _Edit) -> bool | None:
+    """Whether a log line or a wait for the device is off the hot path whatever its loop or its tensors
+    say — a ``warning_once``, code that runs while the weights load (each weight, handed its tensors: once a
+    process) — or ``None``: not told here."""
+    if hit.rule == RuleId.LOGGING and hit.qualname.endswith(LOG_ONCE):
+        return True  # ``logger.warning_once(…)``: logged the first time round, wherever it stands
+    if hit.rule in (RuleId.DEVICE_SYNC, RuleId.LOGGING) and _at_load_time(name, edit.finding.change.path):
+        return not (on_hot_path(name) or hit.hot_caller)
+    return None
+
+
+def _at_load_time(name: str, path: str) -> bool:
+    """Whether code runs while the model's weights load: a function named for loading them
+    (:func:`.rules.loads_weights`), or any function of a package named for loading models
+    (``model_executor/model_loader/``, ``srt/model_loader/``)."""
+    return loads_weights(name) or any("loader" in part.lower() for part in path.split("/")[:-1])
 
 
 def _seldom(hit: Hit, name: str, edit: _Edit) -> bool:

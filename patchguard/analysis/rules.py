@@ -140,7 +140,19 @@ def runs_once(name: str) -> bool:
         return True
     bare = name.strip("_").lower()
     staged = role_verb(name) in _ONCE_WORDS or AFTER_LOADING.search(bare) is not None
-    return not on_hot_path(name) and (bare.startswith("from_") or staged)
+    return not on_hot_path(name) and (bare.startswith("from_") or staged or loads_weights(name))
+
+
+def loads_weights(name: str) -> bool:
+    """Whether a function is named for loading a model's weights, whatever the order of its words
+    (``weight_loader``, ``load_weights``, ``_load_w13_weight``, ``checkpoint_loading``): done when the
+    model is made, once — unlike a cache's ``start_load_kv``, which loads every step."""
+    words = set(name.strip("_").lower().split("_"))
+    return not words.isdisjoint(_LOADING) and not words.isdisjoint(_WEIGHTS)
+
+
+_LOADING = frozenset({"load", "loader", "loading", "loaded"})
+_WEIGHTS = frozenset({"weight", "weights", "checkpoint", "ckpt", "shard", "shards", "safetensors"})
 
 
 # A function named for what follows the load (``process_weights_after_loading``): part of loading, once
