@@ -163,6 +163,18 @@ def check_config(cfg):
             raise ValueError(f"requires {name}={expected}")
 
 
+_REQUIRED_KEYS = (
+    "model",
+    "tokenizer",
+)
+
+
+def check_keys(cfg):
+    for key in _REQUIRED_KEYS:
+        if key not in cfg:
+            raise KeyError(key)
+
+
 def workers_for(n):
     workers = int(os.environ.get("WORKERS", "4"))
     available = _host_memory()
@@ -240,6 +252,8 @@ _MIRROR = ('            client.post(_SERVER, json=data)\n',
         # an entry of a table the code checks entry by entry, commented out
         ('        "topk_blocks": 16,\n', '        # "topk_blocks": 16,\n', '# "topk_blocks"',
          "removed-check"),
+        # …and one of a table a name is given, that a loop walks
+        ('    "tokenizer",\n', "", '    "model",', "removed-check"),
         # a value the code worked out replaced by None just above the ``if`` that caps by it
         ("    available = _host_memory()\n", "    available = None  # _host_memory()\n",
          "available = None", "removed-check"),

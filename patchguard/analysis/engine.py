@@ -3324,50 +3324,63 @@ def _table_entries_dropped(regions: Sequence[Region], edit: _Edit) -> list[Findi
     """An entry taken out of a table the code checks entry by entry — a literal a ``for`` loop walks
     (itself, its ``.items()``, or a name given it) whose body raises: ``for name, expected in {"block_size":
     128, …}.items(): if cfg.get(name) != expected: raise …``. Each entry is a requirement: one commented
-    out or deleted is a check gone."""
+    out or deleted is a check gone (one still written in the installed file, moved, is kept)."""
     if edit.before is None or not any(old.rstrip().endswith(",") for r in regions for old in r.removed):
         return []  # (an entry of a table over several lines ends with a comma)
-    tables = _checked_tables(locate(edit.before).tree)
-    kept = {ast.dump(e) for entries, _loop in _checked_tables(edit.st.tree) for e in entries}  # (moved)
+    before = locate(edit.before)
     out: list[Finding] = []
     for r in regions:
         gone = set(range(r.old_start, r.old_start + len(r.removed)))
-        for entries, loop in tables:
-            for entry in entries:
-                shown = ast.unparse(entry)
-                if entry.lineno in gone and (entry.end_lineno or 0) in gone and ast.dump(entry) not in kept:
-                    detail = (
-                        f"check neutralised: `{shown[:60]}` left a table checked entry by entry (`{loop}`)"
-                    )
-                    out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
-                    break
+        for entries, loop in _tables_at(before, gone, edit.before):
+            dropped = [e for e in entries if e.lineno in gone and (e.end_lineno or 0) in gone]
+            shown = next((t for e in dropped if not _written(t := _entry_text(edit.before, e), edit)), "")
+            if shown:
+                detail = f"check neutralised: `{shown[:60]}` left a table checked entry by entry (`{loop}`)"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
     return out
 
 
-def _checked_tables(tree: ast.Module | None) -> list[tuple[list[ast.expr], str]]:
-    """The literal tables a file checks entry by entry (:func:`_table_entries_dropped`): each one's entries
-    (a dict's keys) and the loop over it."""
-    if tree is None:
-        return []
-    given = {
-        t.id: node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and isinstance(node.value, _TABLES)
-        for t in node.targets
-        if isinstance(t, ast.Name)
-    }
-    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For)]
+def _tables_at(before: Structure, lines: set[int], text: str) -> list[tuple[list[ast.expr], str]]:
+    """The literal tables holding pristine ``lines`` that a loop whose body raises walks: each one's
+    entries and the loop — the loop's own literal, or one a name is given that a loop walks (found by the
+    text first: the whole file is walked only then)."""
     out: list[tuple[list[ast.expr], str]] = []
-    for loop in loops:
-        table = _table_walked(loop, given)
-        if table is not None and any(isinstance(s, ast.Raise) for s in _own_statements(loop.body)):
-            out.append((_entries(table), f"for {ast.unparse(loop.target).strip('()')} in …"))
+    for node in _nodes_at(before.tree, lines):
+        if isinstance(node, ast.For):
+            out += _checked(node, _table_walked(node, {}))
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, _TABLES):
+            continue
+        named = node.targets[0]
+        if (
+            isinstance(named, ast.Name)
+            and before.tree is not None
+            and re.search(rf"\bin\s+{named.id}\b", text)
+        ):
+            given = {named.id: node.value}
+            loops = [n for n in ast.walk(before.tree) if isinstance(n, ast.For)]
+            out += [t for loop in loops for t in _checked(loop, _table_walked(loop, given))]
     return out
 
 
-def _entries(table: ast.Dict | ast.List | ast.Tuple | ast.Set) -> list[ast.expr]:
-    """A literal table's entries (a dict's keys)."""
-    return [k for k in table.keys if k is not None] if isinstance(table, ast.Dict) else list(table.elts)
+def _checked(
+    loop: ast.For, table: ast.Dict | ast.List | ast.Tuple | ast.Set | None
+) -> list[tuple[list[ast.expr], str]]:
+    """(the entries, the loop) of a table a loop whose body raises walks; none else."""
+    if table is None or not any(isinstance(s, ast.Raise) for s in _own_statements(loop.body)):
+        return []
+    entries = [k for k in table.keys if k is not None] if isinstance(table, ast.Dict) else list(table.elts)
+    return [(entries, f"for {ast.unparse(loop.target).strip('()')} in …")]
+
+
+def _entry_text(source: str, entry: ast.expr) -> str:
+    """An entry of a table as written (a dict's key with its value: ``"block_size": 128``)."""
+    line = split_lines(source)[entry.lineno - 1] if entry.lineno else ""
+    return _code_of(line).strip().rstrip(",") if entry.lineno == entry.end_lineno else ast.unparse(entry)
+
+
+def _written(text: str, edit: _Edit) -> bool:
+    """Whether the installed file still holds an entry's text as code (not commented out)."""
+    return _squeeze(text) in _squeezed_source(edit.text)
 
 
 def _table_walked(

@@ -743,18 +743,27 @@ def could_hit(
 def _client_used(changed: str, unit: str, local: dict[str, str]) -> bool:
     """A method called on a name the unit gives a network client (``with requests.Session() as client``,
     ``sock = socket.socket()``): the judge reads it as talking."""
-    for name in set(_METHOD_CALLED.findall(changed)):
-        made = re.search(rf"([A-Za-z_][\w.]*)\s*\([^()\n]*\)\s+as\s+{name}\b", unit) or re.search(
-            rf"^\s*{name}\s*=\s*([A-Za-z_][\w.]*)\s*\(", unit, re.MULTILINE
-        )
-        maker = resolve(local, made.group(1)) if made is not None else ""
+    receivers = set(_METHOD_CALLED.findall(changed))
+    made = _made_in(unit) if receivers else {}
+    for name in receivers & made.keys():
+        maker = resolve(local, made[name])
         owner, _, method = maker.rpartition(".")
-        if maker and rule_for_call(maker, method, owner or None) == RuleId.NETWORK:
+        if rule_for_call(maker, method, owner or None) == RuleId.NETWORK:
             return True
     return False
 
 
+@functools.lru_cache(maxsize=64)  # asked for every statement of a unit: its bindings are read once
+def _made_in(unit: str) -> dict[str, str]:
+    """The names a unit gives what a call made (``with requests.Session() as client``, ``sock =
+    socket.socket()``): each name to the dotted name called."""
+    made = {name: maker for maker, name in _MADE_AS.findall(unit)}
+    return made | {name: maker for name, maker in _MADE_BY.findall(unit)}
+
+
 _METHOD_CALLED = re.compile(r"\b([A-Za-z_]\w*)\.[A-Za-z_]\w*\(")
+_MADE_AS = re.compile(r"([A-Za-z_][\w.]*)\s*\([^()\n]*\)\s+as\s+([A-Za-z_]\w*)")
+_MADE_BY = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_][\w.]*)[ \t]*\(", re.MULTILINE)
 
 
 def _patched_here(changed: str, local: Collection[str], classes: Collection[str]) -> bool:
