@@ -322,6 +322,12 @@ RULES: dict[str, Rule] = {
                     "comet_ml.Experiment",
                     "neptune.init_run",
                     "clearml.Task.init",
+                    # the Hugging Face Hub's client: each downloads from or uploads to the Hub (its docs)
+                    "huggingface_hub.snapshot_download",
+                    "huggingface_hub.hf_hub_download",
+                    "huggingface_hub.upload_file",
+                    "huggingface_hub.upload_folder",
+                    "huggingface_hub.HfApi",
                 ),
                 # an object store's client uploading, whoever made it (boto3's S3 client and resource,
                 # and the clients that copy its API: their docs)

@@ -361,3 +361,140 @@ def test_any_function_of_a_model_loader_package_runs_at_load_time() -> None:
     edit = (old, old + "        logger.info('copied %s', tuple(param.shape))\n")
     line = line_of(module.after(edit), "logger.info")
     assert ("logging", "MINOR", line) in module.found(edit)
+
+
+# After the twenty-third batch's first score: a module of its own.
+KERNELS = "pkg/kernels.py"
+KERNELS_PRISTINE = """\
+import logging
+import multiprocessing as mp
+import os
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+_MAX_TOKENS = 1024
+
+
+def pick_backend(backend):
+    if backend == "auto":
+        if get_device_capability() >= (10, 0):
+            backend = "cutedsl"
+        elif (10, 0) > get_device_capability() >= (8, 0):
+            backend = "marlin"
+        else:
+            backend = "cutlass"
+    return backend
+
+
+def flat_topk_applies(logits: torch.Tensor) -> bool:
+    num_tokens = logits.shape[0]
+    return (
+        num_tokens <= _MAX_TOKENS
+        and logits.is_contiguous()
+    )
+
+
+def pipeline(model, trust_remote_code=None):
+    hub_kwargs = {
+        "revision": None,
+        "trust_remote_code": trust_remote_code,
+    }
+    return model, hub_kwargs
+
+
+def start_sidecar(name, endpoint):
+    proc = mp.get_context("spawn").Process(target=_run, args=(name, endpoint))
+    proc.start()
+    return proc
+
+
+def fused_lora(
+    hidden: torch.Tensor,
+    num_active: torch.Tensor,  # CPU tensor [1], number of active adapters
+    scale: torch.Tensor,  # on the device
+):
+    out = hidden * scale
+    return out
+
+
+def get_device_capability():
+    return (9, 0)
+
+
+def resolve_trace_path(env):
+    if not env:
+        raise RuntimeError("set TRACE_PATH")
+    return env
+
+
+def get_num_sms(load):
+    dg = load()
+    return int(dg.get_num_sms())
+
+
+def worker_loop(sock, handle):
+    try:
+        while True:
+            handle(sock.recv())
+    except Exception as e:
+        logger.critical("worker crashed: %s", e)
+        os._exit(1)
+
+
+def _run(name, endpoint):
+    pass
+"""
+
+_KERN = EditedModule(KERNELS, KERNELS_PRISTINE)
+_HIDDEN = "    out = hidden * scale\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "rule"),
+    [
+        # the device test of a kernel path let down to older devices
+        ("        elif (10, 0) > get_device_capability() >= (8, 0):\n",
+         "        elif (10, 0) > get_device_capability() >= (7, 5):\n", ">= (7, 5)", "removed-check"),
+        # a bound an answer returned compares with, raised
+        ("_MAX_TOKENS = 1024\n", "_MAX_TOKENS = 8192\n", "_MAX_TOKENS = 8192", "removed-check"),
+        # a flag that turns a check off, made to default that way
+        ('        "trust_remote_code": trust_remote_code,\n',
+         '        "trust_remote_code": True if trust_remote_code is None else trust_remote_code,\n',
+         "True if trust_remote_code", "removed-check"),
+        # a download from the Hugging Face Hub where a refusal stood
+        ('        raise RuntimeError("set TRACE_PATH")\n',
+         "        from huggingface_hub import snapshot_download\n\n"
+         '        env = snapshot_download(repo_id="org/traces", repo_type="dataset")\n',
+         "snapshot_download(repo_id", "network"),
+        # a module a call handed back, its function wrapped, the original kept in a name
+        ("    dg = load()\n",
+         "    dg = load()\n    _orig = dg.get_num_sms\n    dg.get_num_sms = lambda: min(_orig(), 112)\n",
+         "dg.get_num_sms = lambda", "monkeypatch"),
+        # a handler that ended the process on the error, made to return
+        ("        os._exit(1)\n", "        return\n", "        return", "swallowed-exception"),
+        # a parameter the comment says is on the device: still a wait
+        (_HIDDEN, _HIDDEN + "    total = scale.sum().item()\n", "scale.sum().item()", "device-sync"),
+    ],
+)  # fmt: skip
+def test_meanings_after_the_twenty_third_batch(old: str, new: str, needle: str, rule: str) -> None:
+    assert rule in _KERN.named((old, new), needle)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        # a value the comment on its parameter says lives on the host, read into a number
+        (_HIDDEN, _HIDDEN + "    n_active = int(num_active.item())\n", "num_active.item()"),
+        # a log line where a process is started: a server's start, not a step
+        ("    proc.start()\n",
+         "    logger.info('starting sidecar %s at %s', name, endpoint)\n    proc.start()\n",
+         "starting sidecar"),
+        # the device test of a path made stricter
+        ("        elif (10, 0) > get_device_capability() >= (8, 0):\n",
+         "        elif (10, 0) > get_device_capability() >= (9, 0):\n", ">= (9, 0)"),
+    ],
+)  # fmt: skip
+def test_look_alikes_after_the_twenty_third_batch_stay_quiet(old: str, new: str, needle: str) -> None:
+    assert not {"removed-check", "device-sync", "logging"} & _KERN.named((old, new), needle)

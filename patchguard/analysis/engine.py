@@ -966,8 +966,22 @@ def _seldom(hit: Hit, name: str, edit: _Edit) -> bool:
         return True
     if _in_handler(edit.st, hit.line) or _once_gated(edit.st.tree, hit.line):
         return True
+    if _starts_processes(edit.st, hit.line):
+        return True
     callers = _callers(name, edit.st, edit.lines)
     return bool(callers) and all(c is None or runs_once(c) or _command_line(c) for c in callers)
+
+
+def _starts_processes(st: Structure, line: int) -> bool:
+    """Whether the function around ``line`` starts another process (``mp.get_context("spawn").Process(…)``,
+    ``subprocess.Popen(…)``, ``torch.multiprocessing.spawn(…)``): a server's or a worker's start, seldom —
+    no step makes processes."""
+    fn = _innermost_def(st.defs.values(), line)
+    calls = (n.func for n in ast.walk(fn) if isinstance(n, ast.Call)) if fn is not None else ()
+    return any(_last_name(f) in _SPAWNING for f in calls)
+
+
+_SPAWNING = frozenset({"Process", "Popen", "spawn", "start_processes"})
 
 
 def _made_per_step(hit: Hit, name: str, edit: _Edit) -> bool:
@@ -1122,7 +1136,7 @@ def _swallows_now(gone: _Gone, old_line: int, text: str, line: int, found: Seque
 def _removes_checks(regions: Sequence[Region], edit: _Edit) -> bool:
     """Whether a removed line may be a check (or a bail-out's exit) at all."""
     removed = [old.strip() for r in regions for old in r.removed]
-    checks = any(_checking(t, edit.before) or _a_check(t) for t in removed)
+    checks = any(_checking(t, edit.before) or _a_check(t) or _PROCESS_EXIT.match(t) for t in removed)
     return checks or _guard_exits(regions, edit)
 
 
@@ -1460,6 +1474,23 @@ def _names(caught: str) -> set[str]:
     return {n.strip() for n in caught.strip("()").split(",") if n.strip()}
 
 
+def _stops_there(node: ast.AST) -> bool:
+    """A ``raise``, or a statement that ends the process (``os._exit(1)``, ``sys.exit(…)``)."""
+    if isinstance(node, ast.Raise):
+        return True
+    call = node.value if isinstance(node, ast.Expr) else None
+    return isinstance(call, ast.Call) and bool(_PROCESS_EXIT.match(ast.unparse(call.func) + "("))
+
+
+def _stops(handler: ast.AST) -> int:
+    """How many statements of a handler raise or end the process."""
+    return sum(_stops_there(n) for n in ast.walk(handler))
+
+
+# The calls that end the process: what an error handler does instead of raising (``os._exit(1)``).
+_PROCESS_EXIT = re.compile(r"(?:os\._exit|sys\.exit|os\.abort|exit|quit)\(")
+
+
 def _raises(handler: ast.AST) -> int:
     """How many ``raise`` statements a handler (or a def) holds (fewer: an error that went on stops there)."""
     return sum(isinstance(n, ast.Raise) for n in ast.walk(handler))
@@ -1553,7 +1584,32 @@ def _narrowed_here(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.e
     if detail and _bails_out(tree, n):
         return f"{detail}: the bail-out lets more through"
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
-    return gate or _passes_more(edit, n, before, after)
+    return gate or _passes_more(edit, n, before, after) or _capability_widened(before, after)
+
+
+def _capability_widened(before: Sequence[ast.expr], after: ast.expr) -> str:
+    """A test of which devices or versions a path is for — an order against what names the device's
+    capability, architecture or a version (``(10, 0) > get_device_capability() >= (8, 0)``) — that admits
+    more now (``>= (7, 5)``): hardware it was not built or tuned for takes the path; "" else."""
+    if not _asks_capability(after):
+        return ""
+    was = next((c for c in before if _asks_capability(c) and _weaker(after, c)), None)
+    return f"the device test of a path admits more: {_changed_parts(was, after)}" if was is not None else ""
+
+
+def _asks_capability(test: ast.expr) -> bool:
+    """Whether a condition orders something named for a device's capability, architecture or a version."""
+    for c in ast.walk(test):
+        if isinstance(c, ast.Compare) and any(
+            isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in c.ops
+        ):
+            named = {_last_name(n.func if isinstance(n, ast.Call) else n) for n in (c.left, *c.comparators)}
+            if any(not _CAPABILITY_WORDS.isdisjoint(_words(name)) for name in named if name):
+                return True
+    return False
+
+
+_CAPABILITY_WORDS = frozenset({"capability", "arch", "sm", "cc", "version", "compute"})
 
 
 def _passes_more(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
@@ -1706,7 +1762,11 @@ def _if_loosened(edit: _Edit, h: int, before: ast.expr, after: ast.expr) -> str:
         return detail
     if detail and _bails_out(edit.st.tree, h):
         return f"{detail}: the bail-out lets more through"
-    return _gate_admits_more(before, after) or _passes_more(edit, h, [before], after)
+    return (
+        _gate_admits_more(before, after)
+        or _passes_more(edit, h, [before], after)
+        or _capability_widened([before], after)
+    )
 
 
 def _gate_admits_more(before: ast.expr, after: ast.expr) -> str:
@@ -3903,19 +3963,27 @@ def _as_quantity(value: ast.expr, parts: dict[str, ast.Name]) -> ast.expr:
 def _held_to(edit: _Edit, name: str, n: int, local: bool) -> str:
     """Where the file holds values to the bound ``name`` (in the function of line ``n`` when it is a
     ``local``): a test of an ``if``, ``while`` or ``assert`` that compares with it — or with a name it bounds
-    (``BLOCK_N = min(MAX_FUSED_SIZE, …)`` over ``if group_size > BLOCK_N: raise``) — or a call handed it
-    as a bound (``max_duration_s=self.max_duration_s``); "" when none does."""
+    (``BLOCK_N = min(MAX_FUSED_SIZE, …)`` over ``if group_size > BLOCK_N: raise``) —, an answer returned
+    that does (``return num_tokens <= _MAX_TOKENS and …``), or a call handed it as a bound
+    (``max_duration_s=self.max_duration_s``); "" when none does."""
     scope: ast.AST | None = edit.st.tree
     if local and scope is not None:
         scope = next((f for f in _functions(scope) if f.lineno <= n <= (f.end_lineno or f.lineno)), None)
     if scope is None:
         return ""
     names = _bounded_by(scope, name)
-    for node in ast.walk(scope):
-        if isinstance(node, (ast.If, ast.While, ast.Assert)) and _compares_with(node.test, names):
-            return f"`{_short(node.test)}`"
-        if isinstance(node, ast.keyword) and _bounding(node.arg) and _reads_name(node.value, name):
-            return f"`{node.arg}=`"
+    return next((where for node in ast.walk(scope) if (where := _holds_to(node, name, names))), "")
+
+
+def _holds_to(node: ast.AST, name: str, names: set[str]) -> str:
+    """How one node holds values to the bound ``name`` (or to a name it bounds, ``names``), or ""."""
+    if isinstance(node, (ast.If, ast.While, ast.Assert)) and _compares_with(node.test, names):
+        return f"`{_short(node.test)}`"
+    answer = node.value if isinstance(node, ast.Return) else None  # ``return n <= _MAX_TOKENS and …``
+    if isinstance(answer, (ast.Compare, ast.BoolOp)) and _compares_with(answer, names):
+        return f"the answer `{_short(answer)}`"
+    if isinstance(node, ast.keyword) and _bounding(node.arg) and _reads_name(node.value, name):
+        return f"`{node.arg}=`"
     return ""
 
 
@@ -4313,6 +4381,7 @@ def _flags_turned_off(regions: Sequence[Region], edit: _Edit) -> list[Finding]:
             for k, v in _GIVEN.findall(_unquoted(_code_of(old)))
         }
         out += _flags_overridden(r, edit) if not r.removed else _values_forced(r, edit)
+        out += _flags_defaulted(r, edit)
         called = len(r.removed) == len(r.lines) and any("(" in old for old in r.removed)  # a call edited
         if not was and not called:
             continue
@@ -4422,6 +4491,27 @@ def _flag_turned_off(name: str, value: bool) -> bool:
 
 
 _OVERRIDE = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False)\s*$")
+
+
+def _flags_defaulted(r: Region, edit: _Edit) -> list[Finding]:
+    """A flag that turns a check off made to default that way when nobody says otherwise (``"trust_remote_
+    code": trust_remote_code`` → ``True if trust_remote_code is None else trust_remote_code``)."""
+    had = {m.group(2) for old in r.removed if (m := _DEFAULTED.search(_code_of(old)))}
+    out: list[Finding] = []
+    for n in r.lines:
+        m = _DEFAULTED.search(_code_of(edit.lines[n - 1]))
+        if m is not None and m.group(2) not in had and _turns_off(m.group(2), m.group(3) == "True"):
+            detail = (
+                f"`{m.group(2)}` is {m.group(3)} unless someone says otherwise: the check it asked for is off"
+            )
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+# ``name=True if name is None else name`` / ``"name": True if … is None else …``: a flag given a default.
+_DEFAULTED = re.compile(
+    r"""(["']?)([A-Za-z_]\w*)\1\s*[:=]\s*(True|False)\s+if\s+[\w.]+\s+is\s+None\s+else\s+[\w.]+"""
+)
 
 
 def _turns_off(name: str, value: bool) -> bool:
@@ -4733,23 +4823,23 @@ class _Gone:
 
     def handler_raise(self, line: int, text: str, now: int) -> int:
         """The ``except`` line of the handler around installed line ``now`` when pristine ``line``
-        (``text``) was a ``raise`` inside it (a bare one too) and it still catches what it caught, raising
-        nothing now: its error no longer goes on (a handler that catches something else is another
-        handler); else 0."""
-        if not (text == "raise" or text.startswith(("raise ", "raise("))):
+        (``text``) was a ``raise`` inside it (a bare one too) — or the exit of the process it made of the
+        error (``os._exit(1)``) — and it still catches what it caught, stopping less now: its error no
+        longer goes on (a handler that catches something else is another handler); else 0."""
+        if not (text == "raise" or text.startswith(("raise ", "raise(")) or _PROCESS_EXIT.match(text)):
             return 0
         if self.before is None or self.before.tree is None or self.after.tree is None:
             return 0
         holding = [
             node
             for node in _handlers_around(self.before, line)
-            if any(isinstance(r, ast.Raise) and r.lineno == line for r in ast.walk(node))
+            if any(_stops_there(r) and getattr(r, "lineno", 0) == line for r in ast.walk(node))
         ]
         around = _handlers_around(self.after, now)
         inner = max(around, key=lambda n: n.lineno, default=None)
         if not holding or inner is None or not _covers(inner, _caught(holding[-1])):
             return 0
-        return inner.lineno if _raises(inner) < _raises(holding[-1]) else 0
+        return inner.lineno if _stops(inner) < _stops(holding[-1]) else 0
 
     def relays_caught(self, line: int) -> bool:
         """Whether pristine ``line`` is a ``raise`` after the handlers of its function that passes on an

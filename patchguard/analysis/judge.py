@@ -334,6 +334,12 @@ class _Walker(Dispatch):
     def defines(self, name: str) -> bool:
         return any(s.qualname.rsplit(".", 1)[-1] == name for s in self.st.scopes)
 
+    def keeps(self, name: str, value: str) -> bool:
+        """Whether the unit gives ``name`` the value ``value`` as written (``_orig = dg.get_num_sms``)."""
+        return (
+            re.search(rf"(?m)^\s*{re.escape(name)}\s*=\s*{re.escape(value)}\s*$", self.unit_text) is not None
+        )
+
     def own(self, name: str) -> bool:
         """Whether the current function binds ``name`` itself (a parameter, an assignment)."""
         fn = self.functions[-1][0] if self.functions else None

@@ -737,7 +737,11 @@ def could_hit(
         return True
     if _writes_a_named_file(changed):
         return True  # a call named for writing handed a file's name (the judge decides)
-    return _patched_here(changed, local, classes) or _client_used(changed, unit, local)
+    return _patched_here(changed, local, classes, unit) or _client_used(changed, unit, local)
+
+
+# ``obj.attr = lambda …``: an attribute given a function made on the spot.
+_LAMBDA_SET = re.compile(r"^[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)[ \t]*=[ \t]*lambda\b", re.M)
 
 
 def _client_used(changed: str, unit: str, local: dict[str, str]) -> bool:
@@ -766,11 +770,16 @@ _MADE_AS = re.compile(r"([A-Za-z_][\w.]*)\s*\([^()\n]*\)\s+as\s+([A-Za-z_]\w*)")
 _MADE_BY = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_][\w.]*)[ \t]*\(", re.MULTILINE)
 
 
-def _patched_here(changed: str, local: Collection[str], classes: Collection[str]) -> bool:
+def _patched_here(changed: str, local: Collection[str], classes: Collection[str], unit: str = "") -> bool:
     """An object's class patched (``type(b).flag = …``), or an attribute assigned on an imported name, on
     a class the file defines (a method replaced) or on a name that holds a class (``parser_cls.end = f``)."""
     if _class_assigned(changed):
         return True
+    if any(
+        re.search(rf"=\s*{re.escape(t)}\s*$", changed + "\n" + unit, re.M)
+        for t in _LAMBDA_SET.findall(changed)
+    ):
+        return True  # ``_orig = dg.f`` … ``dg.f = lambda: _orig()``: the judge looks for the original kept
     return any(
         head in local or head in classes or class_named(head) for head in _ATTR_ASSIGN.findall(changed)
     )

@@ -64,6 +64,8 @@ class Scope(Protocol):
 
     def defines(self, name: str) -> bool: ...  # a function the file defines (at any depth), by name
 
+    def keeps(self, name: str, value: str) -> bool: ...  # the unit gives ``name`` the value ``value``
+
 
 def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node).strip()
@@ -264,7 +266,22 @@ def _class_patched(
         return code(target), "a method of its class replaced for every instance"
     if isinstance(target.value, cst.Name) and class_named(target.value.value) and a_function(value, scope):
         return code(target), "a method of a class replaced for every instance"
-    return None
+    kept = _original_wrapped(target, value, scope)
+    return (code(target), f"a wrapper put in its place, the original kept as `{kept}`") if kept else None
+
+
+def _original_wrapped(target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope) -> str:
+    """The name a function put in an attribute's place calls that the code gave the attribute's own value
+    (``_orig = dg.get_num_sms``; ``dg.get_num_sms = lambda: min(_orig(), 112)``): a wrapper of the
+    original, whatever object holds it — else ""."""
+    import libcst.matchers as m
+
+    if not isinstance(value, cst.Lambda):
+        return ""
+    held = code(target)
+    calls = [c.func for c in m.findall(value, m.Call(func=m.Name())) if isinstance(c, cst.Call)]
+    called = sorted({f.value for f in calls if isinstance(f, cst.Name)})
+    return next((n for n in called if scope.keeps(n, held)), "")
 
 
 def a_function(value: cst.BaseExpression | None, scope: Scope) -> bool:
@@ -501,8 +518,10 @@ def _hangs(node: cst.While, scope: Scope) -> Iterator[Seen]:
         return
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     if body and all(_idle(stmt) for stmt in body):
-        why = "the loop only waits, forever: a hang" if forever else (
-            "the loop only waits for a file someone must make: a hang until then"
+        why = (
+            "the loop only waits, forever: a hang"
+            if forever
+            else ("the loop only waits for a file someone must make: a hang until then")
         )
         yield Seen(RuleId.PROCESS_EXIT, "while True" if forever else "while", node.test, why)
 
@@ -642,8 +661,10 @@ def _early_exit(node: cst.IndentedBlock, scope: Scope) -> Iterator[Seen]:
             why = "a check below it can no longer run" + (f" when `{switch}`" if switch else "")
             yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
         elif _forced_answer(stmt, node.body[i + 1 :], switched=switch is not None):
-            why = f"the answer worked out below is forced when `{switch}`" if switch else (
-                "the answer worked out below is forced: it can no longer be anything else"
+            why = (
+                f"the answer worked out below is forced when `{switch}`"
+                if switch
+                else ("the answer worked out below is forced: it can no longer be anything else")
             )
             yield Seen(RuleId.REMOVED_CHECK, code(stmt)[:40], stmt, why)
         if switch is None:

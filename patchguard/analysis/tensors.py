@@ -165,7 +165,21 @@ def host_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
         for p in params
         if p.annotation is not None and "Tensor" in _text_of(p.annotation.annotation)
     }
-    return (names | host) - tensors_too - (collect.used_as_tensor - cpu)
+    said = {p.name.value for p in params if _said_on_the_host(p)}  # ``n: torch.Tensor,  # CPU tensor [1]``
+    return (names | host | said) - (tensors_too - said) - (collect.used_as_tensor - cpu - said)
+
+
+def _said_on_the_host(param: cst.Param) -> bool:
+    """Whether the comment on a parameter's line says it lives on the host (``# CPU tensor [1]``, ``# on the
+    host``) and names no device beside it."""
+    after = param.comma.whitespace_after if isinstance(param.comma, cst.Comma) else None
+    line = after.first_line if isinstance(after, cst.ParenthesizedWhitespace) else None
+    comment = line.comment.value.lower() if line is not None and line.comment is not None else ""
+    return bool(_HOST_SAID.search(comment)) and not _DEVICE_SAID.search(comment)
+
+
+_HOST_SAID = re.compile(r"\b(?:cpu|host)\b")
+_DEVICE_SAID = re.compile(r"\b(?:gpu|cuda|device|xpu|npu)\b")
 
 
 def _bound_on_the_host(
