@@ -498,3 +498,43 @@ def test_meanings_after_the_twenty_third_batch(old: str, new: str, needle: str, 
 )  # fmt: skip
 def test_look_alikes_after_the_twenty_third_batch_stay_quiet(old: str, new: str, needle: str) -> None:
     assert not {"removed-check", "device-sync", "logging"} & _KERN.named((old, new), needle)
+
+
+# A stage a framework hands host values: a transformers pipeline's ``postprocess``.
+PIPELINE = "pkg/pipelines/detect.py"
+PIPELINE_PRISTINE = """\
+import logging
+
+import torch
+
+from .base import ChunkPipeline
+
+logger = logging.getLogger(__name__)
+
+
+class DetectionPipeline(ChunkPipeline):
+    def _forward(self, model_inputs):
+        outputs = self.model(**model_inputs)
+        return outputs
+
+    def postprocess(self, model_outputs, threshold=0.1):
+        results = []
+        for output in model_outputs:
+            scores = output["scores"]
+            results.append(scores)
+        return results
+"""
+
+_PIPE = EditedModule(PIPELINE, PIPELINE_PRISTINE)
+
+
+def test_a_value_read_back_in_a_pipelines_postprocess_waits_for_no_device() -> None:
+    old = '            scores = output["scores"]\n'
+    edit = (old, old + '            logger.debug("%d above", int((scores > 0).sum().item()))\n')
+    assert "device-sync" not in _PIPE.named(edit, "int((scores")
+
+
+def test_the_same_read_in_its_forward_still_waits() -> None:
+    old = "        outputs = self.model(**model_inputs)\n"
+    edit = (old, old + '        print("max", outputs.logits.max().item())\n')
+    assert "device-sync" in _PIPE.named(edit, "outputs.logits.max()")

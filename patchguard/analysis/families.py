@@ -28,6 +28,7 @@ __all__ = [
     "FAMILIES",
     "FILE_EXTENSIONS",
     "FILE_PLACES",
+    "HOST_STAGES",
     "IMPORTERS",
     "IN_MEMORY",
     "IN_PLACE",
@@ -63,6 +64,15 @@ BOUND_WRITERS: dict[str, tuple[RuleId, frozenset[str]]] = {
 writer was given an in-memory buffer (:data:`IN_MEMORY`)."""
 
 IN_MEMORY = frozenset({"io.BytesIO", "io.StringIO", "_io.BytesIO", "_io.StringIO"})
+
+HOST_STAGES: dict[str, frozenset[str]] = {
+    # transformers' pipelines: ``Pipeline.forward`` moves the model's outputs to the CPU before
+    # ``postprocess`` (its docs and its ``_ensure_tensor_on_device(…, device=cpu)``); ``preprocess`` makes
+    # the inputs on the host
+    "Pipeline": frozenset({"preprocess", "postprocess"}),
+}
+"""Stages a framework hands host values, by the name its classes' base ends with: a value read back there
+waits for no device."""
 
 NATIVE_LOADERS = frozenset(
     {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.WinDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}

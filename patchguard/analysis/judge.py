@@ -30,6 +30,7 @@ from .families import (
     BROUGHT_BACK,
     FILE_EXTENSIONS,
     FILE_PLACES,
+    HOST_STAGES,
     IMPORTERS,
     IN_MEMORY,
     IN_PLACE,
@@ -302,7 +303,7 @@ class _Walker(Dispatch):
         if self.in_hot_path():
             return True
         name = self.names[-1] if self.names else ""
-        if fn is None or _off_device_role(name):
+        if fn is None or _off_device_role(name) or self._host_stage(name):
             return False
         handed = bool({p.name.value for p in params_of(fn)} & self.tensors()) or handed_a_step(fn)
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
@@ -333,6 +334,14 @@ class _Walker(Dispatch):
 
     def defines(self, name: str) -> bool:
         return any(s.qualname.rsplit(".", 1)[-1] == name for s in self.st.scopes)
+
+    def _host_stage(self, name: str) -> bool:
+        """Whether a method is a stage its framework hands host values (:data:`HOST_STAGES`): the class
+        around it derives from the framework's base (by the base's name, as written) and the method is one
+        of the base's host stages."""
+        owner = self.names[-2] if len(self.names) >= 2 else None
+        bases = [_base_name(b) for c in self.st.classes if c.name == owner for b in c.bases]
+        return any(b.endswith(base) and name in stages for b in bases for base, stages in HOST_STAGES.items())
 
     def keeps(self, name: str, value: str) -> bool:
         """Whether the unit gives ``name`` the value ``value`` as written (``_orig = dg.get_num_sms``)."""
@@ -719,9 +728,8 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if id(node) in self.unlogged:
             return None  # (handed to a debug log call under a level test: read when someone turns it on)
-        if not waits and (_host_named(node) or _read_from(node) in self.hosts() or host_named(name)):
-            return None  # (a copy told to block waits for the device, whatever it copies into; a function
-            # named for the host, ``validate_indices_cpu``, is handed host values)
+        if not waits and self._read_on_the_host(node, name):
+            return None  # (a copy told to block waits for the device, whatever it copies into)
         if self.on_device_path() or self.loops:
             return RuleId.DEVICE_SYNC
         in_function = self.functions[-1][0] is not None and not name.lstrip("_").startswith("test")
@@ -729,6 +737,14 @@ class _Walker(Dispatch):
             return RuleId.DEVICE_SYNC
         known = in_function and not _off_device_role(name) and self._read_at_work(node)
         return RuleId.DEVICE_SYNC if known else None
+
+    def _read_on_the_host(self, node: cst.Call, name: str) -> bool:
+        """Whether a read-back reads a value the code shows to be on the host: named for it
+        (``seq_lens_cpu.max().item()``), bound to one, in a function named for the host
+        (``validate_indices_cpu`` is handed host values), or in a stage its framework hands host values (a
+        pipeline's ``postprocess``)."""
+        hosted = _host_named(node) or _read_from(node) in self.hosts() or host_named(name)
+        return hosted or self._host_stage(name)
 
     def _read_at_work(self, node: cst.Call) -> bool:
         """Whether a read-back reads a tensor this function made on the device, or one its declared type
@@ -1639,6 +1655,10 @@ def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
     import libcst.matchers as m
 
     yield from (c for c in m.findall(node, m.Call()) if isinstance(c, cst.Call))
+
+
+def _base_name(base: ast.expr) -> str:
+    return base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
 
 
 def _off_device_role(name: str) -> bool:
