@@ -224,14 +224,7 @@ def _host_memory():
 """
 
 _SERVE = EditedModule(SERVER, SERVER_PRISTINE)
-_LOOP = """\
-    invalid = []
-    for k in params:
-        if k in valid:
-            continue
-        if getattr(params, k, None) is not None:
-            invalid.append(k)
-"""
+_LOOP = SERVER_PRISTINE[SERVER_PRISTINE.index("    invalid = []") : SERVER_PRISTINE.index("    if invalid:")]
 _COMPREHENSION = """\
     invalid = [
         k for k in params if k not in valid and getattr(params, k, None) is not None
