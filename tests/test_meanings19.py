@@ -6,9 +6,12 @@ device still costs — each judged on a module of its own, and once end to end o
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
+
+from patchguard.analysis.cases import compare
 
 from .helpers import EditedModule, line_of, scan_edited
 
@@ -531,3 +534,29 @@ def test_the_same_read_in_its_forward_still_waits() -> None:
     old = "        outputs = self.model(**model_inputs)\n"
     edit = (old, old + '        print("max", outputs.logits.max().item())\n')
     assert "device-sync" in _PIPE.named(edit, "outputs.logits.max()")
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "more"),
+    [
+        # a subject equated with named constants, or looked up among them: one more member is more
+        ("out_dtype is torch.bfloat16 or out_dtype is torch.float16",
+         "out_dtype in (torch.bfloat16, torch.float16, torch.float32)", True),
+        ("dtype != torch.bfloat16", "dtype not in (torch.bfloat16, torch.float16)", False),
+    ],
+)  # fmt: skip
+def test_named_constants_are_values_of_their_own(before: str, after: str, more: bool) -> None:
+    found = compare(ast.parse(before, mode="eval").body, ast.parse(after, mode="eval").body)
+    assert found is not None and not found.same and found.more is more and found.fewer is not more
+
+
+def test_the_same_members_spelled_as_a_lookup_are_the_same_condition() -> None:
+    before = ast.parse("x is torch.bfloat16 or x is torch.float16", mode="eval").body
+    found = compare(before, ast.parse("x in (torch.float16, torch.bfloat16)", mode="eval").body)
+    assert found is not None and found.same
+
+
+def test_an_attribute_that_is_ordered_is_a_number_not_a_constant() -> None:
+    before = ast.parse("b.major != d.major or b.minor > d.minor", mode="eval").body
+    found = compare(before, ast.parse("b.major > d.major or b.minor > d.minor", mode="eval").body)
+    assert found is not None and found.fewer

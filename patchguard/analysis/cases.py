@@ -17,6 +17,7 @@ this module knows (comparisons, boolean and arithmetic operators on numbers, lit
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 import math
 import operator
@@ -49,6 +50,7 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     (an expression this module does not know, too many combinations). Things compared with each other are
     one fact each, unless the two conditions have nothing else in common: then they are read again, each
     thing compared as a number of its own (``a != b`` → ``abs(a - b) > 1024``)."""
+    before, after = _symbolic(before, after)
     subjects = _Subjects()
     if not subjects.readable(before, after):
         if not subjects.compared:
@@ -61,6 +63,64 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
         again = _as_numbers(before, after)
         return again if again is not None and (again.fewer or again.more) else found
     return found
+
+
+def _symbolic(before: ast.expr, after: ast.expr) -> tuple[ast.expr, ast.expr]:
+    """The two conditions with each named constant — a dotted name that is only ever what a subject is
+    equated with or looked up among (``out_dtype is torch.bfloat16``, ``x in (torch.float16, …)``), never
+    itself a subject nor ordered — made a value of its own, and ``is`` of one read as ``==``: ``x is A or x
+    is B`` and ``x in (A, B)`` then read as the same condition, and one more member as more."""
+    compares = [n for t in (before, after) for n in ast.walk(t) if isinstance(n, ast.Compare)]
+    equated = [c for c in compares if all(isinstance(op, _IDENTITY) for op in c.ops)]
+    subjects = {ast.dump(c.left) for c in compares}  # (and what is ordered: a number, not a constant)
+    subjects |= {ast.dump(side) for c in compares if c not in equated for side in c.comparators}
+    named = {ast.dump(m) for c in equated for m in _members(c)} - subjects
+    if not named:
+        return before, after
+    rewrite = _Symbols(named)
+    return rewrite.visit(copy.deepcopy(before)), rewrite.visit(copy.deepcopy(after))
+
+
+def _members(compare: ast.Compare) -> Iterator[ast.expr]:
+    """The named constants a comparison equates its subject with, or looks it up among."""
+    for side in compare.comparators:
+        members = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        yield from (m for m in members if _named_constant(m))
+
+
+def _named_constant(node: ast.expr) -> bool:
+    """A dotted name of a module's member (``torch.bfloat16``, ``Backend.TRITON``): not ``self.x``."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    root = node.value
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id not in ("self", "cls")
+
+
+class _Symbols(ast.NodeTransformer):
+    """Named constants made values (:func:`_symbolic`); ``is``/``is not`` of one, ``==``/``!=``."""
+
+    def __init__(self, named: set[str]) -> None:
+        self.named = named
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        if ast.dump(node) in self.named:
+            return ast.copy_location(ast.Constant(value="\x00" + ast.unparse(node)), node)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        named = [ast.dump(c) in self.named for c in node.comparators]
+        self.generic_visit(node)
+        node.ops = [
+            ast.Eq()
+            if isinstance(op, ast.Is) and hit
+            else ast.NotEq()
+            if isinstance(op, ast.IsNot) and hit
+            else op
+            for op, hit in zip(node.ops, named, strict=True)
+        ]
+        return node
 
 
 def _as_numbers(before: ast.expr, after: ast.expr) -> Compared | None:

@@ -4510,7 +4510,7 @@ def _flags_defaulted(r: Region, edit: _Edit) -> list[Finding]:
 
 # ``name=True if name is None else name`` / ``"name": True if … is None else …``: a flag given a default.
 _DEFAULTED = re.compile(
-    r"""(["']?)([A-Za-z_]\w*)\1\s*[:=]\s*(True|False)\s+if\s+[\w.]+\s+is\s+None\s+else\s+[\w.]+"""
+    r"""(?<!\w)(["']?)([A-Za-z_]\w*)\1\s*[:=]\s*(True|False)\s+if\s+[\w.]+\s+is\s+None\s+else\s+[\w.]+"""
 )
 
 

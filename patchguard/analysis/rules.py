@@ -766,7 +766,8 @@ def _made_in(unit: str) -> dict[str, str]:
 
 
 _METHOD_CALLED = re.compile(r"\b([A-Za-z_]\w*)\.[A-Za-z_]\w*\(")
-_MADE_AS = re.compile(r"([A-Za-z_][\w.]*)\s*\([^()\n]*\)\s+as\s+([A-Za-z_]\w*)")
+# (each begins where a name does: a run of letters, a 5 MB string's, is tried once, not from each letter)
+_MADE_AS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\([^()\n]*\)\s+as\s+([A-Za-z_]\w*)")
 _MADE_BY = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_][\w.]*)[ \t]*\(", re.MULTILINE)
 
 
