@@ -560,3 +560,41 @@ def test_an_attribute_that_is_ordered_is_a_number_not_a_constant() -> None:
     before = ast.parse("b.major != d.major or b.minor > d.minor", mode="eval").body
     found = compare(before, ast.parse("b.major > d.major or b.minor > d.minor", mode="eval").body)
     assert found is not None and found.fewer
+
+
+# A table looked up, whose miss is refused: its keys are what it lets by.
+ORACLE = "pkg/oracle.py"
+ORACLE_PRISTINE = """\
+_PREVIOUSLY_SUPPORTED_MODELS = {
+    "OldForCausalLM": "0.10",
+}
+
+
+def map_backend(runner_backend: str) -> str:
+    mapping = {
+        "triton": "TRITON",
+        "humming": "HUMMING",
+    }
+    if backend := mapping.get(runner_backend):
+        return backend
+    raise ValueError(f"no int8 backend for {runner_backend}")
+
+
+def check_arch(arch: str) -> None:
+    if arch in _PREVIOUSLY_SUPPORTED_MODELS:
+        raise ValueError(f"{arch} was removed in {_PREVIOUSLY_SUPPORTED_MODELS[arch]}")
+"""
+
+_ORACLE = EditedModule(ORACLE, ORACLE_PRISTINE)
+
+
+def test_a_table_looked_up_whose_miss_is_refused_grown_lets_more_by() -> None:
+    old = '        "humming": "HUMMING",\n'
+    edit = (old, old + '        "marlin": "TRITON",\n')
+    assert "removed-check" in _ORACLE.named(edit, '"marlin"')
+
+
+def test_a_table_of_refusals_named_supported_grown_refuses_more() -> None:
+    old = '    "OldForCausalLM": "0.10",\n'
+    edit = (old, old + '    "OlderForCausalLM": "0.9",\n')
+    assert "removed-check" not in _ORACLE.named(edit, '"OlderForCausalLM"')

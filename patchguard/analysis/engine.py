@@ -1923,7 +1923,8 @@ def _set_loosened(
     """How the collection ``name`` (also known as ``names``), ``old`` before and ``items`` now, lets more by:
     more values where a check tests membership of it, fewer where a check refuses its members; or ""."""
     was, now = {ast.dump(e) for e in old.elts}, {ast.dump(e) for e in items.elts}
-    if was < now and any(_tested_in(tree, n, text) for n in names):
+    by_name = not isinstance(items, _Table)
+    if was < now and any(_tested_in(tree, n, text, by_name) for n in names):
         more = [ast.unparse(e) for e in items.elts if ast.dump(e) not in was]
         return f"`{name}`, which a check tests membership of, allows more: {', '.join(more)[:60]}"
     if now < was and any(_refused_in(tree, n, text) for n in names):
@@ -1956,7 +1957,7 @@ def _handed_to_a_call(name: str, text: str) -> bool:
 # How a collection is asked what it holds, by the text around each place its name stands: ``x in name`` (or
 # ``in mod.name``), ``keys & name``, before it; ``name.intersection(…)``, ``name & keys``, after it.
 _ASKED_BEFORE = re.compile(r"(?:\bin\s+(?:[\w.]+\.)?|&\s*)\Z")
-_ASKED_AFTER = re.compile(r"\s*(?:&|\.(?:intersection|isdisjoint|issuperset|issubset)\()")
+_ASKED_AFTER = re.compile(r"\s*(?:&|\.(?:intersection|isdisjoint|issuperset|issubset|get)\()")
 _REACH = 200  # how far before a name ``in`` and a dotted prefix may stand
 
 
@@ -2363,8 +2364,17 @@ def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.expr, ast.List
             continue
         if isinstance(value, _LITERALS):
             yield target, value
+        elif isinstance(value, ast.Dict) and value.keys and all(k is not None for k in value.keys):
+            keys = [k for k in value.keys if k is not None]  # a table looked up: its keys are what it lets by
+            yield target, ast.copy_location(_Table(elts=keys), value)
         elif isinstance(value, ast.BinOp) and (parts := _united(value)) is not None:
             yield target, ast.copy_location(ast.Set(elts=parts), value)  # (a union: what each part holds)
+
+
+class _Table(ast.Set):
+    """A dict written out, as the set of its keys: what a lookup lets by. Whether it refuses what it lacks
+    is read from the code alone, never from its name (``_PREVIOUSLY_SUPPORTED_MODELS`` is a table of
+    refusals whatever it says)."""
 
 
 def _unwrapped(value: ast.expr) -> ast.expr:
@@ -2412,18 +2422,36 @@ def _last_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def _tested_in(tree: ast.Module | None, name: str, text: str = "") -> bool:
+def _tested_in(tree: ast.Module | None, name: str, text: str = "", by_name: bool = True) -> bool:
     """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``) —
     or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any test of
     its members in ``text`` (a table of refusals tests it as much; ``enabled = x in SUPPORTED`` decides
-    by it), or a call it is handed to."""
-    named = not _ALLOWING.isdisjoint(_words(name.lower()))
+    by it), or a call it is handed to (those two by its name: not ``by_name``, the code's tests alone) — or a
+    lookup of it whose miss is refused (:func:`_lookup_refused`)."""
+    named = by_name and not _ALLOWING.isdisjoint(_words(name.lower()))
     if named and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
         return True
-    if _handed_to_a_call(name, text):
+    if by_name and _handed_to_a_call(name, text):
         return True  # (``Image.open(fp, formats=ALLOWED_IMAGE_FORMATS)``: the call lets by what it lists)
     refusing = lambda node: _guards_raise_node(node) or isinstance(node.body[-1], _EXIT_NODES)  # noqa: E731
-    return _membership_refused(tree, name, refusing, ast.NotIn, ast.In)
+    return _membership_refused(tree, name, refusing, ast.NotIn, ast.In) or _lookup_refused(tree, name)
+
+
+def _lookup_refused(tree: ast.Module | None, name: str) -> bool:
+    """Whether a table ``name`` is looked up (``name.get(key)``) in the test of an ``if`` that answers what it
+    found and passes a refusal below (``if backend := mapping.get(b): return backend`` … ``raise``), or that
+    raises itself (``if mapping.get(b) is None: raise``): a key the table lacks is refused."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if not isinstance(node, ast.If):
+            continue
+        looked = any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "get"
+            and _last_name(c.func.value) == name
+            for c in ast.walk(node.test)
+        )  # fmt: skip
+        if looked and (_guards_raise_node(node) or _passes_a_refusal(tree, node.lineno)):
+            return True
+    return False
 
 
 def _guards_raise_node(node: ast.If) -> bool:
