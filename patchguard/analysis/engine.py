@@ -913,8 +913,9 @@ def _in_a_check(tree: ast.Module | None, line: int) -> bool:
     for node in _nodes_at(tree, {line}):
         if isinstance(node, ast.Assert):
             return True
-        in_test = isinstance(node, ast.If) and node.test.lineno <= line <= (node.test.end_lineno or 0)
-        if in_test and isinstance(node, ast.If) and isinstance(node.body[-1], ast.Raise):
+        if not isinstance(node, ast.If) or not isinstance(node.body[-1], ast.Raise):
+            continue
+        if node.test.lineno <= line <= (node.test.end_lineno or 0):
             return True
     return False
 
@@ -1626,8 +1627,8 @@ def _passes_more(edit: _Edit, n: int, before: Sequence[ast.expr], after: ast.exp
 def _widening(was: ast.expr, now: ast.expr) -> str:
     """How a condition was widened, in words: the parts an ``or`` gained (``… or path.startswith("/x")``),
     else the old and new condition."""
-    ors = isinstance(was, ast.BoolOp) and isinstance(was.op, ast.Or) and isinstance(now, ast.BoolOp)
-    if ors and isinstance(was, ast.BoolOp) and isinstance(now, ast.BoolOp) and isinstance(now.op, ast.Or):
+    ors = [c for c in (was, now) if isinstance(c, ast.BoolOp) and isinstance(c.op, ast.Or)]
+    if len(ors) == 2 and isinstance(was, ast.BoolOp) and isinstance(now, ast.BoolOp):
         had = {ast.dump(v) for v in was.values}
         gained = [v for v in now.values if ast.dump(v) not in had]
         if gained and len(now.values) - len(gained) == len(had):
@@ -2365,8 +2366,8 @@ def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.expr, ast.List
         if isinstance(value, _LITERALS):
             yield target, value
         elif isinstance(value, ast.Dict) and value.keys and all(k is not None for k in value.keys):
-            keys = [k for k in value.keys if k is not None]  # a table looked up: its keys are what it lets by
-            yield target, ast.copy_location(_Table(elts=keys), value)
+            # a table looked up: its keys are what it lets by
+            yield target, ast.copy_location(_Table(elts=_entries(value)), value)
         elif isinstance(value, ast.BinOp) and (parts := _united(value)) is not None:
             yield target, ast.copy_location(ast.Set(elts=parts), value)  # (a union: what each part holds)
 
@@ -3415,13 +3416,13 @@ def _table_entries_dropped(regions: Sequence[Region], edit: _Edit) -> list[Findi
     out or deleted is a check gone (one still written in the installed file, moved, is kept)."""
     if edit.before is None or not any(old.rstrip().endswith(",") for r in regions for old in r.removed):
         return []  # (an entry of a table over several lines ends with a comma)
-    before = locate(edit.before)
+    before, lines = locate(edit.before), split_lines(edit.before)
     out: list[Finding] = []
     for r in regions:
         gone = set(range(r.old_start, r.old_start + len(r.removed)))
         for entries, loop in _tables_at(before, gone, edit.before):
             dropped = [e for e in entries if e.lineno in gone and (e.end_lineno or 0) in gone]
-            shown = next((t for e in dropped if not _written(t := _entry_text(edit.before, e), edit)), "")
+            shown = next((t for e in dropped if not _written(t := _entry_text(lines, e), edit)), "")
             if shown:
                 detail = f"check neutralised: `{shown[:60]}` left a table checked entry by entry (`{loop}`)"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
@@ -3456,13 +3457,18 @@ def _checked(
     """(the entries, the loop) of a table a loop whose body raises walks; none else."""
     if table is None or not any(isinstance(s, ast.Raise) for s in _own_statements(loop.body)):
         return []
-    entries = [k for k in table.keys if k is not None] if isinstance(table, ast.Dict) else list(table.elts)
-    return [(entries, f"for {ast.unparse(loop.target).strip('()')} in …")]
+    return [(_entries(table), f"for {ast.unparse(loop.target).strip('()')} in …")]
 
 
-def _entry_text(source: str, entry: ast.expr) -> str:
-    """An entry of a table as written (a dict's key with its value: ``"block_size": 128``)."""
-    line = split_lines(source)[entry.lineno - 1] if entry.lineno else ""
+def _entries(table: ast.Dict | ast.List | ast.Tuple | ast.Set) -> list[ast.expr]:
+    """A literal table's entries: a dict's keys, a list's, tuple's or set's items."""
+    return [k for k in table.keys if k is not None] if isinstance(table, ast.Dict) else list(table.elts)
+
+
+def _entry_text(lines: Sequence[str], entry: ast.expr) -> str:
+    """An entry of a table as written on the pristine ``lines`` (a dict's key with its value: ``"block_size":
+    128``)."""
+    line = lines[entry.lineno - 1] if entry.lineno else ""
     return _code_of(line).strip().rstrip(",") if entry.lineno == entry.end_lineno else ast.unparse(entry)
 
 
@@ -3483,7 +3489,7 @@ def _table_walked(
     return table if isinstance(table, _TABLES) else None
 
 
-_TABLES = (ast.Dict, ast.List, ast.Tuple, ast.Set)
+_TABLES = (*_LITERALS, ast.Dict)
 
 
 def _minimum_from_environment(edit: _Edit, r: Region) -> list[Finding]:
@@ -3604,7 +3610,7 @@ def _refuses_more_now(edit: _Edit, line: int) -> bool:
     answers yes where it checked first (``validate(); return True`` for ``return False``)."""
     scope = edit.st.innermost(line)
     fn = edit.st.def_at(scope.start) if scope is not None else None
-    before = _Gone.of(edit).before
+    before = locate(edit.before) if edit.before is not None else None
     if fn is None or scope is None or before is None:
         return False
     had = next((s for s in before.scopes if s.qualname == scope.qualname), None)
@@ -3821,7 +3827,7 @@ def _read_in(tree: ast.Module, name: str) -> bool:
 
 def _if_stays(edit: _Edit, test: ast.expr) -> bool:
     """Whether the installed file has as many ``if`` statements of ``test`` as the pristine one (moved)."""
-    before = _Gone.of(edit).before
+    before = locate(edit.before) if edit.before is not None else None
     return _ifs_of(edit.st.tree, test) >= _ifs_of(before.tree if before is not None else None, test)
 
 
@@ -4301,8 +4307,7 @@ def _returned_test(statement: str) -> ast.expr | None:
 
 def _returned_literal(statement: str) -> ast.List | ast.Tuple | ast.Set | ast.Dict | None:
     target, value = _decision(_code_of(statement))
-    kinds = (ast.List, ast.Tuple, ast.Set, ast.Dict)
-    return value if target == "return" and isinstance(value, kinds) else None
+    return value if target == "return" and isinstance(value, _TABLES) else None
 
 
 def _asks_minimum(name: str) -> bool:
@@ -4476,7 +4481,9 @@ def _values_forced(r: Region, edit: _Edit) -> list[Finding]:
     return out
 
 
-_FORCED = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False|None)\s*$")
+# ``name = <constant>`` / ``self.name = <constant>`` on a line of its own (the constants given as the group).
+_GIVEN_CONSTANT = r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*({})\s*$"
+_FORCED = re.compile(_GIVEN_CONSTANT.format("True|False|None"))
 
 
 def _tested_next(lines: Sequence[str], n: int, name: str) -> bool:
@@ -4518,7 +4525,7 @@ def _flag_turned_off(name: str, value: bool) -> bool:
     return not value and not words.isdisjoint(CHECKING_FLAG_NAME_WORDS)
 
 
-_OVERRIDE = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=\s*(True|False)\s*$")
+_OVERRIDE = re.compile(_GIVEN_CONSTANT.format("True|False"))
 
 
 def _flags_defaulted(r: Region, edit: _Edit) -> list[Finding]:

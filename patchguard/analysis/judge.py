@@ -400,16 +400,15 @@ class _Walker(Dispatch):
         self.scoped.update(id(item.item) for item in node.items)
         for item in node.items:  # ``with open("/tmp/x.pkl", "wb") as fh``: what is written to fh goes there
             name = item.asname.name if item.asname is not None else None
-            path = _literal_paths(item.item) if isinstance(item.item, cst.Call) else ""
-            if isinstance(name, cst.Name) and path:
+            made = item.item if isinstance(item.item, cst.Call) else None
+            if not isinstance(name, cst.Name) or made is None:
+                continue
+            path = _literal_paths(made)
+            if path:
                 self.paths[name.value] = path
-            if isinstance(name, cst.Name) and isinstance(item.item, cst.Call) and _opens_a_file(item.item):
+            if _opens_a_file(made):
                 self.files.add(name.value)
-            if (
-                isinstance(name, cst.Name)
-                and isinstance(item.item, cst.Call)
-                and self._makes_client(item.item)
-            ):
+            if self._makes_client(made):
                 self.clients.add(name.value)
 
     def _makes_client(self, call: cst.Call) -> bool:
