@@ -456,8 +456,8 @@ RULES: dict[str, Rule] = {
                     "tolist",
                     "numpy",
                     "synchronize",
-                    "wait_event",
-                    "wait_stream",
+                    # (not a stream's ``wait_event``/``wait_stream``, nor an event's ``wait``: they make the
+                    # stream's later work wait on the device, and return at once — torch.cuda.Stream's docs)
                     "block_until_ready",
                 ),
             ),
