@@ -45,7 +45,7 @@ from .rules import (
     on_hot_path,
     runs_once,
 )
-from .structure import Region, Structure, changed_regions, same_code
+from .structure import Region, Scope, Structure, changed_regions, same_code
 
 if TYPE_CHECKING:
     from .judge import Hit, Site, Unit
@@ -465,6 +465,8 @@ def _judged(edit: Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     if edit.before is None and edit.st.grammar == "ast":  # a whole file: statement by statement
         reported = list(judge_statements(edit.st, edit.lines))
     else:
+        for first, last, test in opened:
+            reported += _live_through_calls(edit, first, last, test)
         for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
             all_hits, hits = _unit_hits(edit, unit, ulines, opened)
             reported += _newly_live(all_hits, hits, opened)
@@ -555,6 +557,57 @@ def _newly_live(
             detail = f"its gate `if {gate[1].strip()[:60]}` is now always open"
             out.append(replace(h, line=gate[0] - 1, detail=detail))
     return out
+
+
+def _live_through_calls(edit: Edit, first: int, last: int, test: str) -> list[Hit]:
+    """What runs every time now in the functions of the file a gate forced open calls (``if True:  # was:
+    VALIDATE`` over ``self._validate_pages(k, v)``): their hits, reported from the gate — the code behind
+    it is unchanged, what it calls is where the work is."""
+    from .judge import Unit, judge_unit
+
+    out: list[Hit] = []
+    st = edit.st
+    for scope in _called_between(st, first, last):
+        indent = len(edit.lines[scope.start - 1]) - len(edit.lines[scope.start - 1].lstrip())
+        prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
+        detail = f"its gate `if {test.strip()[:60]}` is now always open: `{scope.qualname}` runs every time"
+        caller = st.qualname_at(first) or ""
+        if _computes(innermost_def(st.defs.values(), first), caller, st):
+            # (called each time a function that computes on tensors runs: as hot as its caller)
+            st = st.with_hot({**st.hot, scope.qualname: caller})
+        for h in judge_unit(Unit(scope.start, scope.end, indent, prefix), None, st, edit.lines):
+            if not h.dead:
+                out.append(replace(h, line=first - 1, end_line=first - 1, detail=detail))
+    return out
+
+
+def _computes(fn: ast.FunctionDef | ast.AsyncFunctionDef | None, qualname: str, st: Structure) -> bool:
+    """Whether a function runs with the step's tensors: it is hot, or it is handed a parameter declared a
+    tensor."""
+    if fn is None:
+        return False
+    if qualname in st.hot or on_hot_path(fn.name):
+        return True
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+    return any(a.annotation is not None and "Tensor" in ast.unparse(a.annotation) for a in args)
+
+
+def _called_between(st: Structure, first: int, last: int) -> list[Scope]:
+    """The functions of the file called on lines ``first..last`` of one function: ``self.method(…)`` of its
+    class, a module function by its name."""
+    fn = innermost_def(st.defs.values(), first)
+    where = st.qualname_at(first) or ""
+    owner = where.rsplit(".", 2)[0] if where.count(".") >= 1 else ""
+    wanted: set[str] = set()
+    for node in ast.walk(fn) if fn is not None else ():
+        if not isinstance(node, ast.Call) or not first <= node.lineno <= last:
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            wanted.add(f"{owner}.{func.attr}")
+        elif isinstance(func, ast.Name):
+            wanted.add(func.id)
+    return [s for s in st.scopes if s.kind != "class" and s.qualname in wanted]
 
 
 def _unit_hits(

@@ -28,6 +28,7 @@ def hot_functions(tree: ast.Module, seeds: Mapping[str, str] | None = None) -> d
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     owner: dict[str, str] = {}  # function qualname -> its class qualname ("" at module level)
     _collect(tree.body, "", "", functions, owner)
+    bound = _bound_methods(functions, owner)
     hot = {q: q for q in functions if on_hot_path(q.rsplit(".", 1)[-1])}
     for q, caller in (seeds or {}).items():
         if q in functions:
@@ -35,7 +36,7 @@ def hot_functions(tree: ast.Module, seeds: Mapping[str, str] | None = None) -> d
     queue = deque(hot)
     while queue:
         caller = queue.popleft()
-        for callee in _callees(functions[caller], owner[caller], functions):
+        for callee in _callees(functions[caller], owner[caller], functions, bound):
             if callee not in hot:
                 hot[callee] = caller
                 queue.append(callee)
@@ -63,6 +64,7 @@ def _callees(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
     cls: str,
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    bound: Mapping[str, set[str]],
 ) -> list[str]:
     out = []
     for node in every_run(fn.body):
@@ -72,6 +74,53 @@ def _callees(
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and cls:
             if func.value.id in ("self", "cls") and f"{cls}.{func.attr}" in functions:
                 out.append(f"{cls}.{func.attr}")
+            elif func.value.id == "self":  # ``self.ffn(x)``, where ``self.ffn = self.moe_with_rmoe``
+                out += sorted(bound.get(f"{cls}.{func.attr}", ()))
         elif isinstance(func, ast.Name) and func.id in functions:
             out.append(func.id)
     return out
+
+
+def _bound_methods(
+    functions: Mapping[str, ast.FunctionDef | ast.AsyncFunctionDef], owner: Mapping[str, str]
+) -> dict[str, set[str]]:
+    """``Class.attribute`` → the methods of the class an instance attribute is bound to anywhere in the
+    class (``self.ffn = self.moe_with_rmoe``; a ``lambda`` or ``functools.partial`` of one): calling the
+    attribute calls them."""
+    out: dict[str, set[str]] = {}
+    for q, fn in functions.items():
+        cls = owner[q]
+        if not cls:
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+                continue
+            if target.value.id != "self" or f"{cls}.{target.attr}" in functions:
+                continue
+            methods = {f"{cls}.{m}" for m in _methods_in(node.value)} & functions.keys()
+            if methods:
+                out.setdefault(f"{cls}.{target.attr}", set()).update(methods)
+    return out
+
+
+def _methods_in(value: ast.expr) -> set[str]:
+    """The ``self`` methods a bound value stands for: ``self.m``, a ``lambda`` calling ``self.m(…)``,
+    ``functools.partial(self.m, …)``."""
+    if isinstance(value, ast.Lambda):
+        calls = [n.func for n in ast.walk(value.body) if isinstance(n, ast.Call)]
+        return {m for c in calls for m in _methods_in(c)}
+    if (
+        isinstance(value, ast.Call)
+        and value.args
+        and (
+            getattr(value.func, "attr", None) == "partial"
+            or (isinstance(value.func, ast.Name) and value.func.id == "partial")
+        )
+    ):
+        return _methods_in(value.args[0])
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+        return {value.attr}
+    return set()

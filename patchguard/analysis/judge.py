@@ -305,7 +305,8 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name) or self._host_stage(name):
             return False
-        handed = bool({p.name.value for p in params_of(fn)} & self.tensors()) or handed_a_step(fn)
+        # (what the function is handed, whatever an ``if`` around the call narrows it to)
+        handed = bool({p.name.value for p in params_of(fn)} & self._function_tensors()) or handed_a_step(fn)
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
             return handed
         named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
@@ -385,6 +386,11 @@ class _Walker(Dispatch):
             self.functions[-1] = (fn, known)
         narrowed = narrowed_to_host(self.ifs) if self.ifs else None
         return known - narrowed if narrowed else known
+
+    def _function_tensors(self) -> set[str]:
+        """The tensors of the current function wherever it stands (no ``if`` narrowing them)."""
+        self.tensors()
+        return self.functions[-1][1] or set()
 
     # -- statement rules: each node to the rules registered for its kind (:mod:`.statements`) ----------
     def _statements(self, node: cst.CSTNode) -> None:
@@ -598,12 +604,7 @@ class _Walker(Dispatch):
     def _shows_tensor(self, node: cst.Call) -> bool:
         """Whether a print or log call formats a tensor's values (not its shape) on the device path: the
         values are copied to the host to be written out."""
-        shown = [a.value for a in node.args if a.keyword is None or a.keyword.value not in _PRINT_OPTIONS]
-        shown += [
-            part.expression
-            for value in shown if isinstance(value, cst.FormattedString)
-            for part in value.parts if isinstance(part, cst.FormattedStringExpression)
-        ]  # fmt: skip
+        shown = _shown(node)
         if not shown or not self.on_device_path():
             return False
         tensors = self.tensors()
@@ -1354,6 +1355,23 @@ class _Awaits(Dispatch):
         return False
 
 
+def _shown(node: cst.Call) -> list[cst.BaseExpression]:
+    """What a print or log call formats: its arguments (not its options), and what their f-strings hold."""
+    shown = [a.value for a in node.args if a.keyword is None or a.keyword.value not in _PRINT_OPTIONS]
+    return shown + [
+        part.expression
+        for value in shown for piece in _pieces(value) if isinstance(piece, cst.FormattedString)
+        for part in piece.parts if isinstance(part, cst.FormattedStringExpression)
+    ]  # fmt: skip
+
+
+def _pieces(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The strings of a string written in pieces (``f"a={a} " f"b={b}"``), else the value itself."""
+    if isinstance(value, cst.ConcatenatedString):
+        return [*_pieces(value.left), *_pieces(value.right)]
+    return [value]
+
+
 def _always_false(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.Name) and test.value in ("False", "TYPE_CHECKING"):
         return True
@@ -1591,8 +1609,11 @@ _WHERE = frozenset({RuleId.FILE_WRITE, RuleId.TENSOR_DUMP, RuleId.NETWORK})
 
 def site(h: Hit) -> Site:
     """What a hit is counted by against the pristine unit: its rule and callee — and, for a write, where
-    it writes (``open(os.devnull, "w")`` turned into ``open("/tmp/rank3.log", "a")`` is a new write)."""
-    return (h.rule, h.qualname, h.detail if h.rule in _WHERE else "")
+    it writes (``open(os.devnull, "w")`` turned into ``open("/tmp/rank3.log", "a")`` is a new write); a log
+    line by its level, whichever logger writes it (``logger.warning`` made ``logging.getLogger(…).warning``
+    is the same line)."""
+    callee = h.qualname.rsplit(".", 1)[-1] if h.rule == RuleId.LOGGING else h.qualname
+    return (h.rule, callee, h.detail if h.rule in _WHERE else "")
 
 
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
@@ -1604,8 +1625,10 @@ _SETUP_AND_STORAGE_VERBS = frozenset(
     | {"serialize", "deserialize", "repr", "str", "format", print.__name__, "show", "debug", "log", "plot"}
     | {"summary", "describe"}
 )
+# (``*_weights``: loading, making, tying them — not a quantization method's ``apply_weights``, which runs in
+# every forward of the layer it serves, by the frameworks' linear-method interface)
 _SETUP_AND_STORAGE = re.compile(
-    r"^_*(?:from_|to_dict|to_json|check_weights)|checkpoint|state_dict|pretrained|_weights$"
+    r"^_*(?:from_|to_dict|to_json|check_weights)|checkpoint|state_dict|pretrained|(?<!apply)_weights$"
 )
 
 

@@ -99,7 +99,7 @@ def tensor_names(
     tensor ``fields`` of the file's classes, the attributes that are tensors: ``batch.seq_lens`` for a
     parameter ``batch: ForwardBatch``, ``self.cache`` in a method of ``owner``."""
     names = typed_tensors(fn, fields, owner) | _module_inputs(fn)
-    collect = _Assignments()
+    collect = _Assignments(aliases)
     walk(fn.body, collect)
     names |= collect.used_as_tensor
     for _ in range(2):
@@ -449,10 +449,11 @@ class _Assignments(Dispatch):
 
     SKIPS_TRIVIA = True  # whitespace, comments and punctuation are not walked into (:mod:`.cstwalk`)
 
-    def __init__(self) -> None:
+    def __init__(self, aliases: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self.found: list[tuple[str, cst.BaseExpression | None, cst.BaseExpression | None]] = []
         self.used_as_tensor: set[str] = set()  # names a tensor-only method is called on
+        self.aliases = dict(aliases or {})
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -467,10 +468,21 @@ class _Assignments(Dispatch):
         func = node.func  # ``tokens.int()``: only a tensor has that method — ``tokens`` holds one
         if not isinstance(func, cst.Attribute):
             return
+        if self.aliases and node.args and node.args[0].keyword is None and self._reduces(func):
+            root = _reshaped_from(_unsliced(node.args[0].value))  # ``torch.any(mask[:n])``: ``mask`` is one
+            if root is not None:
+                self.used_as_tensor.add(root)
         if func.attr.value in TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_a_tensors_place(node)):
             root = _reshaped_from(func.value)  # ``x.reshape(-1, d).contiguous()``: ``x`` holds one
             if root is not None:
                 self.used_as_tensor.add(root)
+
+    def _reduces(self, func: cst.Attribute) -> bool:
+        """Whether a call is one of torch's reductions (``torch.any(t)``: its input is a tensor, its docs)."""
+        if func.attr.value not in ARRAY_REDUCTIONS:
+            return False
+        dotted = get_full_name_for_node(func)
+        return bool(dotted) and resolve(self.aliases, dotted or "") == f"torch.{func.attr.value}"
 
     def visit_If(self, node: cst.If) -> None:
         """``if not isinstance(x, torch.Tensor): raise TypeError(…)``: below it, ``x`` is one."""
@@ -511,6 +523,13 @@ def _type_test(call: cst.Call) -> str | None:
 # A tensor's methods that give a tensor of its values laid out, cast or copied (torch.Tensor's docs).
 _RESHAPING = frozenset({"view", "reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze", "t"})
 _RESHAPING_TOO = _RESHAPING | {"contiguous", "float", "half", "bfloat16", "clone", "detach", "to"}
+
+
+def _unsliced(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a chain of subscripts reads from (``mask`` of ``mask[:n][0]``)."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    return value
 
 
 def _reshaped_from(value: cst.BaseExpression) -> str | None:

@@ -64,6 +64,7 @@ from .refusals import (
     _output_only,
     _own_statements,
     _passes_a_refusal,
+    _quantifier_narrowed,
     _refusal,
     _short,
     _squeeze,
@@ -467,7 +468,7 @@ def _flags_loosened(r: Region, edit: Edit) -> list[Finding]:
 
 
 # ``name = …`` / ``self.name = …`` (not ``name = (`` opening over several lines: :data:`_FLAG_OPENED`).
-_FLAG_SET = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*=(?!=)\s*(?!\(\s*$)\S")
+_FLAG_SET = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)\s*(?!\(\s*$)\S")
 
 
 def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
@@ -708,7 +709,7 @@ _PATH_FLAG_WORDS = _FLAG_WORDS | {"use"}
 
 
 # ``name = (`` / ``self.name = (``: an assignment whose value opens over several lines.
-_FLAG_OPENED = re.compile(r"^\s*(?:self\.)?[A-Za-z_]\w*\s*=\s*\($")
+_FLAG_OPENED = re.compile(r"^\s*(?:self\.)?[A-Za-z_]\w*\s*(?::[^=]*)?=\s*\($")
 
 
 def _answers_more(old: str, new: str, edit: Edit, line: int) -> str:
@@ -813,6 +814,13 @@ def _weaker(before: ast.expr, after: ast.expr) -> str:
     return _fires_less(_by_parts(before), _by_parts(after))
 
 
+def _truth_of(test: ast.expr) -> ast.expr | None:
+    """``x`` of ``bool(x)``, else ``None``."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "bool":
+        return test.args[0] if len(test.args) == 1 and not test.keywords else None
+    return None
+
+
 def _by_parts(test: ast.expr) -> ast.expr:
     """``(a, b) == (x, y)`` as ``a == x and b == y``, ``!=`` as ``a != x or b != y`` (inside ``and``/``or``/
     ``not`` too); anything else as it is."""
@@ -820,6 +828,9 @@ def _by_parts(test: ast.expr) -> ast.expr:
         return ast.BoolOp(test.op, [_by_parts(v) for v in test.values])
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return ast.UnaryOp(test.op, _by_parts(test.operand))
+    truth = _truth_of(test)
+    if truth is not None:  # ``bool(x)`` holds when ``x`` does
+        return _by_parts(truth)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return test
     op, left, right = test.ops[0], test.left, test.comparators[0]
@@ -846,6 +857,7 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
         or _fewer_refused(before, after)
         or _one_part_weaker(before, after)
         or _tolerance_moved(before, after)
+        or _quantifier_narrowed(before, after)
     )
     if by_form:  # (``not xs or len(xs) == 0`` → ``not xs``: by its form a part gone, by cases the same)
         return "" if _same_by_cases(before, after) else by_form
@@ -1592,17 +1604,31 @@ _FORCED = re.compile(_GIVEN_CONSTANT.format("True|False|None"))
 
 
 def _tested_next(lines: Sequence[str], n: int, name: str) -> bool:
-    """Whether the statement after line ``n`` (at its indentation) is an ``if`` whose whole test is ``name``
-    or ``not name`` (``self._warm = True`` above ``if not self._warm:``), or asks whether it is ``None``."""
+    """Whether one of the next few statements after line ``n`` (at its indentation, before ``name`` is given
+    another value) tests ``name`` as a whole condition: ``if name:``, ``if not name:``, ``if name is None:``
+    (``self._warm = True`` above ``if not self._warm:``), or ``a if name else b``."""
     indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
+    tested = re.compile(rf"\bif\s+(?:not\s+)?{re.escape(name)}(?:\s+is(?:\s+not)?\s+None)?\s*(?::|else\b)")
+    given = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]*)?=(?!=)")
+    seen = 0
     for line in lines[n:]:
         text = code_of(line).strip()
         if not text:
             continue
-        if len(line) - len(line.lstrip()) != indent:
-            return False
-        return text in (f"if {name}:", f"if not {name}:", f"if {name} is None:", f"if {name} is not None:")
+        width = len(line) - len(line.lstrip())
+        if width < indent or seen >= _TESTED_WITHIN or given.match(line):
+            return False  # (given another value first, in a block below too: a default, then the answer)
+        if width > indent:
+            continue  # (inside a statement that began at the indentation: its block or its lines)
+        if tested.search(text):
+            return True
+        seen += 1
     return False
+
+
+# How many statements below a forced value the test of it may stand (``rows = … if ok else []``, then
+# ``if not ok:``).
+_TESTED_WITHIN = 3
 
 
 def _worked_out_above(lines: Sequence[str], n: int, name: str) -> bool:

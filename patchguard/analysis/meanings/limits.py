@@ -16,7 +16,7 @@ from ...diffs import split_lines
 from ...model import Finding, RuleId
 from ..aliases import reads_environment
 from ..cases import compare
-from ..change import Edit, code_of, last_name
+from ..change import Edit, code_of, last_name, locate, nodes_at
 from ..structure import Region
 from .refusals import (
     _ALLOWING,
@@ -58,6 +58,7 @@ def bounds_dropped(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     x``) — what the floor or the ceiling kept out passes now."""
     out: list[Finding] = []
     for r in regions:
+        out += _if_clamp_gone(r, edit)
         if not r.removed or not any(_BOUNDING.search(old) for old in r.removed):
             continue  # (most regions take off no bound: nothing parsed)
         bounded: dict[str, tuple[ast.expr, ast.expr]] = {}
@@ -216,6 +217,54 @@ def _clamps(call: ast.Call) -> list[ast.expr]:
     if name in (min.__name__, max.__name__):
         return list(call.args) if isinstance(func, ast.Name) else []
     return [func.value, *call.args[:1]] if isinstance(func, ast.Attribute) else list(call.args[:1])
+
+
+def _if_clamp_gone(r: Region, edit: Edit) -> list[Finding]:
+    """A clamp written as an ``if`` taken out: ``if value > ceiling: value = ceiling`` whose assignment is
+    gone (the ``if`` left to do nothing, or deleted) — the value is no longer kept within the bound."""
+    if edit.before is None or not r.removed or len(r.removed) > _CLAMP_REGION:
+        return []  # (a block rewritten whole is no clamp taken out: its new code says what it does now)
+    assigned = [i for i, old in enumerate(r.removed) if _ASSIGNED.match(old)]
+    tree = locate(edit.before).tree if assigned else None
+    # what the region gives a value now (``n = min(n, cap)`` in the clamp's place, ``n = cap`` kept)
+    now = {m.group(1) for n in r.lines if (m := _ASSIGNED.match(edit.lines[n - 1]))}
+    for i in assigned:
+        line = r.old_start + i
+        clamp = next((c for n in nodes_at(tree, {line}) if (c := _clamp_by_if(n, line))), None)
+        if clamp is None or _target(clamp[1]) in now:
+            continue  # (no clamp there, or the region gives the value anew: the bound kept, or another way)
+        target, bound = ast.unparse(clamp[1].targets[0]), ast.unparse(clamp[1].value)[:30]
+        detail = f"the clamp `if {clamp[0][:50]}: {target} = {bound}` is gone: nothing keeps the value within"
+        return [_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), f"check neutralised: {detail}")]
+    return []
+
+
+# The most lines a region may take out for one of them to be a clamp taken out (``if`` and body, a comment).
+_CLAMP_REGION = 6
+
+
+def _target(assign: ast.Assign) -> str:
+    return ast.unparse(assign.targets[0])
+
+
+def _clamp_by_if(node: ast.AST, line: int) -> tuple[str, ast.Assign] | None:
+    """(the test, the assignment) when ``node`` is an ``if`` whose body gives, at ``line``, a value the bound
+    its test orders it against (``if n > cap: n = cap``; a part of an ``and`` too); else ``None``."""
+    if not isinstance(node, ast.If):
+        return None
+    assign = next((s for s in node.body if isinstance(s, ast.Assign) and s.lineno == line), None)
+    if assign is None or len(assign.targets) != 1:
+        return None
+    wanted = {ast.unparse(assign.targets[0]), ast.unparse(assign.value)}
+    parts = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+    for part in parts:
+        ordered = isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], _ORDERS)
+        if ordered and {ast.unparse(part.left), ast.unparse(part.comparators[0])} == wanted:  # type: ignore[attr-defined]
+            return ast.unparse(node.test), assign
+    return None
+
+
+_ORDERS = (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
 
 
 def _clamps_gone(r: Region, edit: Edit) -> list[Finding]:

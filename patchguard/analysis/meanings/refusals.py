@@ -270,6 +270,8 @@ def _decision(text: str) -> tuple[str, ast.expr | None]:
     stmt = tree.body[0]
     if isinstance(stmt, ast.Return) and stmt.value is not None:
         return "return", stmt.value
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:  # ``supports_x: bool = …``
+        return ast.unparse(stmt.target), stmt.value
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         value = stmt.value
         if isinstance(value, ast.Tuple) and len(value.elts) == 1 and text.rstrip().endswith(","):
@@ -390,13 +392,27 @@ def _refusal(stmt: ast.stmt) -> bool:
     return False
 
 
+def _quantifier_narrowed(before: ast.expr, after: ast.expr) -> str:
+    """``any(…)`` → ``all(…)`` of the same items: it holds in fewer cases (read the other way, ``all`` →
+    ``any`` holds in more); "" else."""
+    if not (isinstance(before, ast.Call) and isinstance(after, ast.Call)):
+        return ""
+    names = (getattr(before.func, "id", ""), getattr(after.func, "id", ""))
+    same = ast.dump(ast.Tuple(before.args, ast.Load())) == ast.dump(ast.Tuple(after.args, ast.Load()))
+    return "`any(…)` → `all(…)`" if names == ("any", "all") and same and before.args else ""
+
+
+# A string that names a value (a backend, a dtype, a mode: ``"flashinfer"``, ``"fp8_e4m3"``), not a message.
+_IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w.:/-]*")
+
+
 def _refused_by_value(value: ast.expr) -> bool:
     """Whether a returned value says the case is refused: a message, a "no" and its reason, an answer made
     to say no, an error made and handed back."""
     if isinstance(value, ast.JoinedStr):
         return True
-    if isinstance(value, ast.Constant):
-        return isinstance(value.value, str)
+    if isinstance(value, ast.Constant):  # a message — not a value named like one (``return "flashinfer"``)
+        return isinstance(value.value, str) and not _IDENTIFIER_LIKE.fullmatch(value.value)
     if isinstance(value, ast.Tuple) and value.elts:  # a "no" and its reason: ``return False, why``
         first = value.elts[0]
         return isinstance(first, ast.Constant) and first.value in (False, None) and len(value.elts) > 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import copy
 import keyword
 import re
 import textwrap
@@ -30,6 +31,7 @@ from .refusals import (
     _number,
     _own_statements,
     _passes_a_refusal,
+    _quantifier_narrowed,
     _raises,
     _short,
     _squeeze,
@@ -261,13 +263,17 @@ def _pristine_literal(lines: Sequence[str], name: str) -> ast.List | ast.Tuple |
     return found[0][1] if found else None
 
 
+# Words of a collection named for what may go ahead (``_SUPPORTED_ARCHITECTURES``, ``_SAFE_PRE_TOKENIZERS``).
+_ALLOW_LIST_WORDS = _ALLOWING | {"safe"}
+
+
 def _tested_in(tree: ast.Module | None, name: str, text: str = "", by_name: bool = True) -> bool:
     """Whether an ``if`` that raises or leaves (or an ``assert``) tests ``x not in name`` (``x in name``) —
     or, for a collection named for what is supported or allowed (``_SUPPORTED_ARCHITECTURES``), any test of
     its members in ``text`` (a table of refusals tests it as much; ``enabled = x in SUPPORTED`` decides
     by it), or a call it is handed to (those two by its name: not ``by_name``, the code's tests alone) — or a
     lookup of it whose miss is refused (:func:`_lookup_refused`)."""
-    named = by_name and not _ALLOWING.isdisjoint(_words(name.lower()))
+    named = by_name and not _ALLOW_LIST_WORDS.isdisjoint(_words(name.lower()))
     if named and re.search(rf"\bin\s+(?:[\w.]+\.)?{re.escape(name)}\b", text):
         return True
     if by_name and _handed_to_a_call(name, text):
@@ -485,7 +491,10 @@ def answer_widened(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         function = (edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1]
         if not r.removed or not _answers_admission(function):
             continue  # (most functions do not say what is allowed: nothing parsed)
-        was = [v for i in range(len(r.removed)) if (v := _returned_value(_statement(r.removed, i)))]
+        pristine = split_lines(edit.before) if edit.before is not None else list(r.removed)
+        first = r.old_start - 1 if edit.before is not None else 0
+        # (each removed line read with the pristine lines after it: a ``return all(`` whose items are kept)
+        was = [v for i in range(len(r.removed)) if (v := _returned_value(_statement(pristine, first + i)))]
         for n in r.lines if len(was) == 1 else ():
             now = _returned_value(_statement(edit.lines, n - 1))
             if now is not None and _yes_more_often(was[0], now) and not _refuses_more_now(edit, n):
@@ -512,6 +521,42 @@ def _returned_value(statement: str) -> ast.expr | None:
     return value if target == "return" else None
 
 
+def _holds_at_least(before: ast.expr, after: ast.expr) -> bool:
+    """Whether ``after`` is ``before``, or holds in more cases by :func:`.cases.compare`."""
+    if ast.dump(before) == ast.dump(after):
+        return True
+    found = compare(before, after)
+    return found is not None and found.more
+
+
+def _all_read_as_any(before: ast.expr, after: ast.expr) -> ast.expr | None:
+    """``before`` with each ``all(…)`` of items that ``after`` asks ``any(…)`` of read as that ``any`` (which
+    holds wherever it holds), when one is and none stands under a ``not``; else ``None``."""
+    asked = {
+        ast.dump(ast.Tuple(c.args, ast.Load()))
+        for c in ast.walk(after)
+        if isinstance(c, ast.Call) and _called(c, "any")
+    }
+    if not asked or any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) for n in ast.walk(before)):
+        return None
+    found = False
+
+    class _Any(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal found
+            if _called(node, "all") and ast.dump(ast.Tuple(node.args, ast.Load())) in asked:
+                found = True
+                return ast.Call(ast.Name("any", ast.Load()), node.args, node.keywords)
+            return self.generic_visit(node)
+
+    out = _Any().visit(copy.deepcopy(before))
+    return out if found else None
+
+
+def _called(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+
+
 def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
     """Whether an answer holds in more cases: read by cases, or the same answer given an ``or`` part
     (``return is_supported(…)`` → ``return is_supported(…) or hidden in (4096, 7168)``)."""
@@ -520,6 +565,11 @@ def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
         return True
     if isinstance(after, ast.Constant) and after.value is True:  # (``return False`` → ``return True``)
         return not (isinstance(before, ast.Constant) and before.value is True)
+    if _quantifier_narrowed(after, before):  # ``all(…)`` → ``any(…)``
+        return True
+    weakened = _all_read_as_any(before, after)
+    if weakened is not None:  # (``x and all(ok(b) for b in bs)`` → ``any(ok(b) for b in bs)``)
+        return _holds_at_least(weakened, after)
     if not isinstance(before, _TESTS) or not isinstance(after, _TESTS):
         return False
     found = compare(before, after)

@@ -1,0 +1,269 @@
+"""Meanings (issue 34, after the twenty-fourth blind batch's first score), each judged on a module of its own
+and end to end on an installed wheel:
+
+- a clamp written as an ``if`` taken out (``if n > cap: n = cap`` left doing nothing); ``n = min(n, cap)`` in
+  its place keeps it;
+- a flag declared with a type (``supports_x: bool = a and b``) given fewer conditions; ``bool(x)`` read as
+  ``x``;
+- a returned name of a value (``return "flashinfer"``) is no refusal message: a bail-out above it whose
+  capability set grew lets more through;
+- a collection named for what is safe, grown, where a predicate returns membership of it;
+- a worked-out value forced to a constant a few statements above its test (``rows = … if ok else []``);
+- ``all(…)`` → ``any(…)`` in an answer of what is supported;
+- a method bound to an attribute (``self.ffn = self.moe``) and the attribute called in ``forward``: hot;
+- the input of one of torch's reductions (``torch.any(mask[:n])``) is a tensor;
+- a string written in pieces (``f"a={x.norm()}" f" b={y}"``) formats the tensors of every piece;
+- a quantization method's ``apply_weights`` runs in every forward (no ``*_weights`` loading role);
+- a gate forced open over a call of the file's own function: what that function does now runs every time;
+- a log line handed to another logger (``logger.warning`` → ``logging.getLogger(__name__).warning``) is the
+  same line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .helpers import EditedModule, line_of, scan_edited
+
+ENGINE = "pkg/layer.py"
+PRISTINE = """\
+import logging
+import os
+
+import torch
+
+from pkg.batch import ForwardBatch
+
+logger = logging.getLogger(__name__)
+
+_SAFE_KINDS = {"ByteLevel", "Split"}
+
+
+def kind_safe(cfg):
+    return cfg.get("type") in _SAFE_KINDS
+
+
+def merge_limits(request, ceiling):
+    value = request["frames"]
+    if ceiling is not None and value > ceiling:
+        logger.warning("clamped to %s", ceiling)
+        value = ceiling
+    return value
+
+
+def pick_backend(sm_major: int):
+    if (
+        os.environ.get("NO_FAST") == "1"
+        or sm_major not in (9, 10)
+    ):
+        return None
+    return "fast"
+
+
+def resolve(table, hidden):
+    in_domain = table.admits(
+        hidden
+    )
+    rows = table.rows if in_domain else []
+    if not in_domain:
+        logger.warning("out of domain")
+    return rows
+
+
+def _support_tma():
+    return torch.cuda.get_device_capability()[0] >= 9
+
+
+def use_tma(config):
+    requested = config.pop("USE_TMA", False)
+    use_tma_now = _support_tma() and requested
+    return use_tma_now
+
+
+class Kernel:
+    supports_packed: bool = not torch.version.hip and not torch.version.xpu
+
+    @classmethod
+    def supports_capability(cls, capability, backends):
+        return all(b.supports_capability(capability) for b in backends)
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, mlp, moe, fused):
+        super().__init__()
+        self.mlp, self.moe, self.fused = mlp, moe, fused
+        if fused:
+            self.ffn = self.moe_with_mlp
+        else:
+            self.ffn = self.moe
+
+    def moe_with_mlp(self, x):
+        a = self.mlp(x)
+        b = self.moe(x)
+        return a + b
+
+    def forward(self, x):
+        if x.shape[0] > 4096:
+            logger.warning("large batch: %d", x.shape[0])
+        return self.ffn(x)
+
+
+class Metadata:
+    def prepare(self, batch: ForwardBatch, lens):
+        has_prefix = lens > 0
+        any_prefix = torch.any(has_prefix[: batch.n]).item()
+        return any_prefix
+
+
+class Fp8Scheme:
+    def apply_weights(self, layer, x: torch.Tensor, bias=None):
+        if isinstance(x, tuple):
+            qx, scale = x[0], x[1]
+            return torch.mm(qx, layer.weight) * scale
+        return torch.mm(x, layer.weight)
+
+
+class Wrapper:
+    def run(self, q: torch.Tensor, k_cache: torch.Tensor):
+        if os.environ.get("VALIDATE") == "1":
+            self._validate(k_cache)
+        return q @ k_cache
+
+    def _validate(self, k_cache: torch.Tensor):
+        if not torch.isfinite(k_cache).all().item():
+            raise ValueError("non-finite cache")
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_near, _named = _MODULE.near, _MODULE.named
+
+_CLAMP = '        logger.warning("clamped to %s", ceiling)\n        value = ceiling\n'
+
+
+def test_a_clamp_written_as_an_if_taken_out() -> None:
+    edit = (_CLAMP, "        pass  # let the request go above the ceiling\n")
+    assert "removed-check" in _near(edit, "pass  # let")
+
+
+def test_a_clamp_rewritten_as_min_keeps_the_bound() -> None:
+    old = "    if ceiling is not None and value > ceiling:\n" + _CLAMP
+    edit = (old, "    if ceiling is not None:\n        value = min(value, ceiling)\n")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_a_typed_flag_given_fewer_conditions() -> None:
+    old = "    supports_packed: bool = not torch.version.hip and not torch.version.xpu\n"
+    edit = (old, "    supports_packed: bool = not torch.version.hip\n")
+    assert "removed-check" in _near(edit, "supports_packed: bool")
+
+
+def test_a_flag_whose_support_test_is_dropped_behind_bool() -> None:
+    edit = ("    use_tma_now = _support_tma() and requested\n", "    use_tma_now = bool(requested)\n")
+    assert "removed-check" in _near(edit, "use_tma_now = bool")
+
+
+def test_a_flag_given_the_same_condition_behind_bool_is_quiet() -> None:
+    edit = (
+        "    use_tma_now = _support_tma() and requested\n",
+        "    use_tma_now = bool(_support_tma() and requested)\n",
+    )
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_a_bail_out_above_a_returned_name_lets_more_devices_through() -> None:
+    edit = ("        or sm_major not in (9, 10)\n", "        or sm_major not in (9, 10, 12)\n")
+    assert "removed-check" in _near(edit, "sm_major not in (9, 10, 12)")
+
+
+def test_a_bail_out_made_stricter_is_quiet() -> None:
+    edit = ("        or sm_major not in (9, 10)\n", "        or sm_major not in (9,)\n")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_a_set_named_safe_grown() -> None:
+    edit = ('_SAFE_KINDS = {"ByteLevel", "Split"}\n', '_SAFE_KINDS = {"ByteLevel", "Split", "Metaspace"}\n')
+    assert "removed-check" in _near(edit, "_SAFE_KINDS =")
+
+
+def test_a_set_named_safe_shrunk_is_quiet() -> None:
+    edit = ('_SAFE_KINDS = {"ByteLevel", "Split"}\n', '_SAFE_KINDS = {"ByteLevel"}\n')
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_a_value_forced_a_few_statements_above_its_test() -> None:
+    edit = (
+        "    in_domain = table.admits(\n        hidden\n    )\n",
+        "    in_domain = True  # tuned rows work\n",
+    )
+    assert "removed-check" in _near(edit, "in_domain = True")
+
+
+def test_a_default_given_anew_in_a_block_below_is_quiet() -> None:
+    old = "    in_domain = table.admits(\n        hidden\n    )\n"
+    edit = (old, "    in_domain = False\n    if table.admits(hidden):\n        in_domain = True\n")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_all_made_any_in_an_answer_of_what_is_supported() -> None:
+    old = "        return all(b.supports_capability(capability) for b in backends)\n"
+    edit = (old, old.replace("all(", "any("))
+    assert "removed-check" in _near(edit, "return any(")
+
+
+def test_any_made_all_is_quiet() -> None:
+    old = "        return all(b.supports_capability(capability) for b in backends)\n"
+    assert "removed-check" not in _MODULE.rules((old, old))
+
+
+def test_a_method_bound_to_an_attribute_called_in_forward_is_hot() -> None:
+    old = "        b = self.moe(x)\n"
+    edit = (old, old + '        print(f"mlp={a.float().norm():.3f} " f"moe={b.float().norm():.3f}")\n')
+    assert {"print", "device-sync"} <= _named(edit, "print(f")
+
+
+def test_the_input_of_a_torch_reduction_is_a_tensor() -> None:
+    old = "        any_prefix = torch.any(has_prefix[: batch.n]).item()\n"
+    edit = (old, old + '        print("prefix:", has_prefix[: batch.n])\n')
+    assert "device-sync" in _named(edit, 'print("prefix:"')
+
+
+def test_apply_weights_runs_in_every_forward() -> None:
+    old = "        return torch.mm(x, layer.weight)\n"
+    edit = (old, "        if x.abs().max() > 448:\n            x = x.clamp(-448, 448)\n" + old)
+    assert "device-sync" in _near(edit, "x.abs().max() > 448")
+
+
+_WARNED = '            logger.warning("large batch: %d", x.shape[0])\n'
+
+
+def test_a_log_line_handed_to_another_logger_is_the_same_line() -> None:
+    edit = (_WARNED, _WARNED.replace("logger.warning", "logging.getLogger(__name__).warning"))
+    assert "logging" not in _near(edit, "getLogger(__name__).warning")
+
+
+def test_a_log_line_added_beside_it_is_news() -> None:
+    edit = (_WARNED, _WARNED + '        logger.warning("batch of %d", x.shape[0])\n')
+    assert "logging" in _near(edit, "batch of %d")
+
+
+_GATE = '        if os.environ.get("VALIDATE") == "1":\n'
+
+
+def test_a_gate_forced_open_over_a_call_runs_what_it_calls() -> None:
+    edit = (_GATE, "        if True:  # was: VALIDATE only\n")
+    assert "device-sync" in _named(edit, "if True:  # was")
+
+
+def test_a_gate_made_stricter_over_a_call_is_quiet() -> None:
+    edit = (_GATE, '        if os.environ.get("VALIDATE") == "1" and q.numel() < 16:\n')
+    assert "device-sync" not in _MODULE.rules(edit)
+
+
+def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
+    edited = _MODULE.after(
+        (_CLAMP, "        pass  # let the request go above the ceiling\n"),
+        (_GATE, "        if True:  # was: VALIDATE only\n"),
+    )
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    assert ("removed-check", line_of(edited, "pass  # let")) in found, found
+    assert ("device-sync", line_of(edited, "if True:  # was")) in found, found
