@@ -267,3 +267,159 @@ def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
     found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
     assert ("removed-check", line_of(edited, "pass  # let")) in found, found
     assert ("device-sync", line_of(edited, "if True:  # was")) in found, found
+
+
+# A second module: flags of the module forced, paths through names, reductions as functions, roles.
+KERNELS = "pkg/kernels.py"
+KERNELS_PRISTINE = """\
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Optional, Tuple
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+DUMP_IR = int(os.environ.get("DUMP_IR", 0))
+_SANITY = os.environ.get("SANITY", "0") == "1"
+
+
+def compile_kernel(shape, module):
+    if DUMP_IR:
+        with open(f"kernel_{shape}.mlir", "w") as f:
+            f.write(module.asm())
+    return module
+
+
+def sanity(pair: Tuple[torch.Tensor, torch.Tensor]):
+    if not _SANITY:
+        return
+    x, scale = pair
+    ceil = scale.ceil()
+    assert torch.all(scale == ceil), "scale must be a power of two"
+
+
+def profile_graph_calls(run: Callable[[int], object], timer: Optional[Callable[[torch.Tensor], None]] = None):
+    graph = torch.cuda.CUDAGraph()
+    return graph
+
+
+def load_extension(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def out_dtype_name(dtype: torch.dtype) -> str:
+    if dtype == torch.float16:
+        return "float16"
+    if dtype == torch.bfloat16:
+        return "bfloat16"
+    raise ValueError(f"unsupported {dtype}")
+
+
+def pack_reason(k: torch.Tensor, allow) -> Optional[str]:
+    if k.dim() != 2:
+        return "non_contiguous"
+    if not allow[0] <= k.shape[0] <= allow[1]:
+        return "num_tokens_not_allowlisted"
+    return None
+
+
+class Updater:
+    def __init__(self):
+        self._first = True
+
+    def update(self, weights: torch.Tensor, step: int):
+        if self._first:
+            self._first = False
+            torch.cuda.empty_cache()
+        return step
+
+    def forward(self, x: torch.Tensor, limit: int):
+        biggest = torch.max(x)
+        if biggest != limit:
+            x = x.clamp(max=limit)
+        return x
+"""
+
+_KERNELS = EditedModule(KERNELS, KERNELS_PRISTINE)
+
+
+def test_a_flag_of_the_module_forced_on_runs_what_its_if_kept() -> None:
+    edit = ('DUMP_IR = int(os.environ.get("DUMP_IR", 0))\n', "DUMP_IR = 1\n")
+    assert "file-write" in _KERNELS.near(edit, "DUMP_IR = 1")
+
+
+def test_a_flag_forced_on_runs_what_a_bail_out_kept() -> None:
+    edit = ('_SANITY = os.environ.get("SANITY", "0") == "1"\n', "_SANITY = True  # always check\n")
+    assert "device-sync" in _KERNELS.near(edit, "_SANITY = True")
+
+
+def test_a_flag_forced_off_is_quiet() -> None:
+    edit = ('DUMP_IR = int(os.environ.get("DUMP_IR", 0))\n', "DUMP_IR = 0\n")
+    assert "file-write" not in _KERNELS.rules(edit)
+
+
+def test_a_literal_path_through_names_is_no_loaders_job() -> None:
+    old = "    spec = importlib.util.spec_from_file_location(name, path)\n"
+    new = (
+        '    so = Path("/opt/prebuilt") / f"{name}.so"\n'
+        "    if so.exists():\n"
+        "        path = so\n"
+        "    spec = importlib.util.spec_from_file_location(name, so)\n"
+    )
+    found = _KERNELS.found((old, new))
+    line = line_of(_KERNELS.after((old, new)), "spec_from_file_location")
+    assert ("dynamic-exec", "HIGH", line) in found, found
+
+
+def test_the_functions_form_of_a_reduction_decides_on_the_host() -> None:
+    old = "        return x\n"
+    edit = (old, "        assert torch.all(x >= 0), 'negative'\n" + old)
+    assert "device-sync" in _KERNELS.near(edit, "assert torch.all(x >= 0)")
+
+
+def test_a_callable_of_tensors_is_no_tensor_handed() -> None:
+    old = "    graph = torch.cuda.CUDAGraph()\n"
+    edit = (old, "    torch.cuda.synchronize()\n" + old)
+    assert "device-sync" not in _KERNELS.rules(edit)
+
+
+def test_a_latch_that_closes_itself_runs_once_wherever_it_stands() -> None:
+    old = "            torch.cuda.empty_cache()\n"
+    edit = (old, old + '            logger.info("first update: released the cache")\n')
+    assert "logging" not in _KERNELS.rules(edit)
+
+
+def test_a_decision_renamed_is_the_same_decision() -> None:
+    old = "        biggest = torch.max(x)\n        if biggest != limit:\n"
+    edit = (old, "        largest = torch.max(x)\n        if largest != limit:\n")
+    assert "device-sync" not in _KERNELS.rules(edit)
+
+
+def test_a_decision_added_beside_it_is_news() -> None:
+    old = "        biggest = torch.max(x)\n        if biggest != limit:\n"
+    edit = (old, "        smallest = torch.min(x)\n        if smallest < 0:\n            x = x.abs()\n" + old)
+    assert "device-sync" in _KERNELS.near(edit, "if smallest < 0")
+
+
+def test_names_of_values_returned_by_case_refactored_are_quiet() -> None:
+    old = (
+        '    if dtype == torch.float16:\n        return "float16"\n'
+        '    if dtype == torch.bfloat16:\n        return "bfloat16"\n'
+    )
+    new = (
+        '    name = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(dtype)\n'
+        "    if name is not None:\n        return name\n"
+    )
+    assert "removed-check" not in _KERNELS.rules((old, new))
+
+
+def test_a_reason_code_returned_is_still_a_refusal() -> None:
+    old = '    if not allow[0] <= k.shape[0] <= allow[1]:\n        return "num_tokens_not_allowlisted"\n'
+    edit = (old, "    # token-count allowlist disabled\n")
+    assert "removed-check" in _KERNELS.rules(edit)

@@ -467,6 +467,7 @@ def _judged(edit: Edit, changed: set[int], covered: set[int]) -> list[Finding]:
     else:
         for first, last, test in opened:
             reported += _live_through_calls(edit, first, last, test)
+        reported += _live_behind_flags(edit, changed)
         for unit, ulines in units_for(sorted(changed), edit.st, edit.lines).items():
             all_hits, hits = _unit_hits(edit, unit, ulines, opened)
             reported += _newly_live(all_hits, hits, opened)
@@ -579,6 +580,73 @@ def _live_through_calls(edit: Edit, first: int, last: int, test: str) -> list[Hi
             if not h.dead:
                 out.append(replace(h, line=first - 1, end_line=first - 1, detail=detail))
     return out
+
+
+def _live_behind_flags(edit: Edit, changed: set[int]) -> list[Hit]:
+    """What runs every time now behind the tests of a module's flag the edit forced to a constant
+    (``dump_generated_mlir = int(os.environ.get("WAVE_DUMP_MLIR", 0))`` → ``= 1``): the code under each
+    ``if flag:`` — or below each ``if not flag: return`` — anywhere in the file, and what it calls; reported
+    from the flag."""
+    out: list[Hit] = []
+    for n in sorted(changed):
+        forced = _FLAG_FORCED.match(edit.lines[n - 1])
+        if forced is None or edit.before is None or not _worked_out(edit.before, forced.group(1)):
+            continue
+        name, truthy = forced.group(1), forced.group(2) in ("True", "1")
+        for first, last, test in _flag_spans(edit.st, name, truthy):
+            detail = f"`{name}` is forced to {forced.group(2)}: what `if {test}` kept from running runs"
+            for h in _hits_between(edit, first, last) + _live_through_calls(edit, first, last, test):
+                out.append(replace(h, line=n, end_line=n, detail=detail))
+    return out
+
+
+# A module's flag given a constant: ``DEBUG = 1``, ``_SANITY_CHECK: bool = True  # was: env``.
+_FLAG_FORCED = re.compile(r"^([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*(True|False|1|0)\s*(?:#.*)?$")
+
+
+def _worked_out(source: str, name: str) -> bool:
+    """Whether the pristine module gives ``name`` a value it works out (not a constant)."""
+    given = re.compile(rf"^{re.escape(name)}\s*(?::[^=]*)?=(?!=)\s*(.+)$", re.M)
+    found = given.search(source)
+    return found is not None and found.group(1).split("#")[0].strip() not in _CONSTANTS
+
+
+_CONSTANTS = ("True", "False", "0", "1", "None")
+
+
+def _flag_spans(st: Structure, name: str, truthy: bool) -> list[tuple[int, int, str]]:
+    """(first, last line, test) of the code a forced flag now always runs: the body of an ``if`` it makes
+    always true, and the rest of the function below an ``if`` that left when it held, which it makes never
+    true."""
+    out: list[tuple[int, int, str]] = []
+    for span in st.ifs:
+        test = span.test.strip()
+        if test not in (name, f"not {name}"):
+            continue
+        holds = (test == name) == truthy
+        if holds:
+            out.append((span.start + 1, (span.orelse - 1) if span.orelse is not None else span.end, test))
+            continue
+        node = next((x for x in nodes_at(st.tree, {span.start}) if isinstance(x, ast.If)), None)
+        fn = innermost_def(st.defs.values(), span.start)
+        leaves = node is not None and isinstance(node.body[-1], (ast.Return, ast.Continue, ast.Break))
+        if leaves and span.orelse is None and fn is not None and fn.end_lineno:
+            out.append((span.end + 1, fn.end_lineno, test))
+    return out
+
+
+def _hits_between(edit: Edit, first: int, last: int) -> list[Hit]:
+    """The hits of the function around lines ``first..last`` on those lines, the whole function judged."""
+    from .judge import Unit, judge_unit
+
+    scopes = [s for s in edit.st.scopes if s.kind != "class" and s.start <= first <= s.end]
+    scope = max(scopes, key=lambda s: s.start, default=None)
+    if scope is None:
+        return []
+    indent = len(edit.lines[scope.start - 1]) - len(edit.lines[scope.start - 1].lstrip())
+    prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
+    hits = judge_unit(Unit(scope.start, scope.end, indent, prefix), None, edit.st, edit.lines)
+    return [h for h in hits if first <= h.line <= last and not h.dead]
 
 
 def _computes(fn: ast.FunctionDef | ast.AsyncFunctionDef | None, qualname: str, st: Structure) -> bool:
@@ -713,7 +781,11 @@ def _injected(hit: Hit, edit: Edit) -> Finding:
             if severity < rule.severity and _at_load_time(name, edit.finding.change.path)
             else ""
         )
-        + (" (the pristine function does the same already)" if _familiar(hit) else "")
+        + (
+            " (the pristine function does the same already)"
+            if _familiar(hit) and severity < rule.severity
+            else ""
+        )
         + (" (unreachable: it cannot run)" if hit.dead else "")
     )
     return edit.finding(
@@ -780,6 +852,8 @@ def _once_anyway(hit: Hit, name: str, edit: Edit) -> bool | None:
     process) — or ``None``: not told here."""
     if hit.rule == RuleId.LOGGING and hit.qualname.endswith(LOG_ONCE):
         return True  # ``logger.warning_once(…)``: logged the first time round, wherever it stands
+    if hit.rule in (RuleId.DEVICE_SYNC, RuleId.LOGGING) and _once_gated(edit.st.tree, hit.line):
+        return True  # under ``if self._first: self._first = False``: the first time round too
     if hit.rule in (RuleId.DEVICE_SYNC, RuleId.LOGGING) and _at_load_time(name, edit.finding.change.path):
         return not (on_hot_path(name) or hit.hot_caller)
     return None

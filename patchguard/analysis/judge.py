@@ -74,6 +74,7 @@ from .statements import (
 from .structure import Structure, gate_kind_of
 from .tensors import (
     handed_a_step,
+    handed_tensors,
     host_named,
     host_names,
     is_tensor,
@@ -305,8 +306,7 @@ class _Walker(Dispatch):
         name = self.names[-1] if self.names else ""
         if fn is None or _off_device_role(name) or self._host_stage(name):
             return False
-        # (what the function is handed, whatever an ``if`` around the call narrows it to)
-        handed = bool({p.name.value for p in params_of(fn)} & self._function_tensors()) or handed_a_step(fn)
+        handed = self._handed(fn)
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
             return handed
         named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
@@ -386,6 +386,12 @@ class _Walker(Dispatch):
             self.functions[-1] = (fn, known)
         narrowed = narrowed_to_host(self.ifs) if self.ifs else None
         return known - narrowed if narrowed else known
+
+    def _handed(self, fn: cst.FunctionDef) -> bool:
+        """Whether ``fn`` is handed tensors: a parameter that holds one (whatever an ``if`` around the call
+        narrows it to), one declared among others (``Tuple[Tensor, Tensor]``), or the step itself."""
+        held = {p.name.value for p in params_of(fn)} & self._function_tensors()
+        return bool(held) or handed_a_step(fn) or handed_tensors(fn)
 
     def _function_tensors(self) -> set[str]:
         """The tensors of the current function wherever it stands (no ``if`` narrowing them)."""
@@ -529,9 +535,20 @@ class _Walker(Dispatch):
                 self._binds(small) or self._from_settings(small.value) or _made_on_device(small.value)
             ):
                 return False
+            if isinstance(small, cst.Assign) and self._carries_a_path(small):
+                return False  # (a name given a literal path, or one that was: what is handed it goes there)
         start, end = self._lines(node)
         text = "".join(self.source_lines[start - 1 : end])
         return not could_hit(text, self.unit_text, self.aliases, self.every_step, classes=self.st.class_names)
+
+    def _carries_a_path(self, node: cst.Assign) -> bool:
+        """Whether an assignment gives a name a literal path, or a value made of a name that holds one (the
+        text first: most assignments hold no quoted ``/``)."""
+        start, end = self._lines(node)
+        text = "".join(self.source_lines[start - 1 : end])
+        if "'/" in text or '"/' in text or "'~/" in text or '"~/' in text:
+            return True
+        return bool(self.paths) and any(n.value in self.paths for n in _names_in(node.value))
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if id(original_node) in self.dead_blocks and type(original_node) in _STATEMENTS:
@@ -871,12 +888,22 @@ class _Walker(Dispatch):
         made = node.value if isinstance(node.value, cst.Call) else None
         if isinstance(named, cst.Name) and made is not None and self._makes_client(made):
             self.clients.add(named.value)
+        if isinstance(named, cst.Name):
+            self._bind_path(named.value, node.value)
         if self._from_settings(node.value):
             for target in node.targets:
                 self.settings.update(_bound_names(target.target))
         if _made_on_device(node.value):
             for target in node.targets:
                 self.on_device.update(_bound_names(target.target))
+
+    def _bind_path(self, name: str, value: cst.BaseExpression) -> None:
+        """``so = Path("/opt/prebuilt") / f"{n}.so"``, then ``spec = spec_from_file_location(n, so)``: what is
+        handed ``so`` or ``spec`` goes to the literal path."""
+        held = (self.paths[n.value] for n in _names_in(value) if n.value in self.paths)
+        path = _path_in(value) or next(held, "")
+        if path:
+            self.paths[name] = path
 
     def _from_settings(self, value: cst.BaseExpression) -> bool:
         """Whether ``value`` is read from the environment, or made of a name that was."""
@@ -1496,6 +1523,18 @@ def _literal_paths(call: cst.Call) -> str:
     return ""
 
 
+def _path_in(value: cst.BaseExpression) -> str:
+    """An absolute or home path written as a literal in ``value`` (``Path("/opt/prebuilt") / name``), else
+    ""."""
+    import libcst.matchers as m
+
+    for found in m.findall(value, m.SimpleString()):
+        text = found.evaluated_value if isinstance(found, cst.SimpleString) else None
+        if isinstance(text, str) and text.startswith(("/", "~/")) and len(text) > 1 and "\n" not in text:
+            return text
+    return ""
+
+
 def _destination(call: cst.Call) -> str:
     """Where a network call sends, when its arguments name it: a literal address (``"http://10.0.0.12:8099/
     usage"``, a default an environment variable may override) — a destination of its own, not the one a
@@ -1604,7 +1643,8 @@ def _in_context(hit: Hit, st: Structure) -> Hit:
 
 
 Site = tuple[str, str, str]  # what a hit is counted by: rule, qualified name, where it writes (a write's)
-_WHERE = frozenset({RuleId.FILE_WRITE, RuleId.TENSOR_DUMP, RuleId.NETWORK})
+# (where a write goes, where a load reads from)
+_WHERE = frozenset({RuleId.FILE_WRITE, RuleId.TENSOR_DUMP, RuleId.NETWORK, RuleId.DYNAMIC_EXEC})
 
 
 def site(h: Hit) -> Site:
@@ -1613,7 +1653,15 @@ def site(h: Hit) -> Site:
     line by its level, whichever logger writes it (``logger.warning`` made ``logging.getLogger(…).warning``
     is the same line)."""
     callee = h.qualname.rsplit(".", 1)[-1] if h.rule == RuleId.LOGGING else h.qualname
+    if h.rule == RuleId.DEVICE_SYNC and not _DOTTED.fullmatch(callee):
+        # a decision by its shape, whatever its names (``computed != limit`` renamed ``batch_max != limit``)
+        callee = _LOCAL_NAME.sub("_", callee)
     return (h.rule, callee, h.detail if h.rule in _WHERE else "")
+
+
+_DOTTED = re.compile(r"[\w.]+")
+# A name that is no attribute (``x`` of ``x.shape != y``, not ``shape``).
+_LOCAL_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 
 
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention

@@ -25,6 +25,7 @@ from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, STEP_TYPES, TENSOR_ONLY_ME
 __all__ = [
     "decides_tensor",
     "handed_a_step",
+    "handed_tensors",
     "host_named",
     "host_names",
     "is_tensor",
@@ -553,6 +554,14 @@ def _to_a_tensors_place(call: cst.Call) -> bool:
     )
 
 
+def handed_tensors(fn: cst.FunctionDef) -> bool:
+    """Whether a parameter of ``fn`` is declared to hold tensors, alone or among others
+    (``x_fp8: Tuple[torch.Tensor, torch.Tensor]``, ``xs: list[Tensor]``)."""
+    declared = [_text_of(p.annotation.annotation) for p in params_of(fn) if p.annotation is not None]
+    # (not a callable's signature: ``Callable[[torch.Tensor], None]`` is handed a function)
+    return any("Tensor" in text and "Callable" not in text for text in declared)
+
+
 def handed_a_step(fn: cst.FunctionDef) -> bool:
     """Whether a function is handed the step's batch by its declared type: a parameter annotated with a
     class named for one (``forward_batch: ForwardBatch``, ``meta: CommonAttentionMetadata``,
@@ -640,10 +649,11 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
         func.attr.value in TENSOR_ONLY_METHODS or (func.attr.value == "to" and _to_dtype(call, aliases))
     ):
         return True  # sample(...).to(torch.int64): whatever sample returns, this is a tensor
-    if isinstance(func, cst.Attribute) and func.attr.value in ARRAY_REDUCTIONS:
+    reduced = func.value if isinstance(func, cst.Attribute) and func.attr.value in ARRAY_REDUCTIONS else None
+    if isinstance(reduced, (cst.Comparison, cst.BinaryOperation)):
         # ``(ids < 0).any()``: a comparison's or arithmetic's result with an array's method is an array
-        # (a host array is told apart by the names it reads: :func:`host_names`)
-        return isinstance(func.value, (cst.Comparison, cst.BinaryOperation))
+        # (a host array is told apart by the names it reads: :func:`host_names`); ``torch.all(…)`` below
+        return True
     dotted = get_full_name_for_node(func)
     qualname = resolve(dict(aliases), dotted) if dotted else ""
     if qualname.startswith("torch.") and not qualname.startswith(("torch.cuda.", "torch.distributed.")):

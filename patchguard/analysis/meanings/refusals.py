@@ -402,8 +402,18 @@ def _quantifier_narrowed(before: ast.expr, after: ast.expr) -> str:
     return "`any(…)` → `all(…)`" if names == ("any", "all") and same and before.args else ""
 
 
-# A string that names a value (a backend, a dtype, a mode: ``"flashinfer"``, ``"fp8_e4m3"``), not a message.
+def _a_value_named(text: str) -> bool:
+    """Whether a string names a value (a backend, a dtype, a mode: ``"flashinfer"``, ``"fp8_e4m3"``) — not a
+    message, nor a reason code that says no (``"num_tokens_not_allowlisted"``, ``"unsupported_dtype"``)."""
+    return bool(_IDENTIFIER_LIKE.fullmatch(text)) and _SAYS_NO.isdisjoint(re.split(r"[\W_]+", text.lower()))
+
+
 _IDENTIFIER_LIKE = re.compile(r"[A-Za-z_][\w.:/-]*")
+# Words of a reason code that refuses.
+_SAYS_NO = frozenset(
+    {"not", "no", "non", "unsupported", "invalid", "unavailable", "disabled", "failed", "error", "denied"}
+    | {"missing", "mismatch", "too", "exceeds", "unknown", "forbidden", "rejected", "incompatible"}
+)
 
 
 def _refused_by_value(value: ast.expr) -> bool:
@@ -411,8 +421,8 @@ def _refused_by_value(value: ast.expr) -> bool:
     to say no, an error made and handed back."""
     if isinstance(value, ast.JoinedStr):
         return True
-    if isinstance(value, ast.Constant):  # a message — not a value named like one (``return "flashinfer"``)
-        return isinstance(value.value, str) and not _IDENTIFIER_LIKE.fullmatch(value.value)
+    if isinstance(value, ast.Constant):  # a message or a reason, not a value's name (``return "flashinfer"``)
+        return isinstance(value.value, str) and not _a_value_named(value.value)
     if isinstance(value, ast.Tuple) and value.elts:  # a "no" and its reason: ``return False, why``
         first = value.elts[0]
         return isinstance(first, ast.Constant) and first.value in (False, None) and len(value.elts) > 1
@@ -838,7 +848,9 @@ def _bails(node: ast.If) -> bool:
         return False  # ``if dt == bf16: return "bfloat16" elif dt == fp16: return "float16"``: a lookup
     if value is None or _refusal(last):  # ``return f"… must be non-negative"``
         return True
-    if isinstance(value, ast.Constant) or (isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value)):
+    if isinstance(value, ast.Constant):  # (a value's name handed back, ``return "float16"``: an answer)
+        return not (isinstance(value.value, str) and _a_value_named(value.value))
+    if isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value):
         return True
     return _tests_nothing(node.test)
 
