@@ -225,6 +225,9 @@ def _if_clamp_gone(r: Region, edit: Edit) -> list[Finding]:
     if edit.before is None or not r.removed or len(r.removed) > _CLAMP_REGION:
         return []  # (a block rewritten whole is no clamp taken out: its new code says what it does now)
     assigned = [i for i, old in enumerate(r.removed) if _ASSIGNED.match(old)]
+    if assigned:  # (the text first: an ``if`` just above that orders what is assigned, or no tree parsed)
+        pristine = edit.before.splitlines()
+        assigned = [i for i in assigned if _ordered_above(pristine, r.old_start + i, r.removed[i])]
     tree = locate(edit.before).tree if assigned else None
     # what the region gives a value now (``n = min(n, cap)`` in the clamp's place, ``n = cap`` kept)
     now = {m.group(1) for n in r.lines if (m := _ASSIGNED.match(edit.lines[n - 1]))}
@@ -245,6 +248,17 @@ _CLAMP_REGION = 6
 
 def _target(assign: ast.Assign) -> str:
     return ast.unparse(assign.targets[0])
+
+
+def _ordered_above(pristine: Sequence[str], line: int, assignment: str) -> bool:
+    """Whether one of the few pristine lines above ``line`` is an ``if`` that orders (``<``, ``>``) the name
+    ``assignment`` gives a value."""
+    target = assignment.split("=", 1)[0].strip()
+    for k in range(max(line - _CLAMP_REGION, 1), line):
+        text = pristine[k - 1].strip() if k - 1 < len(pristine) else ""
+        if text.startswith(("if ", "elif ")) and target in text and ("<" in text or ">" in text):
+            return True
+    return False
 
 
 def _clamp_by_if(node: ast.AST, line: int) -> tuple[str, ast.Assign] | None:
