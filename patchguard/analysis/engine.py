@@ -564,19 +564,17 @@ def _live_through_calls(edit: Edit, first: int, last: int, test: str) -> list[Hi
     """What runs every time now in the functions of the file a gate forced open calls (``if True:  # was:
     VALIDATE`` over ``self._validate_pages(k, v)``): their hits, reported from the gate — the code behind
     it is unchanged, what it calls is where the work is."""
-    from .judge import Unit, judge_unit
+    from .judge import judge_unit
 
     out: list[Hit] = []
     st = edit.st
     for scope in _called_between(st, first, last):
-        indent = len(edit.lines[scope.start - 1]) - len(edit.lines[scope.start - 1].lstrip())
-        prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
         detail = f"its gate `if {test.strip()[:60]}` is now always open: `{scope.qualname}` runs every time"
         caller = st.qualname_at(first) or ""
         if _computes(innermost_def(st.defs.values(), first), caller, st):
             # (called each time a function that computes on tensors runs: as hot as its caller)
             st = st.with_hot({**st.hot, scope.qualname: caller})
-        for h in judge_unit(Unit(scope.start, scope.end, indent, prefix), None, st, edit.lines):
+        for h in judge_unit(_unit_of(scope, edit.lines), None, st, edit.lines):
             if not h.dead:
                 out.append(replace(h, line=first - 1, end_line=first - 1, detail=detail))
     return out
@@ -637,16 +635,23 @@ def _flag_spans(st: Structure, name: str, truthy: bool) -> list[tuple[int, int, 
 
 def _hits_between(edit: Edit, first: int, last: int) -> list[Hit]:
     """The hits of the function around lines ``first..last`` on those lines, the whole function judged."""
-    from .judge import Unit, judge_unit
+    from .judge import judge_unit
 
     scopes = [s for s in edit.st.scopes if s.kind != "class" and s.start <= first <= s.end]
     scope = max(scopes, key=lambda s: s.start, default=None)
     if scope is None:
         return []
-    indent = len(edit.lines[scope.start - 1]) - len(edit.lines[scope.start - 1].lstrip())
-    prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
-    hits = judge_unit(Unit(scope.start, scope.end, indent, prefix), None, edit.st, edit.lines)
+    hits = judge_unit(_unit_of(scope, edit.lines), None, edit.st, edit.lines)
     return [h for h in hits if first <= h.line <= last and not h.dead]
+
+
+def _unit_of(scope: Scope, lines: Sequence[str]) -> Unit:
+    """The unit a function of the file is judged as, whole."""
+    from .judge import Unit
+
+    text = lines[scope.start - 1]
+    prefix = scope.qualname.rsplit(".", 1)[0] if "." in scope.qualname else ""
+    return Unit(scope.start, scope.end, len(text) - len(text.lstrip()), prefix)
 
 
 def _computes(fn: ast.FunctionDef | ast.AsyncFunctionDef | None, qualname: str, st: Structure) -> bool:
