@@ -222,13 +222,10 @@ def _clamps(call: ast.Call) -> list[ast.expr]:
 def _if_clamp_gone(r: Region, edit: Edit) -> list[Finding]:
     """A clamp written as an ``if`` taken out: ``if value > ceiling: value = ceiling`` whose assignment is
     gone (the ``if`` left to do nothing, or deleted) — the value is no longer kept within the bound."""
-    if edit.before is None or not r.removed or len(r.removed) > _CLAMP_REGION:
-        return []  # (a block rewritten whole is no clamp taken out: its new code says what it does now)
-    assigned = [i for i, old in enumerate(r.removed) if _ASSIGNED.match(old)]
-    if assigned:  # (the text first: an ``if`` just above that orders what is assigned, or no tree parsed)
-        pristine = edit.before.splitlines()
-        assigned = [i for i in assigned if _ordered_above(pristine, r.old_start + i, r.removed[i])]
-    tree = locate(edit.before).tree if assigned else None
+    assigned = _clamped_here(r, edit.before)
+    if not assigned or edit.before is None:
+        return []
+    tree = locate(edit.before).tree
     # what the region gives a value now (``n = min(n, cap)`` in the clamp's place, ``n = cap`` kept)
     now = {m.group(1) for n in r.lines if (m := _ASSIGNED.match(edit.lines[n - 1]))}
     for i in assigned:
@@ -248,6 +245,16 @@ _CLAMP_REGION = 6
 
 def _target(assign: ast.Assign) -> str:
     return ast.unparse(assign.targets[0])
+
+
+def _clamped_here(r: Region, before: str | None) -> list[int]:
+    """The removed lines of a region (their indexes) that give a value an ``if`` just above orders — by the
+    text alone; none for a block rewritten whole (its new code says what it does now)."""
+    if before is None or not r.removed or len(r.removed) > _CLAMP_REGION:
+        return []
+    assigned = [i for i, old in enumerate(r.removed) if _ASSIGNED.match(old)]
+    pristine = before.splitlines() if assigned else []
+    return [i for i in assigned if _ordered_above(pristine, r.old_start + i, r.removed[i])]
 
 
 def _ordered_above(pristine: Sequence[str], line: int, assignment: str) -> bool:
