@@ -298,7 +298,7 @@ def test_running_json_formatter_encodes_names() -> None:
         replaced_extensions=("/a\udcff.so",),
         maybe_changed=("/b\\c.py",),
     )
-    found = Running(Target("/v/bin/python", "/v\udcff", ("/v\\s",), None), [process])
+    found = Running(Target("/v/bin/python", "/v\udcff", ("/v\\s",), None), (process,))
     out = json.loads(format_running(found).encode("utf-8"))
     assert out["environment"] == {"prefix": "/v\\xff", "site_packages": ["/v\\\\s"]}
     p = out["processes"][0]

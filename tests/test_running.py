@@ -191,7 +191,7 @@ def test_other_environments_and_vanished_processes(
         return real_read(path)
 
     monkeypatch.setattr(running_mod, "_read", exits_meanwhile)
-    assert running(resolve_target(site_packages=[str(site)]), proc=str(fake)).processes == []
+    assert running(resolve_target(site_packages=[str(site)]), proc=str(fake)).processes == ()
 
 
 def test_a_process_table_that_cannot_be_read_is_exit_2_not_zero_processes(

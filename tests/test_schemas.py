@@ -98,7 +98,7 @@ def _running_documents(env: Env, _tmp: Path, _wheel: Path) -> list[str]:
         transactions=("20240101T000000Z-1",),
         reason=HOSTILE,
     )
-    found = Running(Target("/v/bin/python", f"/v{HOSTILE}", (f"/v/{HOSTILE}",), None), [process])
+    found = Running(Target("/v/bin/python", f"/v{HOSTILE}", (f"/v/{HOSTILE}",), None), (process,))
     return [
         RUNNING.get("json").render(found),
         cli("running", "--site-packages", str(env.site), "--format", "json")[1],

@@ -6,7 +6,7 @@ with its :class:`Verdict` — whether it runs what the disk holds.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..env import Target
@@ -53,12 +53,12 @@ class Process:
         }
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Running:
     """The processes of one environment."""
 
     target: Target
-    processes: list[Process] = field(default_factory=list)
+    processes: tuple[Process, ...] = ()
 
     @property
     def exit_code(self) -> int:

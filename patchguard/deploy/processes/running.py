@@ -49,14 +49,14 @@ def running(target: Target, *, proc: str = "/proc") -> Running:
     bin_dir = os.path.join(target.prefix, "bin") + os.sep
     boot, tick = _boot_time(proc), os.sysconf("SC_CLK_TCK")
     py_files = list(_python_files(target))
-    out = Running(target)
+    out: list[Process] = []
     for pid in _pids(proc):
         if pid == os.getpid():
             continue
         found = _process(proc, pid, sites, bin_dir, boot, tick, py_files, target)
         if found is not None:
-            out.processes.append(found)
-    return out
+            out.append(found)
+    return Running(target, tuple(out))
 
 
 @dataclass(frozen=True, slots=True)
