@@ -167,7 +167,7 @@ def _attributed(scanned: Scanned, patches: str | None) -> Scanned:
         return scanned
     if not sets:
         return scanned
-    env = SetEnvironment(scanned.target, scanned.dists)
+    env = SetEnvironment(scanned.target, tuple(scanned.dists))
     forms = [env.form_for(ps) for ps in sets]  # each set as written for the versions installed here
     return scanned.evolve(changes=attribute(scanned.changes, forms, scanned.target.site_packages))
 

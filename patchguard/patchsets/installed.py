@@ -19,12 +19,12 @@ from .planner import Reader
 __all__ = ["SetEnvironment", "check_paths", "owned_paths", "reader"]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class SetEnvironment:
     """An environment read for set operations: its target, distributions, and what recovery put back."""
 
     target: Target
-    dists: list[InstalledDistribution]
+    dists: tuple[InstalledDistribution, ...]
     recovered: tuple[str, ...] = ()
 
     @classmethod
@@ -32,7 +32,7 @@ class SetEnvironment:
         """The environment ``target`` (what ``--python``/``--site-packages`` resolved to), read; an
         unfinished transaction rolled back first."""
         recovered = recover_all(target.site_packages, target.roots)
-        return cls(target, installed_distributions(target), recovered)
+        return cls(target, tuple(installed_distributions(target)), recovered)
 
     def form_for(self, ps: PatchSet) -> PatchSet:
         """The form of ``ps`` written for the versions installed here: the set itself, or — when a rebase

@@ -11,7 +11,7 @@ import contextlib
 import enum
 import os
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._fs import sha256_bytes
 from ..env import Target
@@ -179,7 +179,7 @@ def _move(
         return _plan_move(ps, reverse, env, dists, site, dry_run=True)
     # Plan under the lock: a second writer waits, then plans against what the first one wrote.
     with environment_lock(site, allowed=env.target.roots) as recovered:
-        env.recovered += recovered
+        env = replace(env, recovered=env.recovered + recovered)
         return _plan_move(ps, reverse, env, dists, site, dry_run=False)
 
 

@@ -74,10 +74,10 @@ def environment_status(*, target: Target, patches: str | None = None) -> Environ
 
 
 def states_of(
-    target: Target, dists: list[InstalledDistribution], patches: str | None = None
+    target: Target, dists: Sequence[InstalledDistribution], patches: str | None = None
 ) -> list[SetState]:
     """:func:`set_states` for an environment already read (``check`` has scanned it: no second pass)."""
-    env = SetEnvironment(target, dists)
+    env = SetEnvironment(target, tuple(dists))
     out: list[SetState] = []
     for ps in load_sets(patches):
         ps = env.form_for(ps)  # the form for the installed versions is the set here
