@@ -423,3 +423,55 @@ def test_a_reason_code_returned_is_still_a_refusal() -> None:
     old = '    if not allow[0] <= k.shape[0] <= allow[1]:\n        return "num_tokens_not_allowlisted"\n'
     edit = (old, "    # token-count allowlist disabled\n")
     assert "removed-check" in _KERNELS.rules(edit)
+
+
+def test_a_bail_out_turned_round_to_hold_what_it_let_by_is_quiet() -> None:
+    """``if not ready: return ids`` / ``return translate(ids)`` made ``if ready: ids = translate(ids)``."""
+    module = EditedModule(
+        "pkg/translate.py",
+        "class T:\n"
+        "    def read_ids(self, ids, size):\n"
+        "        ids = ids // size\n"
+        "        if not self.ready:\n"
+        "            return ids\n"
+        "        return self._translate(ids)\n",
+    )
+    old = "        if not self.ready:\n            return ids\n        return self._translate(ids)\n"
+    edit = (old, "        if self.ready:\n            ids = self._translate(ids)\n        return ids\n")
+    assert "removed-check" not in module.rules(edit)
+
+
+_CARD = EditedModule(
+    "pkg/card.py",
+    "import json\n"
+    "\n"
+    "import torch\n"
+    "\n"
+    "\n"
+    "class Card:\n"
+    "    def to_json_file(self, path):\n"
+    '        with open(path, "w", encoding="utf-8") as writer:\n'
+    "            writer.write(self.to_json_string())\n"
+    "\n"
+    "    def trace(self, path, inputs):\n"
+    '        with open(path, "w", encoding="utf-8") as writer:\n'
+    "            writer.write(self.to_json_string())\n"
+    "        return inputs\n",
+)
+_WRITTEN = "            writer.write(self.to_json_string())\n"
+
+
+def test_a_text_document_dumped_where_the_function_wrote_it_is_its_job() -> None:
+    """``writer.write(self.to_json_string())`` made ``json.dump(self.to_dict(), writer)``."""
+    old = '        with open(path, "w", encoding="utf-8") as writer:\n' + _WRITTEN
+    new = old.replace("writer.write(self.to_json_string())", "json.dump(self.to_dict(), writer)")
+    found = _CARD.found(
+        ("    def to_json_file(self, path):\n" + old, "    def to_json_file(self, path):\n" + new)
+    )
+    assert not [f for f in found if f[1] in ("HIGH", "MODERATE")], found
+
+
+def test_a_tensor_dumped_where_the_function_writes_json_is_still_a_dump() -> None:
+    old = "        return inputs\n"
+    edit = (old, '        torch.save(inputs, path + ".inputs.pt")\n' + old)
+    assert "tensor-dump" in _CARD.near(edit, "torch.save(")

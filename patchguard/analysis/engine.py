@@ -500,14 +500,27 @@ def _new_hits(
     from .judge import site
 
     after_counts = Counter(site(h) for h in all_hits)
-    done = {rule for rule, _q, _w in baseline} if baseline else set()
+    done = {_effect(rule, q) for rule, q, _w in baseline} if baseline else set()
     moved = _reads(after_counts) <= _reads(baseline) if baseline is not None else False
     return [
-        replace(h, familiar=h.rule in done and _familiar_kind(h, loudest, checks))
+        replace(h, familiar=_effect(h.rule, h.qualname) in done and _familiar_kind(h, loudest, checks))
         for h in hits
         if (baseline is None or baseline.get(site(h), 0) < after_counts[site(h)])
         and not (moved and _value_read(h.rule, h.qualname))
     ]
+
+
+def _effect(rule: str, qualname: str) -> str:
+    """What a hit does, for what a function already does: a text document dumped into a file is a file
+    written (``writer.write(self.to_json_string())`` made ``json.dump(self.to_dict(), writer)``) — a
+    tensor's or a pickle's dump is not."""
+    if rule == RuleId.TENSOR_DUMP and qualname.rsplit(".", 2)[-2:] in _TEXT_DOCUMENTS:
+        return RuleId.FILE_WRITE
+    return rule
+
+
+# Dumps that write an object as a text document (the libraries' docs: JSON, YAML, TOML text to the file).
+_TEXT_DOCUMENTS = (["json", "dump"], ["yaml", "dump"], ["yaml", "safe_dump"], ["toml", "dump"])
 
 
 def _familiar_kind(hit: Hit, loudest: tuple[int, int], checks: bool) -> bool:

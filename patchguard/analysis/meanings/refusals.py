@@ -626,7 +626,9 @@ class _Gone:
         guard decided into an expression (:meth:`_guard_lives_on`)."""
         fn = self.after.def_at(now.start) if now is not None else None
         pristine = self.before.def_at(was.start) if was is not None and self.before is not None else None
-        return fn is not None and (_raises_on(fn, test) or _guard_folded(node, fn, pristine))
+        if fn is None:
+            return False
+        return _raises_on(fn, test) or _guard_folded(node, fn, pristine) or _inverted_in(fn, node.test)
 
     def _moved_out(self, key: Guard) -> bool:
         """Whether a def the pristine file did not have holds a guard on the same test that leaves the same
@@ -773,6 +775,14 @@ def _kept_wider(guards: collections.Counter[Guard], key: Guard) -> bool:
     """Whether a guard of the same def leaves the same way on a test that holds the old one (``… or n >
     cap``)."""
     return any(k[2] == key[2] and key[1] in k[1] for k in guards)
+
+
+def _inverted_in(fn: ast.FunctionDef | ast.AsyncFunctionDef, test: ast.expr) -> bool:
+    """Whether ``fn`` tests the opposite of a bail-out's ``test`` in an ``if`` of its own: ``if not ready:
+    return ids`` made ``if ready: ids = translate(ids)`` — the guard turned round to hold what it let by."""
+    negated = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+    wanted = ast.dump(negated) if negated is not None else ast.dump(ast.UnaryOp(ast.Not(), test))
+    return any(isinstance(n, ast.If) and ast.dump(n.test) == wanted for n in ast.walk(fn))
 
 
 def _guard_folded(
