@@ -11,7 +11,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping, MutableMapping
 
-__all__ = ["Imported", "bind_ast_imports", "bind_from_import", "bind_import", "reads_environment", "resolve"]
+__all__ = [
+    "Imported",
+    "bind_ast_imports",
+    "bind_from_import",
+    "bind_import",
+    "last_name",
+    "reads_environment",
+    "resolve",
+]
 
 Imported = Iterable[tuple[str, str | None]]
 """The names of one import statement: (dotted name, ``as`` name or ``None``)."""
@@ -67,3 +75,8 @@ def reads_environment(text: str) -> bool:
     """Whether code's text names the process environment (``os.environ``, ``os.getenv``, by any alias of
     ``os``): a gate, a switch or a value read from it."""
     return "environ" in text or "getenv" in text
+
+
+def last_name(node: ast.expr) -> str:
+    """The last name an expression is written with: ``x`` of ``x``, ``attr`` of ``a.b.attr``; "" else."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""

@@ -10,15 +10,11 @@ import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..model import Finding, Gate, Kind, RuleId, Severity
+from .aliases import last_name
 from .bounds import MAX_LINE, too_wild
 from .structure import Structure, structure
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = [
     "QUOTED",
@@ -225,10 +221,6 @@ def innermost_def(
         if node.lineno <= line <= (node.end_lineno or 0) and (found is None or node.lineno > found.lineno):
             found = node
     return found
-
-
-def last_name(node: ast.expr) -> str:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
 QUOTED = re.compile(r"""(["'])(?:\\.|(?!\1).)*\1""")

@@ -580,13 +580,13 @@ def _live_through_calls(edit: Edit, first: int, last: int, test: str) -> list[Hi
     from .judge import judge_unit
 
     out: list[Hit] = []
-    st = edit.st
-    for scope in _called_between(st, first, last):
+    st, called = edit.st, _called_between(edit.st, first, last)
+    caller = st.qualname_at(first) or ""
+    if called and _computes(innermost_def(st.defs.values(), first), caller, st):
+        # (called each time a function that computes on tensors runs: as hot as its caller)
+        st = st.with_hot({**st.hot, **{scope.qualname: caller for scope in called}})
+    for scope in called:
         detail = f"its gate `if {test.strip()[:60]}` is now always open: `{scope.qualname}` runs every time"
-        caller = st.qualname_at(first) or ""
-        if _computes(innermost_def(st.defs.values(), first), caller, st):
-            # (called each time a function that computes on tensors runs: as hot as its caller)
-            st = st.with_hot({**st.hot, scope.qualname: caller})
         for h in judge_unit(_unit_of(scope, edit.lines), None, st, edit.lines):
             if not h.dead:
                 out.append(replace(h, line=first - 1, end_line=first - 1, detail=detail))
@@ -672,10 +672,9 @@ def _computes(fn: ast.FunctionDef | ast.AsyncFunctionDef | None, qualname: str, 
     tensor."""
     if fn is None:
         return False
-    if qualname in st.hot or on_hot_path(fn.name):
-        return True
-    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-    return any(a.annotation is not None and "Tensor" in ast.unparse(a.annotation) for a in args)
+    from .tensors import declares_tensors
+
+    return qualname in st.hot or on_hot_path(fn.name) or declares_tensors(fn)
 
 
 def _called_between(st: Structure, first: int, last: int) -> list[Scope]:
@@ -683,7 +682,7 @@ def _called_between(st: Structure, first: int, last: int) -> list[Scope]:
     class, a module function by its name."""
     fn = innermost_def(st.defs.values(), first)
     where = st.qualname_at(first) or ""
-    owner = where.rsplit(".", 2)[0] if where.count(".") >= 1 else ""
+    owner = where.rsplit(".", 1)[0] if "." in where else ""  # (the class of a method)
     wanted: set[str] = set()
     for node in ast.walk(fn) if fn is not None else ():
         if not isinstance(node, ast.Call) or not first <= node.lineno <= last:

@@ -21,7 +21,7 @@ from libcst.metadata import PositionProvider
 
 from ..model import GateKind, RuleId
 from ..rulebook import RULES
-from .aliases import bind_from_import, bind_import, reads_environment, resolve
+from .aliases import bind_from_import, bind_import, last_name, reads_environment, resolve
 from .bounds import too_wild
 from .cstwalk import Dispatch, positions, run, types_of, walk
 from .families import (
@@ -341,7 +341,7 @@ class _Walker(Dispatch):
         around it derives from the framework's base (by the base's name, as written) and the method is one
         of the base's host stages."""
         owner = self.names[-2] if len(self.names) >= 2 else None
-        bases = [_base_name(b) for c in self.st.classes if c.name == owner for b in c.bases]
+        bases = [last_name(b) for c in self.st.classes if c.name == owner for b in c.bases]
         return any(b.endswith(base) and name in stages for b in bases for base, stages in HOST_STAGES.items())
 
     def keeps(self, name: str, value: str) -> bool:
@@ -1725,10 +1725,6 @@ def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
     import libcst.matchers as m
 
     yield from (c for c in m.findall(node, m.Call()) if isinstance(c, cst.Call))
-
-
-def _base_name(base: ast.expr) -> str:
-    return base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
 
 
 def _off_device_role(name: str) -> bool:

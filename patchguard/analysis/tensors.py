@@ -24,6 +24,7 @@ from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, STEP_TYPES, TENSOR_ONLY_ME
 
 __all__ = [
     "decides_tensor",
+    "declares_tensors",
     "handed_a_step",
     "handed_tensors",
     "host_named",
@@ -558,8 +559,19 @@ def handed_tensors(fn: cst.FunctionDef) -> bool:
     """Whether a parameter of ``fn`` is declared to hold tensors, alone or among others
     (``x_fp8: Tuple[torch.Tensor, torch.Tensor]``, ``xs: list[Tensor]``)."""
     declared = [_text_of(p.annotation.annotation) for p in params_of(fn) if p.annotation is not None]
-    # (not a callable's signature: ``Callable[[torch.Tensor], None]`` is handed a function)
-    return any("Tensor" in text and "Callable" not in text for text in declared)
+    return any(map(_holds_tensors, declared))
+
+
+def declares_tensors(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """:func:`handed_tensors`, read from the ``ast`` of a def."""
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+    return any(_holds_tensors(ast.unparse(a.annotation)) for a in args if a.annotation is not None)
+
+
+def _holds_tensors(declared: str) -> bool:
+    """Whether a declared type's text holds tensors — not a callable's signature (``Callable[[torch.Tensor],
+    None]`` is a function handed over)."""
+    return "Tensor" in declared and "Callable" not in declared
 
 
 def handed_a_step(fn: cst.FunctionDef) -> bool:

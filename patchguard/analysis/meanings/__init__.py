@@ -6,7 +6,6 @@ pristine text with the installed one; what they share about refusals is in :mod:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from ...model import Finding
 from ..change import Edit
@@ -40,10 +39,6 @@ from .limits import (
     requirements_lowered,
 )
 from .tables import answer_widened, checks_dropped, supported_grown, table_entries_dropped, widened_sets
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["meanings"]
 

@@ -10,7 +10,6 @@ import copy
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from ...diffs import split_lines
 from ...model import Finding, RuleId
@@ -64,7 +63,6 @@ from .refusals import (
     _output_only,
     _own_statements,
     _passes_a_refusal,
-    _quantifier_narrowed,
     _refusal,
     _short,
     _squeeze,
@@ -74,10 +72,6 @@ from .refusals import (
     _turns_off,
     _words,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = [
     "answers_overridden",
@@ -819,6 +813,16 @@ def _truth_of(test: ast.expr) -> ast.expr | None:
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "bool":
         return test.args[0] if len(test.args) == 1 and not test.keywords else None
     return None
+
+
+def _quantifier_narrowed(before: ast.expr, after: ast.expr) -> str:
+    """``any(…)`` → ``all(…)`` of the same items: it holds in fewer cases (read the other way, ``all`` →
+    ``any`` holds in more); "" else."""
+    if not (isinstance(before, ast.Call) and isinstance(after, ast.Call)):
+        return ""
+    names = (getattr(before.func, "id", ""), getattr(after.func, "id", ""))
+    same = ast.dump(ast.Tuple(before.args, ast.Load())) == ast.dump(ast.Tuple(after.args, ast.Load()))
+    return "`any(…)` → `all(…)`" if names == ("any", "all") and same and before.args else ""
 
 
 def _by_parts(test: ast.expr) -> ast.expr:

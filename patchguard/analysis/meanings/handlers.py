@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from ...model import Finding, Kind, RuleId, Severity
 from ..aliases import resolve
@@ -35,10 +34,6 @@ from .refusals import (
     _squeezed_source,
     _statement,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = [
     "error_answers_dropped",

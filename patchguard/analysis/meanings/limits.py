@@ -10,7 +10,6 @@ import re
 import textwrap
 import tokenize
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from ...diffs import split_lines
 from ...model import Finding, RuleId
@@ -38,10 +37,6 @@ from .refusals import (
     _turns_off,
     _words,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = [
     "bounds_dropped",
@@ -278,10 +273,15 @@ def _clamp_by_if(node: ast.AST, line: int) -> tuple[str, ast.Assign] | None:
         return None
     wanted = {ast.unparse(assign.targets[0]), ast.unparse(assign.value)}
     parts = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
-    for part in parts:
-        ordered = isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], _ORDERS)
-        if ordered and {ast.unparse(part.left), ast.unparse(part.comparators[0])} == wanted:  # type: ignore[attr-defined]
-            return ast.unparse(node.test), assign
+    if any(_ordered_sides(part) == wanted for part in parts):
+        return ast.unparse(node.test), assign
+    return None
+
+
+def _ordered_sides(test: ast.expr) -> set[str] | None:
+    """The two sides of an order (``n > cap``: ``{"n", "cap"}``), else ``None``."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], _ORDERS):
+        return {ast.unparse(test.left), ast.unparse(test.comparators[0])}
     return None
 
 

@@ -12,7 +12,6 @@ import keyword
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ...diffs import split_lines
 from ...model import Finding, Kind, RuleId, Severity
@@ -26,10 +25,6 @@ from ..rules import (
     LOG_METHODS,
 )
 from ..structure import Region, Scope, Structure
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["Guard"]
 
@@ -390,16 +385,6 @@ def _refusal(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.Return) and stmt.value is not None:
         return _refused_by_value(stmt.value)
     return False
-
-
-def _quantifier_narrowed(before: ast.expr, after: ast.expr) -> str:
-    """``any(…)`` → ``all(…)`` of the same items: it holds in fewer cases (read the other way, ``all`` →
-    ``any`` holds in more); "" else."""
-    if not (isinstance(before, ast.Call) and isinstance(after, ast.Call)):
-        return ""
-    names = (getattr(before.func, "id", ""), getattr(after.func, "id", ""))
-    same = ast.dump(ast.Tuple(before.args, ast.Load())) == ast.dump(ast.Tuple(after.args, ast.Load()))
-    return "`any(…)` → `all(…)`" if names == ("any", "all") and same and before.args else ""
 
 
 def _a_value_named(text: str) -> bool:

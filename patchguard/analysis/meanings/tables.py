@@ -10,7 +10,6 @@ import keyword
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from ...diffs import split_lines
 from ...model import Finding, RuleId
@@ -31,7 +30,6 @@ from .refusals import (
     _number,
     _own_statements,
     _passes_a_refusal,
-    _quantifier_narrowed,
     _raises,
     _short,
     _squeeze,
@@ -39,10 +37,6 @@ from .refusals import (
     _statement,
     _words,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["answer_widened", "checks_dropped", "supported_grown", "table_entries_dropped", "widened_sets"]
 
@@ -565,8 +559,6 @@ def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
         return True
     if isinstance(after, ast.Constant) and after.value is True:  # (``return False`` → ``return True``)
         return not (isinstance(before, ast.Constant) and before.value is True)
-    if _quantifier_narrowed(after, before):  # ``all(…)`` → ``any(…)``
-        return True
     weakened = _all_read_as_any(before, after)
     if weakened is not None:  # (``x and all(ok(b) for b in bs)`` → ``any(ok(b) for b in bs)``)
         return _holds_at_least(weakened, after)
