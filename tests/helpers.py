@@ -270,6 +270,13 @@ class EditedModule:
         change = CodeChange(self.path, self.pristine.encode(), self.after(*edits).encode(), "pkg", "1.0")
         return [(str(f.rule), f.severity.name, f.line or 0) for f in analyse(change)]
 
+    def messages(self, *edits: tuple[str, str]) -> list[tuple[str, str, int]]:
+        """(rule, message, line) of each finding the analysis reports of the edit."""
+        from patchguard.analysis import CodeChange, analyse
+
+        change = CodeChange(self.path, self.pristine.encode(), self.after(*edits).encode(), "pkg", "1.0")
+        return [(str(f.rule), f.message, f.line or 0) for f in analyse(change)]
+
     def near(self, edit: tuple[str, str], needle: str) -> set[str]:
         """The rules found at moderate or above within a line of the edited line that holds ``needle``."""
         line = line_of(self.after(edit), needle)

@@ -171,6 +171,9 @@ FILE_PLACES = r"(?:/tmp|/var/tmp|/dev/shm|/home|/root|/data|/mnt|~)/"
 FILE_EXTENSIONS = (
     r"(?:dot|json|jsonl|csv|tsv|txt|log|npy|npz|pt|pth|bin|pkl|pickle|h5|safetensors|parquet|svg|png)"
 )
+# A method that writes its receiver out in a file's format when handed the file's name (``df.to_csv(
+# "/tmp/t.csv")``, ``arr.tofile(p)``, ``table.to_parquet(p)``): a write, whatever library made the receiver.
+FORMAT_WRITER = r"to_?(?:csv|json|jsonl|parquet|pickle|pkl|hdf|h5|excel|feather|file|npy|txt|disk|html|xml)"
 # A path object's or a filesystem's ``open`` (``Path(p).open("a")``): a write by its mode, on any receiver.
 OPEN_METHODS = frozenset({"open"})
 # Waits that hang when nobody else holds what is waited on: a ``wait()`` on one of these made on the spot

@@ -30,6 +30,7 @@ from .families import (
     BROUGHT_BACK,
     FILE_EXTENSIONS,
     FILE_PLACES,
+    FORMAT_WRITER,
     HOST_STAGES,
     IMPORTERS,
     IN_MEMORY,
@@ -248,6 +249,8 @@ class _Walker(Dispatch):
         self.loop_nodes: list[cst.CSTNode] = []
         # per function entered: the def, and the names known to hold tensors once asked (lazily)
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
+        self._owners: list[str | None] = [None]  # what each function of ``functions`` stands in, by name
+        self._captures: dict[int, bool] = {}  # a closure (its id) -> whether it reads its outer's tensors
         self._hosts: dict[int, set[str]] = {}  # a function (its id) -> the names it binds to host values only
         self._typed: dict[int, set[str]] = {}  # a function (its id) -> what its declared types make tensors
         self.bound: dict[str, str] = {}  # local name -> the qualified name of the call that made its value
@@ -360,12 +363,14 @@ class _Walker(Dispatch):
         return name in self._own[id(fn)]
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._owners.append(self.names[-1] if self.names else None)
         self.names.append(node.name.value)
         self.functions.append((node, None))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.names.pop()
         self.functions.pop()
+        self._owners.pop()
 
     def hosts(self) -> set[str]:
         """The names of the current function bound only to host values (worked out on first use)."""
@@ -378,20 +383,31 @@ class _Walker(Dispatch):
         return known
 
     def tensors(self) -> set[str]:
-        """The names of the current function that hold tensors (worked out on first use)."""
-        fn, known = self.functions[-1]
-        if known is None:
-            owner = self.names[-2] if len(self.names) >= 2 else None  # the class of a method
-            known = tensor_names(fn, self.aliases, self.st.tensor_fields, owner) if fn is not None else set()
-            self.functions[-1] = (fn, known)
+        """The names of the current function that hold tensors (worked out on first use) — a closure's
+        too: the tensors of the function around it that it does not bind itself."""
+        known = self._tensors_at(len(self.functions) - 1)
         narrowed = narrowed_to_host(self.ifs) if self.ifs else None
         return known - narrowed if narrowed else known
+
+    def _tensors_at(self, i: int) -> set[str]:
+        fn, known = self.functions[i]
+        if known is None:
+            owner = self._owners[i]  # (the class of a method; the function around a closure)
+            known = tensor_names(fn, self.aliases, self.st.tensor_fields, owner) if fn is not None else set()
+            outer = self.functions[i - 1][0]
+            if fn is not None and outer is not None and owner == outer.name.value:
+                inherited = self._tensors_at(i - 1) - local_names(fn)
+                self._captures[id(fn)] = any(n.value in inherited for n in _names_in(fn.body))  # type: ignore[arg-type]
+                known |= inherited
+            self.functions[i] = (fn, known)
+        return known
 
     def _handed(self, fn: cst.FunctionDef) -> bool:
         """Whether ``fn`` is handed tensors: a parameter that holds one (whatever an ``if`` around the call
         narrows it to), one declared among others (``Tuple[Tensor, Tensor]``), or the step itself."""
         held = {p.name.value for p in params_of(fn)} & self._function_tensors()
-        return bool(held) or handed_a_step(fn) or handed_tensors(fn)
+        captured = self._captures.get(id(fn), False)  # (a closure reading the tensors around it)
+        return bool(held) or captured or handed_a_step(fn) or handed_tensors(fn)
 
     def _function_tensors(self) -> set[str]:
         """The tensors of the current function wherever it stands (no ``if`` narrowing them)."""
@@ -674,7 +690,8 @@ class _Walker(Dispatch):
         """The rule of a call no table names, by what it is handed: a call named for writing given a file's
         name (``graph.debug_dump("/tmp/g.dot")``), a loader given what the environment names (code chosen
         at run time)."""
-        if WRITING_WORDS & _words_of_name(method or qualname) and _file_literal(node):
+        named = WRITING_WORDS & _words_of_name(method or qualname) or _FORMAT_WRITER.fullmatch(method or "")
+        if named and _file_literal(node):
             return RuleId.FILE_WRITE
         if qualname in _LOADERS and node.args and self._from_settings(node.args[0].value):
             return RuleId.DYNAMIC_EXEC
@@ -1500,6 +1517,9 @@ _FILE_LITERAL = re.compile(rf"""^(?:[rfbRFB]{{0,2}})["'](?:{FILE_PLACES}|[^"'\n]
 
 def _words_of_name(name: str) -> set[str]:
     return set(name.rsplit(".", 1)[-1].lower().strip("_").split("_"))
+
+
+_FORMAT_WRITER = re.compile(FORMAT_WRITER)
 
 
 def _file_literal(call: cst.Call) -> bool:

@@ -26,6 +26,7 @@ from .families import (
     FAMILIES,
     FILE_EXTENSIONS,
     FILE_PLACES,
+    FORMAT_WRITER,
     IN_MEMORY,
     IN_PLACE,
     LAUNCH,
@@ -301,6 +302,7 @@ _HANDLER = re.compile(r"^\s*except\b", re.MULTILINE)
 # `TABLE[key] = …` (an imported table): the head name, which an import must have bound
 # A call named for writing something out, and a literal that names a file (see judge._file_literal).
 _NAMED_WRITE = re.compile(rf"(?:\b|_)(?:{'|'.join(sorted(WRITING_WORDS))})(?:_\w*)?\(", re.IGNORECASE)
+_FORMAT_WRITTEN = re.compile(rf"\.{FORMAT_WRITER}\(")
 _FILE_NAMED = re.compile(rf"""["']{FILE_PLACES}|\.{FILE_EXTENSIONS}["']""")
 
 
@@ -310,9 +312,12 @@ def _class_assigned(changed: str) -> bool:
 
 def _writes_a_named_file(changed: str) -> bool:
     """A call named for writing handed a literal that names a file, by the text (substrings first)."""
-    if not any(w in changed for w in _WRITE_WORDS) or not ("'" in changed or '"' in changed):
+    if not ("'" in changed or '"' in changed):
         return False
-    return _NAMED_WRITE.search(changed) is not None and _FILE_NAMED.search(changed) is not None
+    if not any(w in changed for w in _WRITE_WORDS) and _FORMAT_WRITTEN.search(changed) is None:
+        return False
+    named = _NAMED_WRITE.search(changed) or _FORMAT_WRITTEN.search(changed)
+    return named is not None and _FILE_NAMED.search(changed) is not None
 
 
 _WRITE_WORDS = (*WRITING_WORDS, *(w.capitalize() for w in WRITING_WORDS))
@@ -744,6 +749,10 @@ def could_hit(
 _LAMBDA_SET = re.compile(r"^[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)[ \t]*=[ \t]*lambda\b", re.M)
 
 
+# ``obj.attr = …partial(``: an attribute given a partial.
+_PARTIAL_SET = re.compile(r"^[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)[ \t]*=[ \t]*[\w.]*partial\(", re.M)
+
+
 def _client_used(changed: str, unit: str, local: dict[str, str]) -> bool:
     """A method called on a name the unit gives a network client (``with requests.Session() as client``,
     ``sock = socket.socket()``): the judge reads it as talking."""
@@ -781,6 +790,8 @@ def _patched_here(changed: str, local: Collection[str], classes: Collection[str]
         for t in _LAMBDA_SET.findall(changed)
     ):
         return True  # ``_orig = dg.f`` … ``dg.f = lambda: _orig()``: the judge looks for the original kept
+    if any(re.search(rf"partial\(\s*{re.escape(t)}\s*[,)]", changed) for t in _PARTIAL_SET.findall(changed)):
+        return True  # ``obj.f = functools.partial(obj.f, …)``: its own value put back wrapped
     return any(
         head in local or head in classes or class_named(head) for head in _ATTR_ASSIGN.findall(changed)
     )

@@ -267,7 +267,22 @@ def _class_patched(
     if isinstance(target.value, cst.Name) and class_named(target.value.value) and a_function(value, scope):
         return code(target), "a method of a class replaced for every instance"
     kept = _original_wrapped(target, value, scope)
-    return (code(target), f"a wrapper put in its place, the original kept as `{kept}`") if kept else None
+    if kept:
+        return code(target), f"a wrapper put in its place, the original kept as `{kept}`"
+    if _rebound(target, value, scope):
+        return code(target), "its own value put back wrapped, arguments fixed"
+    return None
+
+
+def _rebound(target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope) -> bool:
+    """``self.model.generate = functools.partial(self.model.generate, num_beams=4)``: the attribute given a
+    partial of its own value — every caller of it now gets other arguments."""
+    if not isinstance(value, cst.Call) or not value.args or value.args[0].keyword is not None:
+        return False
+    dotted = get_full_name_for_node(value.func)
+    if not dotted or resolve(scope.aliases, dotted) != "functools.partial":
+        return False
+    return code(value.args[0].value) == code(target)
 
 
 def _original_wrapped(target: cst.Attribute, value: cst.BaseExpression | None, scope: Scope) -> str:

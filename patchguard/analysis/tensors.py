@@ -359,11 +359,21 @@ def _bindings_and_arrays(
         elif isinstance(node, ast.Attribute) and node.attr in ARRAY_REDUCTIONS:
             if isinstance(node.value, (ast.Compare, ast.BinOp)):
                 known.add(node.attr)  # ``(ids < 0).any()``: an array's, whatever made it
-        elif isinstance(node, ast.Assign):
-            bound += [(t.id, node.value, None) for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            bound.append((node.target.id, node.value, node.annotation))
+        else:
+            bound += _ast_bindings(node)
     return bound
+
+
+def _ast_bindings(node: ast.AST) -> list[tuple[str, ast.expr | None, ast.expr | None]]:
+    """(name, value, annotation) of what one statement binds: ``name = value``, ``name: T = value``, and
+    ``for row in t`` (each name the loop binds, what it walks)."""
+    if isinstance(node, ast.Assign):
+        return [(t.id, node.value, None) for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [(node.target.id, node.value, node.annotation)]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [(t.id, node.iter, None) for t in ast.walk(node.target) if isinstance(t, ast.Name)]
+    return []
 
 
 def _root_of_reshaping(value: ast.expr) -> str | None:
@@ -466,6 +476,12 @@ class _Assignments(Dispatch):
         if isinstance(node.target, cst.Name):
             self.found.append((node.target.value, node.value, node.annotation.annotation))
 
+    def visit_For(self, node: cst.For) -> None:
+        """``for row in t``, ``for i, row in enumerate(t)``, ``for a, b in zip(t, u)``: iterating a tensor
+        gives tensors (its rows), so each name is bound to what it walks — one when that is."""
+        for target, walked in _walked(node.target, node.iter):
+            self.found.append((target, walked, None))
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func  # ``tokens.int()``: only a tensor has that method — ``tokens`` holds one
         if not isinstance(func, cst.Attribute):
@@ -506,6 +522,34 @@ class _Assignments(Dispatch):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+def _walked(
+    target: cst.BaseAssignTargetExpression, walked: cst.BaseExpression
+) -> list[tuple[str, cst.BaseExpression]]:
+    """(a loop's name, what it walks) for each name a ``for`` binds to an item of what it walks: ``for row in
+    t``, ``for i, row in enumerate(t)``, ``for a, b in zip(t, u)``."""
+    if isinstance(target, cst.Name):
+        return [(target.value, walked)]
+    if not isinstance(target, cst.Tuple) or not isinstance(walked, cst.Call):
+        return []
+    func = walked.func.value if isinstance(walked.func, cst.Name) else ""
+    names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+    args = [a.value for a in walked.args if not a.star and a.keyword is None]
+    if len(args) != len(walked.args):
+        return []
+    pairs = _paired(func, names, args)
+    return [(name, value) for name, value in pairs if name is not None]
+
+
+def _paired(
+    func: str, names: list[str | None], args: list[cst.BaseExpression]
+) -> list[tuple[str | None, cst.BaseExpression]]:
+    if func == "enumerate" and len(names) == 2 and args:
+        return [(names[1], args[0])]
+    if func == "zip" and len(names) == len(args):
+        return list(zip(names, args, strict=True))
+    return []
 
 
 def _type_test(call: cst.Call) -> str | None:

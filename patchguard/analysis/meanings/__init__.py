@@ -19,6 +19,7 @@ from .checks import (
     gates_forced_open,
     lookups_softened,
     narrowed_checks,
+    raises_narrowed,
     refusals_preempted,
     removed_checks,
 )
@@ -33,6 +34,7 @@ from .handlers import (
 from .limits import (
     bounds_dropped,
     bounds_raised,
+    bounds_scaled,
     calls_loosened,
     declared_bounds_moved,
     limits_moved,
@@ -53,11 +55,11 @@ def meanings(regions: Sequence[Region], edit: Edit, changed: set[int], found: li
     out += _shallow(answer_widened, regions, edit) + _shallow(calls_loosened, regions, edit)
     out += _shallow(limits_moved, regions, edit) + _shallow(answers_overridden, regions, edit)
     out += _shallow(bounds_raised, regions, edit) + _shallow(refusals_preempted, regions, edit)
-    out += _shallow(declared_bounds_moved, regions, edit)
+    out += _shallow(declared_bounds_moved, regions, edit) + _shallow(bounds_scaled, regions, edit)
     out += _shallow(lookups_softened, regions, edit) + _shallow(errors_kept_back, regions, edit)
     out += _shallow(error_answers_dropped, regions, edit) + _shallow(refusals_retried, regions, edit)
     out += _shallow(disqualifiers_gone, regions, edit) + _shallow(table_entries_dropped, regions, edit)
-    out += _shallow(checks_dropped, regions, edit)
+    out += _shallow(checks_dropped, regions, edit) + _shallow(raises_narrowed, regions, edit)
     out += widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += new_handlers(edit, changed, [*found, *out], regions)
     out += _shallow(handlers_widened, regions, edit) + _shallow(switches_left_on, regions, edit)

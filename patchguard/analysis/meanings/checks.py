@@ -412,7 +412,7 @@ def narrowed_checks(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     out: list[Finding] = []
     for r in regions:
         before = [
-            _condition(_one_line(_statement(r.removed, i)))
+            _pristine_condition(r, edit, i)
             for i, old in enumerate(r.removed)
             if old.lstrip().startswith(("if ", "elif "))
         ]
@@ -423,6 +423,32 @@ def narrowed_checks(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         out += _asserts_weakened(r, edit)
         out += _flags_loosened(r, edit)
     return out
+
+
+def _pristine_condition(r: Region, edit: Edit, i: int) -> ast.expr | None:
+    """The condition of the ``if`` the region removed at ``r.removed[i]`` — read with the pristine lines
+    that close it where the diff kept those (``):`` alike on both sides: ``if not f(`` / ``100,`` / ``):`` →
+    ``if not (`` / ``f(100) or f(90)`` / ``):``)."""
+    found = _condition(_one_line(_statement(r.removed, i)))
+    if found is not None or edit.before is None:
+        return found
+    pristine = edit.before.splitlines(keepends=True)
+    found = _condition(_one_line(_statement(pristine, r.old_start + i - 1)))
+    # (the same ``if`` edited only where one the region wrote asks something it asked: not another ``if``)
+    ifs = [n for n in r.lines if _opens_if(edit.lines[n - 1])]
+    now = [_condition(_one_line(_statement(edit.lines, n - 1))) for n in ifs]
+    asked = _tests_of(found) if found is not None else set()
+    return found if any(c is not None and asked & _tests_of(c) for c in now) else None
+
+
+def _opens_if(line: str) -> bool:
+    return line.lstrip().startswith(("if ", "elif ", "if(", "elif("))
+
+
+def _tests_of(test: ast.expr) -> set[str]:
+    """What a condition asks, part by part: each call, attribute, item and comparison in it."""
+    kinds = (ast.Call, ast.Attribute, ast.Subscript, ast.Compare)
+    return {ast.dump(n) for n in ast.walk(test) if isinstance(n, kinds)}
 
 
 def _raise_added(edit: Edit, r: Region, n: int) -> bool:
@@ -468,36 +494,46 @@ _FLAG_SET = re.compile(r"^\s*((?:self\.)?[A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)\s*(?!
 def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
     """How the ``if`` at line ``n`` lets more by than one of the conditions ``before`` it replaced: a
     refusal's condition that fires less, or the skip past a refusal below that holds more; "" else."""
-    detail = next((d for cond in before if (d := _weaker(cond, after))), "")
+    detail = next((d for cond in before if (d := weaker(cond, after))), "")
     tree = edit.st.tree
     if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
     if detail and _bails_out(tree, n):
         return f"{detail}: the bail-out lets more through"
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
-    return gate or _passes_more(edit, n, before, after) or _capability_widened(before, after)
+    return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
 
 
-def _capability_widened(before: Sequence[ast.expr], after: ast.expr) -> str:
-    """A test of which devices or versions a path is for — an order against what names the device's
-    capability, architecture or a version (``(10, 0) > get_device_capability() >= (8, 0)``) — that admits
-    more now (``>= (7, 5)``): hardware it was not built or tuned for takes the path; "" else."""
-    if not _asks_capability(after):
+def _capability_widened(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
+    """A test of which devices or versions the path of the ``if`` at line ``n`` is for — an order against
+    what names the device's capability, architecture or a version (``(10, 0) > get_device_capability() >=
+    (8, 0)``) — that admits more now (``>= (7, 5)``): hardware it was not built or tuned for takes the path;
+    "" else. (A bail-out's test that holds more refuses more.)"""
+    if not _asks_capability(after) or _bails_out(edit.st.tree, n):
         return ""
-    was = next((c for c in before if _asks_capability(c) and _weaker(after, c)), None)
+    was = next((c for c in before if _asks_capability(c) and weaker(after, c)), None)
     return f"the device test of a path admits more: {_changed_parts(was, after)}" if was is not None else ""
 
 
 def _asks_capability(test: ast.expr) -> bool:
-    """Whether a condition orders something named for a device's capability, architecture or a version."""
+    """Whether a condition orders something named for a device's capability, architecture or a version, or
+    asks which of some it is (``get_device_capability()[0] >= 10``, ``capability in ((10, 0), (10, 3))``)."""
     for c in ast.walk(test):
-        if isinstance(c, ast.Compare) and any(
-            isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in c.ops
-        ):
-            named = {last_name(n.func if isinstance(n, ast.Call) else n) for n in (c.left, *c.comparators)}
+        if isinstance(c, ast.Compare) and any(isinstance(op, _ASKING_WHICH) for op in c.ops):
+            named = {last_name(_asked(n)) for n in (c.left, *c.comparators)}
             if any(not _CAPABILITY_WORDS.isdisjoint(_words(name)) for name in named if name):
                 return True
     return False
+
+
+_ASKING_WHICH = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn)
+
+
+def _asked(side: ast.expr) -> ast.expr:
+    """What a side of a comparison names: the call's function, the item's container (``cap()[0]``)."""
+    while isinstance(side, (ast.Call, ast.Subscript)):
+        side = side.func if isinstance(side, ast.Call) else side.value
+    return side
 
 
 _CAPABILITY_WORDS = frozenset({"capability", "arch", "sm", "cc", "version", "compute"})
@@ -510,7 +546,7 @@ def _passes_more(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.expr
         return _else_refuses_less(edit, n, before, after)
     if not (before and _passes_a_refusal(edit.st.tree, n)):
         return ""
-    was = next((c for c in before if _weaker(after, c)), None)
+    was = next((c for c in before if weaker(after, c)), None)
     return f"{_widening(was, after)}: what passes the refusal below grew" if was else ""
 
 
@@ -529,7 +565,7 @@ def _widening(was: ast.expr, now: ast.expr) -> str:
 def _else_refuses_less(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
     """How the ``if`` at line ``n``, whose chain ends in an ``else`` that refuses, takes cases the refusal
     had (:func:`_passes_more`) — not cases another branch had, merged into it; or ""."""
-    was = next((c for c in before if _weaker(after, c)), None)
+    was = next((c for c in before if weaker(after, c)), None)
     others = [c for c in (*before, *_chain_tests(edit.st.tree, n)) if c is not was]
     if was is None or _merged(was, after, others):
         return ""
@@ -644,7 +680,7 @@ def _if_loosened(edit: Edit, h: int, before: ast.expr, after: ast.expr) -> str:
     """How the ``if`` at line ``h`` lets more by: a refusal's condition that fires less, the gate of a
     path kept for what is supported that admits more (:func:`_gate_admits_more`), or a branch that passes
     a refusal more often (:func:`_passes_more`)."""
-    detail = _weaker(before, after)
+    detail = weaker(before, after)
     if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
         return detail
     if detail and _bails_out(edit.st.tree, h):
@@ -652,7 +688,7 @@ def _if_loosened(edit: Edit, h: int, before: ast.expr, after: ast.expr) -> str:
     return (
         _gate_admits_more(before, after)
         or _passes_more(edit, h, [before], after)
-        or _capability_widened([before], after)
+        or _capability_widened(edit, h, [before], after)
     )
 
 
@@ -662,7 +698,7 @@ def _gate_admits_more(before: ast.expr, after: ast.expr) -> str:
     someone measured for that path (a kernel's rows, a dtype) is let go, and inputs it was not built for
     take it."""
     named = {last_name(n) for n in ast.walk(after) if isinstance(n, (ast.Name, ast.Attribute))}
-    if all(_FLAG_WORDS.isdisjoint(_words(name.lower())) for name in named) or not _weaker(after, before):
+    if all(_FLAG_WORDS.isdisjoint(_words(name.lower())) for name in named) or not weaker(after, before):
         return ""
     return f"the gate of a path kept for what it supports admits more: {_changed_parts(before, after)}"
 
@@ -692,7 +728,7 @@ def _flag_holds_more(old: str, new: str) -> str:
     again, after = _decision(_one_line(new))
     if not target or target != again or before is None or after is None:
         return ""
-    if not _names_a_flag(target) or not _weaker(after, before):
+    if not _names_a_flag(target) or not weaker(after, before):
         return ""
     return f"`{target}` holds in more cases: {_short(before)} → {_short(after)}"
 
@@ -711,10 +747,46 @@ def _answers_more(old: str, new: str, edit: Edit, line: int) -> str:
     texts) answers yes in more cases now, or ""."""
     if not _answers_admission(_function_at(edit, line)):
         return ""
-    before, after = _returned_test(old), _returned_test(new)
-    if before is None or after is None or not _weaker(after, before):
+    before, (target, after) = _returned_test(old), _decision(code_of(new))
+    if before is None or after is None or target != "return":
         return ""
-    return f"{_short(before)} → {_short(after)}: it answers yes in more cases"
+    if _returned_test(new) is not None and weaker(after, before):
+        return f"{_short(before)} → {_short(after)}: it answers yes in more cases"
+    given = only_presence(before, after)
+    return f"{_short(before)} → {_short(after)}: it only asks that `{given}` be given" if given else ""
+
+
+def only_presence(before: ast.expr, after: ast.expr) -> str:
+    """What an answer that tested a value (``id.isalnum() and len(id) == 9``) now only asks to be there
+    (``bool(id)``, ``id is not None``, ``len(id) > 0``): its tests gone; "" else."""
+    given = _presence_of(after)
+    if given is None or _presence_of(before) is not None or not _asked_of(before, given):
+        return ""
+    return _short(given)
+
+
+def _presence_of(test: ast.expr) -> ast.expr | None:
+    """What ``test`` asks only to be there: ``x``, ``bool(x)``, ``x is not None``, ``len(x) > 0``; else
+    ``None``."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id in ("bool", "len"):
+        return _presence_of(test.args[0]) if len(test.args) == 1 and not test.keywords else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+            return _presence_of(test.left)
+        if isinstance(op, (ast.Gt, ast.NotEq)) and isinstance(right, ast.Constant) and right.value == 0:
+            return _presence_of(test.left)
+    return test if isinstance(test, (ast.Name, ast.Attribute)) else None
+
+
+def _asked_of(test: ast.expr, given: ast.expr) -> bool:
+    """Whether ``test`` reads ``given`` inside a call or a comparison (asks more of it than that it is
+    there)."""
+    key = ast.dump(given)
+    return any(
+        isinstance(node, (ast.Call, ast.Compare)) and any(ast.dump(x) == key for x in ast.walk(node))
+        for node in ast.walk(test)
+    )
 
 
 def _spread_into(r: Region, lines: Sequence[str]) -> bool:
@@ -802,10 +874,72 @@ def checks_made_conditional(regions: Sequence[Region], edit: Edit) -> list[Findi
     return out
 
 
-def _weaker(before: ast.expr, after: ast.expr) -> str:
+def raises_narrowed(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """A raise put under a further condition the edit wrote (``if n > 16384: raise …`` → ``if n > 16384:
+    if n > 65536: raise …``): the conditions it is raised under, read from the ``if`` statements around it
+    before and now, hold in fewer cases — what it refused passes when the new one does not hold."""
+    if edit.before is None:
+        return []
+    out: list[Finding] = []
+    for r in regions:
+        olds = [r.old_start + i for i, old in enumerate(r.removed) if old.lstrip().startswith("raise")]
+        news = [n for n in r.lines if edit.lines[n - 1].lstrip().startswith("raise")]
+        if len(olds) != 1 or len(news) != 1:
+            continue  # (one raise rewritten in the region)
+        added = _conditions_added(locate(edit.before).tree, olds[0], edit.st.tree, news[0])
+        if added:
+            why = f"check neutralised: the raise now needs `{_short(_all_of(added))}` too"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, news[0] - 1, why))
+    return out
+
+
+def _conditions_added(
+    before: ast.Module | None, old: int, after: ast.Module | None, new: int
+) -> list[ast.expr]:
+    """The conditions the raise at ``new`` is under beyond those the one at ``old`` was, when they are all
+    it was under and more (they hold in fewer cases); none else."""
+    was, now = _raised_under(before, old), _raised_under(after, new)
+    if was is None or now is None or len(now) <= len(was):
+        return []
+    if [ast.dump(c) for c in now[: len(was)]] != [ast.dump(c) for c in was]:
+        return []  # (the conditions kept around it kept as they were; one more inside them)
+    return now[len(was) :] if weaker(_all_of(was), _all_of(now)) else []
+
+
+def _raised_under(tree: ast.Module | None, line: int) -> list[ast.expr] | None:
+    """The tests of the ``if`` statements around the statement at ``line`` in its function, outermost
+    first (``not test`` where it stands in the ``else``); ``None`` when no function holds it."""
+    tests: list[ast.expr] = []
+    node: ast.AST | None = tree
+    while node is not None:
+        inner = None
+        for field in ("body", "orelse", "handlers", "finalbody"):
+            for child in getattr(node, field, ()):
+                if child.lineno <= line <= (child.end_lineno or child.lineno):
+                    inner = child
+                    if isinstance(node, ast.If):
+                        tests.append(node.test if field == "body" else ast.UnaryOp(ast.Not(), node.test))
+                    break
+            if inner is not None:
+                break
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            tests = []
+        if inner is None or inner.lineno == line:
+            return tests if node is not tree else None
+        node = inner
+    return None
+
+
+def _all_of(tests: Sequence[ast.expr]) -> ast.expr:
+    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), list(tests))
+
+
+def weaker(before: ast.expr, after: ast.expr) -> str:
     """How the condition of a check fires less now than it did, or "" — tuples compared read as their
     parts (``(major, minor) != (10, 7)`` is ``major != 10 or minor != 7``: ``major != 10`` lost a part)."""
-    return _fires_less(_by_parts(before), _by_parts(after))
+    return _fires_less(_by_parts(before), _by_parts(after)) or _fires_less(
+        _by_parts(before, members=True), _by_parts(after, members=True)
+    )
 
 
 def _truth_of(test: ast.expr) -> ast.expr | None:
@@ -825,19 +959,27 @@ def _quantifier_narrowed(before: ast.expr, after: ast.expr) -> str:
     return "`any(…)` → `all(…)`" if names == ("any", "all") and same and before.args else ""
 
 
-def _by_parts(test: ast.expr) -> ast.expr:
+def _by_parts(test: ast.expr, members: bool = False) -> ast.expr:
     """``(a, b) == (x, y)`` as ``a == x and b == y``, ``!=`` as ``a != x or b != y`` (inside ``and``/``or``/
-    ``not`` too); anything else as it is."""
+    ``not`` too) — and, with ``members``, a membership of tuples (:func:`_members_by_parts`); anything else
+    as it is."""
     if isinstance(test, ast.BoolOp):
-        return ast.BoolOp(test.op, [_by_parts(v) for v in test.values])
+        return ast.BoolOp(test.op, [_by_parts(v, members) for v in test.values])
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return ast.UnaryOp(test.op, _by_parts(test.operand))
+        return ast.UnaryOp(test.op, _by_parts(test.operand, members))
     truth = _truth_of(test)
     if truth is not None:  # ``bool(x)`` holds when ``x`` does
-        return _by_parts(truth)
+        return _by_parts(truth, members)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return test
     op, left, right = test.ops[0], test.left, test.comparators[0]
+    if members and isinstance(op, (ast.In, ast.NotIn)):
+        return _members_by_parts(test, op, left, right)
+    return _tuples_by_parts(test, op, left, right)
+
+
+def _tuples_by_parts(test: ast.Compare, op: ast.cmpop, left: ast.expr, right: ast.expr) -> ast.expr:
+    """``(a, b) == (x, y)`` as ``a == x and b == y``, ``!=`` as ``a != x or b != y``; ``test`` else."""
     if not isinstance(op, (ast.Eq, ast.NotEq)):
         return test
     if not (isinstance(left, ast.Tuple) and isinstance(right, ast.Tuple)):
@@ -848,6 +990,27 @@ def _by_parts(test: ast.expr) -> ast.expr:
     if len(parts) == 1:
         return parts[0]
     return ast.BoolOp(ast.And() if isinstance(op, ast.Eq) else ast.Or(), parts)
+
+
+def _members_by_parts(test: ast.Compare, op: ast.cmpop, left: ast.expr, right: ast.expr) -> ast.expr:
+    """``x in ((10, 0), (12, 0))`` as ``x[0] == 10 and x[1] == 0 or x[0] == 12 and x[1] == 0`` (``(a, b) in
+    …`` as ``a == 10 and b == 0 or …``; ``not in`` under a ``not``): a tuple of a device's capability or a
+    version compared with an order (``x[0] >= 10``) in its parts; ``test`` as it is else."""
+    rows = _members(right)
+    if not rows or len(rows) > 16 or not all(isinstance(r, ast.Tuple) for r in rows):
+        return test
+    width = {len(r.elts) for r in rows if isinstance(r, ast.Tuple)}
+    if len(width) != 1 or (isinstance(left, ast.Tuple) and len(left.elts) not in width):
+        return test
+    n = width.pop()
+    parts = (
+        left.elts if isinstance(left, ast.Tuple) else [ast.Subscript(left, ast.Constant(i)) for i in range(n)]
+    )
+    alike: list[ast.expr] = [
+        _by_parts(ast.Compare(ast.Tuple(list(parts), ast.Load()), [ast.Eq()], [row])) for row in rows
+    ]
+    either = alike[0] if len(alike) == 1 else ast.BoolOp(ast.Or(), alike)
+    return ast.UnaryOp(ast.Not(), either) if isinstance(op, ast.NotIn) else either
 
 
 def _fires_less(before: ast.expr, after: ast.expr) -> str:
@@ -1748,10 +1911,25 @@ def _sanitizes(node: ast.If) -> bool:
     """An ``if`` whose body puts right the value its condition found wrong (``if top_k <= 0 or top_k > V:
     top_k = V``): a check that mends instead of refusing."""
     tested = {ast.unparse(n) for n in ast.walk(node.test) if isinstance(n, (ast.Name, ast.Attribute))}
+    tested -= _made_when_missing(node.test)
     return any(
         isinstance(stmt, ast.Assign) and any(ast.unparse(t) in tested for t in stmt.targets)
         for stmt in node.body
     )
+
+
+def _made_when_missing(test: ast.expr) -> set[str]:
+    """What a condition asks is missing (``self._scores is None or …``): an ``if`` that makes it then builds
+    what is not there yet (a buffer, a cache) — no value put right."""
+    return {
+        ast.unparse(c.left)
+        for c in ast.walk(test)
+        if isinstance(c, ast.Compare)
+        and len(c.ops) == 1
+        and isinstance(c.ops[0], ast.Is)
+        and isinstance(c.comparators[0], ast.Constant)
+        and c.comparators[0].value is None
+    }
 
 
 _VOID_ASSERTS = ("assert True", "assert 1", "assert(True)")

@@ -41,6 +41,7 @@ from .refusals import (
 __all__ = [
     "bounds_dropped",
     "bounds_raised",
+    "bounds_scaled",
     "calls_loosened",
     "declared_bounds_moved",
     "limits_moved",
@@ -425,6 +426,73 @@ def bounds_raised(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     return out
 
 
+def bounds_scaled(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """A bound scaled up after it was worked out, by a line the edit added (``max_len = max_len * 4``,
+    ``limit += 256``; a least scaled down): where the file holds values to it, or a function named for it
+    returns it (``derive_max_model_len``), more is let by than was worked out."""
+    out: list[Finding] = []
+    for r in regions:
+        if r.removed:
+            continue  # (lines added, nothing taken: an in-place edit is :func:`bounds_raised`'s)
+        for n in r.lines:
+            name, grows = _scaled(edit.lines[n - 1])
+            words = _words(name)
+            upper, lower = not _UPPER_WORDS.isdisjoint(words), not _LOWER_WORDS.isdisjoint(words)
+            if not name or upper == lower or grows != upper:
+                continue
+            where = _returned_as_bound(edit, name, n) or _held_to(edit, name, n, local=True)
+            if where:
+                detail = f"`{name}` scaled: {where} lets more by"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _scaled(line: str) -> tuple[str, bool | None]:
+    """(the name, whether it grows) of ``x = x * 4``, ``x *= 4``, ``x += 256``, ``x //= 2``: a name given a
+    multiple or a shift of itself by a positive number; ("", None) else."""
+    found = _self_scaled(_one_statement(code_of(line).strip()))
+    if found is None:
+        return "", None
+    name, op, by = found
+    number = _folded(by) if not isinstance(by, ast.Constant) or not isinstance(by.value, float) else by.value
+    if number is None or number <= 0:
+        return "", None
+    if isinstance(op, (ast.Add, ast.LShift)) or (isinstance(op, ast.Mult) and number > 1):
+        return name, True
+    if isinstance(op, (ast.Sub, ast.RShift)) or (isinstance(op, (ast.Div, ast.FloorDiv)) and number > 1):
+        return name, False
+    return "", None
+
+
+def _self_scaled(stmt: ast.stmt | None) -> tuple[str, ast.operator, ast.expr] | None:
+    """(the name, the operator, the operand) of ``x op= v`` or ``x = x op v``; ``None`` else."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        return stmt.target.id, stmt.op, stmt.value
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.BinOp)):
+        return None
+    target = stmt.targets[0]
+    if not isinstance(target, ast.Name) or last_name(stmt.value.left) != target.id:
+        return None
+    return target.id, stmt.value.op, stmt.value.right
+
+
+def _returned_as_bound(edit: Edit, name: str, n: int) -> str:
+    """How the function around line ``n``, named for a bound (``derive_max_model_len``), returns ``name``
+    (alone or first of a tuple), or ""."""
+    function = _function_at(edit, n).rsplit(".", 1)[-1]
+    if _BOUND_WORDS.isdisjoint(_words(function)):
+        return ""
+    tree = edit.st.tree
+    functions = _functions(tree) if tree is not None else iter(())
+    scope = next((f for f in functions if f.lineno <= n <= (f.end_lineno or f.lineno)), None)
+    for node in ast.walk(scope) if scope is not None else ():
+        value = node.value if isinstance(node, ast.Return) else None
+        first = value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
+        if isinstance(first, ast.Name) and first.id == name:
+            return f"what `{function}` returns"
+    return ""
+
+
 def declared_bounds_moved(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     """A range a call declares (``Field(min_length=1, max_length=1024)``, ``conint(ge=0, le=64)``: its other
     bound a number as written) with one of its bounds moved to let more by (``max_length=65536``), one
@@ -541,10 +609,36 @@ def _as_quantity(value: ast.expr, parts: dict[str, ast.Name]) -> ast.expr:
         def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
             return self._part(node)
 
+        def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+            folded = _folded(node)  # (``1 << 20``, ``64 * 1024``: the number it is)
+            return ast.Constant(folded) if folded is not None else self.generic_visit(node)
+
         def _part(self, node: ast.expr) -> ast.Name:
             return parts.setdefault(ast.dump(node), ast.Name(f"_part{len(parts)}_"))
 
     return _Parts().visit(copy.deepcopy(value))  # type: ignore[no-any-return]
+
+
+_FOLDED: dict[type, Callable[[int, int], int]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.LShift: lambda a, b: a << b if 0 <= b <= 64 else 0,
+    ast.Pow: lambda a, b: a**b if 0 <= b <= 64 and abs(a) <= 1024 else 0,
+}
+
+
+def _folded(node: ast.expr) -> int | None:
+    """The whole number an expression of whole numbers written out stands for (``1 << 20``, ``2 ** 16``,
+    ``64 * 1024``), or ``None``."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, int) and not isinstance(node.value, bool) else None
+    if not isinstance(node, ast.BinOp) or type(node.op) not in _FOLDED:
+        return None
+    left, right = _folded(node.left), _folded(node.right)
+    if left is None or right is None:
+        return None
+    return _FOLDED[type(node.op)](left, right) or None
 
 
 def _held_to(edit: Edit, name: str, n: int, local: bool) -> str:
@@ -571,7 +665,17 @@ def _holds_to(node: ast.AST, name: str, names: set[str]) -> str:
         return f"the answer `{_short(answer)}`"
     if isinstance(node, ast.keyword) and _bounding(node.arg) and _reads_name(node.value, name):
         return f"`{node.arg}=`"
+    if isinstance(node, ast.Call) and _clamps_to(node, name):  # ``min(n, _MAX_REQUESTS)``
+        return f"the clamp `{_short(node)}`"
     return ""
+
+
+def _clamps_to(node: ast.Call, name: str) -> bool:
+    """Whether ``node`` is ``min(…)`` or ``max(…)`` of values, ``name`` itself one of them."""
+    func = node.func
+    if not (isinstance(func, ast.Name) and func.id in ("min", "max")):
+        return False
+    return len(node.args) > 1 and any(last_name(a) == name for a in node.args)
 
 
 def _bounded_by(scope: ast.AST, name: str) -> set[str]:

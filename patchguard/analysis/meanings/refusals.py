@@ -352,7 +352,26 @@ _WARNINGS = frozenset({"warning", "warn", "error", "critical", "exception", "fat
 
 # Words of a call that ends a case in refusal (``req.set_finish_with_abort(msg)``, ``self.reject(r)``), and of
 # a collection whose entries are the cases refused (``failed_req_idxs.add(i)``).
-_REFUSING = frozenset({"abort", "reject", "fail", "refuse", "deny"})
+_REFUSING = frozenset({"abort", "reject", "fail", "refuse", "deny", "failure"})
+
+
+_FAILING = frozenset({"fail", "failure", "failed"})  # (of those, the words of a failure reported)
+
+
+def _says_it_failed(raised: ast.Raise) -> bool:
+    """Whether a raise's message says something that was done failed (``"Failed to stop the thread"``,
+    ``"could not connect"``, ``"timed out"``) — a failure that happened, not an input refused."""
+    exc = raised.exc
+    message = exc.args[0] if isinstance(exc, ast.Call) and exc.args else None
+    parts = message.values if isinstance(message, ast.JoinedStr) else [message]
+    text = " ".join(p.value for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str))
+    return _FAILED.search(text) is not None
+
+
+# What a message says when something done failed (not what an input is refused for).
+_FAILED = re.compile(
+    r"\b(?:failed|could not|couldn't|unable to|timed out|did not (?:stop|finish|respond))\b", re.I
+)
 
 
 _REFUSED = frozenset(
@@ -499,7 +518,19 @@ class _Gone:
             return "the unhandled case goes on without its error"
         if self.raiser(line):
             return "a function whose job was to raise returns: its callers' errors go unseen"
+        if self.concludes_failure(line):
+            return "the failure it reported goes unseen"
         return "the failure it passed on goes unseen" if self.reports_failure(line) else ""
+
+    def concludes_failure(self, line: int) -> bool:
+        """Whether pristine ``line`` is a call named for ending the work in failure (``self.conclude_failure(
+        room, reason)``, ``req.mark_failed()``): what went wrong is reported there."""
+        if self.before is None or self.before.tree is None:
+            return False
+        nodes = list(nodes_at(self.before.tree, {line}))
+        stmt = next((n for n in reversed(nodes) if isinstance(n, ast.Expr) and n.lineno == line), None)
+        call = stmt.value if stmt is not None and isinstance(stmt.value, ast.Call) else None
+        return call is not None and not _FAILING.isdisjoint(_words(last_name(call.func)))
 
     def raiser(self, line: int) -> bool:
         """Whether pristine ``line`` is the ``raise`` that is the whole body of its function
@@ -527,7 +558,10 @@ class _Gone:
         if isinstance(raised.exc, (ast.Name, ast.Attribute)) and _tests_a_report(raised.exc):
             return True  # an error held, raised again (``raise self.engine_client.dead_error``)
         guard = nodes[-2] if len(nodes) >= 2 and isinstance(nodes[-2], ast.If) else None
-        return guard is not None and raised in guard.body and self._tests_failures(guard, line)
+        if guard is None or raised not in guard.body:
+            return False
+        # (``raise RuntimeError("Failed to stop the thread cleanly")``: what happened, by its message)
+        return _says_it_failed(raised) or self._tests_failures(guard, line)
 
     def _tests_failures(self, guard: ast.If, line: int) -> bool:
         """Whether the pristine ``guard`` around ``line`` tests what a call reported, or what the function's

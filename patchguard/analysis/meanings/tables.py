@@ -16,6 +16,7 @@ from ...model import Finding, RuleId
 from ..cases import compare
 from ..change import Edit, code_of, last_name, locate, nodes_at
 from ..structure import Region, Structure
+from .checks import only_presence, weaker
 from .refusals import (
     _ALLOWING,
     _EXIT_NODES,
@@ -161,7 +162,18 @@ def _membership_refused(
             pairs = zip(cmp.ops, cmp.comparators, strict=True) if isinstance(cmp, ast.Compare) else ()
             if any(isinstance(op, wanted) and last_name(c) == name for op, c in pairs):
                 return True
+            if wanted is ast.In and _shared_with(cmp, name):
+                return True
     return False
+
+
+def _shared_with(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is what the collection ``name`` shares with another (``name & keys``, ``keys &
+    name``, ``name.intersection(keys)``): tested for truth, its members are the ones found."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        return name in (last_name(node.left), last_name(node.right))
+    func = node.func if isinstance(node, ast.Call) else None
+    return isinstance(func, ast.Attribute) and func.attr == "intersection" and last_name(func.value) == name
 
 
 _WRAPPED = r"(?:(?:frozenset|set|tuple|list)\(\s*)?"  # ``frozenset({…})``: a literal set all the same
@@ -562,10 +574,12 @@ def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
     weakened = _all_read_as_any(before, after)
     if weakened is not None:  # (``x and all(ok(b) for b in bs)`` → ``any(ok(b) for b in bs)``)
         return _holds_at_least(weakened, after)
+    if only_presence(before, after):  # (``id.isalnum() and len(id) == 9`` → ``bool(id)``)
+        return True
     if not isinstance(before, _TESTS) or not isinstance(after, _TESTS):
         return False
     found = compare(before, after)
-    return found is not None and found.more
+    return (found is not None and found.more) or bool(weaker(after, before))
 
 
 _TESTS = (ast.Compare, ast.BoolOp, ast.UnaryOp)
