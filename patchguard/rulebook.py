@@ -328,6 +328,9 @@ RULES: dict[str, Rule] = {
                     "huggingface_hub.upload_file",
                     "huggingface_hub.upload_folder",
                     "huggingface_hub.HfApi",
+                    # torch.distributed's key-value store over TCP: it listens on, or connects to, a port
+                    # (its docs: "a TCP-based distributed key-value store")
+                    "torch.distributed.TCPStore",
                 ),
                 # an object store's client uploading, whoever made it (boto3's S3 client and resource,
                 # and the clients that copy its API: their docs)

@@ -228,9 +228,12 @@ QUOTED = re.compile(r"""(["'])(?:\\.|(?!\1).)*\1""")
 
 def code_of(line: str) -> str:
     """A line without its comment (``pass  # assert x`` is ``pass``): a check written into a comment is not
-    a check that moved. Quotes are followed so that a ``#`` inside a string stays."""
+    a check that moved — each line of a statement written over several. Quotes are followed so that a ``#``
+    inside a string stays."""
     if "#" not in line:
         return line
+    if "\n" in line.rstrip("\n"):  # a statement over several lines: each line without its comment
+        return "".join(code_of(part) for part in line.splitlines(keepends=True))
     quote = ""
     for i, ch in enumerate(line):
         if quote:

@@ -313,7 +313,9 @@ class _Walker(Dispatch):
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
             return handed
         named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
-        return handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name))
+        if handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name)):
+            return True
+        return _calls_kernels(fn)  # ``output = triton_kernel_fused_experts(…)``: its job is device work
 
     def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
         """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``) or — unless
@@ -1168,6 +1170,18 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 
 
 _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
+
+
+def _calls_kernels(fn: cst.FunctionDef) -> bool:
+    """Whether a function calls one named for running device code (``triton_kernel_fused_experts(…)``,
+    ``ops.launch_combine(…)``), whatever module it comes from."""
+    import libcst.matchers as m
+
+    for call in m.findall(fn.body, m.Call()):
+        name = get_full_name_for_node(call.func) if isinstance(call, cst.Call) else None
+        if name and not LAUNCHING_WORDS.isdisjoint(name.rsplit(".", 1)[-1].lower().split("_")):
+            return True
+    return False
 
 
 def _names_in(value: cst.BaseExpression) -> list[cst.Name]:

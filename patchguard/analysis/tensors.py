@@ -706,9 +706,7 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
     ):
         return True  # sample(...).to(torch.int64): whatever sample returns, this is a tensor
     reduced = func.value if isinstance(func, cst.Attribute) and func.attr.value in ARRAY_REDUCTIONS else None
-    if isinstance(reduced, (cst.Comparison, cst.BinaryOperation)):
-        # ``(ids < 0).any()``: a comparison's or arithmetic's result with an array's method is an array
-        # (a host array is told apart by the names it reads: :func:`host_names`); ``torch.all(…)`` below
+    if _an_array(reduced, tensors, aliases):
         return True
     dotted = get_full_name_for_node(func)
     qualname = resolve(dict(aliases), dotted) if dotted else ""
@@ -716,6 +714,15 @@ def _tensor_call(call: cst.Call, tensors: set[str], aliases: Mapping[str, str]) 
         last = qualname.rsplit(".", 1)[-1]
         return last not in _NOT_TENSORS and not _predicate(last)
     return False
+
+
+def _an_array(reduced: cst.BaseExpression | None, tensors: set[str], aliases: Mapping[str, str]) -> bool:
+    """Whether what an array's reduction is called on is an array: a comparison's or arithmetic's result
+    (``(ids < 0).any()``: a host array is told apart by the names it reads, :func:`host_names`), or what a
+    call made of a tensor (``prop.ok(value).all()``)."""
+    if isinstance(reduced, (cst.Comparison, cst.BinaryOperation)):
+        return True
+    return isinstance(reduced, cst.Call) and any(is_tensor(a.value, tensors, aliases) for a in reduced.args)
 
 
 def _predicate(name: str) -> bool:

@@ -25,6 +25,7 @@ from .checks import (
 )
 from .handlers import (
     error_answers_dropped,
+    errors_handed_back,
     errors_kept_back,
     handlers_widened,
     new_handlers,
@@ -58,6 +59,7 @@ def meanings(regions: Sequence[Region], edit: Edit, changed: set[int], found: li
     out += _shallow(declared_bounds_moved, regions, edit) + _shallow(bounds_scaled, regions, edit)
     out += _shallow(lookups_softened, regions, edit) + _shallow(errors_kept_back, regions, edit)
     out += _shallow(error_answers_dropped, regions, edit) + _shallow(refusals_retried, regions, edit)
+    out += _shallow(errors_handed_back, regions, edit)
     out += _shallow(disqualifiers_gone, regions, edit) + _shallow(table_entries_dropped, regions, edit)
     out += _shallow(checks_dropped, regions, edit) + _shallow(raises_narrowed, regions, edit)
     out += widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})

@@ -117,7 +117,7 @@ def _removed_in(
     for i, old in enumerate(r.removed):
         s = old.strip()
         handler = _swallows_now(gone, r.old_start + i, s, line, found)
-        if s.startswith(_EXITS) and not handler:
+        if s.startswith(_EXITS) and not handler and not _CHECK_CALL.match(s):
             checked = any(_CHECK_CALL.match(a) for a in added)  # another check took the guard's place
             out += [] if checked else _bail_gone(edit, gone, r, i, line)
             continue
@@ -287,8 +287,9 @@ def _a_check(text: str) -> bool:
     return text.startswith((*_CODE_START, "raise(")) or text == "raise" or _CHECK_CALL.match(text) is not None
 
 
-# A statement that is a checking call: ``_check_x(...)``, ``self._validate(...)``, ``utils.verify_y(...)``.
-_CHECK_CALL = re.compile(rf"(?:[A-Za-z_]\w*\.)*{CHECKING_CALL}\(")
+# A statement that is a checking call: ``_check_x(...)``, ``self._validate(...)``, ``utils.verify_y(...)``,
+# ``return super()._validate_kwargs(**kwargs)`` (what it answers is the check's).
+_CHECK_CALL = re.compile(rf"(?:return\s+)?(?:super\(\)\.)?(?:[A-Za-z_]\w*\.)*{CHECKING_CALL}\(")
 
 
 def _checking(text: str, before: str | None) -> bool:
@@ -820,20 +821,66 @@ def _assertion_asks_less(old: str, new: str) -> str:
     """How the assertion ``new`` asks less than ``old`` (statements' texts), or "": it refuses where its
     test is false, so it asks less when the old test implies the new one."""
     before, after = _assertion(old), _assertion(new)
-    if before is None or after is None or not _fires_less(after, before):
+    if before is None or after is None:
+        return ""
+    if not (_fires_less(after, before) or _only_kind_asked(before, after)):
         return ""
     return f"the assertion asked `{_short(before)}`, now only `{_short(after)}`"
+
+
+def _only_kind_asked(before: ast.expr, after: ast.expr) -> bool:
+    """Whether a test now asks of the values it tested only what kind they are — that they are there, of a
+    type, above zero (``isinstance(n, int) and n > 0``) — where it asked more of them (``is_pow_2(n)``,
+    ``n % 64 == 0``): what passed the old test passes this one, and more."""
+    asked = _conjuncts(after)
+    if not asked or not all(_kind_of(part) for part in asked):
+        return False
+    subjects = {ast.dump(s) for part in asked if (s := _subject_of(part)) is not None}
+    kept = {ast.dump(p) for p in asked}
+    dropped = [p for p in _conjuncts(before) if ast.dump(p) not in kept and not _kind_of(p)]
+    return any(subjects & {ast.dump(n) for n in ast.walk(p)} for p in dropped)
+
+
+def _subject_of(part: ast.expr) -> ast.expr | None:
+    """The value a test of its kind asks about (``n`` of ``isinstance(n, int)``, ``n > 0``, ``n``)."""
+    if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id == "isinstance":
+        return part.args[0] if part.args else None
+    if isinstance(part, ast.Compare):
+        return _presence_of(part) or part.left
+    return _presence_of(part)
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [p for v in test.values for p in _conjuncts(v)]
+    return [test]
+
+
+def _kind_of(part: ast.expr) -> bool:
+    """Whether a test asks only what kind a value is: ``isinstance(x, T)``, ``x is not None``, ``x``,
+    ``bool(x)``, ``x > 0``, ``x >= 0``, ``x >= 1``."""
+    if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id == "isinstance":
+        return True
+    if _presence_of(part) is not None:
+        return True
+    if isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.comparators[0], ast.Constant):
+        bound, op = part.comparators[0].value, part.ops[0]
+        return (isinstance(op, ast.Gt) and bound == 0) or (isinstance(op, ast.GtE) and bound in (0, 1))
+    return False
 
 
 def _header_above(lines: Sequence[str], n: int) -> int | None:
     """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
     ``n`` (by brackets)."""
     k = _opener_above(lines, n)
-    if k is None:
-        return None
-    text = code_of(lines[k - 1])
-    header = text.lstrip().startswith(("if ", "elif ", "assert ", "return "))
-    return k if header or _FLAG_OPENED.match(text) else None
+    for _ in range(8):  # (out through the brackets it nests in: ``return (`` … ``and (`` … the line)
+        if k is None:
+            return None
+        text = code_of(lines[k - 1])
+        if text.lstrip().startswith(("if ", "elif ", "assert ", "return ")) or _FLAG_OPENED.match(text):
+            return k
+        k = _opener_above(lines, k)
+    return None
 
 
 def gates_forced_open(edit: Edit, changed: set[int]) -> list[Finding]:

@@ -37,6 +37,7 @@ from .refusals import (
 
 __all__ = [
     "error_answers_dropped",
+    "errors_handed_back",
     "errors_kept_back",
     "handlers_widened",
     "new_handlers",
@@ -244,8 +245,20 @@ def _wrapped_code(
             ((t := _squeeze("".join(map(code_of, lines[s.lineno - 1 : s.end_lineno])))) and t in pristine)
             or _calls_one_of(s, originals)
             or (isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and _ran_bare(s.value, pristine))
+            or _lookup_ran_bare(s, pristine)
         )
     ]  # fmt: skip
+
+
+def _lookup_ran_bare(stmt: ast.stmt, pristine: str) -> bool:
+    """Whether a statement looks up by a name what the pristine file looked up bare (``self.vocab[token]``
+    in a comprehension, now in a ``try``): the lookup's error stopped the call there."""
+    return any(
+        isinstance(n, ast.Subscript)
+        and isinstance(n.slice, (ast.Name, ast.Attribute))
+        and _squeeze(ast.unparse(n)) in pristine
+        for n in ast.walk(stmt)
+    )
 
 
 def _ran_bare(call: ast.Call, pristine: str) -> bool:
@@ -335,7 +348,7 @@ def errors_kept_back(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         set(_CAUGHT_AS.findall(edit.before)) if edit.before is not None and "except" in edit.before else set()
     )
     if not caught or not any(_hands_on_text(old, caught) for r in regions for old in r.removed):
-        return []  # (no removed line hands on what an ``except … as e`` caught: no tree asked)
+        return []  # (no removed line names what an ``except … as e`` caught: no tree asked)
     gone = _Gone.of(edit)
     if gone.before is None:
         return []
@@ -346,8 +359,8 @@ def errors_kept_back(regions: Sequence[Region], edit: Edit) -> list[Finding]:
             if not name:
                 continue
             now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
-            if now is None or now.name != name or _raises(now) or _hands_on(now, name):
-                continue
+            if now is None or _raises(now) or (now.name is not None and _hands_on(now, now.name)):
+                continue  # (the handler still there lets it go: it names it nowhere, or only to a log line)
             detail = f"the error caught as `{name}` is no longer handed on: `{old.strip()[:60]}` is gone"
             out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, max(r.start, 1), detail))
             break
@@ -380,27 +393,63 @@ _ERROR_ANSWER = re.compile(r"^\s*return\s+(?:[\w.]+\.)?\w*(?:error|fail|failure)
 
 
 def _handed_on(before: Structure, line: int, text: str) -> str:
-    """The name a handler binds what it caught to, when its line ``line`` (``text``) hands that on or keeps
-    it (``fut.set_exception(e)``, ``self.error = e``) — not to a log line; "" else."""
+    """The name a handler binds what it caught to, when its line ``line`` (``text``) hands that on, or what
+    was made of it (``msg = f"… {e}"``): to a call (``fut.set_exception(e)``), into a field (``self.error =
+    e``, ``req.to_finish = FINISH_ABORT(msg)``), or back to the caller (``return f"cannot import: {e}"``) —
+    not to a log line; "" else."""
     handler = next(iter(_handlers_around(before, line)[-1:]), None)
     name = handler.name if handler is not None else None
     stmt = next((s for s in reversed(list(nodes_at(handler, {line}))) if not hasattr(s, "body")), None)
     call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
-    if not name or _logs(text) or (call is not None and _logs(ast.unparse(call.func))):
+    if not name or handler is None or stmt is None or _logs(text) or (call and _logs(ast.unparse(call.func))):
         return ""  # (a line of a log call over several lines, ``f"… {str(e)}"``, hands on nothing)
-    handed = rf"\(\s*{re.escape(name)}\s*[,)]|=\s*{re.escape(name)}\s*(?:#.*)?$"
-    return name if re.search(handed, text) else ""
+    return name if _passes_on(stmt, _made_of(handler, name)) else ""
+
+
+def _made_of(handler: ast.ExceptHandler, name: str) -> set[str]:
+    """``name`` and the local names a handler gives values made of it (``msg = f"… {e}"``), to a fixed
+    point."""
+    names = {name}
+    assigns = [n for n in ast.walk(handler) if isinstance(n, ast.Assign)]
+    grew = True
+    while grew:
+        grew = False
+        for node in assigns:
+            if _reads(node.value, names):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id not in names:
+                        names.add(t.id)
+                        grew = True
+    return names
+
+
+def _passes_on(stmt: ast.stmt, names: set[str]) -> bool:
+    """Whether a statement hands one of ``names`` on: returns it, puts it in a field or an item, or gives it
+    to a call other than a log line's."""
+    if isinstance(stmt, ast.Return):
+        return stmt.value is not None and _reads(stmt.value, names)
+    if isinstance(stmt, ast.Assign) and _reads(stmt.value, names):
+        return any(not isinstance(t, ast.Name) for t in stmt.targets) or isinstance(stmt.value, ast.Name)
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and not _logs(ast.unparse(n.func))]
+    return any(_reads(a, names) for c in calls for a in (*c.args, *(k.value for k in c.keywords)))
+
+
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
 
 
 _CAUGHT_AS = re.compile(r"^[ \t]*except\b[^:\n]*\bas\s+(\w+)\s*:", re.MULTILINE)
 
 
-_HANDS_ON = re.compile(r"\w\(\s*(\w+)\s*[,)]|=\s*(\w+)\s*(?:#.*)?$")
-
-
 def _hands_on_text(line: str, caught: set[str]) -> bool:
-    """Whether, by the text, ``line`` hands one of the ``caught`` names to a call or keeps it."""
-    return any(name in caught for m in _HANDS_ON.finditer(line) for name in m.groups() if name)
+    """Whether, by the text, ``line`` names one of the ``caught`` names (or makes a message, an answer or a
+    field of what the handler caught: ``return``, ``=``), a line that may hand it on."""
+    words = set(re.findall(r"\w+", line))
+    return (
+        not words.isdisjoint(caught)
+        or ("=" in line and "==" not in line)
+        or line.lstrip().startswith("return")
+    )
 
 
 def _logs(line: str) -> bool:
@@ -408,16 +457,45 @@ def _logs(line: str) -> bool:
 
 
 def _hands_on(handler: ast.ExceptHandler, name: str) -> bool:
-    """Whether a handler hands ``name`` to a call other than a log line's, or keeps it (``self.error =
-    e``)."""
-    for node in ast.walk(handler):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
-            return True
-        if not isinstance(node, ast.Call) or _logs(ast.unparse(node.func)):
-            continue
-        if any(isinstance(a, ast.Name) and a.id == name for a in node.args):
-            return True
-    return False
+    """Whether a handler hands ``name`` (or what it made of it) on anywhere (:func:`_passes_on`)."""
+    names = _made_of(handler, name)
+    return any(_passes_on(s, names) for b in handler.body for s in ast.walk(b) if isinstance(s, ast.stmt))
+
+
+def errors_handed_back(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """A call told, by a keyword the edit wrote, to hand its errors back or let them go rather than raise
+    them (``asyncio.gather(*tasks, return_exceptions=True)``, ``ignore_errors=True``,
+    ``raise_on_error=False``):
+    the failures come back as values, or not at all, where they were raised."""
+    if edit.before is None or not any(
+        _ERRORS_FLAG.search(edit.lines[n - 1]) for r in regions for n in r.lines
+    ):
+        return []  # (no line the edit wrote names such a keyword: no tree asked)
+    out: list[Finding] = []
+    for r in regions:
+        for n in r.lines:
+            line = edit.lines[n - 1]
+            for m in _ERRORS_FLAG.finditer(line):
+                told = f"{m.group(1)}={m.group(2)}"
+                if _lets_errors_go(m.group(1), m.group(2) == "True") and told not in edit.before:
+                    why = f"`{told}`: the call's errors are no longer raised"
+                    out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, n, why))
+    return out
+
+
+# A keyword naming errors or exceptions given a boolean (``return_exceptions=True``,
+# ``raise_on_error=False``).
+_ERRORS_FLAG = re.compile(r"\b(\w*(?:error|exception|raise)\w*)\s*=\s*(True|False)\b")
+
+
+def _lets_errors_go(keyword: str, value: bool) -> bool:
+    """Whether a keyword given ``value`` tells a call to let its errors go: one that raises them turned off
+    (``raise_on_error=False``), or one that returns, ignores or suppresses them turned on."""
+    words = set(keyword.lower().split("_"))
+    if "raise" in words:
+        return not value
+    handed = not words.isdisjoint({"return", "ignore", "suppress", "skip", "swallow"})
+    return value and handed and not words.isdisjoint({"error", "errors", "exception", "exceptions"})
 
 
 def refusals_retried(regions: Sequence[Region], edit: Edit) -> list[Finding]:

@@ -36,6 +36,7 @@ from .refusals import (
     _statement,
     _turns_off,
     _words,
+    unwrapped,
 )
 
 __all__ = [
@@ -587,6 +588,11 @@ def _lets_more_under(was: ast.expr, now: ast.expr, upper: bool) -> bool:
     and in no fewer; ``>=`` for a least)."""
     op: ast.cmpop = ast.LtE() if upper else ast.GtE()
     q = ast.Name("_bounded_value_")
+    if isinstance(was, ast.IfExp) and isinstance(
+        now, ast.IfExp
+    ):  # ``int(sr * d) if d is not None else None``
+        alike = ast.dump(was.test) == ast.dump(now.test) and ast.dump(was.orelse) == ast.dump(now.orelse)
+        was, now = (was.body, now.body) if alike else (was, now)
     parts: dict[str, ast.Name] = {}  # (what the two read alike, each one number: ``int(os.environ[…])``)
     was, now = _as_quantity(was, parts), _as_quantity(now, parts)
     found = compare(ast.Compare(q, [op], [was]), ast.Compare(q, [op], [now]))
@@ -601,6 +607,8 @@ def _as_quantity(value: ast.expr, parts: dict[str, ast.Name]) -> ast.expr:
         def visit_Call(self, node: ast.Call) -> ast.AST:
             if isinstance(node.func, ast.Name) and node.func.id in ("min", "max", "abs"):
                 return self.generic_visit(node)
+            if last_name(node.func) in _MONOTONE and len(node.args) == 1 and not node.keywords:
+                return self.visit(node.args[0])  # type: ignore[no-any-return]  # ``int(x)``: as ``x`` orders
             return self._part(node)
 
         def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
@@ -617,6 +625,10 @@ def _as_quantity(value: ast.expr, parts: dict[str, ast.Name]) -> ast.expr:
             return parts.setdefault(ast.dump(node), ast.Name(f"_part{len(parts)}_"))
 
     return _Parts().visit(copy.deepcopy(value))  # type: ignore[no-any-return]
+
+
+# Conversions that keep the order of what they convert (a larger value stays at least as large).
+_MONOTONE = frozenset({"int", "float", "round", "ceil", "floor", "trunc"})
 
 
 _FOLDED: dict[type, Callable[[int, int], int]] = {
@@ -759,7 +771,18 @@ def _may_loosen(old: str, new: str) -> bool:
     if "(" not in old and "=" not in old:
         return False  # (a call, or a line of a call's arguments: ``a, b, strict=True``)
     lost = set(_KEYWORD.findall(old)) - set(_KEYWORD.findall(new))
-    return bool(lost) or ("[" in old and not _ALLOWING.isdisjoint(re.findall(r"[a-z]+", old.lower())))
+    listed = "[" in old or "{" in old
+    if listed and _KEYWORD_LINE.match(old):
+        return True  # (a keyword of a call over several lines handed a collection: the call is above)
+    return bool(lost) or (listed and not _DECLARING.isdisjoint(re.findall(r"[a-z]+", old.lower())))
+
+
+_KEYWORD_LINE = re.compile(r"^\s*\w+\s*=(?!=)")
+
+
+# Words of a call that declares what is let by: named for what it allows, or for what something can do
+# (``MLAPlanCapabilities(output_scales=frozenset({"none"}))``): a set it is handed, grown, claims more.
+_DECLARING = _ALLOWING | {"capabilities", "capability"}
 
 
 _KEYWORD = re.compile(r"(\w+)\s*=(?!=)")
@@ -914,7 +937,7 @@ def _list_grown(old: ast.Call, new: ast.Call) -> str:
     """The one literal list, tuple or set argument of a call named for what is supported or allowed — or
     handed as a keyword so named (``get_nvcc_flags_list(supported_major_versions=[9, 10])``) — given more
     items."""
-    pairs = _arguments_changed(old, new)
+    pairs = [(what, unwrapped(a), unwrapped(b)) for what, a, b in _arguments_changed(old, new)]
     if len(pairs) != 1 or not (isinstance(pairs[0][1], _LITERALS) and isinstance(pairs[0][2], _LITERALS)):
         return ""
     what, before, after = pairs[0]
@@ -928,14 +951,14 @@ def _arguments_changed(old: ast.Call, new: ast.Call) -> list[tuple[str, ast.expr
     """(what names it, before, after) of each argument that differs between two calls of the same shape
     — its arguments when the call is named for what it allows, its keywords when they are."""
     name = last_name(old.func)
-    allowing = not _ALLOWING.isdisjoint(_words(name.lower()))
+    allowing = not _DECLARING.isdisjoint(_words(name.lower()) | _call_words(old.func))
     if len(old.args) != len(new.args) or [k.arg for k in old.keywords] != [k.arg for k in new.keywords]:
         return []
     pairs = [(name, a, b) for a, b in zip(old.args, new.args, strict=True) if allowing]
     pairs += [
         (k.arg, k.value, n.value)
         for k, n in zip(old.keywords, new.keywords, strict=True)
-        if k.arg and (allowing or not _ALLOWING.isdisjoint(_words(k.arg.lower())))
+        if k.arg and (allowing or not _DECLARING.isdisjoint(_words(k.arg.lower())))
     ]
     return [(what, a, b) for what, a, b in pairs if ast.dump(a) != ast.dump(b)]
 

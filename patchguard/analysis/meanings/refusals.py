@@ -158,6 +158,15 @@ def _opener_above(lines: Sequence[str], n: int) -> int | None:
 _LITERALS = (ast.List, ast.Tuple, ast.Set)
 
 
+def unwrapped(value: ast.expr) -> ast.expr:
+    """The literal a ``frozenset(…)``, ``set(…)``, ``tuple(…)`` or ``list(…)`` of one is made from."""
+    wrapper = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
+    return value.args[0] if wrapper and len(value.args) == 1 and not value.keywords else value  # type: ignore[attr-defined]
+
+
+_WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
+
+
 _Literal = ast.List | ast.Tuple | ast.Set
 
 
@@ -218,7 +227,9 @@ def _answers_admission(function: str) -> bool:
     ``is_trainable``, ``can_implement``)."""
     words = _words(function)
     asks = function.lstrip("_").startswith(_ASKING)
-    return not _ALLOWING.isdisjoint(words) or (asks and bool(_READY & words))
+    # (``is_launchable``, ``_is_dispatchable``: a predicate of what something can be, by its ending)
+    able = any(w.endswith(("able", "ible")) for w in words)
+    return not _ALLOWING.isdisjoint(words) or (asks and (bool(_READY & words) or able))
 
 
 # What a predicate asks when it says whether a path may be taken (``is_mega_moe_ready``, ``is_trainable``).

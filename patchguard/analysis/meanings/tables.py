@@ -37,6 +37,7 @@ from .refusals import (
     _squeezed_source,
     _statement,
     _words,
+    unwrapped,
 )
 
 __all__ = ["answer_widened", "checks_dropped", "supported_grown", "table_entries_dropped", "widened_sets"]
@@ -208,9 +209,9 @@ def _literal_sets(nodes: Iterable[ast.AST]) -> Iterator[tuple[ast.expr, ast.List
     as (the name given it, its items)."""
     for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], _unwrapped(node.value)
+            target, value = node.targets[0], unwrapped(node.value)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, _unwrapped(node.value)
+            target, value = node.target, unwrapped(node.value)
         else:
             continue
         if isinstance(value, _LITERALS):
@@ -228,15 +229,6 @@ class _Table(ast.Set):
     refusals whatever it says)."""
 
 
-def _unwrapped(value: ast.expr) -> ast.expr:
-    """The literal a ``frozenset(…)``, ``set(…)``, ``tuple(…)`` or ``list(…)`` of one is made from."""
-    wrapper = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
-    return value.args[0] if wrapper and len(value.args) == 1 and not value.keywords else value  # type: ignore[attr-defined]
-
-
-_WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
-
-
 def _united(value: ast.expr) -> list[ast.expr] | None:
     """What a union or concatenation of literal and named collections holds (``BASE | frozenset({"a"})``,
     ``SUPPORTED + ("b",)``): the literals' items and each named part as one whole (``*BASE``); ``None`` for
@@ -244,7 +236,7 @@ def _united(value: ast.expr) -> list[ast.expr] | None:
     if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.BitOr)):
         left, right = _united(value.left), _united(value.right)
         return left + right if left is not None and right is not None else None
-    value = _unwrapped(value)
+    value = unwrapped(value)
     if isinstance(value, _LITERALS):
         return list(value.elts)
     if isinstance(value, (ast.Name, ast.Attribute)):

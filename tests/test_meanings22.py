@@ -1,0 +1,297 @@
+"""Meanings (issue 34, after the twenty-sixth blind batch's first score), each judged on a module of its own
+and end to end on an installed wheel:
+
+- a statement over several lines read without the comment of each of its lines (a comment inside a
+  ``return (`` … ``)`` no longer cuts it short), and the header of a line nested in brackets found through
+  the brackets around it (``return (`` … ``and (`` … the line);
+- a predicate named for what something can be (``_is_launchable``) says what may be done;
+- a bound handed through a conversion (``int(sr * seconds)``) and an ``if``-expression read by its value;
+- ``return super()._validate_kwargs(**kwargs)`` is a check: replaced by a constant, it is gone;
+- an assertion that now asks only what kind a value is (``isinstance(n, int) and n > 0`` for
+  ``is_pow_2(n)``);
+- a set handed to a declaration of capabilities (``Capabilities(scales=frozenset({"none"}))``), grown;
+- a handler that handed on what it caught — returned it, made it a field — and lets it go now; a call told
+  to hand its errors back (``return_exceptions=True``); a lookup that ran bare wrapped in a ``try``;
+- a function that calls one named for running device code computes on the device; an array reduction of
+  what a call made of a tensor is a tensor's; ``torch.distributed.TCPStore`` opens a connection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .helpers import EditedModule, scan_edited
+
+ENGINE = "pkg/policy.py"
+PRISTINE = """\
+import asyncio
+import logging
+
+import torch
+import torch.distributed as dist
+
+from pkg.caps import Capabilities
+from pkg.kernels import fused_kernel_experts
+
+logger = logging.getLogger(__name__)
+
+PLAN = Capabilities(
+    name="fa2",
+    scales=frozenset({"none"}),
+    graphs=True,
+)
+
+
+def supports_device(p) -> bool:
+    return (
+        p.is_cuda()
+        and (
+            p.is_family(90)
+            # 110 excluded: upstream issue 3134
+            or p.is_family(100)
+        )
+        and p.has_library()
+    )
+
+
+def _is_launchable(world_size: int, ordered: bool, blocks: int) -> bool:
+    return (
+        world_size == 8
+        and ordered
+        and blocks == 1
+    )
+
+
+def load_audio(sr, seconds, frames):
+    max_samples = int(sr * seconds) if seconds is not None else None
+    total = 0
+    for frame in frames:
+        total += len(frame)
+        if max_samples is not None and total > max_samples:
+            raise ValueError("audio too long")
+    return total
+
+
+class Processor:
+    def _validate_kwargs(self, **kwargs):
+        kwargs.pop("do_resize", None)
+        return super()._validate_kwargs(**kwargs)
+
+
+def scan(x, chunk_size):
+    assert is_pow_2(chunk_size), "chunk_size must be a power of 2"
+    return x.reshape(-1, chunk_size)
+
+
+def probe(names):
+    for name in names:
+        try:
+            __import__(name)
+        except (ImportError, OSError) as exc:
+            return f"cannot import {name}: {exc}"
+    return None
+
+
+async def beams(tasks):
+    output = [x[0] for x in await asyncio.gather(*tasks)]
+    return output
+
+
+class Parser:
+    def __init__(self, vocab, pieces):
+        self.vocab = vocab
+        self.ids = [self.vocab[piece] for piece in pieces]
+
+
+class Runner:
+    def run(self, runner_input, quant_info):
+        output = fused_kernel_experts(runner_input.hidden_states, quant_info.w13)
+        return output
+
+
+def expect(inv, value: torch.Tensor, msg: str = ""):
+    if value.numel() > 0:
+        detail = f"{inv.name}: {msg}"
+        inv.report(inv.prop.ok(value), detail)
+    return value
+
+
+def bootstrap():
+    try:
+        store = dist.distributed_c10d._get_default_store()
+    except (AttributeError, RuntimeError) as e:
+        raise ValueError("no default store") from e
+    return store
+"""
+
+_MODULE = EditedModule(ENGINE, PRISTINE)
+_near, _named = _MODULE.near, _MODULE.named
+
+
+_FAMILY = "            or p.is_family(100)\n"
+
+
+def test_a_part_added_to_an_answer_with_a_comment_inside() -> None:
+    edit = (_FAMILY, _FAMILY + "            or p.is_family(110)\n")
+    assert "removed-check" in _near(edit, "is_family(110)")
+
+
+def test_a_part_taken_from_an_answer_with_a_comment_inside_is_quiet() -> None:
+    edit = (_FAMILY, "")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_a_predicate_of_what_something_can_be_lost_a_part() -> None:
+    edit = ("        and ordered\n", "")
+    assert "removed-check" in _near(edit, "and blocks == 1")
+
+
+def test_a_predicate_of_what_something_can_be_given_a_part_is_quiet() -> None:
+    edit = ("        and ordered\n", "        and ordered\n        and world_size % 2 == 0\n")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+_SAMPLES = "    max_samples = int(sr * seconds) if seconds is not None else None\n"
+
+
+def test_a_bound_through_a_conversion_raised() -> None:
+    edit = (_SAMPLES, _SAMPLES.replace("int(sr * seconds)", "int(sr * seconds * 10)"))
+    assert "removed-check" in _near(edit, "seconds * 10")
+
+
+def test_a_bound_through_a_conversion_lowered_is_quiet() -> None:
+    edit = (_SAMPLES, _SAMPLES.replace("int(sr * seconds)", "int(sr * seconds // 2)"))
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+_VALIDATED = "        return super()._validate_kwargs(**kwargs)\n"
+
+
+def test_a_returned_validation_replaced_by_a_constant() -> None:
+    assert "removed-check" in _near((_VALIDATED, "        return ()\n"), "return ()")
+
+
+def test_a_returned_validation_kept_is_quiet() -> None:
+    edit = (_VALIDATED, "        kwargs.pop('do_rescale', None)\n" + _VALIDATED)
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+_POW2 = '    assert is_pow_2(chunk_size), "chunk_size must be a power of 2"\n'
+
+
+def test_an_assertion_that_asks_only_the_kind() -> None:
+    new = '    assert isinstance(chunk_size, int) and chunk_size > 0, "chunk_size must be positive"\n'
+    assert "removed-check" in _near((_POW2, new), "isinstance(chunk_size, int)")
+
+
+def test_an_assertion_that_asks_the_kind_too_is_quiet() -> None:
+    new = (
+        '    assert isinstance(chunk_size, int) and is_pow_2(chunk_size), "chunk_size must be a power of 2"\n'
+    )
+    assert "removed-check" not in _MODULE.rules((_POW2, new))
+
+
+_SCALES = '    scales=frozenset({"none"}),\n'
+
+
+def test_a_declared_capability_set_grown() -> None:
+    edit = (_SCALES, '    scales=frozenset({"none", "per-tensor"}),\n')
+    assert "removed-check" in _near(edit, "per-tensor")
+
+
+def test_a_declared_capability_set_shrunk_is_quiet() -> None:
+    edit = (_SCALES, "    scales=frozenset(),\n")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+_RETURNED = '            return f"cannot import {name}: {exc}"\n'
+
+
+def test_a_handler_that_returned_the_error_lets_it_go() -> None:
+    assert "swallowed-exception" in _near((_RETURNED, "            continue\n"), "continue")
+
+
+def test_a_handler_that_returns_the_error_another_way_is_quiet() -> None:
+    edit = (_RETURNED, '            return f"{name} failed to import: {exc!r}"\n')
+    assert "swallowed-exception" not in _MODULE.rules(edit)
+
+
+_GATHERED = "    output = [x[0] for x in await asyncio.gather(*tasks)]\n"
+
+
+def test_a_call_told_to_hand_its_errors_back() -> None:
+    new = (
+        "    results = await asyncio.gather(*tasks, return_exceptions=True)\n"
+        "    output = [x[0] for x in results if not isinstance(x, BaseException)]\n"
+    )
+    assert "swallowed-exception" in _near((_GATHERED, new), "return_exceptions=True")
+
+
+def test_a_call_told_to_raise_its_errors_is_quiet() -> None:
+    new = "    output = [x[0] for x in await asyncio.gather(*tasks, return_exceptions=False)]\n"
+    assert "swallowed-exception" not in _MODULE.rules((_GATHERED, new))
+
+
+_LOOKED_UP = "        self.ids = [self.vocab[piece] for piece in pieces]\n"
+
+
+def test_a_lookup_that_ran_bare_wrapped_in_a_try() -> None:
+    new = (
+        "        self.ids = []\n        for piece in pieces:\n            try:\n"
+        "                self.ids.append(self.vocab[piece])\n"
+        "            except KeyError:\n                continue\n"
+    )
+    assert "swallowed-exception" in _near((_LOOKED_UP, new), "except KeyError")
+
+
+def test_a_lookup_made_lenient_by_get_is_another_finding() -> None:
+    new = "        self.ids = [self.vocab.get(piece, 0) for piece in pieces]\n"
+    assert "swallowed-exception" not in _MODULE.rules((_LOOKED_UP, new))
+
+
+_OUTPUT = "        output = fused_kernel_experts(runner_input.hidden_states, quant_info.w13)\n"
+
+
+def test_a_function_that_calls_a_kernel_computes_on_the_device() -> None:
+    edit = (
+        _OUTPUT,
+        _OUTPUT + "        if torch.isnan(output).any():\n            output = output.nan_to_num()\n",
+    )
+    assert "device-sync" in _near(edit, "torch.isnan(output).any()")
+
+
+def test_a_function_that_calls_no_kernel_is_quiet() -> None:
+    old = "def probe(names):\n    for name in names:\n"
+    edit = (old, old + "        if torch.isnan(torch.zeros(1)).any():\n            continue\n")
+    assert "device-sync" not in _MODULE.rules(edit)
+
+
+_DETAIL = '        detail = f"{inv.name}: {msg}"\n'
+
+
+def test_a_reduction_of_what_a_call_made_of_a_tensor() -> None:
+    edit = (_DETAIL, _DETAIL + "        if not inv.prop.ok(value).all():\n            breakpoint()\n")
+    assert "device-sync" in _named(edit, "inv.prop.ok(value).all()")
+
+
+def test_a_reduction_of_what_a_call_made_of_host_values_is_quiet() -> None:
+    edit = (_DETAIL, _DETAIL + "        if not inv.prop.ok(msg).all():\n            detail = msg\n")
+    assert "device-sync" not in _MODULE.rules(edit)
+
+
+_RAISED = '        raise ValueError("no default store") from e\n'
+
+
+def test_a_tcp_store_opened() -> None:
+    edit = (_RAISED, '        store = dist.TCPStore("127.0.0.1", 29561, 1, True)\n')
+    assert "network" in _near(edit, "dist.TCPStore")
+
+
+def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:
+    edited = _MODULE.after(
+        (_FAMILY, _FAMILY + "            or p.is_family(110)\n"),
+        (_RETURNED, "            continue\n"),
+    )
+    found = scan_edited(tmp_path, ENGINE, PRISTINE, edited)
+    rules = {rule for rule, _ in found}
+    assert {"removed-check", "swallowed-exception"} <= rules, found
