@@ -13,7 +13,9 @@ and end to end on an installed wheel:
 - a handler that handed on what it caught — returned it, made it a field — and lets it go now; a call told
   to hand its errors back (``return_exceptions=True``); a lookup that ran bare wrapped in a ``try``;
 - a function that calls one named for running device code computes on the device; an array reduction of
-  what a call made of a tensor is a tensor's; ``torch.distributed.TCPStore`` opens a connection.
+  what a call made of a tensor is a tensor's; ``torch.distributed.TCPStore`` opens a connection;
+- quiet: a guard folded into a stand-in (``(kv_params or {}).get(k)``); a suppression around code whose
+  errors the pristine file let go already; ``ProcessorMixin.__call__`` is a host stage.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ ENGINE = "pkg/policy.py"
 PRISTINE = """\
 import asyncio
 import logging
+import os
 
 import torch
 import torch.distributed as dist
 
 from pkg.caps import Capabilities
 from pkg.kernels import fused_kernel_experts
+from transformers import ProcessorMixin
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +118,27 @@ def expect(inv, value: torch.Tensor, msg: str = ""):
         detail = f"{inv.name}: {msg}"
         inv.report(inv.prop.ok(value), detail)
     return value
+
+
+def remote_source(kv_params):
+    if not kv_params:
+        return None
+    return kv_params.get("remote_kv_source")
+
+
+def cleanup(marker, temp_path):
+    try:
+        if os.path.exists(temp_path):
+            os.remove(temp_path)
+    except Exception:
+        pass
+    return marker
+
+
+class ImageProcessor(ProcessorMixin):
+    def __call__(self, text, grid, merge):
+        count = grid.prod() // merge
+        return text * count
 
 
 def bootstrap():
@@ -285,6 +310,45 @@ _RAISED = '        raise ValueError("no default store") from e\n'
 def test_a_tcp_store_opened() -> None:
     edit = (_RAISED, '        store = dist.TCPStore("127.0.0.1", 29561, 1, True)\n')
     assert "network" in _near(edit, "dist.TCPStore")
+
+
+_GUARD = '    if not kv_params:\n        return None\n    return kv_params.get("remote_kv_source")\n'
+
+
+def test_a_guard_folded_into_a_stand_in_is_quiet() -> None:
+    edit = (_GUARD, '    return (kv_params or {}).get("remote_kv_source")\n')
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+def test_a_guard_taken_out_unfolded_is_a_check_gone() -> None:
+    edit = (_GUARD, '    return kv_params.get("remote_kv_source")\n')
+    assert "removed-check" in _MODULE.rules(edit)
+
+
+_CLEANUP = (
+    "    try:\n        if os.path.exists(temp_path):\n            os.remove(temp_path)\n"
+    "    except Exception:\n        pass\n"
+)
+
+
+def test_a_suppression_of_what_was_let_go_already_is_quiet() -> None:
+    new = "    import contextlib\n\n    with contextlib.suppress(FileNotFoundError):\n"
+    new += "        os.remove(temp_path)\n"
+    assert "swallowed-exception" not in _MODULE.rules((_CLEANUP, new))
+
+
+def test_a_suppression_of_what_raised_is_news() -> None:
+    bare = EditedModule(ENGINE, _MODULE.after((_CLEANUP, "    os.remove(temp_path)\n")))
+    new = "    import contextlib\n\n    with contextlib.suppress(OSError):\n        os.remove(temp_path)\n"
+    assert "swallowed-exception" in bare.rules(("    os.remove(temp_path)\n", new))
+
+
+_COUNT = "        count = grid.prod() // merge\n"
+
+
+def test_a_value_read_back_in_a_processors_call_is_on_the_host() -> None:
+    edit = (_COUNT, "        count = int(grid.prod().item()) // merge\n")
+    assert "device-sync" not in _MODULE.rules(edit)
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

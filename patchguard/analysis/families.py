@@ -70,6 +70,9 @@ HOST_STAGES: dict[str, frozenset[str]] = {
     # ``postprocess`` (its docs and its ``_ensure_tensor_on_device(…, device=cpu)``); ``preprocess`` makes
     # the inputs on the host
     "Pipeline": frozenset({"preprocess", "postprocess"}),
+    # transformers' processors: ``ProcessorMixin.__call__`` tokenizes the text and runs the image and audio
+    # processors on the host, handing back a ``BatchFeature`` the model's inputs are made of (its docs)
+    "ProcessorMixin": frozenset({"__call__"}),
 }
 """Stages a framework hands host values, by the name its classes' base ends with: a value read back there
 waits for no device."""

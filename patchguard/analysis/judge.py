@@ -250,6 +250,7 @@ class _Walker(Dispatch):
         # per function entered: the def, and the names known to hold tensors once asked (lazily)
         self.functions: list[tuple[cst.FunctionDef | None, set[str] | None]] = [(None, set())]
         self._owners: list[str | None] = [None]  # what each function of ``functions`` stands in, by name
+        self._kernel_callers: dict[int, bool] = {}  # a function (its id) -> whether it calls a kernel
         self._captures: dict[int, bool] = {}  # a closure (its id) -> whether it reads its outer's tensors
         self._hosts: dict[int, set[str]] = {}  # a function (its id) -> the names it binds to host values only
         self._typed: dict[int, set[str]] = {}  # a function (its id) -> what its declared types make tensors
@@ -315,7 +316,10 @@ class _Walker(Dispatch):
         named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
         if handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name)):
             return True
-        return _calls_kernels(fn)  # ``output = triton_kernel_fused_experts(…)``: its job is device work
+        known = self._kernel_callers.get(id(fn))  # (asked for each hit of a function: worked out once)
+        if known is None:
+            known = self._kernel_callers[id(fn)] = _calls_kernels(fn, self._lines(fn), self.source_lines)
+        return known  # ``output = triton_kernel_fused_experts(…)``: its job is device work
 
     def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
         """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``) or — unless
@@ -1172,9 +1176,12 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
 
 
-def _calls_kernels(fn: cst.FunctionDef) -> bool:
+def _calls_kernels(fn: cst.FunctionDef, lines: tuple[int, int], source_lines: Sequence[str]) -> bool:
     """Whether a function calls one named for running device code (``triton_kernel_fused_experts(…)``,
-    ``ops.launch_combine(…)``), whatever module it comes from."""
+    ``ops.launch_combine(…)``), whatever module it comes from — by the text of its lines first."""
+    text = "".join(source_lines[lines[0] - 1 : lines[1]])
+    if not _KERNEL_CALLED.search(text):
+        return False
     import libcst.matchers as m
 
     for call in m.findall(fn.body, m.Call()):
@@ -1182,6 +1189,10 @@ def _calls_kernels(fn: cst.FunctionDef) -> bool:
         if name and not LAUNCHING_WORDS.isdisjoint(name.rsplit(".", 1)[-1].lower().split("_")):
             return True
     return False
+
+
+# A call of a name holding a word of :data:`.families.LAUNCHING_WORDS` (a superset, by the text).
+_KERNEL_CALLED = re.compile(rf"\w*(?:{'|'.join(sorted(LAUNCHING_WORDS))})\w*\s*\(")
 
 
 def _names_in(value: cst.BaseExpression) -> list[cst.Name]:

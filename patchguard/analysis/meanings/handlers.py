@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from ...model import Finding, Kind, RuleId, Severity
 from ..aliases import resolve
@@ -20,8 +20,10 @@ from ..rules import (
 from ..structure import Region, Structure
 from .refusals import (
     _block_below,
+    _caught,
     _check_finding,
     _condition,
+    _covers,
     _Gone,
     _handlers_around,
     _header_at,
@@ -205,14 +207,42 @@ def _new_suppressions(
         calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
         aliases = edit.st.aliases_at(edit.st.qualname_at(node.lineno) or "")  # a def's own imports too
         suppress = next((c for c in calls if resolve(aliases, ast.unparse(c.func)) in SUPPRESSORS), None)
-        if suppress is not None and node.lineno in was and _suppressed_before(was[node.lineno], suppress):
+        if suppress is None or (node.lineno in was and _suppressed_before(was[node.lineno], suppress)):
             continue
-        wrapped = _wrapped_code(node, edit.lines, *kept) if suppress is not None else []
-        if suppress is not None and wrapped and node.lineno not in said:
+        wrapped = _wrapped_code(node, edit.lines, *kept)
+        if wrapped and _let_go_before(edit, wrapped[0], suppress):
+            continue  # (the pristine file let its errors go already: a broader handler around it)
+        if wrapped and node.lineno not in said:
             what, by = " ".join(ast.unparse(wrapped[0]).split())[:50], ast.unparse(suppress)[:40]
             detail = f"the errors of `{what}`, which stopped the call, are let go by `{by}`"
             out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, node.lineno, detail))
     return out
+
+
+def _let_go_before(edit: Edit, stmt: ast.stmt, suppress: ast.Call) -> bool:
+    """Whether the pristine file ran ``stmt`` in a ``try`` whose handler lets go every error ``suppress``
+    names, raising nothing (``try: os.remove(p)`` / ``except Exception: pass`` → ``with suppress(
+    FileNotFoundError): os.remove(p)``): nothing more is let go than was."""
+    before = locate(edit.before).tree if edit.before is not None else None
+    text = _squeeze(ast.unparse(stmt))
+    names = ", ".join(last_name(a) for a in suppress.args)
+    for node in ast.walk(before) if before is not None else ():
+        if not isinstance(node, ast.Try) or not any(_squeeze(ast.unparse(s)) == text for s in _within(node)):
+            continue
+        if any(_lets_go(h, names) for h in node.handlers):
+            return True
+    return False
+
+
+def _within(node: ast.Try) -> Iterator[ast.AST]:
+    return (s for b in node.body for s in ast.walk(b) if isinstance(s, ast.stmt))
+
+
+def _lets_go(handler: ast.ExceptHandler, names: str) -> bool:
+    """Whether a handler catches at least the errors ``names`` lists (a bare or broad one any) and raises
+    nothing."""
+    broad = handler.type is None or _caught(handler) in ("Exception", "BaseException")
+    return (broad or _covers(handler, f"({names})")) and not _raises(handler)
 
 
 def _suppressed_before(old: str, suppress: ast.Call) -> bool:

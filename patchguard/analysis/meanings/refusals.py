@@ -826,10 +826,10 @@ def _guard_folded(
     False`` + ``return True`` → ``return buf is not None``; a comprehension filters on it (a loop's ``if k in
     valid: continue`` → ``[k for k in names if k not in valid …]``). An expression the pristine def
     (``was``) had already decides something else (``return n <= self.max_size`` below the guard of ``n %
-    16``)."""
+    16``). A stand-in for what it tested when that is empty (``(kv_params or {}).get(k)``) decides it too."""
     if fn is None:
         return False
-    kinds = (ast.IfExp, ast.Return, ast.comprehension)
+    kinds = (ast.IfExp, ast.Return, ast.comprehension, ast.BoolOp)
     had = {ast.dump(n) for n in ast.walk(was) if isinstance(n, kinds)} if was else set()
     tested = _standing_for(_names_in(guard.test), fn)
     return any(
@@ -846,8 +846,21 @@ def _decides(node: ast.AST, tested: set[str]) -> bool:
         return bool(_names_in(node.test) & tested)
     if isinstance(node, ast.comprehension):
         return any(_filters_on(node, f, tested) for f in node.ifs)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):  # ``(kv_params or {}).get(k)``
+        first, last = node.values[0], node.values[-1]
+        subject = isinstance(first, (ast.Name, ast.Attribute)) and ast.unparse(first) in tested
+        return subject and len(node.values) == 2 and _a_stand_in(last)
     decided = node.value if isinstance(node, ast.Return) else None
     return isinstance(decided, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and bool(_names_in(decided) & tested)
+
+
+def _a_stand_in(value: ast.expr) -> bool:
+    """A value written out to stand in for an empty one: a constant, an empty literal, ``dict()``."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+        return not (value.keys if isinstance(value, ast.Dict) else value.elts)
+    return isinstance(value, ast.Call) and not value.args and not value.keywords
 
 
 def _filters_on(loop: ast.comprehension, condition: ast.expr, tested: set[str]) -> bool:
