@@ -318,7 +318,7 @@ class _Walker(Dispatch):
             return True
         known = self._kernel_callers.get(id(fn))  # (asked for each hit of a function: worked out once)
         if known is None:
-            known = self._kernel_callers[id(fn)] = _calls_kernels(fn, self._lines(fn), self.source_lines)
+            known = self._kernel_callers[id(fn)] = _calls_kernels(self._lines(fn), self.source_lines)
         return known  # ``output = triton_kernel_fused_experts(…)``: its job is device work
 
     def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
@@ -1176,23 +1176,18 @@ def _wrapped(node: cst.Call, qualname: str, method: str | None) -> cst.BaseExpre
 _PRINT_OPTIONS = ("file", "sep", "end", "flush", "exc_info", "stacklevel")
 
 
-def _calls_kernels(fn: cst.FunctionDef, lines: tuple[int, int], source_lines: Sequence[str]) -> bool:
-    """Whether a function calls one named for running device code (``triton_kernel_fused_experts(…)``,
-    ``ops.launch_combine(…)``), whatever module it comes from — by the text of its lines first."""
-    text = "".join(source_lines[lines[0] - 1 : lines[1]])
-    if not _KERNEL_CALLED.search(text):
-        return False
-    import libcst.matchers as m
-
-    for call in m.findall(fn.body, m.Call()):
-        name = get_full_name_for_node(call.func) if isinstance(call, cst.Call) else None
-        if name and not LAUNCHING_WORDS.isdisjoint(name.rsplit(".", 1)[-1].lower().split("_")):
-            return True
-    return False
+def _calls_kernels(lines: tuple[int, int], source_lines: Sequence[str]) -> bool:
+    """Whether a function (its ``lines``) calls one named for running device code
+    (``triton_kernel_fused_experts(…)``, ``ops.launch_combine(…)``), whatever module it comes from: a
+    whole snake-case word of the called name's last part, by the text."""
+    text = "".join(line.split("#", 1)[0] for line in source_lines[lines[0] - 1 : lines[1]])
+    return any(
+        not LAUNCHING_WORDS.isdisjoint(m.group(1).lower().split("_")) for m in _KERNEL_CALLED.finditer(text)
+    )
 
 
-# A call of a name holding a word of :data:`.families.LAUNCHING_WORDS` (a superset, by the text).
-_KERNEL_CALLED = re.compile(rf"\w*(?:{'|'.join(sorted(LAUNCHING_WORDS))})\w*\s*\(")
+# A call of a name holding a word of :data:`.families.LAUNCHING_WORDS`: its last part.
+_KERNEL_CALLED = re.compile(rf"(?<![\w])(\w*(?:{'|'.join(sorted(LAUNCHING_WORDS))})\w*)\s*\(")
 
 
 def _names_in(value: cst.BaseExpression) -> list[cst.Name]:

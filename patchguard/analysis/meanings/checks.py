@@ -873,7 +873,7 @@ def _header_above(lines: Sequence[str], n: int) -> int | None:
     """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
     ``n`` (by brackets)."""
     k = _opener_above(lines, n)
-    for _ in range(8):  # (out through the brackets it nests in: ``return (`` … ``and (`` … the line)
+    for _ in range(3):  # (out through the brackets it nests in: ``return (`` … ``and (`` … the line)
         if k is None:
             return None
         text = code_of(lines[k - 1])
@@ -984,9 +984,14 @@ def _all_of(tests: Sequence[ast.expr]) -> ast.expr:
 def weaker(before: ast.expr, after: ast.expr) -> str:
     """How the condition of a check fires less now than it did, or "" — tuples compared read as their
     parts (``(major, minor) != (10, 7)`` is ``major != 10 or minor != 7``: ``major != 10`` lost a part)."""
-    return _fires_less(_by_parts(before), _by_parts(after)) or _fires_less(
-        _by_parts(before, members=True), _by_parts(after, members=True)
-    )
+    plain = (_by_parts(before), _by_parts(after))
+    found = _fires_less(*plain)
+    if found:
+        return found
+    parted = (_by_parts(before, members=True), _by_parts(after, members=True))
+    if all(ast.dump(a) == ast.dump(b) for a, b in zip(plain, parted, strict=True)):
+        return ""  # (no membership of tuples to read in parts: nothing more to ask)
+    return _fires_less(*parted)
 
 
 def _truth_of(test: ast.expr) -> ast.expr | None:

@@ -472,14 +472,9 @@ _CAUGHT_AS = re.compile(r"^[ \t]*except\b[^:\n]*\bas\s+(\w+)\s*:", re.MULTILINE)
 
 
 def _hands_on_text(line: str, caught: set[str]) -> bool:
-    """Whether, by the text, ``line`` names one of the ``caught`` names (or makes a message, an answer or a
-    field of what the handler caught: ``return``, ``=``), a line that may hand it on."""
-    words = set(re.findall(r"\w+", line))
-    return (
-        not words.isdisjoint(caught)
-        or ("=" in line and "==" not in line)
-        or line.lstrip().startswith("return")
-    )
+    """Whether, by the text, ``line`` names one of the ``caught`` names: a line that may hand it on, or make
+    something of it that does."""
+    return not caught.isdisjoint(re.findall(r"\w+", line))
 
 
 def _logs(line: str) -> bool:

@@ -436,7 +436,10 @@ def bounds_scaled(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         if r.removed:
             continue  # (lines added, nothing taken: an in-place edit is :func:`bounds_raised`'s)
         for n in r.lines:
-            name, grows = _scaled(edit.lines[n - 1])
+            line = edit.lines[n - 1]
+            if not _SCALED.match(line):
+                continue  # (most added lines: no name given a multiple of itself)
+            name, grows = _scaled(line)
             words = _words(name)
             upper, lower = not _UPPER_WORDS.isdisjoint(words), not _LOWER_WORDS.isdisjoint(words)
             if not name or upper == lower or grows != upper:
@@ -446,6 +449,10 @@ def bounds_scaled(regions: Sequence[Region], edit: Edit) -> list[Finding]:
                 detail = f"`{name}` scaled: {where} lets more by"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+# ``x *= 4``, ``x = x * 4``: a name given a multiple or a shift of itself, by the text.
+_SCALED = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:(?:[-+*/]|//|<<|>>)=|=\s*\1\s*(?:[-+*/]|//|<<|>>))")
 
 
 def _scaled(line: str) -> tuple[str, bool | None]:
@@ -772,8 +779,8 @@ def _may_loosen(old: str, new: str) -> bool:
         return False  # (a call, or a line of a call's arguments: ``a, b, strict=True``)
     lost = set(_KEYWORD.findall(old)) - set(_KEYWORD.findall(new))
     listed = "[" in old or "{" in old
-    if listed and _KEYWORD_LINE.match(old):
-        return True  # (a keyword of a call over several lines handed a collection: the call is above)
+    if listed and _KEYWORD_LINE.match(old) and new.count(",") > old.count(","):
+        return True  # (a keyword of a call over several lines handed a collection, grown: the call is above)
     return bool(lost) or (listed and not _DECLARING.isdisjoint(re.findall(r"[a-z]+", old.lower())))
 
 
