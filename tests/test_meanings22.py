@@ -15,7 +15,10 @@ and end to end on an installed wheel:
 - a function that calls one named for running device code computes on the device; an array reduction of
   what a call made of a tensor is a tensor's; ``torch.distributed.TCPStore`` opens a connection;
 - quiet: a guard folded into a stand-in (``(kv_params or {}).get(k)``); a suppression around code whose
-  errors the pristine file let go already; ``ProcessorMixin.__call__`` is a host stage.
+  errors the pristine file let go already; ``ProcessorMixin.__call__`` is a host stage; a search's stop
+  (``if lib is not None: break``) moved; ``compile`` told to build a syntax tree only;
+- a check commented out of the literal a loop of validators walks; ``not (… and n in (64, 128) and …)``
+  whose part admits more, in a condition too long to count its cases; a ``Literal`` type given more values.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import os
 
 import torch
 import torch.distributed as dist
+from typing import Literal
 
 from pkg.caps import Capabilities
 from pkg.kernels import fused_kernel_experts
@@ -139,6 +143,48 @@ class ImageProcessor(ProcessorMixin):
     def __call__(self, text, grid, merge):
         count = grid.prod() // merge
         return text * count
+
+
+def find_library(ctypes, names):
+    lib = None
+    for so in names:
+        try:
+            lib = ctypes.CDLL(so)
+        except OSError:
+            lib = None
+        if lib is not None:
+            break
+    return lib
+
+
+def parse_tools(text):
+    import ast
+
+    module = ast.parse(text)
+    return module.body
+
+
+def apply_validators(self, tokens):
+    for validator in (
+        self._token_truncation,
+        self._token_len_check,
+    ):
+        tokens = validator(tokens)
+    return tokens
+
+
+def check_backend(arch_ok, head_size, dtype, alibi, ratio_ok):
+    if not (
+        arch_ok
+        and head_size in (64, 128, 256)
+        and ratio_ok
+        and dtype in ("auto", "float16", "bfloat16", "fp8")
+        and alibi is None
+    ):
+        raise ValueError("unsupported configuration")
+
+
+Ranks = Literal[1, 8, 16, 512]
 
 
 def bootstrap():
@@ -349,6 +395,71 @@ _COUNT = "        count = grid.prod() // merge\n"
 def test_a_value_read_back_in_a_processors_call_is_on_the_host() -> None:
     edit = (_COUNT, "        count = int(grid.prod().item()) // merge\n")
     assert "device-sync" not in _MODULE.rules(edit)
+
+
+def test_a_log_line_in_a_loop_of_a_step_is_moderate() -> None:
+    old = "        output = fused_kernel_experts(runner_input.hidden_states, quant_info.w13)\n"
+    new = old + "        for name in quant_info.names:\n            logger.info(f'expert {name}')\n"
+    assert "logging" in _near((old, new), "expert {name}")
+
+
+_SEARCH = (
+    "        try:\n            lib = ctypes.CDLL(so)\n        except OSError:\n            lib = None\n"
+    "        if lib is not None:\n            break\n"
+)
+
+
+def test_a_search_that_stops_where_it_found_it_moved_is_quiet() -> None:
+    new = "        try:\n            lib = ctypes.CDLL(so)\n            break\n"
+    new += "        except OSError:\n            lib = None\n"
+    assert "removed-check" not in _MODULE.rules((_SEARCH, new))
+
+
+_PARSED = "    module = ast.parse(text)\n"
+
+
+def test_compile_told_to_build_a_syntax_tree_runs_nothing() -> None:
+    edit = (_PARSED, '    module = compile(text, "<tools>", "exec", ast.PyCF_ONLY_AST)\n')
+    assert "dynamic-exec" not in _MODULE.rules(edit)
+
+
+def test_compile_of_code_to_run_is_dynamic() -> None:
+    edit = (_PARSED, '    module = compile(text, "<tools>", "exec")\n    exec(module)\n')
+    assert "dynamic-exec" in _MODULE.rules(edit)
+
+
+def test_a_validator_commented_out_of_a_loop_of_validators() -> None:
+    edit = ("        self._token_len_check,\n", "        # self._token_len_check,\n")
+    assert "removed-check" in _near(edit, "# self._token_len_check")
+
+
+def test_a_validator_added_to_a_loop_of_validators_is_quiet() -> None:
+    old = "        self._token_len_check,\n"
+    assert "removed-check" not in _MODULE.rules((old, old + "        self._token_padding,\n"))
+
+
+_HEADS = "        and head_size in (64, 128, 256)\n"
+
+
+def test_a_part_of_a_long_negated_condition_admits_more() -> None:
+    edit = (_HEADS, "        and head_size in (64, 80, 96, 128, 256)\n")
+    assert "removed-check" in _near(edit, "(64, 80, 96, 128, 256)")
+
+
+def test_a_part_of_a_long_negated_condition_admits_less_is_quiet() -> None:
+    edit = (_HEADS, "        and head_size in (64, 128)\n")
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
+_RANKS = "Ranks = Literal[1, 8, 16, 512]\n"
+
+
+def test_a_literal_type_given_more_values() -> None:
+    assert "removed-check" in _near((_RANKS, "Ranks = Literal[1, 8, 16, 512, 1024]\n"), "1024")
+
+
+def test_a_literal_type_given_fewer_values_is_quiet() -> None:
+    assert "removed-check" not in _MODULE.rules((_RANKS, "Ranks = Literal[1, 8, 16]\n"))
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "MEMMAPS",
     "NATIVE_LOADERS",
     "NEVER_SET",
+    "ONLY_PARSES",
     "ON_DEVICE",
     "OPENERS",
     "OPEN_METHODS",
@@ -104,6 +105,13 @@ ARGUMENT_CALLS = OPENERS | MEMMAPS | NATIVE_LOADERS | IMPORTERS | SUPPRESSORS | 
 # ``faulthandler.dump_traceback_later``'s ``exit=True`` calls ``_exit(1)`` after dumping the tracebacks;
 # ``yaml.load`` with an unsafe loader constructs any Python object a document names (code run);
 # ``tempfile.NamedTemporaryFile(delete=False)`` leaves the file it opened for writing (``w+b``) on disk.
+# Calls that build nothing to run when a flag says so — the keyword, its place among the arguments and the
+# flag: ``compile(src, name, "exec", ast.PyCF_ONLY_AST)`` hands back a syntax tree, as ``ast.parse`` does (its
+# docs), not a code object.
+ONLY_PARSES: dict[str, tuple[str, int, str]] = {
+    "compile": ("flags", 3, "PyCF_ONLY_AST"),
+    "builtins.compile": ("flags", 3, "PyCF_ONLY_AST"),
+}
 WHEN_TOLD: dict[str, tuple[str, frozenset[str], RuleId]] = {
     "tempfile.NamedTemporaryFile": ("delete", frozenset({"False"}), RuleId.FILE_WRITE),
     "faulthandler.dump_traceback_later": ("exit", frozenset({"True"}), RuleId.PROCESS_EXIT),

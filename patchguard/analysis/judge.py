@@ -41,6 +41,7 @@ from .families import (
     NATIVE_LOADERS,
     NEVER_SET,
     ON_DEVICE,
+    ONLY_PARSES,
     OPEN_METHODS,
     OPENERS,
     SUPPRESSORS,
@@ -671,7 +672,7 @@ class _Walker(Dispatch):
         if rule is None:
             rule = self._by_what_it_is_handed(node, qualname, method)
         rule = _hang(node, method, self._made_here(node.func)) or _as_told(node, qualname) or rule
-        return self._dumped(node, method, rule)
+        return self._dumped(node, method, _unless_only_parsed(node, qualname, rule))
 
     def _unless_free_debug(self, node: cst.Call, rule: RuleId | None, method: str | None) -> RuleId | None:
         """No rule for a debug log call of values at hand (or under a level test): nothing is worked out for
@@ -1330,6 +1331,24 @@ def _names_read(call: cst.Call) -> Iterator[str]:
     root, fields = _receiver_chain(call)
     yield root
     yield from fields
+
+
+def _unless_only_parsed(node: cst.Call, qualname: str, rule: RuleId | None) -> RuleId | None:
+    """``rule``, but none for a call told by a flag to build nothing to run (``compile(src, name, "exec",
+    ast.PyCF_ONLY_AST)``: a syntax tree, as ``ast.parse`` makes)."""
+    return None if rule == RuleId.DYNAMIC_EXEC and _only_parses(node, qualname) else rule
+
+
+def _only_parses(node: cst.Call, qualname: str) -> bool:
+    """Whether a call is told by a flag to build nothing to run (:data:`.families.ONLY_PARSES`)."""
+    told = ONLY_PARSES.get(qualname)
+    if told is None:
+        return False
+    keyword, place, flag = told
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == keyword]
+    given += [positional[place].value] if len(positional) > place else []
+    return any(flag in code(value) for value in given)
 
 
 def _as_told(node: cst.Call, qualname: str) -> RuleId | None:

@@ -41,7 +41,14 @@ from .limits import (
     limits_moved,
     requirements_lowered,
 )
-from .tables import answer_widened, checks_dropped, supported_grown, table_entries_dropped, widened_sets
+from .tables import (
+    answer_widened,
+    checks_dropped,
+    literal_types_grown,
+    supported_grown,
+    table_entries_dropped,
+    widened_sets,
+)
 
 __all__ = ["meanings"]
 
@@ -62,6 +69,7 @@ def meanings(regions: Sequence[Region], edit: Edit, changed: set[int], found: li
     out += _shallow(errors_handed_back, regions, edit)
     out += _shallow(disqualifiers_gone, regions, edit) + _shallow(table_entries_dropped, regions, edit)
     out += _shallow(checks_dropped, regions, edit) + _shallow(raises_narrowed, regions, edit)
+    out += _shallow(literal_types_grown, regions, edit)
     out += widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += new_handlers(edit, changed, [*found, *out], regions)
     out += _shallow(handlers_widened, regions, edit) + _shallow(switches_left_on, regions, edit)

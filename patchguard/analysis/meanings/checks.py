@@ -497,10 +497,13 @@ def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.ex
     refusal's condition that fires less, or the skip past a refusal below that holds more; "" else."""
     detail = next((d for cond in before if (d := weaker(cond, after))), "")
     tree = edit.st.tree
-    if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
+    refuses = _guards_raise(tree, n, _function_at(edit, n))
+    if detail and (refuses or _forced_off(tree, n, after)):
         return detail
     if detail and _bails_out(tree, n):
         return f"{detail}: the bail-out lets more through"
+    if refuses and _raises_below(tree, n):
+        return ""  # (a raise's test that holds in more cases refuses more: no path let by)
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
     return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
 
@@ -682,10 +685,13 @@ def _if_loosened(edit: Edit, h: int, before: ast.expr, after: ast.expr) -> str:
     path kept for what is supported that admits more (:func:`_gate_admits_more`), or a branch that passes
     a refusal more often (:func:`_passes_more`)."""
     detail = weaker(before, after)
-    if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
+    refuses = _guards_raise(edit.st.tree, h, _function_at(edit, h))
+    if detail and refuses:
         return detail
     if detail and _bails_out(edit.st.tree, h):
         return f"{detail}: the bail-out lets more through"
+    if refuses and _raises_below(edit.st.tree, h):
+        return ""  # (a raise's test that holds in more cases refuses more: no path let by)
     return (
         _gate_admits_more(before, after)
         or _passes_more(edit, h, [before], after)
@@ -1075,6 +1081,7 @@ def _fires_less(before: ast.expr, after: ast.expr) -> str:
         or _lenient_limit(before, after)
         or _fewer_refused(before, after)
         or _one_part_weaker(before, after)
+        or _negation_weaker(before, after)
         or _tolerance_moved(before, after)
         or _quantifier_narrowed(before, after)
     )
@@ -1282,6 +1289,16 @@ def _one_part_weaker(before: ast.expr, after: ast.expr) -> str:
     pairs = [(b, a) for b, a in zip(before.values, after.values, strict=True) if ast.dump(b) != ast.dump(a)]
     details = [_fires_less(*pair) for pair in pairs]
     return details[0] if details and all(details) else ""
+
+
+def _negation_weaker(before: ast.expr, after: ast.expr) -> str:
+    """``not a`` → ``not b`` where ``b`` holds in more cases than ``a`` (``not (ok and n in (64, 128))`` →
+    ``not (ok and n in (64, 80, 128))``): the whole fires less — read by the forms, where the cases of a
+    long condition are too many to count."""
+    negated = (isinstance(x, ast.UnaryOp) and isinstance(x.op, ast.Not) for x in (before, after))
+    if not all(negated):
+        return ""
+    return _fires_less(after.operand, before.operand)  # type: ignore[attr-defined]
 
 
 def _fewer_refused(before: ast.expr, after: ast.expr) -> str:

@@ -895,6 +895,8 @@ def _bails(node: ast.If) -> bool:
     container — or it leaves when something is empty, zero or missing (``if n == 0: return total``)."""
     last = node.body[-1]
     value = last.value if isinstance(last, ast.Return) else None
+    if _search_stops(node):
+        return False  # ``if lib is not None: break``: a search stops where it found what it looked for
     if len(node.body) > 1:  # it says something first — not work done, then left (a branch of a dispatch)
         return all(_output_only(s) or _refusal(s) or _notes(s) for s in node.body[:-1])
     if isinstance(value, ast.Constant) and _answers_by_case(node, value):
@@ -906,6 +908,19 @@ def _bails(node: ast.If) -> bool:
     if isinstance(value, (*_LITERALS, ast.Dict)) and not _items(value):
         return True
     return _tests_nothing(node.test)
+
+
+def _search_stops(node: ast.If) -> bool:
+    """``if found is not None: break``: a loop leaves once it has what it looked for."""
+    return len(node.body) == 1 and isinstance(node.body[0], ast.Break) and _found(node.test)
+
+
+def _found(test: ast.expr) -> bool:
+    """Whether a test asks that something be there: ``x is not None``, ``x``, ``bool(x)``."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot):
+        right = test.comparators[0]
+        return isinstance(right, ast.Constant) and right.value is None
+    return isinstance(test, (ast.Name, ast.Attribute))
 
 
 def _answers_by_case(node: ast.If, value: ast.Constant) -> bool:

@@ -297,6 +297,35 @@ def _lookup_refused(tree: ast.Module | None, name: str) -> bool:
     return False
 
 
+def literal_types_grown(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """A ``Literal[…]`` type given more values, edited in place (``MaxLoRARanks = Literal[1, 8, …, 512]`` →
+    ``…, 512, 1024]``, ``mode: Literal["a", "b"]``): a declared type is what a validating config (pydantic,
+    a dataclass checked against its hints) holds values to — a value it refused passes now."""
+    out: list[Finding] = []
+    for r in regions:
+        if len(r.removed) != 1 or len(r.lines) != 1 or "Literal[" not in r.removed[0]:
+            continue  # (one line edited in place that writes a ``Literal`` type)
+        was, now = _literal_values(r.removed[0]), _literal_values(edit.lines[r.lines[0] - 1])
+        if was is not None and now is not None and was < now:
+            more = ", ".join(sorted(now - was))[:60]
+            detail = f"check neutralised: the values a `Literal` type allows grew: {more}"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.lines[0], detail))
+    return out
+
+
+def _literal_values(line: str) -> set[str] | None:
+    """The values of the one ``Literal[…]`` a line writes (their source), or ``None``."""
+    try:
+        tree = ast.parse(code_of(line).strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Subscript) and last_name(n.value) == "Literal"]
+    if len(found) != 1:
+        return None
+    items = found[0].slice.elts if isinstance(found[0].slice, ast.Tuple) else [found[0].slice]
+    return {ast.unparse(i) for i in items}
+
+
 def checks_dropped(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     """A check taken out of a list of checks: an item removed from a literal list, tuple or set that holds
     checks by its name or by what it is (``def get_default_validity_checks(): return [single_softmax_rule,
@@ -304,8 +333,9 @@ def checks_dropped(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     out: list[Finding] = []
     for r in regions:
         gone = [item for old in r.removed if _ITEM.match(old) and not keyword.iskeyword(item := _item(old))]
-        if not gone or any(_ITEM.match(edit.lines[n - 1]) is None for n in r.lines):
-            continue  # (only bare items taken out)
+        added = [edit.lines[n - 1] for n in r.lines if not edit.lines[n - 1].lstrip().startswith("#")]
+        if not gone or any(_ITEM.match(line) is None for line in added):
+            continue  # (only bare items taken out, or commented out)
         holder = _holder_of(edit, max(r.start - 1, 1))
         named = not _CHECKS_WORDS.isdisjoint(_words(holder.lower()))
         checks = [g for g in gone if named or not _CHECKS_WORDS.isdisjoint(_words(g.rsplit(".", 1)[-1]))]
@@ -330,13 +360,15 @@ _CHECKS_WORDS = frozenset(
 
 
 def _holder_of(edit: Edit, line: int) -> str:
-    """The name a literal list at ``line`` is given to: the assignment's target, or the function that
-    returns it ("" when neither)."""
+    """The name a literal list at ``line`` is given to: the assignment's target, the function that returns
+    it, or the name a loop walking it gives each item ("" when none)."""
     for node in reversed(list(nodes_at(edit.st.tree, {line}))):
         if isinstance(node, ast.Assign) and isinstance(node.value, (*_LITERALS, ast.Call)):
             return last_name(node.targets[0])
         if isinstance(node, ast.Return) and isinstance(node.value, _LITERALS):
             return _function_at(edit, line)
+        if isinstance(node, ast.For) and isinstance(node.iter, _LITERALS) and node.iter.lineno <= line:
+            return last_name(node.target)  # ``for validator in (self._a, self._b):``: each item is one
     return ""
 
 
