@@ -59,7 +59,6 @@ from .refusals import (
     _no_else,
     _number,
     _one_line,
-    _opener_above,
     _output_only,
     _own_statements,
     _passes_a_refusal,
@@ -497,12 +496,11 @@ def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.ex
     refusal's condition that fires less, or the skip past a refusal below that holds more; "" else."""
     detail = next((d for cond in before if (d := weaker(cond, after))), "")
     tree = edit.st.tree
-    refuses = _guards_raise(tree, n, _function_at(edit, n))
-    if detail and (refuses or _forced_off(tree, n, after)):
+    if detail and (_guards_raise(tree, n, _function_at(edit, n)) or _forced_off(tree, n, after)):
         return detail
     if detail and _bails_out(tree, n):
         return f"{detail}: the bail-out lets more through"
-    if refuses and _raises_below(tree, n):
+    if _raises_below(tree, n):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
     return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
@@ -685,12 +683,11 @@ def _if_loosened(edit: Edit, h: int, before: ast.expr, after: ast.expr) -> str:
     path kept for what is supported that admits more (:func:`_gate_admits_more`), or a branch that passes
     a refusal more often (:func:`_passes_more`)."""
     detail = weaker(before, after)
-    refuses = _guards_raise(edit.st.tree, h, _function_at(edit, h))
-    if detail and refuses:
+    if detail and _guards_raise(edit.st.tree, h, _function_at(edit, h)):
         return detail
     if detail and _bails_out(edit.st.tree, h):
         return f"{detail}: the bail-out lets more through"
-    if refuses and _raises_below(edit.st.tree, h):
+    if _raises_below(edit.st.tree, h):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
     return (
         _gate_admits_more(before, after)
@@ -878,15 +875,27 @@ def _kind_of(part: ast.expr) -> bool:
 def _header_above(lines: Sequence[str], n: int) -> int | None:
     """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
     ``n`` (by brackets)."""
-    k = _opener_above(lines, n)
-    for _ in range(3):  # (out through the brackets it nests in: ``return (`` … ``and (`` … the line)
-        if k is None:
-            return None
+    for k in _openers_above(lines, n):  # (out through the brackets it nests in: ``return (`` … ``and (``)
         text = code_of(lines[k - 1])
         if text.lstrip().startswith(("if ", "elif ", "assert ", "return ")) or _FLAG_OPENED.match(text):
             return k
-        k = _opener_above(lines, k)
     return None
+
+
+def _openers_above(lines: Sequence[str], n: int, most: int = 3) -> list[int]:
+    """The lines above ``n`` whose brackets, left open, hold it, innermost first (``most`` of them, forty
+    lines up at most): one pass up the text."""
+    found: list[int] = []
+    depth = 0
+    for k in range(n - 1, max(n - 40, 0), -1):
+        text = code_of(lines[k - 1])
+        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
+        if depth < 0:
+            found.append(k)
+            if len(found) == most:
+                break
+            depth = 0
+    return found
 
 
 def gates_forced_open(edit: Edit, changed: set[int]) -> list[Finding]:
