@@ -874,28 +874,21 @@ def _kind_of(part: ast.expr) -> bool:
 
 def _header_above(lines: Sequence[str], n: int) -> int | None:
     """The ``if``/``elif``/``assert``/``return`` line whose condition, open over several lines, holds line
-    ``n`` (by brackets)."""
-    for k in _openers_above(lines, n):  # (out through the brackets it nests in: ``return (`` … ``and (``)
-        text = code_of(lines[k - 1])
-        if text.lstrip().startswith(("if ", "elif ", "assert ", "return ")) or _FLAG_OPENED.match(text):
-            return k
-    return None
-
-
-def _openers_above(lines: Sequence[str], n: int, most: int = 3) -> list[int]:
-    """The lines above ``n`` whose brackets, left open, hold it, innermost first (``most`` of them, forty
-    lines up at most): one pass up the text."""
-    found: list[int] = []
-    depth = 0
+    ``n`` (by brackets): out through the brackets it nests in (``return (`` … ``and (`` … the line), three at
+    most, forty lines up at most — in one pass up the text."""
+    depth, seen = 0, 0
     for k in range(n - 1, max(n - 40, 0), -1):
         text = code_of(lines[k - 1])
         depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
-        if depth < 0:
-            found.append(k)
-            if len(found) == most:
-                break
-            depth = 0
-    return found
+        if depth >= 0:
+            continue
+        if text.lstrip().startswith(("if ", "elif ", "assert ", "return ")) or _FLAG_OPENED.match(text):
+            return k
+        seen += 1
+        if seen == 3:
+            return None
+        depth = 0
+    return None
 
 
 def gates_forced_open(edit: Edit, changed: set[int]) -> list[Finding]:
