@@ -462,6 +462,12 @@ def _raise_added(edit: Edit, r: Region, n: int) -> bool:
     return bool(lines) and not any(_raises_below(before.tree, line) for line in lines)
 
 
+def _raise_next(lines: Sequence[str], n: int) -> bool:
+    """Whether, by the text, a ``raise`` is in the 25 lines below the header at line ``n`` (a cheap first
+    look before the tree is asked)."""
+    return any(line.lstrip().startswith("raise") for line in lines[n : n + 25])
+
+
 def _raises_below(tree: ast.Module | None, line: int) -> bool:
     node = _if_at(tree, line)
     return node is not None and any(isinstance(s, ast.Raise) for s in node.body)
@@ -500,7 +506,7 @@ def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.ex
         return detail
     if detail and _bails_out(tree, n):
         return f"{detail}: the bail-out lets more through"
-    if _raises_below(tree, n):
+    if _raise_next(edit.lines, n) and _raises_below(tree, n):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
     gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
     return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
@@ -687,7 +693,7 @@ def _if_loosened(edit: Edit, h: int, before: ast.expr, after: ast.expr) -> str:
         return detail
     if detail and _bails_out(edit.st.tree, h):
         return f"{detail}: the bail-out lets more through"
-    if _raises_below(edit.st.tree, h):
+    if _raise_next(edit.lines, h) and _raises_below(edit.st.tree, h):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
     return (
         _gate_admits_more(before, after)
