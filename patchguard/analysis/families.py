@@ -33,6 +33,7 @@ __all__ = [
     "IN_MEMORY",
     "IN_PLACE",
     "IN_PLACE_METHODS",
+    "KERNEL_CALL",
     "LAUNCH",
     "LAUNCHING_WORDS",
     "LENIENT_FLAG_NAME_WORDS",
@@ -171,6 +172,9 @@ IN_PLACE_METHODS = ("copy_", "fill_", "zero_", "scatter_", "index_put_", "masked
 IN_PLACE = re.compile(rf"\.(?:{'|'.join(IN_PLACE_METHODS)})\(")
 # Words of a function named for running device code (``_run_kernel``, ``launch_combine``): device work.
 LAUNCHING_WORDS = frozenset({"kernel", "kernels", "launch", "launcher"})
+# A call of a name holding one of them (``triton_kernel_fused_experts(``, ``ops.launch_combine(``), its last
+# part captured: a superset by the text — a whole snake-case word of that part is what says so.
+KERNEL_CALL = re.compile(rf"(?<![\w.])(?:\w+\.)*(\w*(?:{'|'.join(sorted(LAUNCHING_WORDS))})\w*)\s*\(")
 # A tensor made on a device where the code runs: ``torch.zeros(n, device=q.device)`` — not on the CPU.
 ON_DEVICE = re.compile(r"\bdevice\s*=\s*(?![\"']cpu|torch\.device\([\"']cpu|None\b)[\w.]")
 # ``name[grid](`` — a name (not an attribute) subscripted and called: how a kernel is launched on a grid.

@@ -35,6 +35,7 @@ from .families import (
     IMPORTERS,
     IN_MEMORY,
     IN_PLACE,
+    KERNEL_CALL,
     LAUNCH,
     LAUNCHING_WORDS,
     MEMMAPS,
@@ -1182,13 +1183,8 @@ def _calls_kernels(lines: tuple[int, int], source_lines: Sequence[str]) -> bool:
     (``triton_kernel_fused_experts(…)``, ``ops.launch_combine(…)``), whatever module it comes from: a
     whole snake-case word of the called name's last part, by the text."""
     text = "".join(line.split("#", 1)[0] for line in source_lines[lines[0] - 1 : lines[1]])
-    return any(
-        not LAUNCHING_WORDS.isdisjoint(m.group(1).lower().split("_")) for m in _KERNEL_CALLED.finditer(text)
-    )
-
-
-# A call of a name holding a word of :data:`.families.LAUNCHING_WORDS`: its last part.
-_KERNEL_CALLED = re.compile(rf"(?<![\w])(\w*(?:{'|'.join(sorted(LAUNCHING_WORDS))})\w*)\s*\(")
+    called = (m.group(1).lower().split("_") for m in KERNEL_CALL.finditer(text))
+    return any(not LAUNCHING_WORDS.isdisjoint(words) for words in called)
 
 
 def _names_in(value: cst.BaseExpression) -> list[cst.Name]:

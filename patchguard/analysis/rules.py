@@ -29,6 +29,7 @@ from .families import (
     FORMAT_WRITER,
     IN_MEMORY,
     IN_PLACE,
+    KERNEL_CALL,
     LAUNCH,
     LAUNCHING_WORDS,
     ON_DEVICE,
@@ -390,11 +391,6 @@ _TENSOR_METHOD_CALLED = re.compile(rf"\.(?:{'|'.join(sorted(TENSOR_ONLY_METHODS)
 _STEP_ANNOTATED = re.compile(rf":\s*[\"']?[\w.]*(?:{'|'.join(STEP_TYPES)})\b")
 
 
-# A call of a function named for running device code (``triton_kernel_fused_experts(``, ``launch_gemm(``): the
-# judge's :func:`.judge._calls_kernels`, by the text (a superset).
-_KERNEL_CALLED = re.compile(rf"(?<![\w.])(?:\w+\.)*\w*(?:{'|'.join(sorted(LAUNCHING_WORDS))})\w*\s*\(")
-
-
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
 def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     """Whether a unit checks (a raise, an assert), handles errors, and may be on the device path: a hot
@@ -409,7 +405,7 @@ def _unit_facts(unit: str) -> tuple[bool, bool, bool]:
     work = ("_(" in unit or "](" in unit) and _DEVICE_WORK.search(unit) is not None
     made = "device" in unit and ON_DEVICE.search(unit) is not None
     named = any(not LAUNCHING_WORDS.isdisjoint(name.lower().split("_")) for name in names)
-    named = named or _KERNEL_CALLED.search(unit) is not None  # (it calls what runs device code)
+    named = named or KERNEL_CALL.search(unit) is not None  # (it calls what runs device code)
     hot = hot or work or made or named  # it writes tensors in place, launches a kernel, makes tensors there
     return _CHECK.search(unit) is not None, _HANDLER.search(unit) is not None, hot
 

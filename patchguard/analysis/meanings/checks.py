@@ -432,7 +432,7 @@ def _pristine_condition(r: Region, edit: Edit, i: int) -> ast.expr | None:
     found = _condition(_one_line(_statement(r.removed, i)))
     if found is not None or edit.before is None:
         return found
-    pristine = edit.before.splitlines(keepends=True)
+    pristine = split_lines(edit.before)
     found = _condition(_one_line(_statement(pristine, r.old_start + i - 1)))
     # (the same ``if`` edited only where one the region wrote asks something it asked: not another ``if``)
     ifs = [n for n in r.lines if _opens_if(edit.lines[n - 1])]

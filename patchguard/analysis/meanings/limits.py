@@ -15,7 +15,7 @@ from ...diffs import split_lines
 from ...model import Finding, RuleId
 from ..aliases import reads_environment
 from ..cases import compare
-from ..change import Edit, code_of, last_name, locate, nodes_at
+from ..change import Edit, code_of, innermost_def, last_name, locate, nodes_at
 from ..structure import Region
 from .refusals import (
     _ALLOWING,
@@ -490,9 +490,7 @@ def _returned_as_bound(edit: Edit, name: str, n: int) -> str:
     function = _function_at(edit, n).rsplit(".", 1)[-1]
     if _BOUND_WORDS.isdisjoint(_words(function)):
         return ""
-    tree = edit.st.tree
-    functions = _functions(tree) if tree is not None else iter(())
-    scope = next((f for f in functions if f.lineno <= n <= (f.end_lineno or f.lineno)), None)
+    scope = innermost_def(edit.st.defs.values(), n)
     for node in ast.walk(scope) if scope is not None else ():
         value = node.value if isinstance(node, ast.Return) else None
         first = value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
@@ -668,7 +666,7 @@ def _held_to(edit: Edit, name: str, n: int, local: bool) -> str:
     (``max_duration_s=self.max_duration_s``); "" when none does."""
     scope: ast.AST | None = edit.st.tree
     if local and scope is not None:
-        scope = next((f for f in _functions(scope) if f.lineno <= n <= (f.end_lineno or f.lineno)), None)
+        scope = innermost_def(edit.st.defs.values(), n)
     if scope is None:
         return ""
     names = _bounded_by(scope, name)
@@ -709,12 +707,6 @@ def _bounded_by(scope: ast.AST, name: str) -> set[str]:
 def _bounding(keyword: str | None) -> bool:
     """Whether a call's keyword is named for a bound (``max_duration_s=``, ``min_tokens=``)."""
     return keyword is not None and not _BOUND_WORDS.isdisjoint(_words(keyword))
-
-
-def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """The functions of ``tree``, innermost first where they nest."""
-    found = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return iter(sorted(found, key=lambda f: (f.end_lineno or f.lineno) - f.lineno))
 
 
 def _reads_name(node: ast.AST, name: str) -> bool:
