@@ -15,7 +15,7 @@ import ast
 from collections import deque
 from collections.abc import Mapping
 
-from .reach.calls import every_run
+from .reach.calls import every_run, statements
 from .rules import on_hot_path
 
 __all__ = ["hot_functions"]
@@ -92,7 +92,7 @@ def _bound_methods(
         cls = owner[q]
         if not cls:
             continue
-        for node in ast.walk(fn):
+        for node in statements(fn.body, into_defs=True):  # an assignment is a statement
             if not isinstance(node, ast.Assign) or len(node.targets) != 1:
                 continue
             target = node.targets[0]

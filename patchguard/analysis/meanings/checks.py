@@ -30,6 +30,7 @@ from ..families import (
     CHECKING_FLAG_NAME_WORDS,
     LENIENT_FLAG_NAME_WORDS,
 )
+from ..reach.calls import statements_in
 from ..structure import Region
 from .refusals import (
     _ALLOWING,
@@ -234,7 +235,7 @@ def _assert_inlined(gone: _Gone, old_line: int, edit: Edit, line: int) -> bool:
         return False
     try:
         key = ast.dump(was.test)
-        asked = sum(isinstance(s, ast.Assert) and ast.dump(s.test) == key for s in ast.walk(pristine))
+        asked = sum(isinstance(s, ast.Assert) and ast.dump(s.test) == key for s in statements_in(pristine))
         return _asserts_put_back(fn, key) >= asked
     except (RecursionError, MemoryError):
         return False  # (a test nested deeper than Python's recursion follows: not read)

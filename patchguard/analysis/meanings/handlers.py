@@ -14,6 +14,7 @@ from ..change import Edit, code_of, last_name, locate, nodes_at
 from ..families import (
     SUPPRESSORS,
 )
+from ..reach.calls import statements_in
 from ..rules import (
     rule_for_call,
 )
@@ -176,7 +177,7 @@ def _new_guards(edit: Edit, changed: set[int], edited: Collection[int] = ()) -> 
         return []
     kinds = (ast.Try, ast.With) if suppressed else (ast.Try,)
     return [
-        node for node in ast.walk(tree)
+        node for node in statements_in(tree)
         if isinstance(node, kinds)
         and (node.lineno in changed or _all_new(getattr(node, "handlers", ()), changed, edited))
     ]  # fmt: skip

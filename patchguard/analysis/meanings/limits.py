@@ -562,16 +562,27 @@ def _bound_side(keyword: str | None) -> bool | None:
 
 def _call_holding(tree: ast.Module | None, n: int) -> ast.Call | None:
     """The innermost call one of whose keywords begins at line ``n``."""
-    return _innermost_call(tree, lambda call: any(k.value.lineno == n for k in call.keywords))
+    return _innermost_call(tree, n, lambda call: any(k.value.lineno == n for k in call.keywords))
 
 
-def _innermost_call(tree: ast.Module | None, holds: Callable[[ast.Call], bool]) -> ast.Call | None:
-    """The call of ``tree`` that ``holds`` and opens last (the innermost where such calls nest)."""
+def _innermost_call(tree: ast.Module | None, n: int, holds: Callable[[ast.Call], bool]) -> ast.Call | None:
+    """The call over line ``n`` that ``holds`` and opens last (the innermost where such calls nest): only the
+    expressions of the statements over the line are walked."""
     found = None
-    for node in ast.walk(tree) if tree is not None else ():
+    for node in (e for stmt in nodes_at(tree, {n}) for e in _expressions(stmt)):
         if isinstance(node, ast.Call) and holds(node):
             found = node if found is None or node.lineno >= found.lineno else found
     return found
+
+
+def _expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of ``stmt`` outside the statements in its blocks (which :func:`.change.nodes_at` yields)."""
+    for child in ast.iter_child_nodes(stmt):
+        if isinstance(child, (ast.ExceptHandler, ast.match_case)):
+            yield from (x for part in ast.iter_child_nodes(child) if not isinstance(part, ast.stmt)
+                        for x in ast.walk(part))  # fmt: skip
+        elif not isinstance(child, ast.stmt):
+            yield from ast.walk(child)
 
 
 def _assigned(line: str) -> tuple[str, ast.expr | None]:
@@ -847,7 +858,7 @@ def _parameter_call(line: str) -> ast.Call | None:
 
 def _call_spanning(tree: ast.Module | None, n: int) -> ast.Call | None:
     """The innermost call opened above line ``n`` whose arguments run over it."""
-    return _innermost_call(tree, lambda call: call.lineno < n <= (call.end_lineno or call.lineno))
+    return _innermost_call(tree, n, lambda call: call.lineno < n <= (call.end_lineno or call.lineno))
 
 
 def _open_call_above(lines: Sequence[str], n: int) -> bool:

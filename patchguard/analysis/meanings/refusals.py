@@ -21,6 +21,7 @@ from ..families import (
     CHECKING_FLAG_WORDS,
     LENIENT_FLAG_WORDS,
 )
+from ..reach.calls import statements_in
 from ..rules import (
     LOG_METHODS,
 )
@@ -513,7 +514,7 @@ class _Gone:
         then ``raise errors[0]`` or ``raise RuntimeError(…) from errors[0]``: taken out, those errors stop
         there."""
         fn = innermost_def(self.before.defs.values() if self.before is not None else (), line)
-        nodes = list(ast.walk(fn)) if fn is not None else []
+        nodes = list(statements_in(fn))
         raised = next((n for n in nodes if isinstance(n, ast.Raise) and n.lineno == line), None)
         handlers = [n for n in nodes if isinstance(n, ast.ExceptHandler)]
         if raised is None or any(h.lineno <= line <= (h.end_lineno or 0) for h in handlers):
@@ -784,7 +785,7 @@ def _guards(st: Structure, line: int) -> collections.Counter[Guard]:
         spans = nodes_at(st.tree, {scope.end})
         root = next((n for n in spans if isinstance(n, _SCOPES) and (n.end_lineno or 0) == scope.end), None)
     out: collections.Counter[Guard] = collections.Counter()
-    for node in ast.walk(root) if root is not None else ():
+    for node in statements_in(root):
         if isinstance(node, ast.If) and _no_else(node) and isinstance(node.body[-1], _EXIT_NODES):
             out[(where, ast.dump(node.test), type(node.body[-1]).__name__)] += 1
     return out
@@ -796,9 +797,8 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 def _raises_on(fn: ast.FunctionDef | ast.AsyncFunctionDef, test: str) -> bool:
     """Whether ``fn`` has an ``if`` on the test ``test`` (its dump) whose body raises: the guard refuses
     now (``if not found: raise …``), stricter, not taken out."""
-    return any(
-        isinstance(n, ast.If) and ast.dump(n.test) == test and _guards_raise_node(n) for n in ast.walk(fn)
-    )
+    ifs = (n for n in statements_in(fn) if isinstance(n, ast.If))
+    return any(ast.dump(n.test) == test and _guards_raise_node(n) for n in ifs)
 
 
 def _kept_wider(guards: collections.Counter[Guard], key: Guard) -> bool:

@@ -15,6 +15,7 @@ from ...diffs import split_lines
 from ...model import Finding, RuleId
 from ..cases import compare
 from ..change import Edit, code_of, last_name, locate, nodes_at
+from ..reach.calls import statements_in
 from ..structure import Region, Structure
 from .checks import only_presence, weaker
 from .refusals import (
@@ -89,7 +90,7 @@ def _names_for(tree: ast.Module | None, name: str, text: str) -> set[str]:
     by the text; empty when none is."""
     names = {name}
     if f"= {name}" in text and re.search(rf"=\s*(?:[\w.]+\.)?{re.escape(name)}\s*$", text, re.M):
-        for node in ast.walk(tree) if tree is not None else ():
+        for node in statements_in(tree):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and last_name(node.value) == name:
                 names.add(last_name(node.targets[0]))
     return {n for n in names if n and (_asked_what_it_holds(n, text) or _handed_to_a_call(n, text))}
@@ -152,7 +153,7 @@ def _membership_refused(
 ) -> bool:
     """Whether an ``if`` that is ``refusing`` tests ``name`` with the operator ``in_if`` (``in`` or ``not
     in``), or an ``assert`` with ``in_assert``."""
-    for node in ast.walk(tree) if tree is not None else ():
+    for node in statements_in(tree):
         if isinstance(node, ast.If) and refusing(node):
             wanted = in_if
         elif isinstance(node, ast.Assert):
@@ -284,7 +285,7 @@ def _lookup_refused(tree: ast.Module | None, name: str) -> bool:
     """Whether a table ``name`` is looked up (``name.get(key)``) in the test of an ``if`` that answers what it
     found and passes a refusal below (``if backend := mapping.get(b): return backend`` … ``raise``), or that
     raises itself (``if mapping.get(b) is None: raise``): a key the table lacks is refused."""
-    for node in ast.walk(tree) if tree is not None else ():
+    for node in statements_in(tree):
         if not isinstance(node, ast.If):
             continue
         looked = any(
@@ -409,7 +410,7 @@ def _tables_at(before: Structure, lines: set[int], text: str) -> list[tuple[list
             and re.search(rf"\bin\s+{named.id}\b", text)
         ):
             given = {named.id: node.value}
-            loops = [n for n in ast.walk(before.tree) if isinstance(n, ast.For)]
+            loops = [n for n in statements_in(before.tree) if isinstance(n, ast.For)]
             out += [t for loop in loops for t in _checked(loop, _table_walked(loop, given))]
     return out
 

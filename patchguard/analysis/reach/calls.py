@@ -149,6 +149,12 @@ def statements(body: list[ast.stmt], *, into_defs: bool) -> Iterator[ast.AST]:
                 stack.extend(reversed(inner))
 
 
+def statements_in(node: ast.AST | None) -> Iterator[ast.AST]:
+    """Every statement inside ``node`` (a module, def or class), nested defs' too, handlers included: what
+    :func:`ast.walk` yields of them, in the order they are written, without visiting an expression."""
+    return statements(getattr(node, "body", []), into_defs=True)
+
+
 def absolute(level: int, module: str, package: str) -> str:
     """The absolute name of ``from <level dots><module> import …`` written in ``package``."""
     if not level:
