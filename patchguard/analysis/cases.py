@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Compared", "compare"]
+__all__ = ["Compared", "compare", "level_asked"]
 
 _MAX_CASES = 4_096  # combinations evaluated at most: more subjects than that, and nothing is said
 _MAX_MULTIPLES = (
@@ -50,6 +50,7 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     (an expression this module does not know, too many combinations). Things compared with each other are
     one fact each, unless the two conditions have nothing else in common: then they are read again, each
     thing compared as a number of its own (``a != b`` → ``abs(a - b) > 1024``)."""
+    before, after = _asked_as_compared(before), _asked_as_compared(after)
     before, after = _symbolic(before, after)
     subjects = _Subjects()
     if not subjects.readable(before, after):
@@ -63,6 +64,61 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
         again = _as_numbers(before, after)
         return again if again is not None and (again.fewer or again.more) else found
     return found
+
+
+def _asked_as_compared(condition: ast.expr) -> ast.expr:
+    """``condition`` with each predicate of a level asked by a number read as the comparison it makes — by
+    its name, as the platforms' interfaces define them: ``has_<x>(n)`` (or ``<x>_at_least(n)``) is ``x >=
+    n``, ``is_<x>(n)`` is ``x == n``, ``is_<x>_family(n)`` is ``x // 10 == n // 10`` (the same major of a
+    capability written ``<major><minor>``; ``(9, 0)`` is 90) — the receiver aside (``p.has_…``,
+    ``current_platform.has_…``): one subject for every call of that name."""
+    if not any(isinstance(n, ast.Call) and level_asked(n) for n in ast.walk(condition)):
+        return condition
+    rewritten: ast.expr = _AskedAsCompared().visit(copy.deepcopy(condition))
+    return rewritten
+
+
+def level_asked(call: ast.Call) -> tuple[str, str, int] | None:
+    """(how it compares — ``>=``, ``==`` or ``family`` —, what it asks of, the number) of a predicate of a
+    level called with one number (``has_device_capability(90)``, ``is_device_capability_family(100)``)."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if len(call.args) != 1 or call.keywords or not isinstance(name, str):
+        return None
+    number = _level(call.args[0])
+    if number is None:
+        return None
+    for prefix, suffix, how in (("has_", "", ">="), ("", "_at_least", ">="), ("is_", "_family", "family")):
+        if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+            return how, name[len(prefix) : len(name) - len(suffix)], number
+    return ("==", name[3:], number) if name.startswith("is_") and len(name) > 3 else None
+
+
+def _level(arg: ast.expr) -> int | None:
+    """A level as a number: ``90``, or ``(9, 0)`` read as 90."""
+    if isinstance(arg, ast.Tuple) and len(arg.elts) == 2:
+        major, minor = (_whole(e) for e in arg.elts)
+        return major * 10 + minor if major is not None and minor is not None else None
+    return _whole(arg)
+
+
+def _whole(node: ast.expr) -> int | None:
+    """The whole number a literal is, else ``None``."""
+    value = node.value if isinstance(node, ast.Constant) else None
+    return value if type(value) is int else None
+
+
+class _AskedAsCompared(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        asked = level_asked(node)
+        if asked is None:
+            return self.generic_visit(node)
+        how, what, number = asked
+        subject: ast.expr = ast.Name(f"_{what}_", ast.Load())
+        if how == "family":
+            subject = ast.BinOp(subject, ast.FloorDiv(), ast.Constant(10))
+            return ast.Compare(subject, [ast.Eq()], [ast.Constant(number // 10)])
+        op = ast.GtE() if how == ">=" else ast.Eq()
+        return ast.Compare(subject, [op], [ast.Constant(number)])
 
 
 def _symbolic(before: ast.expr, after: ast.expr) -> tuple[ast.expr, ast.expr]:

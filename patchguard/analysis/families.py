@@ -46,6 +46,7 @@ __all__ = [
     "OPENERS",
     "OPEN_METHODS",
     "RECEIVER_WORDS",
+    "STEP_PARAMETER",
     "STEP_TYPES",
     "SUPPRESSORS",
     "TENSOR_ONLY_METHODS",
@@ -162,8 +163,12 @@ TENSOR_ONLY_METHODS = frozenset(
     | {"isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num"}
 )
 # The endings of the types serving frameworks hand each step's work in (their own names): a batch, its
-# attention metadata, the scheduler's output (``ForwardBatch``, ``CommonAttentionMetadata``).
-STEP_TYPES = ("Batch", "AttentionMetadata", "SchedulerOutput")
+# metadata — attention's, sampling's, a prefill's, a pooler's —, the scheduler's output (``ForwardBatch``,
+# ``CommonAttentionMetadata``, ``MLACommonPrefillMetadata``).
+STEP_TYPES = ("Batch", "Metadata", "SchedulerOutput")
+# A parameter named for one, unannotated (``forward_batch``, ``attn_metadata``, ``scheduler_output``) — not a
+# bare ``batch``, which any function over a collection may be handed.
+STEP_PARAMETER = re.compile(r"^[a-z]\w*_(?:batch|metadata)$|^scheduler_output$")
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
 # Methods that hand a tensor's values back as Python or numpy values: what they give lives on the host.
 BROUGHT_BACK = frozenset({"tolist", "numpy", "item"})

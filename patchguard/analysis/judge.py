@@ -415,7 +415,8 @@ class _Walker(Dispatch):
         narrows it to), one declared among others (``Tuple[Tensor, Tensor]``), or the step itself."""
         held = {p.name.value for p in params_of(fn)} & self._function_tensors()
         captured = self._captures.get(id(fn), False)  # (a closure reading the tensors around it)
-        return bool(held) or captured or handed_a_step(fn) or handed_tensors(fn)
+        owner = self._owners[-1] if self._owners else None
+        return bool(held) or captured or handed_a_step(fn, owner) or handed_tensors(fn)
 
     def _function_tensors(self) -> set[str]:
         """The tensors of the current function wherever it stands (no ``if`` narrowing them)."""
@@ -1263,6 +1264,9 @@ def _receiver_chain(call: cst.Call) -> tuple[str, list[str]]:
     fields: list[str] = []
     method, collecting = False, True
     while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
+        if isinstance(node, cst.Call) and _array_function(node):
+            node = node.args[0].value  # ``torch.min(lens_cpu)``: what it reads is where its input is
+            continue
         if isinstance(node, cst.Call):
             method = isinstance(node.func, cst.Attribute)
             collecting = collecting and method  # (past a call of no method, the fields are no longer told)
@@ -1273,6 +1277,22 @@ def _receiver_chain(call: cst.Call) -> tuple[str, list[str]]:
         method = False
         node = node.value
     return (node.value if isinstance(node, cst.Name) else ""), fields
+
+
+def _array_function(call: cst.Call) -> bool:
+    """A function of torch called on a tensor (``torch.min(x)``): its value lives where its first argument
+    does (torch's docs: an op runs on its input's device). (numpy's give host values whatever they read.)"""
+    func = call.func
+    return (
+        bool(call.args)
+        and call.args[0].keyword is None
+        and isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value in _ARRAY_MODULES
+    )
+
+
+_ARRAY_MODULES = frozenset({"torch"})
 
 
 def _only_waits(node: cst.Call) -> bool:
@@ -1370,9 +1390,20 @@ def _waits(loop: cst.CSTNode) -> bool:
     """Whether a loop's job is waiting: it catches errors in its body (a retry, whose sleep is a backoff) or
     it is a ``while`` polling for a condition — not one that already waits for its work each time round
     (``outputs = await queue.get()``), where a sleep only holds the work up."""
-    if holds(loop, cst.ExceptHandler):
-        return True
+    body: cst.CSTNode = getattr(loop, "body", loop)
+    if holds(body, cst.Yield):
+        return False  # (it hands on an item each time round — a stream —: a sleep holds each one up)
+    if any(not _leaves(h) for h in nodes_of(body, (cst.ExceptHandler,))):
+        return True  # (a handler that only leaves the loop — the iterator's end — is no retry)
     return isinstance(loop, cst.While) and not _awaits_work(loop) and not _counted(loop)
+
+
+def _leaves(handler: cst.CSTNode) -> bool:
+    """Whether an ``except`` block ends by leaving its loop (``return``, ``break``, ``raise``)."""
+    body = handler.body.body if isinstance(handler, cst.ExceptHandler) else ()
+    last = body[-1] if body else None
+    small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else None
+    return isinstance(small, (cst.Return, cst.Break, cst.Raise))
 
 
 def _counted(loop: cst.While) -> bool:

@@ -388,7 +388,10 @@ _DEVICE_WORK = re.compile(f"{IN_PLACE.pattern}|{LAUNCH.pattern}")
 # A method only a tensor has, called (the judge's :func:`.tensors.tensor_names` reads its receiver as one).
 _TENSOR_METHOD_CALLED = re.compile(rf"\.(?:{'|'.join(sorted(TENSOR_ONLY_METHODS))})\(")
 # A parameter annotated with a type a step's work is handed in (the judge's :func:`.tensors.handed_a_step`).
-_STEP_ANNOTATED = re.compile(rf":\s*[\"']?[\w.]*(?:{'|'.join(STEP_TYPES)})\b")
+_STEP_ANNOTATED = re.compile(
+    rf":\s*[\"']?[\w.]*(?:{'|'.join(STEP_TYPES)})\b|[(,]\s*[a-z]\w*_(?:batch|metadata|output)\s*[,)]"
+    rf"|class\s+\w*(?:{'|'.join(STEP_TYPES)})\b"
+)
 
 
 @functools.lru_cache(maxsize=64)  # asked for every statement of a unit: the unit's facts are read once
@@ -569,7 +572,7 @@ def _lines_above_a_check(unit: str) -> frozenset[int] | None:
         checked = answered = False  # whether a statement after the one at hand holds a check, a return
         for stmt in reversed(block):
             last = stmt.body[-1] if isinstance(stmt, ast.If) else stmt
-            forced = answered and isinstance(last, ast.Return) and isinstance(last.value, ast.Constant)
+            forced = answered and isinstance(last, ast.Return) and _constant_answer(last.value)
             if checked or forced:
                 found.add(stmt.lineno)
                 if isinstance(stmt, ast.If) and _may_switch(stmt.test):
@@ -579,6 +582,13 @@ def _lines_above_a_check(unit: str) -> frozenset[int] | None:
             answered = answered or _within(returns, span)
             blocks += _blocks_of(stmt)
     return frozenset(found)
+
+
+def _constant_answer(value: ast.expr | None) -> bool:
+    """A constant, or a tuple of them (an answer and its reason: ``True, None``)."""
+    if isinstance(value, ast.Tuple):
+        return bool(value.elts) and all(isinstance(e, ast.Constant) for e in value.elts)
+    return isinstance(value, ast.Constant)
 
 
 def _blocks_of(stmt: ast.stmt) -> list[list[ast.stmt]]:

@@ -702,7 +702,10 @@ def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement], *, swi
 
 
 def _unknown(value: cst.BaseExpression) -> bool:
-    """A value that is not a constant (``True``, ``0``, ``"x"``, ``None``)."""
+    """A value that is not a constant (``True``, ``0``, ``"x"``, ``None``; a tuple of them: an answer and its
+    reason, ``True, None``)."""
+    if isinstance(value, cst.Tuple):
+        return any(_unknown(e.value) for e in value.elements)
     return truth(value) is None and not (isinstance(value, cst.Name) and value.value == "None")
 
 

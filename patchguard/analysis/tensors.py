@@ -20,7 +20,7 @@ from libcst.helpers import get_full_name_for_node
 from .aliases import resolve
 from .bounds import too_wild
 from .cstwalk import Dispatch, walk
-from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, STEP_TYPES, TENSOR_ONLY_METHODS
+from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, STEP_PARAMETER, STEP_TYPES, TENSOR_ONLY_METHODS
 
 __all__ = [
     "decides_tensor",
@@ -618,12 +618,17 @@ def _holds_tensors(declared: str) -> bool:
     return "Tensor" in declared and "Callable" not in declared
 
 
-def handed_a_step(fn: cst.FunctionDef) -> bool:
+def handed_a_step(fn: cst.FunctionDef, owner: str | None = None) -> bool:
     """Whether a function is handed the step's batch by its declared type: a parameter annotated with a
     class named for one (``forward_batch: ForwardBatch``, ``meta: CommonAttentionMetadata``,
-    ``scheduler_output: SchedulerOutput``) — it works on what each step runs, and the tensors in it."""
+    ``scheduler_output: SchedulerOutput``), or one so named and not annotated (``forward_batch``), or — a
+    method of such a class (``owner``) — itself: it works on what each step runs, and the tensors in it."""
+    if owner is not None and _STEP_TYPE.search(owner) is not None:
+        return True
     named = (_class_named(p.annotation.annotation) for p in params_of(fn) if p.annotation is not None)
-    return any(_STEP_TYPE.search(name or "") is not None for name in named)
+    if any(_STEP_TYPE.search(name or "") is not None for name in named):
+        return True
+    return any(p.annotation is None and STEP_PARAMETER.search(p.name.value) for p in params_of(fn))
 
 
 _STEP_TYPE = re.compile(rf"(?:{'|'.join(STEP_TYPES)})$")  # (a class named for one of the step's types)

@@ -9,11 +9,11 @@ import collections
 import copy
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from ...diffs import split_lines
 from ...model import Finding, RuleId
-from ..cases import compare
+from ..cases import compare, level_asked
 from ..change import (
     QUOTED,
     Edit,
@@ -256,13 +256,58 @@ def _asserts_put_back(fn: ast.AST, key: str) -> int:
 
 
 class _PutBack(ast.NodeTransformer):
-    """Names replaced by the expressions they were given."""
+    """Names replaced by the expressions they were given (``self.x`` too, where given as ``self.x``)."""
 
     def __init__(self, given: Mapping[str, ast.expr]) -> None:
         self.given = given
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         return self.given.get(node.id, node) if isinstance(node.ctx, ast.Load) else node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        key = _own_field(node)
+        if key is not None and isinstance(node.ctx, ast.Load) and key in self.given:
+            return self.given[key]
+        visited: ast.expr = self.generic_visit(node)  # type: ignore[assignment]
+        return visited
+
+
+def _own_field(node: ast.expr) -> str | None:
+    """``self.x`` as written, else ``None``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+_GIVING = (ast.AugAssign, ast.AnnAssign)
+
+
+def _read_names(test: ast.expr) -> set[str]:
+    """The names and ``self`` fields a condition reads."""
+    read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    return read | {key for n in ast.walk(test) if (key := _own_field(n)) is not None}  # type: ignore[arg-type]
+
+
+def _given_put_back(test: ast.expr, fn: ast.AST | None, line: int, kept: Collection[str] = ()) -> ast.expr:
+    """``test`` (at ``line`` of ``fn``) with each name — or ``self`` field — ``fn`` gives once, above the
+    line, put back as the expression it was given (but those ``kept``: what both sides read stays a
+    subject): a part of a condition taken out into a name is the same condition (``min_len =
+    self.cp_size * 2`` … ``if n < min_len:``)."""
+    if fn is None:
+        return test
+    read = _read_names(test) - set(kept)
+    given: dict[str, ast.expr] = {}
+    times: collections.Counter[str] = collections.Counter()
+    for s in statements_in(fn):
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(s, _GIVING) else []
+        for t in targets:
+            key = t.id if isinstance(t, ast.Name) else _own_field(t)
+            if key is not None and key in read:
+                times[key] += 1
+                if isinstance(s, ast.Assign) and len(s.targets) == 1 and s.lineno < line:
+                    given[key] = s.value
+    once = {k: v for k, v in given.items() if times[k] == 1}
+    return _PutBack(once).visit(copy.deepcopy(test)) if once else test
 
 
 def _lives_on(
@@ -392,6 +437,12 @@ def _narrowed_if(r: Region, edit: Edit, n: int, before: list[ast.expr]) -> list[
     """The finding of the ``if`` on line ``n`` made to fire less than the region's pristine conditions
     ``before`` (:func:`narrowed_checks`)."""
     after = _condition(_one_line(_statement(edit.lines, n - 1)))
+    if after is not None and edit.before is not None:  # (names one side alone reads put back)
+        both = _read_names(after).intersection(*map(_read_names, before)) if before else set()
+        after = _given_put_back(after, innermost_def(edit.st.defs.values(), n), n, both)
+        pristine = locate(edit.before)
+        fn = innermost_def(pristine.defs.values(), r.old_start)
+        before = [_given_put_back(c, fn, r.old_start, both) for c in before]
     detail = _narrowed_here(edit, n, before, after) if after else ""
     if not detail or _raise_added(edit, r, n):
         return []  # (the pristine ``if`` raised nothing: one that raises now adds a check)
@@ -509,8 +560,16 @@ def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.ex
         return f"{detail}: the bail-out lets more through"
     if _raise_next(edit.lines, n) and _raises_below(tree, n):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
-    gate = next((d for cond in before if (d := _gate_admits_more(cond, after))), "")
+    # (an ``if`` that refuses — ``return None`` — holding more refuses more: no path it opens)
+    gates = (d for c in before if (d := _gate_admits_more(c, after)))
+    gate = "" if _refusing_if(tree, n) else next(gates, "")
     return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
+
+
+def _refusing_if(tree: ast.Module | None, n: int) -> bool:
+    """Whether the ``if`` at line ``n`` ends its body by refusing (``return None``, ``raise``)."""
+    node = _if_at(tree, n)
+    return node is not None and bool(node.body) and _refuses(node.body[-1])
 
 
 def _capability_widened(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
@@ -528,6 +587,9 @@ def _asks_capability(test: ast.expr) -> bool:
     """Whether a condition orders something named for a device's capability, architecture or a version, or
     asks which of some it is (``get_device_capability()[0] >= 10``, ``capability in ((10, 0), (10, 3))``)."""
     for c in ast.walk(test):
+        asked = level_asked(c) if isinstance(c, ast.Call) else None
+        if asked is not None and not _CAPABILITY_WORDS.isdisjoint(_words(asked[1])):
+            return True  # ``has_device_capability(90)``
         if isinstance(c, ast.Compare) and any(isinstance(op, _ASKING_WHICH) for op in c.ops):
             named = {last_name(_asked(n)) for n in (c.left, *c.comparators)}
             if any(not _CAPABILITY_WORDS.isdisjoint(_words(name)) for name in named if name):

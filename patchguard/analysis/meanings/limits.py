@@ -413,6 +413,8 @@ def bounds_raised(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         n = r.lines[0]
         target, was = _assigned(r.removed[0])
         again, now = _assigned(edit.lines[n - 1])
+        if not target:  # ``def max_steps(…): return n + 1`` → ``return 8 * n + 1``: the answer is the bound
+            target, was, again, now = _answered(edit, r.removed[0], n)
         if not target or target != again or was is None or now is None:
             continue
         name = target.rsplit(".", 1)[-1]
@@ -420,11 +422,22 @@ def bounds_raised(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         upper, lower = not _UPPER_WORDS.isdisjoint(words), not _LOWER_WORDS.isdisjoint(words)
         if upper == lower or not _lets_more_under(was, now, upper):
             continue
-        where = _held_to(edit, name, n, local="." not in target and edit.st.qualname_at(n) is not None)
+        local = "." not in target and innermost_def(edit.st.defs.values(), n) is not None  # (not a class's)
+        where = "its answer" if target.endswith("()") else _held_to(edit, name, n, local=local)
         if where:
             detail = f"`{name}` {_short(was)} → {_short(now)}: {where} lets more by"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _answered(edit: Edit, old: str, n: int) -> tuple[str, ast.expr | None, str, ast.expr | None]:
+    """(``name()``, the value it returned, ``name()``, the value it returns) of a ``return`` edited in place
+    in a function named for a bound (``max_steps``); empty else."""
+    function = _function_at(edit, n).rsplit(".", 1)[-1]
+    was, now = _decision(code_of(old)), _decision(code_of(edit.lines[n - 1]))
+    if was[0] != "return" or now[0] != "return" or _BOUND_WORDS.isdisjoint(_words(function)):
+        return "", None, "", None
+    return f"{function}()", was[1], f"{function}()", now[1]
 
 
 def bounds_scaled(regions: Sequence[Region], edit: Edit) -> list[Finding]:

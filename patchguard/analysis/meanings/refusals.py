@@ -370,6 +370,29 @@ _REFUSING = frozenset({"abort", "reject", "fail", "refuse", "deny", "failure"})
 _FAILING = frozenset({"fail", "failure", "failed"})  # (of those, the words of a failure reported)
 
 
+def _raised_again(raised: ast.Raise) -> bool:
+    """Whether a ``raise`` passes on an error that happened before it: raised from one held (``raise
+    RuntimeError(…) from self.error``), one held raised again (``raise self.engine_client.dead_error``), one
+    kept fetched (``raise errors[0]``)."""
+    if raised.cause is not None and not isinstance(raised.cause, ast.Constant):
+        return True
+    if isinstance(raised.exc, (ast.Name, ast.Attribute)) and _tests_a_report(raised.exc):
+        return True
+    return _fetched(raised.exc)
+
+
+def _fetched(exc: ast.expr | None) -> bool:
+    """Whether a raised error is fetched from where it was kept rather than made at the raise: an item
+    (``errors[0]``), or what a call of no class gives (``next(iter(failures.values()))``, ``errors.pop()``)
+    — an exception is made by calling its class, whose name is capitalized."""
+    if isinstance(exc, ast.Subscript):
+        return True
+    if not isinstance(exc, ast.Call):
+        return False
+    name = last_name(exc.func)
+    return bool(name) and not name[0].isupper()
+
+
 def _says_it_failed(raised: ast.Raise) -> bool:
     """Whether a raise's message says something that was done failed (``"Failed to stop the thread"``,
     ``"could not connect"``, ``"timed out"``) — a failure that happened, not an input refused."""
@@ -565,10 +588,8 @@ class _Gone:
         raised = nodes[-1] if nodes else None
         if not isinstance(raised, ast.Raise) or raised.lineno != line:
             return False
-        if raised.cause is not None and not isinstance(raised.cause, ast.Constant):
+        if _raised_again(raised):
             return True
-        if isinstance(raised.exc, (ast.Name, ast.Attribute)) and _tests_a_report(raised.exc):
-            return True  # an error held, raised again (``raise self.engine_client.dead_error``)
         guard = nodes[-2] if len(nodes) >= 2 and isinstance(nodes[-2], ast.If) else None
         if guard is None or raised not in guard.body:
             return False

@@ -461,16 +461,41 @@ def supported_grown(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     ``return [32, 64, …]`` given 48 and 576): the function is the check, what it left out passes now."""
     out: list[Finding] = []
     for r in regions:
-        if not r.removed or not any(old.lstrip().startswith("return") for old in r.removed):
-            continue
         if _ALLOWING.isdisjoint(_words((edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1])):
             continue  # (most functions do not say what is allowed: nothing parsed)
-        was = [v for i in range(len(r.removed)) if (v := _returned_literal(_statement(r.removed, i)))]
-        for n in r.lines if was else ():
-            detail = _returns_more(edit, n, was[0])
-            if detail:
-                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+        if not r.removed or not any(old.lstrip().startswith("return") for old in r.removed):
+            found = [(r.start, _answer_grown_inside(edit, r))]  # an entry added to or taken from its middle
+        else:
+            was = [v for i in range(len(r.removed)) if (v := _returned_literal(_statement(r.removed, i)))]
+            found = [(n, _returns_more(edit, n, was[0])) for n in (r.lines if was else ())]
+        for n, detail in (f for f in found if f[1]):
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _answer_grown_inside(edit: Edit, r: Region) -> str:
+    """How the literal a function that says what is allowed returns holds more, the region inside it."""
+    around = _return_around(edit, r)
+    if around is None:
+        return ""
+    was = _returned_literal(_statement(split_lines(edit.before or ""), around[0] - 1))
+    return _returns_more(edit, around[1], was) if was is not None else ""
+
+
+def _return_around(edit: Edit, r: Region) -> tuple[int, int] | None:
+    """(its pristine line, its installed line) of the one ``return`` over several lines that holds a region
+    on both sides, in the same function — an item added to or taken from the middle of what it answers."""
+    if edit.before is None:
+        return None
+    now = [n for n in nodes_at(edit.st.tree, {r.start}) if isinstance(n, ast.Return) and n.lineno < r.start]
+    old_line = r.old_start if r.removed else r.old_start - 1
+    before = locate(edit.before)
+    was = [n for n in nodes_at(before.tree, {old_line}) if isinstance(n, ast.Return) and n.lineno < old_line]
+    if len(now) != 1 or len(was) != 1 or (now[0].end_lineno or 0) < r.end:
+        return None
+    if before.qualname_at(was[0].lineno) != edit.st.qualname_at(now[0].lineno):
+        return None
+    return was[0].lineno, now[0].lineno
 
 
 def _returns_more(edit: Edit, n: int, was: _Literal | ast.Dict) -> str:
@@ -520,18 +545,29 @@ def answer_widened(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     out: list[Finding] = []
     for r in regions:
         function = (edit.st.qualname_at(r.start) or "").rsplit(".", 1)[-1]
-        if not r.removed or not _answers_admission(function):
+        if not _answers_admission(function):
             continue  # (most functions do not say what is allowed: nothing parsed)
-        pristine = split_lines(edit.before) if edit.before is not None else list(r.removed)
-        first = r.old_start - 1 if edit.before is not None else 0
-        # (each removed line read with the pristine lines after it: a ``return all(`` whose items are kept)
-        was = [v for i in range(len(r.removed)) if (v := _returned_value(_statement(pristine, first + i)))]
-        for n in r.lines if len(was) == 1 else ():
+        was, lines = _answers_of(edit, r)
+        for n in lines if len(was) == 1 else ():
             now = _returned_value(_statement(edit.lines, n - 1))
             if now is not None and _yes_more_often(was[0], now) and not _refuses_more_now(edit, n):
                 detail = f"{_short(was[0])} → {_short(now)}: it answers yes in more cases"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _answers_of(edit: Edit, r: Region) -> tuple[list[ast.expr], Sequence[int]]:
+    """(the pristine answers the region rewrote, the installed lines to read them against): each removed line
+    read with the pristine lines after it (a ``return all(`` whose items are kept) — or, a part inside one
+    ``return`` added or taken, that ``return`` on both sides."""
+    pristine = split_lines(edit.before) if edit.before is not None else list(r.removed)
+    first = r.old_start - 1 if edit.before is not None else 0
+    was = [v for i in range(len(r.removed)) if (v := _returned_value(_statement(pristine, first + i)))]
+    around = _return_around(edit, r) if not was else None
+    if around is None:
+        return was, r.lines
+    v = _returned_value(_statement(pristine, around[0] - 1))
+    return ([v] if v is not None else []), [around[1]]
 
 
 def _refuses_more_now(edit: Edit, line: int) -> bool:
