@@ -24,10 +24,13 @@ from .helpers import EditedModule, scan_edited
 ENGINE = "pkg/backend.py"
 PRISTINE = """\
 import asyncio
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+logger = logging.getLogger(__name__)
 
 
 def get_supported_backends():
@@ -155,6 +158,31 @@ async def keep_alive(generator):
             return
         yield chunk
         next_task = asyncio.create_task(anext(generator))
+
+
+class Pool:
+    def _warn_full_once(self, nbytes):
+        if self._warned:
+            return
+        self._warned = True
+        logger.warning("pool full: %d bytes", nbytes)
+
+    def _sync_first_launch(self, key):
+        if key in self._synced:
+            return
+        torch.cuda.synchronize()
+        self._synced.add(key)
+
+
+def replace_ids(ids):
+    assert isinstance(ids, (list, range))
+    return list(ids)
+
+
+def num_blocks(spec):
+    if isinstance(spec, (RingSpec, MambaSpec)):
+        return 0, 1
+    return 1, 2
 
 
 async def fetch_again(client):
@@ -349,6 +377,43 @@ def test_a_sleep_between_the_attempts_of_a_retry_is_minor() -> None:
     edit = ("        except ConnectionError:\n            pass\n",
             "        except ConnectionError:\n            await asyncio.sleep(1)\n")  # fmt: skip
     assert "sleep" not in _MODULE.rules(edit)
+
+
+_LATCH = "        if self._warned:\n            return\n        self._warned = True\n"
+
+
+def test_a_latch_taken_out_logs_every_call() -> None:
+    assert "logging" in _near((_LATCH, ""), "pool full")
+
+
+def test_a_latched_log_reworded_is_quiet() -> None:
+    edit = ('"pool full: %d bytes"', '"pool is full: %d bytes"')
+    assert not {"logging", "removed-check"} & _MODULE.rules(edit)
+
+
+_KEYED = "        if key in self._synced:\n            return\n"
+
+
+def test_a_latch_per_key_taken_out_waits_every_call() -> None:
+    assert "device-sync" in _near((_KEYED, ""), "torch.cuda.synchronize()")
+
+
+_TYPES = "    assert isinstance(ids, (list, range))\n"
+
+
+def test_an_assertion_given_one_more_type_accepts_more() -> None:
+    assert "removed-check" in _near((_TYPES, "    assert isinstance(ids, (list, range, tuple))\n"), "tuple))")
+
+
+def test_an_assertion_given_one_type_less_is_quiet() -> None:
+    assert "removed-check" not in _MODULE.rules((_TYPES, "    assert isinstance(ids, list)\n"))
+
+
+def test_an_if_of_two_types_split_in_two_is_quiet() -> None:
+    old = "    if isinstance(spec, (RingSpec, MambaSpec)):\n        return 0, 1\n"
+    new = "    if isinstance(spec, MambaSpec):\n        return 0, 2\n"
+    new += "    if isinstance(spec, RingSpec):\n        return 0, 1\n"
+    assert "removed-check" not in _MODULE.rules((old, new))
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     one fact each, unless the two conditions have nothing else in common: then they are read again, each
     thing compared as a number of its own (``a != b`` → ``abs(a - b) > 1024``)."""
     before, after = _asked_as_compared(before), _asked_as_compared(after)
+    before, after = _types_apart(before), _types_apart(after)
     before, after = _symbolic(before, after)
     subjects = _Subjects()
     if not subjects.readable(before, after):
@@ -76,6 +77,33 @@ def _asked_as_compared(condition: ast.expr) -> ast.expr:
         return condition
     rewritten: ast.expr = _AskedAsCompared().visit(copy.deepcopy(condition))
     return rewritten
+
+
+def _types_apart(condition: ast.expr) -> ast.expr:
+    """``condition`` with each ``isinstance(x, (A, B))`` read as ``isinstance(x, A) or isinstance(x, B)``, as
+    Python's docs define it: one type more is one more case that holds."""
+    if not any(_of_types(n) for n in ast.walk(condition)):
+        return condition
+    apart: ast.expr = _TypesApart().visit(copy.deepcopy(condition))
+    return apart
+
+
+def _of_types(node: ast.AST) -> bool:
+    """``isinstance(x, (A, B, …))``: a tuple of types, written out."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+        and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Tuple)
+        and len(node.args[1].elts) > 1
+    )  # fmt: skip
+
+
+class _TypesApart(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if not _of_types(node):
+            return self.generic_visit(node)
+        kinds = node.args[1].elts  # type: ignore[attr-defined]
+        one: list[ast.expr] = [ast.Call(node.func, [node.args[0], kind], []) for kind in kinds]
+        return ast.BoolOp(ast.Or(), one)
 
 
 def level_asked(call: ast.Call) -> tuple[str, str, int] | None:

@@ -36,6 +36,8 @@ from .change import (
     nodes_at,
 )
 from .meanings import meanings
+from .meanings.refusals import latched
+from .reach.calls import statements_in
 from .rules import (
     LOG_ONCE,
     RULES,
@@ -117,6 +119,7 @@ def analyse(change: CodeChange) -> list[Finding]:
     changed = {line for r in regions for line in r.lines}
     covered: set[int] = set()
     out = _judged(edit, changed, covered) if changed else []
+    out += _one_per_site(_live_past_latches(edit, regions), edit)  # (a latch taken out: lines removed)
     if edit.st.syntax_error is not None:
         out.append(_unparseable(edit, edit.st.syntax_error))
     if not out and before is not None and _cosmetic_only(regions, edit):
@@ -609,6 +612,56 @@ def _live_behind_flags(edit: Edit, changed: set[int]) -> list[Hit]:
             for h in _hits_between(edit, first, last) + _live_through_calls(edit, first, last, test):
                 out.append(replace(h, line=n, end_line=n, detail=detail))
     return out
+
+
+def _live_past_latches(edit: Edit, regions: Sequence[Region]) -> list[Hit]:
+    """What runs every call now below a latch the edit took out (:func:`.meanings.refusals.latched`: ``if
+    self._warned: return`` … ``self._warned = True``, ``if key in self._done: return`` … ``self._done.add(
+    key)``): the log lines, prints and device reads of the rest of the function, reported where the edit
+    took the latch out, as often as the function is called."""
+    if edit.before is None or _LATCH.search(edit.before) is None:
+        return []  # (most files have no latch: the pristine tree is not asked)
+    out: list[Hit] = []
+    for fn, test in _latches(locate(edit.before).tree):
+        now = _unlatched(edit.st, fn.name, test)
+        if now is None:
+            continue  # (the latch is still there, or the function is gone)
+        at = [r.start for r in regions if now.lineno <= r.start <= (now.end_lineno or 0)]
+        first = max(min(at, default=0), _first_statement(now).lineno)
+        detail = f"its latch `if {test[:50]}: return` is gone: this runs every call"
+        for h in _hits_between(edit, first, now.end_lineno or first):
+            if h.rule in _EVERY_CALL:
+                out.append(replace(h, line=first, end_line=first, detail=detail, loop=True))
+    return out
+
+
+def _unlatched(st: Structure, name: str, test: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The installed function ``name`` when it no longer tests ``test`` at the top of its body."""
+    now = next((d for d in st.defs.values() if d.name == name and d.body), None)
+    kept = now is not None and any(isinstance(s, ast.If) and ast.unparse(s.test) == test for s in now.body)
+    return None if kept else now
+
+
+def _first_statement(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt:
+    """The first statement of a function's body that is not its docstring."""
+    first = fn.body[0]
+    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    return fn.body[1] if docstring and len(fn.body) > 1 else first
+
+
+# What costs by how often it runs: a log line, a print, a read of the device.
+_EVERY_CALL = frozenset({RuleId.LOGGING, RuleId.PRINT, RuleId.DEVICE_SYNC})
+# ``if …:`` / ``return`` on the next line, by the text: a latch may begin there.
+_LATCH = re.compile(r"^[ \t]*if [^\n]+:[ \t]*\n[ \t]*return[ \t]*$", re.M)
+
+
+def _latches(tree: ast.Module | None) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    """(the function, the test) of each latch of a function's body (:func:`.meanings.refusals.latched`)."""
+    for fn in statements_in(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for stmt in fn.body:
+                if isinstance(stmt, ast.If) and latched(fn, stmt):
+                    yield fn, ast.unparse(stmt.test)
 
 
 # A module's flag given a constant: ``DEBUG = 1``, ``_SANITY_CHECK: bool = True  # was: env``.

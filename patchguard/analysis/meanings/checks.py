@@ -282,6 +282,23 @@ def _own_field(node: ast.expr) -> str | None:
 _GIVING = (ast.AugAssign, ast.AnnAssign)
 
 
+def _put_back_one_sided(
+    edit: Edit, r: Region, n: int, after: ast.expr, before: list[ast.expr]
+) -> tuple[ast.expr, list[ast.expr]]:
+    """The installed condition at line ``n`` and the pristine ones it replaced, each name that one side
+    alone reads put back as what its function gives it (:func:`_given_put_back`): the same condition, its
+    part taken out into a name, reads the same."""
+    assert edit.before is not None
+    read = [_read_names(c) for c in before]
+    now = _read_names(after)
+    both = now.intersection(*read)
+    if not now.union(*read) - both:
+        return after, before  # (both sides read the same names: nothing to put back)
+    after = _given_put_back(after, innermost_def(edit.st.defs.values(), n), n, both)
+    fn = innermost_def(locate(edit.before).defs.values(), r.old_start)
+    return after, [_given_put_back(c, fn, r.old_start, both) for c in before]
+
+
 def _read_names(test: ast.expr) -> set[str]:
     """The names and ``self`` fields a condition reads."""
     read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
@@ -437,12 +454,8 @@ def _narrowed_if(r: Region, edit: Edit, n: int, before: list[ast.expr]) -> list[
     """The finding of the ``if`` on line ``n`` made to fire less than the region's pristine conditions
     ``before`` (:func:`narrowed_checks`)."""
     after = _condition(_one_line(_statement(edit.lines, n - 1)))
-    if after is not None and edit.before is not None:  # (names one side alone reads put back)
-        both = _read_names(after).intersection(*map(_read_names, before)) if before else set()
-        after = _given_put_back(after, innermost_def(edit.st.defs.values(), n), n, both)
-        pristine = locate(edit.before)
-        fn = innermost_def(pristine.defs.values(), r.old_start)
-        before = [_given_put_back(c, fn, r.old_start, both) for c in before]
+    if after is not None and before and edit.before is not None:
+        after, before = _put_back_one_sided(edit, r, n, after, before)
     detail = _narrowed_here(edit, n, before, after) if after else ""
     if not detail or _raise_added(edit, r, n):
         return []  # (the pristine ``if`` raised nothing: one that raises now adds a check)
@@ -468,13 +481,38 @@ def narrowed_checks(regions: Sequence[Region], edit: Edit) -> list[Finding]:
             for i, old in enumerate(r.removed)
             if old.lstrip().startswith(("if ", "elif "))
         ]
-        for n in r.lines:
-            if edit.lines[n - 1].lstrip().startswith(("if ", "elif ")):
-                out += _narrowed_if(r, edit, n, [c for c in before if c is not None])
+        ifs = [n for n in r.lines if edit.lines[n - 1].lstrip().startswith(("if ", "elif "))]
+        for n in ifs:
+            found = _narrowed_if(r, edit, n, [c for c in before if c is not None])
+            out += found if not found or len(ifs) < 2 else _unless_split(r, edit, n, ifs, before, found)
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
         out += _flags_loosened(r, edit)
     return out
+
+
+def _unless_split(
+    r: Region, edit: Edit, n: int, ifs: list[int], before: Sequence[ast.expr | None], found: list[Finding]
+) -> list[Finding]:
+    """``found`` of the ``if`` at line ``n``, unless the region's new ``if``s together hold wherever the
+    pristine one did: one ``if`` split into several (``isinstance(spec, (A, B))`` → ``isinstance(spec, A)``
+    … ``isinstance(spec, B)``) narrows none."""
+    ends = _if_end(edit.st.tree, n)  # (only ``if``s that end as this one does: a raise covers no return)
+    alike = [k for k in ifs if _if_end(edit.st.tree, k) == ends]
+    tests = [c for k in alike if (c := _condition(_one_line(_statement(edit.lines, k - 1)))) is not None]
+    together = ast.BoolOp(ast.Or(), tests) if len(tests) > 1 else None
+    if together is not None and not any(c is not None and weaker(c, together) for c in before):
+        return []
+    return found
+
+
+def _if_end(tree: ast.Module | None, n: int) -> str:
+    """How the body of the ``if`` at line ``n`` ends (its last statement's kind, and a return's value)."""
+    node = _if_at(tree, n)
+    last = node.body[-1] if node is not None and node.body else None
+    value = last.value if isinstance(last, ast.Return) else None
+    told = "" if value is None else ast.dump(value) if isinstance(value, ast.Constant) else "*"
+    return type(last).__name__ + told
 
 
 def _pristine_condition(r: Region, edit: Edit, i: int) -> ast.expr | None:
@@ -560,10 +598,15 @@ def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.ex
         return f"{detail}: the bail-out lets more through"
     if _raise_next(edit.lines, n) and _raises_below(tree, n):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
-    # (an ``if`` that refuses — ``return None`` — holding more refuses more: no path it opens)
-    gates = (d for c in before if (d := _gate_admits_more(c, after)))
-    gate = "" if _refusing_if(tree, n) else next(gates, "")
+    gate = _gate_admits_more_at(tree, n, before, after)
     return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
+
+
+def _gate_admits_more_at(tree: ast.Module | None, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
+    """:func:`_gate_admits_more` of the ``if`` at line ``n`` against one of ``before`` — but an ``if`` that
+    refuses (``return None``) holding more refuses more: no path it opens."""
+    gate = next((d for c in before if (d := _gate_admits_more(c, after))), "")
+    return "" if gate and _refusing_if(tree, n) else gate
 
 
 def _refusing_if(tree: ast.Module | None, n: int) -> bool:

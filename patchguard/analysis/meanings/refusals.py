@@ -381,6 +381,39 @@ def _raised_again(raised: ast.Raise) -> bool:
     return _fetched(raised.exc)
 
 
+def latched(fn: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.If) -> bool:
+    """Whether ``if T: return``, a statement of ``fn``'s body, is a latch: a later statement of the body makes
+    ``T`` hold — ``T = True``, or, ``T`` being ``k in S``, ``S.add(k)`` or ``S[k] = …`` — a function's way of
+    doing the rest once (per key), no check."""
+    if node not in fn.body or node.orelse or len(node.body) != 1:
+        return False
+    if not (isinstance(node.body[0], ast.Return) and node.body[0].value is None):
+        return False
+    test = node.test
+    later = fn.body[fn.body.index(node) + 1 :]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In):
+        key, held = ast.unparse(test.left), ast.unparse(test.comparators[0])
+        return any(_adds(s, key, held) for s in later)
+    flag = ast.unparse(test)  # (as written: a target's context is not a test's)
+    return any(
+        isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value is True
+        and [ast.unparse(t) for t in s.targets] == [flag]
+        for s in later
+    )  # fmt: skip
+
+
+def _adds(stmt: ast.stmt, key: str, held: str) -> bool:
+    """``S.add(k)``, ``S.append(k)`` or ``S[k] = …`` (``key``, ``held``: ``k`` and ``S`` as written)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        func = call.func
+        adding = isinstance(func, ast.Attribute) and func.attr in ("add", "append")
+        return adding and ast.unparse(func.value) == held and [ast.unparse(a) for a in call.args] == [key]  # type: ignore[attr-defined]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+    subscripts = [t for t in targets if isinstance(t, ast.Subscript)]
+    return any(ast.unparse(t.value) == held and ast.unparse(t.slice) == key for t in subscripts)
+
+
 def _fetched(exc: ast.expr | None) -> bool:
     """Whether a raised error is fetched from where it was kept rather than made at the raise: an item
     (``errors[0]``), or what a call of no class gives (``next(iter(failures.values()))``, ``errors.pop()``)
@@ -653,12 +686,21 @@ class _Gone:
         rewritten = self.scope(line) or self.subject(line, f"assert {ast.unparse(node.test)}")
         if rewritten and not disabled:
             return ""  # what it guarded, or what it tested, left with a rewrite: not a guard taken out
-        if not _bails(node):
-            return ""  # an answer returned early (``if cached is not None: return cached``): a dispatch
-        if self._guard_lives_on(node, line):
+        if not self._bail_out_gone(node, line):
             return ""
         word = type(node.body[-1]).__name__.lower()
         return f"`if {ast.unparse(node.test)[:60]}:` no longer does `{word}`: what it guarded runs"
+
+    def _bail_out_gone(self, node: ast.If, line: int) -> bool:
+        """Whether the pristine ``if`` at ``line`` bails out and is gone: not an answer returned early (``if
+        cached is not None: return cached``: a dispatch), not a latch (what runs every call now is the
+        engine's to report, by its rules), not kept elsewhere."""
+        return _bails(node) and not self._latch(node) and not self._guard_lives_on(node, line)
+
+    def _latch(self, node: ast.If) -> bool:
+        """Whether a pristine bail-out is a latch (:func:`latched`)."""
+        fn = innermost_def(self.before.defs.values(), node.lineno) if self.before is not None else None
+        return fn is not None and latched(fn, node)
 
     def _guard_lives_on(self, node: ast.If, line: int) -> bool:
         """Whether the installed def keeps as many such guards as the pristine one had, or decides what the
