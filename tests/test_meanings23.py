@@ -25,10 +25,13 @@ ENGINE = "pkg/backend.py"
 PRISTINE = """\
 import asyncio
 import logging
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.stats import truncnorm
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +186,20 @@ def num_blocks(spec):
     if isinstance(spec, (RingSpec, MambaSpec)):
         return 0, 1
     return 1, 2
+
+
+class Init:
+    def forward(self, weights, scale):
+        std = math.sqrt(scale) / 0.8796
+        return weights * std
+
+
+def wait_for_size(fd, expected, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while fd.size() < expected:
+        if time.monotonic() > deadline:
+            raise TimeoutError("file never grew")
+        time.sleep(0.01)
 
 
 async def fetch_again(client):
@@ -414,6 +431,33 @@ def test_an_if_of_two_types_split_in_two_is_quiet() -> None:
     new = "    if isinstance(spec, MambaSpec):\n        return 0, 2\n"
     new += "    if isinstance(spec, RingSpec):\n        return 0, 1\n"
     assert "removed-check" not in _MODULE.rules((old, new))
+
+
+_STD = "        std = math.sqrt(scale) / 0.8796\n"
+
+
+def test_a_value_a_host_library_gave_read_back_is_quiet() -> None:
+    edit = (_STD, "        std = math.sqrt(scale) / truncnorm.std(a=-2, b=2).item()\n")
+    assert "device-sync" not in _MODULE.rules(edit)
+
+
+def test_a_tensor_read_back_where_a_host_library_is_imported_waits() -> None:
+    edit = (_STD, "        std = math.sqrt(scale) / weights.std().item()\n")
+    assert "device-sync" in _near(edit, "weights.std().item()")
+
+
+_WAIT = "def wait_for_size(fd, expected, timeout: float = 30.0):\n"
+
+
+def test_a_timeout_default_made_infinite_is_no_bound() -> None:
+    edit = (_WAIT, 'def wait_for_size(fd, expected, timeout: float = float("inf")):\n')
+    assert "removed-check" in _near(edit, 'float("inf")')
+
+
+def test_a_timeout_default_shortened_is_quiet() -> None:
+    assert "removed-check" not in _MODULE.rules(
+        (_WAIT, "def wait_for_size(fd, expected, timeout: float = 5.0):\n")
+    )
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

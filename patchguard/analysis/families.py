@@ -28,6 +28,7 @@ __all__ = [
     "FAMILIES",
     "FILE_EXTENSIONS",
     "FILE_PLACES",
+    "HOST_LIBRARIES",
     "HOST_STAGES",
     "IMPORTERS",
     "IN_MEMORY",
@@ -170,6 +171,9 @@ STEP_TYPES = ("Batch", "Metadata", "SchedulerOutput")
 # bare ``batch``, which any function over a collection may be handed.
 STEP_PARAMETER = re.compile(r"^[a-z]\w*_(?:batch|metadata)$|^scheduler_output$")
 TO_HOST = frozenset({"cpu", "numpy", "detach", "tobytes"})
+# Libraries that compute in host memory only (their docs: NumPy's arrays, SciPy's functions and
+# distributions, pandas' frames, Python's math and statistics): what they give is never on a device.
+HOST_LIBRARIES = frozenset({"numpy", "scipy", "pandas", "math", "statistics"})
 # Methods that hand a tensor's values back as Python or numpy values: what they give lives on the host.
 BROUGHT_BACK = frozenset({"tolist", "numpy", "item"})
 # A tensor written into in place (torch.Tensor's docs): device work, whatever the function is annotated as.

@@ -31,6 +31,7 @@ from .families import (
     FILE_EXTENSIONS,
     FILE_PLACES,
     FORMAT_WRITER,
+    HOST_LIBRARIES,
     HOST_STAGES,
     IMPORTERS,
     IN_MEMORY,
@@ -787,7 +788,14 @@ class _Walker(Dispatch):
         (``validate_indices_cpu`` is handed host values), or in a stage its framework hands host values (a
         pipeline's ``postprocess``)."""
         hosted = _host_named(node) or _read_from(node) in self.hosts() or host_named(name)
-        return hosted or self._host_stage(name)
+        return hosted or self._host_stage(name) or self._from_host_library(node)
+
+    def _from_host_library(self, node: cst.Call) -> bool:
+        """Whether a read-back reads what a host library gave (``truncnorm.std(…).item()``, ``truncnorm``
+        imported from ``scipy.stats``): no device there."""
+        root, _fields = _receiver_chain(node)
+        qualname = resolve(self.aliases, root) if root and not self.own(root) else ""
+        return qualname.split(".", 1)[0] in HOST_LIBRARIES
 
     def _read_at_work(self, node: cst.Call) -> bool:
         """Whether a read-back reads a tensor this function made on the device, or one its declared type

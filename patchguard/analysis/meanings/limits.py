@@ -415,7 +415,10 @@ def bounds_raised(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         again, now = _assigned(edit.lines[n - 1])
         if not target:  # ``def max_steps(…): return n + 1`` → ``return 8 * n + 1``: the answer is the bound
             target, was, again, now = _answered(edit, r.removed[0], n)
-        if not target or target != again or was is None or now is None:
+        if not target:  # ``def wait(fd, timeout: float = 30.0)`` → ``= float("inf")``: never given up
+            out += _defaults_unbounded(edit, r.removed[0], n)
+            continue
+        if target != again or was is None or now is None:
             continue
         name = target.rsplit(".", 1)[-1]
         words = _words(name)
@@ -428,6 +431,53 @@ def bounds_raised(regions: Sequence[Region], edit: Edit) -> list[Finding]:
             detail = f"`{name}` {_short(was)} → {_short(now)}: {where} lets more by"
             out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _defaults_unbounded(edit: Edit, old: str, n: int) -> list[Finding]:
+    """A parameter named for a most (``timeout``, ``max_wait``) whose default, a number, is made no bound at
+    all (``float("inf")``, ``math.inf``, ``None``), on a ``def`` line or a parameter line edited in place:
+    the wait or the size it held to is unbounded now."""
+    was, now = _parameters(old), _parameters(edit.lines[n - 1])
+    for name, value in now.items():
+        words = _words(name)
+        bound = not _UPPER_WORDS.isdisjoint(words) or "timeout" in words
+        given = was.get(name)
+        if bound and given is not None and _number(given) is not None and _unbounded(value):
+            detail = f"the default of `{name}` {ast.unparse(given)} → {ast.unparse(value)}: no bound at all"
+            return [_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}")]
+    return []
+
+
+def _parameters(line: str) -> dict[str, ast.expr]:
+    """The parameters given a default on a ``def`` line, or on a line of parameters (``timeout: float =
+    30.0,``)."""
+    text = code_of(line).strip()
+    if not text.endswith((",", ":", "(")) and "=" not in text:
+        return {}
+    head = re.match(r"(?:async\s+)?def\s+\w+\s*\((.*)\)\s*(?:->[^:]*)?:$", text)
+    inner = head.group(1) if head is not None else text.rstrip(",")
+    try:
+        tree = ast.parse(f"def _({inner}): pass")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaulted = [a.arg for a in positional[len(positional) - len(args.defaults) :]]
+    given = dict(zip(defaulted, args.defaults, strict=True))
+    given.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    return given
+
+
+def _unbounded(value: ast.expr) -> bool:
+    """``float("inf")``, ``math.inf``, ``None``: no bound."""
+    if isinstance(value, ast.Constant):
+        return value.value is None
+    if isinstance(value, ast.Call) and last_name(value.func) == "float" and len(value.args) == 1:
+        arg = value.args[0]
+        return isinstance(arg, ast.Constant) and str(arg.value).lower() in ("inf", "infinity", "+inf")
+    return last_name(value) == "inf"
 
 
 def _answered(edit: Edit, old: str, n: int) -> tuple[str, ast.expr | None, str, ast.expr | None]:
