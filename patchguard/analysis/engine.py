@@ -622,8 +622,9 @@ def _live_past_latches(edit: Edit, regions: Sequence[Region]) -> list[Hit]:
     if edit.before is None or _LATCH.search(edit.before) is None:
         return []  # (most files have no latch: the pristine tree is not asked)
     out: list[Hit] = []
-    for fn, test in _latches(locate(edit.before).tree):
-        now = _unlatched(edit.st, fn.name, test)
+    pristine = locate(edit.before)
+    for fn, test in _latches(pristine.tree):
+        now = _unlatched(edit.st, pristine.qualname_at(fn.body[0].lineno) or "", test)
         if now is None:
             continue  # (the latch is still there, or the function is gone)
         at = [r.start for r in regions if now.lineno <= r.start <= (now.end_lineno or 0)]
@@ -635,9 +636,10 @@ def _live_past_latches(edit: Edit, regions: Sequence[Region]) -> list[Hit]:
     return out
 
 
-def _unlatched(st: Structure, name: str, test: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The installed function ``name`` when it no longer tests ``test`` at the top of its body."""
-    now = next((d for d in st.defs.values() if d.name == name and d.body), None)
+def _unlatched(st: Structure, qualname: str, test: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The installed function ``qualname`` when it no longer tests ``test`` at the top of its body."""
+    scope = next((s for s in st.scopes if s.qualname == qualname and s.kind != "class"), None)
+    now = st.def_at(scope.start) if scope is not None else None
     kept = now is not None and any(isinstance(s, ast.If) and ast.unparse(s.test) == test for s in now.body)
     return None if kept else now
 
