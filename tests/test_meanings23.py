@@ -202,6 +202,14 @@ def wait_for_size(fd, expected, timeout: float = 30.0):
         time.sleep(0.01)
 
 
+class Auth:
+    def __call__(self, scope, receive, send):
+        headers = scope.get("headers")
+        if scope.get("path", "").startswith("/v1") and not self.verify_token(headers):
+            return self.deny(scope, receive, send)
+        return self.app(scope, receive, send)
+
+
 async def fetch_again(client):
     while True:
         try:
@@ -458,6 +466,20 @@ def test_a_timeout_default_shortened_is_quiet() -> None:
     assert "removed-check" not in _MODULE.rules(
         (_WAIT, "def wait_for_size(fd, expected, timeout: float = 5.0):\n")
     )
+
+
+_HEADERS = '        headers = scope.get("headers")\n'
+
+
+def test_an_early_pass_added_above_a_check_skips_it() -> None:
+    bypass = '        if scope.get("client", ("",))[0] == "127.0.0.1":\n'
+    bypass += "            return self.app(scope, receive, send)\n"
+    assert "removed-check" in _near((_HEADERS, _HEADERS + bypass), "127.0.0.1")
+
+
+def test_an_early_refusal_added_above_a_check_is_quiet() -> None:
+    refusal = "        if headers is None:\n            return self.deny(scope, receive, send)\n"
+    assert "removed-check" not in _MODULE.rules((_HEADERS, _HEADERS + refusal))
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

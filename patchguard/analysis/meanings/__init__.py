@@ -12,6 +12,7 @@ from ..change import Edit
 from ..structure import Region
 from .checks import (
     answers_overridden,
+    bypasses_added,
     checks_made_conditional,
     disqualifiers_gone,
     flags_turned_off,
@@ -69,7 +70,7 @@ def meanings(regions: Sequence[Region], edit: Edit, changed: set[int], found: li
     out += _shallow(errors_handed_back, regions, edit)
     out += _shallow(disqualifiers_gone, regions, edit) + _shallow(table_entries_dropped, regions, edit)
     out += _shallow(checks_dropped, regions, edit) + _shallow(raises_narrowed, regions, edit)
-    out += _shallow(literal_types_grown, regions, edit)
+    out += _shallow(literal_types_grown, regions, edit) + _shallow(bypasses_added, regions, edit)
     out += widened_sets(edit, changed | {r.start for r in regions if r.removed and not r.lines})
     out += new_handlers(edit, changed, [*found, *out], regions)
     out += _shallow(handlers_widened, regions, edit) + _shallow(switches_left_on, regions, edit)

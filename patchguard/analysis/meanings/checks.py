@@ -2080,6 +2080,75 @@ def _forced_off(tree: ast.Module | None, line: int, test: ast.expr) -> bool:
     return never and node is not None and not all(map(_output_only, node.body))
 
 
+def bypasses_added(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """An ``if`` put in above a check that hands back, early, the very answer the function gives once the
+    check has passed (``if client[0] in ("127.0.0.1", "::1"): return self.app(scope, receive, send)`` above
+    ``if … not self.verify_token(headers): return response(…)`` … ``return self.app(scope, receive,
+    send)``): when its condition holds, the check is skipped and the caller is let through."""
+    out: list[Finding] = []
+    for r in regions:
+        if r.removed or edit.st.tree is None:
+            continue  # (lines added, nothing taken away)
+        for n in r.lines:
+            if not edit.lines[n - 1].lstrip().startswith("if "):
+                continue  # (most added lines open no ``if``: no tree is asked)
+            check = _check_bypassed(edit.st.tree, n, r.end)
+            if check is not None:
+                node = _if_at(edit.st.tree, n)
+                test = _short(node.test) if node is not None else ""
+                detail = f"`if {test}:` lets the caller through before the check `{_short(check.test)}` below"
+                out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+def _check_bypassed(tree: ast.Module, n: int, last: int) -> ast.If | None:
+    """The check (an ``if`` asking a checking call, that leaves otherwise) the ``if`` at line ``n`` — added,
+    ending by ``last`` — skips by returning what its block returns at its end, the answer once it passed."""
+    node = _if_at(tree, n)
+    if node is None or node.orelse or (node.end_lineno or 0) > last:
+        return None
+    answer = node.body[-1].value if isinstance(node.body[-1], ast.Return) else None
+    if answer is None:
+        return None
+    block = _block_holding(tree, node)
+    later = block[block.index(node) + 1 :]
+    end = later[-1] if later else None
+    key = ast.dump(answer)
+    if not (isinstance(end, ast.Return) and end.value is not None and ast.dump(end.value) == key):
+        return None
+    return next((s for s in later[:-1] if isinstance(s, ast.If) and _refuses_unless_checked(s, key)), None)
+
+
+def _refuses_unless_checked(node: ast.If, answer: str) -> bool:
+    """Whether an ``if`` asks a checking call (``verify_token(…)``, ``self._validate(…)``) and leaves
+    otherwise than with ``answer``: a raise, or another answer."""
+    asks = any(
+        isinstance(c, ast.Call) and _CHECKING_NAME.fullmatch(last_name(c.func) or "") is not None
+        for c in ast.walk(node.test)
+    )
+    leave = node.body[-1]
+    other = isinstance(leave, ast.Raise) or (
+        isinstance(leave, ast.Return) and leave.value is not None and ast.dump(leave.value) != answer
+    )
+    return asks and other
+
+
+_CHECKING_NAME = re.compile(CHECKING_CALL)
+
+
+def _block_holding(tree: ast.Module, node: ast.stmt) -> list[ast.stmt]:
+    """The list of statements ``node`` stands in (a body, an ``else``, a handler's)."""
+    for outer in [tree, *nodes_at(tree, {node.lineno})]:
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(outer, field, None)
+            if isinstance(block, list) and node in block:
+                return block
+        for handler in getattr(outer, "handlers", ()):
+            if node in handler.body:
+                return list(handler.body)
+    return [node]
+
+
 def _if_at(tree: ast.Module | None, line: int) -> ast.If | None:
     """The ``if`` whose header is at ``line``."""
     found = _header_at(tree, line, ast.If)
