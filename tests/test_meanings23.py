@@ -210,6 +210,15 @@ class Auth:
         return self.app(scope, receive, send)
 
 
+async def decompress_body(app, scope, receive, send, body):
+    try:
+        body = decompress(body)
+    except Exception as e:
+        logger.warning("decompress failed: %s", e)
+        return await Response("bad body", status_code=400)(scope, receive, send)
+    return await app(scope, receive, send)
+
+
 async def fetch_again(client):
     while True:
         try:
@@ -480,6 +489,18 @@ def test_an_early_pass_added_above_a_check_skips_it() -> None:
 def test_an_early_refusal_added_above_a_check_is_quiet() -> None:
     refusal = "        if headers is None:\n            return self.deny(scope, receive, send)\n"
     assert "removed-check" not in _MODULE.rules((_HEADERS, _HEADERS + refusal))
+
+
+_BAD = '        return await Response("bad body", status_code=400)(scope, receive, send)\n'
+
+
+def test_an_error_response_of_a_handler_dropped_is_swallowed() -> None:
+    assert "swallowed-exception" in _near((_BAD, "        pass\n"), "        pass")
+
+
+def test_an_error_response_reworded_is_quiet() -> None:
+    edit = (_BAD, _BAD.replace("bad body", "body could not be decompressed"))
+    assert "swallowed-exception" not in _MODULE.rules(edit)
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

@@ -419,8 +419,12 @@ def error_answers_dropped(regions: Sequence[Region], edit: Edit) -> list[Finding
     return out
 
 
-# A ``return`` of what a call named for an error makes (``create_error_response(…)``, ``error_reply(e)``).
-_ERROR_ANSWER = re.compile(r"^\s*return\s+(?:[\w.]+\.)?\w*(?:error|fail|failure)\w*\(", re.IGNORECASE)
+# A ``return`` of what a call named for an error makes (``create_error_response(…)``, ``error_reply(e)``), or
+# of an HTTP response told an error status (4xx, 5xx: ``Response("…", status_code=400)``).
+_ERROR_ANSWER = re.compile(
+    r"^\s*return\s+(?:(?:[\w.]+\.)?\w*(?:error|fail|failure)\w*\(|.*\bstatus(?:_code)?\s*=\s*[45]\d\d\b)",
+    re.IGNORECASE,
+)
 
 
 def _handed_on(before: Structure, line: int, text: str) -> str:
