@@ -219,6 +219,16 @@ async def decompress_body(app, scope, receive, send, body):
     return await app(scope, receive, send)
 
 
+def select_rows(default, rows, valid, pool_size):
+    picked = torch.where(valid, rows, torch.full_like(rows, pool_size))
+    return picked.to(torch.int32)
+
+
+def host_mask(lengths):
+    mask = torch.tensor(lengths)
+    return mask
+
+
 async def fetch_again(client):
     while True:
         try:
@@ -501,6 +511,22 @@ def test_an_error_response_of_a_handler_dropped_is_swallowed() -> None:
 def test_an_error_response_reworded_is_quiet() -> None:
     edit = (_BAD, _BAD.replace("bad body", "body could not be decompressed"))
     assert "swallowed-exception" not in _MODULE.rules(edit)
+
+
+_PICKED = "    picked = torch.where(valid, rows, torch.full_like(rows, pool_size))\n"
+
+
+def test_a_read_where_a_function_hands_what_it_is_handed_to_torch_waits() -> None:
+    edit = (_PICKED, '    assert bool(valid.any()), "no valid rows"\n' + _PICKED)
+    assert "device-sync" in _near(edit, "valid.any()")
+
+
+def test_a_read_of_a_tensor_made_on_the_host_from_what_it_is_handed_is_quiet() -> None:
+    edit = (
+        "    mask = torch.tensor(lengths)\n",
+        "    mask = torch.tensor(lengths)\n    total = int(mask.sum().item())\n",
+    )
+    assert "device-sync" not in _MODULE.rules(edit)
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

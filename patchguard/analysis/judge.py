@@ -321,7 +321,9 @@ class _Walker(Dispatch):
             return True
         known = self._kernel_callers.get(id(fn))  # (asked for each hit of a function: worked out once)
         if known is None:
-            known = self._kernel_callers[id(fn)] = _calls_kernels(self._lines(fn), self.source_lines)
+            lines, source = self._lines(fn), self.source_lines
+            known = _calls_kernels(lines, source) or _computes_on_handed(fn, lines, source)
+            self._kernel_callers[id(fn)] = known
         return known  # ``output = triton_kernel_fused_experts(…)``: its job is device work
 
     def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
@@ -1194,6 +1196,17 @@ def _calls_kernels(lines: tuple[int, int], source_lines: Sequence[str]) -> bool:
     text = "".join(line.split("#", 1)[0] for line in source_lines[lines[0] - 1 : lines[1]])
     called = (m.group(1).lower().split("_") for m in KERNEL_CALL.finditer(text))
     return any(not LAUNCHING_WORDS.isdisjoint(words) for words in called)
+
+
+def _computes_on_handed(fn: cst.FunctionDef, lines: tuple[int, int], source_lines: Sequence[str]) -> bool:
+    """Whether a function hands what it is handed to a torch function (``torch.where(valid, rows, …)``,
+    ``torch.cat([a, b])``): it computes on tensors it is given, each call — by the text."""
+    names = [p.name.value for p in params_of(fn) if p.name.value not in ("self", "cls")]
+    if not names:
+        return False
+    text = "".join(line.split("#", 1)[0] for line in source_lines[lines[0] - 1 : lines[1]])
+    handed = "|".join(map(re.escape, names))
+    return re.search(rf"\btorch\.(?:\w+\.)*\w+\(\s*\[?\s*(?:{handed})\b(?!\s*[.(\[])", text) is not None
 
 
 def _names_in(value: cst.BaseExpression) -> list[cst.Name]:
