@@ -319,12 +319,18 @@ class _Walker(Dispatch):
         named = not LAUNCHING_WORDS.isdisjoint(name.lower().split("_"))  # ``_run_kernel``, ``launch_gemm``
         if handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name)):
             return True
-        known = self._kernel_callers.get(id(fn))  # (asked for each hit of a function: worked out once)
+        return self._computes(fn)
+
+    def _computes(self, fn: cst.FunctionDef) -> bool:
+        """Whether a function's job is device work by what it calls: a function named for running device
+        code (``output = triton_kernel_fused_experts(…)``), or a torch function handed what it is handed
+        (asked for each hit of a function: worked out once)."""
+        known = self._kernel_callers.get(id(fn))
         if known is None:
             lines, source = self._lines(fn), self.source_lines
             known = _calls_kernels(lines, source) or _computes_on_handed(fn, lines, source)
             self._kernel_callers[id(fn)] = known
-        return known  # ``output = triton_kernel_fused_experts(…)``: its job is device work
+        return known
 
     def _writes_tensors(self, fn: cst.FunctionDef, once: bool = False) -> bool:
         """Whether a function writes into tensors in place (``out.copy_(x)``, ``buf.fill_(0)``) or — unless
