@@ -36,7 +36,7 @@ from .change import (
     nodes_at,
 )
 from .meanings import meanings
-from .meanings.refusals import latched
+from .meanings.refusals import _docstring, latched
 from .reach.calls import statements_in
 from .rules import (
     LOG_ONCE,
@@ -645,10 +645,9 @@ def _unlatched(st: Structure, qualname: str, test: str) -> ast.FunctionDef | ast
 
 
 def _first_statement(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt:
-    """The first statement of a function's body that is not its docstring."""
-    first = fn.body[0]
-    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-    return fn.body[1] if docstring and len(fn.body) > 1 else first
+    """The first statement of a function's body that is not its docstring (the docstring of one that has
+    nothing else)."""
+    return (fn.body[_docstring(fn) :] or fn.body)[0]
 
 
 # What costs by how often it runs: a log line, a print, a read of the device.

@@ -8,6 +8,7 @@ import ast
 import collections
 import copy
 import functools
+import itertools
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
@@ -1851,13 +1852,9 @@ def _refuses(stmt: ast.stmt) -> bool:
 
 def _next_statement(tree: ast.Module, stmt: ast.stmt) -> ast.stmt | None:
     """The statement after ``stmt`` in its block, or ``None``."""
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and stmt in block:
-                i = block.index(stmt)
-                return block[i + 1] if i + 1 < len(block) else None
-    return None
+    block = _block_holding(tree, stmt)
+    i = block.index(stmt) if stmt in block else len(block)
+    return block[i + 1] if i + 1 < len(block) else None
 
 
 def _returned_test(statement: str) -> ast.expr | None:
@@ -2137,15 +2134,14 @@ _CHECKING_NAME = re.compile(CHECKING_CALL)
 
 
 def _block_holding(tree: ast.Module, node: ast.stmt) -> list[ast.stmt]:
-    """The list of statements ``node`` stands in (a body, an ``else``, a handler's)."""
-    for outer in [tree, *nodes_at(tree, {node.lineno})]:
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(outer, field, None)
+    """The list of statements ``node`` stands in (a body, an ``else``, a handler's, a ``case``'s): looked for
+    in the statements over its line first, then — a ``match`` hides its cases from those — everywhere."""
+    over = [tree, *nodes_at(tree, {node.lineno})]
+    over += [h for o in over for h in getattr(o, "handlers", ())]
+    for outer in itertools.chain(over, ast.walk(tree)):
+        for block in (getattr(outer, field, None) for field in ("body", "orelse", "finalbody")):
             if isinstance(block, list) and node in block:
                 return block
-        for handler in getattr(outer, "handlers", ()):
-            if node in handler.body:
-                return list(handler.body)
     return [node]
 
 
