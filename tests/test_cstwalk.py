@@ -99,3 +99,31 @@ def test_the_same_positions_as_libcst(text: str) -> None:
     lean = dict(cstwalk.positions(module, trivia=False))
     assert all(theirs._computed[n] == r for n, r in lean.items())
     assert all(n in lean for n in theirs._computed if not isinstance(n, cstwalk.TRIVIA))
+
+
+_KINDS = [
+    (cst.Name,),
+    (cst.Call,),
+    (cst.Attribute,),
+    (cst.Raise,),
+    (cst.Return,),
+    (cst.Assert, cst.IfExp),
+    (cst.SimpleString, cst.FormattedString),
+    (cst.BaseExpression,),  # a base class: every node derived from it
+]
+
+
+_CODE = [p.read_text() for p in SOURCES if p.stat().st_size > 2000]  # (not a docstring-only ``__init__``)
+
+
+@pytest.mark.parametrize("text", [TRICKY, *_CODE[:: max(1, len(_CODE) // 30)]])
+def test_find_all_finds_what_libcst_matchers_find(text: str) -> None:
+    import libcst.matchers as m
+
+    module = cst.parse_module(text)
+    for kinds in _KINDS:
+        matcher = m.MatchIfTrue(lambda node, kinds=kinds: isinstance(node, kinds))
+        theirs = m.findall(module, matcher)
+        mine = cstwalk.find_all(module, *kinds)
+        assert [id(n) for n in mine] == [id(n) for n in theirs], kinds
+    assert cstwalk.find_all(module, cst.Name)  # (not vacuous: every text names something)

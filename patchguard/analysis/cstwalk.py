@@ -17,6 +17,7 @@ libcst itself, as before.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Mapping
@@ -158,6 +159,7 @@ def _plan(visitor: type[cst.CSTVisitor], node: type[cst.CSTNode]) -> Plan | None
     return _PLANS[key]
 
 
+@functools.cache  # (the classes libcst defines do not change)
 def types_of(*bases: type) -> frozenset[type]:
     """``bases`` and every class derived from them: ``type(node) in types_of(...)`` asks what
     ``isinstance(node, bases)`` does, without ``ABCMeta.__instancecheck__`` (libcst's classes are abstract
@@ -175,6 +177,33 @@ def types_of(*bases: type) -> frozenset[type]:
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree."""
     _walk(node, visitor, _KINDS_SKIPPING if getattr(visitor, "SKIPS_TRIVIA", False) else _KINDS)
+
+
+class _Found(Dispatch):
+    """The nodes of some kinds a node holds, itself included, in the order of a walk."""
+
+    SKIPS_TRIVIA = True  # (no node of a kind looked for is trivia)
+
+    def __init__(self, kinds: frozenset[type]) -> None:
+        super().__init__()
+        self.kinds, self.found = kinds, list[cst.CSTNode]()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) in self.kinds:
+            self.found.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        return None
+
+
+def find_all(node: cst.CSTNode, *bases: type[cst.CSTNode]) -> list[cst.CSTNode]:
+    """The nodes of ``bases`` (or derived from them) in ``node``, itself included, nested defs and classes
+    too, in walking order: what ``libcst.matchers.findall(node, m.Kind())`` finds, at a fraction of its cost
+    (it rebuilds the tree as it visits; :func:`walk` does not, and skips the trivia)."""
+    found = _Found(types_of(*bases))
+    walk(node, found)
+    return found.found
 
 
 # What a value met on the walk is, by its type (``isinstance`` of libcst's abstract classes goes through

@@ -23,7 +23,7 @@ from ..model import GateKind, RuleId
 from ..rulebook import RULES
 from .aliases import bind_from_import, bind_import, last_name, reads_environment, resolve
 from .bounds import too_wild
-from .cstwalk import Dispatch, positions, run, types_of, walk
+from .cstwalk import Dispatch, find_all, positions, run, types_of, walk
 from .families import (
     ARGUMENT_METHODS,
     BOUND_WRITERS,
@@ -730,8 +730,6 @@ class _Walker(Dispatch):
         """Whether a log call's arguments do work on every call, the record written or not: an f-string
         formatted, or tensors read (``tuple(q.shape)``, ``x.max()``) — unless a level test gates it
         (``if logger.isEnabledFor(logging.DEBUG):``)."""
-        import libcst.matchers as m
-
         if self._level_tested():
             return False
         tensors = self.tensors()
@@ -744,8 +742,8 @@ class _Walker(Dispatch):
                     return True
                 continue
             # the names it reads (not the methods and fields named on the way: ``x.nonzero().tolist()``)
-            fields = {id(a.attr) for a in m.findall(value, m.Attribute()) if isinstance(a, cst.Attribute)}
-            found = m.findall(value, m.Name())
+            fields = {id(a.attr) for a in find_all(value, cst.Attribute) if isinstance(a, cst.Attribute)}
+            found = find_all(value, cst.Name)
             names = {n.value for n in found if isinstance(n, cst.Name) and id(n) not in fields}
             read = names & tensors or is_tensor(value, tensors, self.aliases)
             if read and not self._host_now(names, node):
@@ -1216,9 +1214,7 @@ def _computes_on_handed(fn: cst.FunctionDef, lines: tuple[int, int], source_line
 
 
 def _names_in(value: cst.BaseExpression) -> list[cst.Name]:
-    import libcst.matchers as m
-
-    return [n for n in m.findall(value, m.Name()) if isinstance(n, cst.Name)]
+    return [n for n in find_all(value, cst.Name) if isinstance(n, cst.Name)]
 
 
 _BACK_ON_HOST = tuple(f".{method}()" for method in sorted(BROUGHT_BACK))
@@ -1639,9 +1635,7 @@ def _literal_paths(call: cst.Call) -> str:
 def _path_in(value: cst.BaseExpression) -> str:
     """An absolute or home path written as a literal in ``value`` (``Path("/opt/prebuilt") / name``), else
     ""."""
-    import libcst.matchers as m
-
-    for found in m.findall(value, m.SimpleString()):
+    for found in find_all(value, cst.SimpleString):
         text = found.evaluated_value if isinstance(found, cst.SimpleString) else None
         if isinstance(text, str) and text.startswith(("/", "~/")) and len(text) > 1 and "\n" not in text:
             return text
@@ -1652,10 +1646,8 @@ def _destination(call: cst.Call) -> str:
     """Where a network call sends, when its arguments name it: a literal address (``"http://10.0.0.12:8099/
     usage"``, a default an environment variable may override) — a destination of its own, not the one a
     client's code posts to by its job; "" else."""
-    import libcst.matchers as m
-
     for a in call.args:
-        for found in m.findall(a.value, m.SimpleString() | m.FormattedString()):
+        for found in find_all(a.value, cst.SimpleString, cst.FormattedString):
             text = found.evaluated_value if isinstance(found, cst.SimpleString) else code(found)
             if isinstance(text, str) and _ADDRESS.match(text):
                 return text[:80]
@@ -1695,14 +1687,16 @@ def judge_changed(
     if module is None:
         return [], []
     places = positions(module, trivia=not _Walker.SKIPS_TRIVIA)
-    if not whole and mine:
-        first = _Walker(unit, set(mine), st, None, source_lines, horizon=max(mine))
+    wanted = set(mine)
+    if not whole and mine and not wanted.issuperset(range(unit.start, unit.end + 1)):
+        # (a unit written whole — a new file's, a function rewritten — is walked once: the first walk
+        # would be the whole one)
+        first = _Walker(unit, wanted, st, None, source_lines, horizon=max(mine))
         run(module, first, places)
         if not first.hits:
             return [], []
     walker = _Walker(unit, None, st, None, source_lines, edited=mine)
     run(module, walker, places)
-    wanted = set(mine)
     return walker.hits, [h for h in walker.hits if any(n in wanted for n in range(h.line, h.end_line + 1))]
 
 
@@ -1835,9 +1829,7 @@ def _compiled(fn: cst.FunctionDef) -> bool:
 
 def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
     """The calls in an expression (``x.tolist()`` of ``f"{x.tolist()}"``), itself included."""
-    import libcst.matchers as m
-
-    yield from (c for c in m.findall(node, m.Call()) if isinstance(c, cst.Call))
+    yield from (c for c in find_all(node, cst.Call) if isinstance(c, cst.Call))
 
 
 def _off_device_role(name: str) -> bool:

@@ -21,7 +21,7 @@ from libcst.helpers import get_full_name_for_node
 
 from ..model import RuleId
 from .aliases import reads_environment, resolve
-from .cstwalk import Dispatch, walk
+from .cstwalk import Dispatch, find_all, walk
 from .families import CHECKING_CALL, CLOCKS, WAIT_METHODS, class_named
 from .rules import CALLS, SWITCH_ATTRIBUTES
 from .tensors import ANY_NAME, decides_tensor
@@ -289,12 +289,10 @@ def _original_wrapped(target: cst.Attribute, value: cst.BaseExpression | None, s
     """The name a function put in an attribute's place calls that the code gave the attribute's own value
     (``_orig = dg.get_num_sms``; ``dg.get_num_sms = lambda: min(_orig(), 112)``): a wrapper of the
     original, whatever object holds it — else ""."""
-    import libcst.matchers as m
-
     if not isinstance(value, cst.Lambda):
         return ""
     held = code(target)
-    calls = [c.func for c in m.findall(value, m.Call(func=m.Name())) if isinstance(c, cst.Call)]
+    calls = [c.func for c in find_all(value, cst.Call) if isinstance(c, cst.Call)]
     called = sorted({f.value for f in calls if isinstance(f, cst.Name)})
     return next((n for n in called if scope.keeps(n, held)), "")
 
@@ -392,8 +390,6 @@ def _swallowed(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
 
 def _exits_before_raising(node: cst.ExceptHandler, scope: Scope) -> Iterator[Seen]:
     """A ``return``/``continue``/``break`` in a handler above its ``raise``: the error stops there now."""
-    import libcst.matchers as m
-
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
     for i, stmt in enumerate(body):
         if not isinstance(stmt, cst.SimpleStatementLine):
@@ -401,7 +397,7 @@ def _exits_before_raising(node: cst.ExceptHandler, scope: Scope) -> Iterator[See
         if any(isinstance(s, cst.Raise) for s in stmt.body):
             return
         if any(isinstance(s, TERMINAL) for s in stmt.body):
-            if any(m.findall(later, m.Raise()) for later in body[i + 1 :]):
+            if any(find_all(later, cst.Raise) for later in body[i + 1 :]):
                 detail = "the handler exits before its raise: the error stops here"
                 yield Seen(RuleId.SWALLOWED_EXCEPTION, "except", stmt, detail)
             return
@@ -462,9 +458,7 @@ def _decided_on_host(test: cst.BaseExpression, scope: Scope) -> Iterator[Seen]:
 def _host_arrays_only(test: cst.BaseExpression, scope: Scope) -> bool:
     """Whether the arrays a test reads are all host values by how the function binds them (``(counts <
     0).any()`` of a ``numpy`` array): no device to wait for."""
-    import libcst.matchers as m
-
-    names = {n.value for n in m.findall(test, m.Name()) if isinstance(n, cst.Name)}
+    names = {n.value for n in find_all(test, cst.Name) if isinstance(n, cst.Name)}
     hosts = names & scope.hosts()
     return bool(hosts) and not (names & scope.tensors())
 
@@ -493,11 +487,9 @@ def _all_nothing(body: Sequence[cst.BaseStatement]) -> bool:
 def _burns_time(node: cst.While, scope: Scope) -> Iterator[Seen]:
     """``while time.perf_counter() - t0 < 2e-4: pass``: a loop that does nothing while it reads a clock —
     a sleep by busy wait, which also holds the core — or while it polls (``while not ev.query(): pass``)."""
-    import libcst.matchers as m
-
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     idle = _all_nothing(body)
-    calls = [c for c in m.findall(node.test, m.Call()) if isinstance(c, cst.Call)]
+    calls = [c for c in find_all(node.test, cst.Call) if isinstance(c, cst.Call)]
     last = [(get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] for c in calls]
     clocks = [name for name in last if name in CLOCKS]
     if not (body and idle and last and scope.touches(node)):
@@ -690,14 +682,12 @@ def _forced_answer(stmt: cst.CSTNode, below: Sequence[cst.BaseStatement], *, swi
     """Whether an exit — switched, or typed in bare — returns ``True``/``False`` where the code below works
     the answer out (a ``return`` of anything but a constant): a decision forced (``if
     os.environ.get("FORCE"): return True`` above the capability test, ``return True  # HACK`` above it)."""
-    import libcst.matchers as m
-
     block = stmt.body if isinstance(stmt, cst.If) else None
     last = block.body[-1] if isinstance(block, cst.IndentedBlock) else stmt
     ret = last.body[-1] if isinstance(last, cst.SimpleStatementLine) else None
     if not isinstance(ret, cst.Return) or ret.value is None or (_unknown(ret.value) and not switched):
         return False  # (under a switch, any answer it hands back is the operator's, not the code's)
-    returns = [r for s in below for r in m.findall(s, m.Return())]
+    returns = [r for s in below for r in find_all(s, cst.Return)]
     return any(isinstance(r, cst.Return) and r.value is not None and _unknown(r.value) for r in returns)
 
 

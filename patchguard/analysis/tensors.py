@@ -19,7 +19,7 @@ from libcst.helpers import get_full_name_for_node
 
 from .aliases import resolve
 from .bounds import too_wild
-from .cstwalk import Dispatch, walk
+from .cstwalk import Dispatch, find_all, walk
 from .families import ARRAY_REDUCTIONS, BROUGHT_BACK, STEP_PARAMETER, STEP_TYPES, TENSOR_ONLY_METHODS
 
 __all__ = [
@@ -760,8 +760,6 @@ def decision_tests(text: str) -> list[cst.BaseExpression] | None:
     """The tests the statement ``text`` decides on — its own as an ``if``/``elif``/``while``/``assert``
     (its header's lines, a body on the same line too), and its conditional expressions' — parsed alone
     (``None``: it does not parse alone)."""
-    import libcst.matchers as m
-
     stripped = text.strip()
     if too_wild(stripped) is not None:
         return None  # (no parser is handed what bounds.too_wild refuses)
@@ -774,7 +772,7 @@ def decision_tests(text: str) -> list[cst.BaseExpression] | None:
     except (cst.ParserSyntaxError, RecursionError, ValueError):
         return None
     tests = [stmt.test] if isinstance(stmt, (cst.If, cst.While)) else []
-    for found in m.findall(stmt, m.Assert() | m.IfExp()):
+    for found in find_all(stmt, cst.Assert, cst.IfExp):
         if isinstance(found, (cst.Assert, cst.IfExp)):
             tests.append(found.test)
     return tests
