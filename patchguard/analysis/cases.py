@@ -51,6 +51,7 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
     one fact each, unless the two conditions have nothing else in common: then they are read again, each
     thing compared as a number of its own (``a != b`` → ``abs(a - b) > 1024``)."""
     before, after = _asked_as_compared(before), _asked_as_compared(after)
+    before, after = _quantified(before), _quantified(after)
     before, after = _types_apart(before), _types_apart(after)
     before, after = _symbolic(before, after)
     subjects = _Subjects()
@@ -65,6 +66,38 @@ def compare(before: ast.expr, after: ast.expr) -> Compared | None:
         again = _as_numbers(before, after)
         return again if again is not None and (again.fewer or again.more) else found
     return found
+
+
+def _quantified(condition: ast.expr) -> ast.expr:
+    """``condition`` with each ``any(… for x in items)`` read as ``items and any(…)`` (it holds only where
+    there are items) and each ``all(… for x in items)`` as ``not items or all(…)`` (it holds where there are
+    none): ``if out_of_range:`` → ``if any(i > n for i in out_of_range):`` raises in fewer cases."""
+    if not any(_quantifier(n) is not None for n in ast.walk(condition)):
+        return condition
+    rewritten: ast.expr = _Quantified().visit(copy.deepcopy(condition))
+    return rewritten
+
+
+def _quantifier(node: ast.AST) -> ast.expr | None:
+    """What ``any``/``all`` of one comprehension over a plain name or attribute runs over, else ``None``."""
+    called = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+    if not isinstance(node, ast.Call) or called not in ("any", "all"):
+        return None
+    made = node.args[0] if len(node.args) == 1 and not node.keywords else None
+    if not isinstance(made, (ast.GeneratorExp, ast.ListComp, ast.SetComp)) or len(made.generators) != 1:
+        return None
+    items = made.generators[0].iter
+    return items if isinstance(items, (ast.Name, ast.Attribute)) else None
+
+
+class _Quantified(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        items = _quantifier(node)
+        if items is None:
+            return self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "any":
+            return ast.BoolOp(ast.And(), [copy.deepcopy(items), node])
+        return ast.BoolOp(ast.Or(), [ast.UnaryOp(ast.Not(), copy.deepcopy(items)), node])
 
 
 def _asked_as_compared(condition: ast.expr) -> ast.expr:
@@ -428,7 +461,7 @@ class _Subjects:
         if key in self.divided and numbers:
             top = min(int(max(abs(v) for v in numbers)) * 2 + 2, _MAX_MULTIPLES)
             values = values | set(range(top))
-        if self.quantities:
+        if self.quantities or key in self.sized.values():  # (a length is never below zero)
             values = {v for v in values if not _below_zero(v)}
         return sorted(values, key=repr)
 

@@ -1036,9 +1036,11 @@ def _familiar(hit: Hit) -> bool:
     return hit.familiar and hit.rule in _ROLE_EFFECTS
 
 
-# Effects a function may have as its job (not a debugger, an exit or a sync: never a job of library code).
+# Effects a function may have as its job (not a debugger, an exit or a sync: never a job of library code) —
+# printing too: a function that prints already (a visualizer, a summary) printing one more line.
 _ROLE_EFFECTS = frozenset(
     {RuleId.SUBPROCESS, RuleId.NETWORK, RuleId.FILE_WRITE, RuleId.TENSOR_DUMP, RuleId.DYNAMIC_EXEC}
+    | {RuleId.PRINT}
 )
 
 

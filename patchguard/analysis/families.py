@@ -139,7 +139,8 @@ LENIENT_FLAG_WORDS = ("skip", "ignore", "allow", "unsafe", "no_check", "disable_
 # The same, as whole snake-case words of a name a line put in gives a constant (``trust_remote_code = True``,
 # ``self.strict = False``) — not stems found inside other words (``gradient_checkpointing``, ``verified``).
 CHECKING_FLAG_NAME_WORDS = frozenset(
-    {"check", "checks", "validate", "validation", "verify", "strict", "safe", "only"}
+    {"check", "checks", "checking", "validate", "validation", "verify", "verification", "assert", "asserts"}
+    | {"strict", "safe", "only"}
 )
 LENIENT_FLAG_NAME_WORDS = frozenset({"skip", "ignore", "allow", "unsafe", "trust", "disable", "no"})
 

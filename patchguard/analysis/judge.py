@@ -311,7 +311,9 @@ class _Walker(Dispatch):
         if self.in_hot_path():
             return True
         name = self.names[-1] if self.names else ""
-        if fn is None or _off_device_role(name) or self._host_stage(name):
+        if fn is None or self._host_stage(name):
+            return False
+        if _off_device_role(name) and not self._sets_up_a_step(fn, name):
             return False
         handed = self._handed(fn)
         if _MAKING.match(name):  # ``build``/``create``: per step when handed the step's tensors, else setup
@@ -320,6 +322,12 @@ class _Walker(Dispatch):
         if handed or named or self._launches(fn) or self._writes_tensors(fn, once=runs_once(name)):
             return True
         return self._computes(fn)
+
+    def _sets_up_a_step(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Whether a function named for setting up (``_init_kpool_metadata``, ``prepare_inputs``) is handed
+        the step itself (``forward_batch: ForwardBatch``): it sets up each step, on the device path."""
+        owner = self._owners[-1] if self._owners else None
+        return role_verb(name) in _STEP_SETUP_VERBS and handed_a_step(fn, owner)
 
     def _computes(self, fn: cst.FunctionDef) -> bool:
         """Whether a function's job is device work by what it calls: a function named for running device
@@ -1774,6 +1782,8 @@ _LOCAL_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 # Making something: setup when nothing of the step is handed over, per step when tensors are (an attention
 # backend's metadata ``build(…)``, ``_build_dispatch_plan(counts: Tensor)``).
 _MAKING = re.compile(r"^_*(?:build|create)")
+# Verbs of setting up that, handed the step itself, set up each step (``init_forward_metadata(batch)``).
+_STEP_SETUP_VERBS = frozenset({"init", "initialize", "setup", "prepare"})
 # Roles by the name's verb (:func:`.rules.role_verb`: ``log_stats``, not ``logits_…``), or by what it names.
 _SETUP_AND_STORAGE_VERBS = frozenset(
     {"test", "init", "initialize", "setup", "save", "load", "dump", "export", "import", "convert"}

@@ -469,14 +469,22 @@ def _spins(node: cst.While, scope: Scope) -> Iterator[Seen]:
     test = node.test
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
-    if (
+    if _polls(test) and scope.touches(node):
+        yield Seen(RuleId.DEVICE_SYNC, "query", node.test, "the host spins until the device has finished")
+
+
+def _polls(test: cst.BaseExpression) -> bool:
+    """``stream.query()`` (no argument) — or ``all``/``any`` of it over some (``all(ev.query() for ev in
+    pending)``): asking whether the device has finished."""
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in ("all", "any"):
+        made = test.args[0].value if len(test.args) == 1 else None
+        return isinstance(made, (cst.GeneratorExp, cst.ListComp)) and _polls(made.elt)
+    return (
         isinstance(test, cst.Call)
         and isinstance(test.func, cst.Attribute)
         and test.func.attr.value == "query"
         and not test.args
-        and scope.touches(node)
-    ):
-        yield Seen(RuleId.DEVICE_SYNC, "query", node.test, "the host spins until the device has finished")
+    )
 
 
 def _all_nothing(body: Sequence[cst.BaseStatement]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import libcst as cst
@@ -168,7 +169,17 @@ def host_names(fn: cst.FunctionDef, aliases: Mapping[str, str]) -> set[str]:
         if p.annotation is not None and "Tensor" in _text_of(p.annotation.annotation)
     }
     said = {p.name.value for p in params if _said_on_the_host(p)}  # ``n: torch.Tensor,  # CPU tensor [1]``
+    names |= _returned_as_host(fn, collect, {p.name.value for p in params})
     return (names | host | said) - (tensors_too - said) - (collect.used_as_tensor - cpu - said)
+
+
+def _returned_as_host(fn: cst.FunctionDef, collect: _Assignments, params: set[str]) -> set[str]:
+    """What a function that says it returns a host value (``-> np.ndarray | None``) hands back: the names it
+    binds once (one given a tensor, then ``scale = float(scale)``, holds both), none of its parameters."""
+    if fn.returns is None or not _names_host(fn.returns.annotation):
+        return set()
+    once = Counter(target for target, _value, _annotation in collect.found)
+    return {n for n in collect.returned if once[n] == 1 and n not in params}
 
 
 def _said_on_the_host(param: cst.Param) -> bool:
@@ -465,7 +476,13 @@ class _Assignments(Dispatch):
         super().__init__()
         self.found: list[tuple[str, cst.BaseExpression | None, cst.BaseExpression | None]] = []
         self.used_as_tensor: set[str] = set()  # names a tensor-only method is called on
+        self.returned: set[str] = set()  # names it hands back (``return mask if mask.any() else None``)
         self.aliases = dict(aliases or {})
+
+    def visit_Return(self, node: cst.Return) -> None:
+        value = node.value
+        sides = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+        self.returned.update(v.value for v in sides if isinstance(v, cst.Name))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:

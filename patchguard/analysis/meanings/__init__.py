@@ -28,6 +28,7 @@ from .handlers import (
     error_answers_dropped,
     errors_handed_back,
     errors_kept_back,
+    failures_told_as_successes,
     handlers_widened,
     new_handlers,
     refusals_retried,
@@ -45,6 +46,7 @@ from .limits import (
 from .tables import (
     answer_widened,
     checks_dropped,
+    flags_widened,
     literal_types_grown,
     supported_grown,
     table_entries_dropped,
@@ -62,12 +64,13 @@ def meanings(regions: Sequence[Region], edit: Edit, changed: set[int], found: li
         out += _shallow(meaning, regions, edit)
     out += _shallow(requirements_lowered, regions, edit) + _shallow(supported_grown, regions, edit)
     out += _shallow(answer_widened, regions, edit) + _shallow(calls_loosened, regions, edit)
+    out += _shallow(flags_widened, regions, edit)
     out += _shallow(limits_moved, regions, edit) + _shallow(answers_overridden, regions, edit)
     out += _shallow(bounds_raised, regions, edit) + _shallow(refusals_preempted, regions, edit)
     out += _shallow(declared_bounds_moved, regions, edit) + _shallow(bounds_scaled, regions, edit)
     out += _shallow(lookups_softened, regions, edit) + _shallow(errors_kept_back, regions, edit)
     out += _shallow(error_answers_dropped, regions, edit) + _shallow(refusals_retried, regions, edit)
-    out += _shallow(errors_handed_back, regions, edit)
+    out += _shallow(errors_handed_back, regions, edit) + _shallow(failures_told_as_successes, regions, edit)
     out += _shallow(disqualifiers_gone, regions, edit) + _shallow(table_entries_dropped, regions, edit)
     out += _shallow(checks_dropped, regions, edit) + _shallow(raises_narrowed, regions, edit)
     out += _shallow(literal_types_grown, regions, edit) + _shallow(bypasses_added, regions, edit)

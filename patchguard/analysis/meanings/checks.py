@@ -201,7 +201,38 @@ def _still_asked(
         return True  # (``assert n == sum(…)`` → ``total = sum(…)``; ``assert n == total``: the same test)
     if _collected_at_once(s, edit, max(r.start, 1)):
         return True
+    added = [a for a in added if not _makes_it_so(a, edit.text)]  # (no check takes the guard's place)
     return _lives_on(_squeeze(_statement(r.removed, i)), s, kept[0], kept[1], added)
+
+
+def _makes_it_so(text: str, source: str) -> bool:
+    """Whether a stripped line calls a function of the file named for checking that, by what it does, makes
+    the thing so rather than refuses (``self._ensure_workspace(n)`` allocates: it sets an attribute or an
+    item): called where a ``raise`` stood, the case it refused is now worked around."""
+    call = _CHECK_CALL.match(text)
+    if call is None:
+        return False
+    name = call.group().rstrip("(").rsplit(".", 1)[-1]
+    return f"def {name}(" in source and _sets_state(source, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _sets_state(source: str, name: str) -> bool:
+    """Whether the file's function (or method) ``name`` gives an attribute or an item a value."""
+    tree = _tree_of(source)
+    if tree is None:
+        return False
+    defs: list[ast.stmt] = list(tree.body)
+    defs += [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
+    for node in defs:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            for stmt in _own_statements(node.body):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and any(
+                    isinstance(t, (ast.Attribute, ast.Subscript)) for t in targets
+                ):
+                    return True
+    return False
 
 
 def _collected_at_once(text: str, edit: Edit, line: int) -> bool:
@@ -486,10 +517,51 @@ def narrowed_checks(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         for n in ifs:
             found = _narrowed_if(r, edit, n, [c for c in before if c is not None])
             out += found if not found or len(ifs) < 2 else _unless_split(r, edit, n, ifs, before, found)
+        if len(ifs) > 1 and not out:
+            out += _refused_now_mended(edit, ifs, [c for c in before if c is not None])
         out += _narrowed_inside(r, edit)
         out += _asserts_weakened(r, edit)
         out += _flags_loosened(r, edit)
     return out
+
+
+def _refused_now_mended(edit: Edit, ifs: list[int], before: Sequence[ast.expr]) -> list[Finding]:
+    """A part of a refusal's ``or`` (``size is None or size < 0 …: return False``) taken out of it and made
+    the test of a new ``if`` above that gives the value a default instead (``if size is None: size = 0``):
+    the case it refused goes through now, mended."""
+    tree = edit.st.tree
+    parts = {ast.dump(v): v for c in before if len(_or_parts(c)) > 1 for v in _or_parts(c)}  # (of an ``or``)
+    mended = _mending_tests(tree, ifs)
+    for k in ifs:
+        node = _if_at(tree, k)
+        if node is None or not _refusing_if(tree, k):
+            continue
+        kept = {ast.dump(v) for v in _or_parts(node.test)}
+        taken = next((t for t, j in mended.items() if j < k and t in parts and t not in kept), None)
+        if taken is not None:
+            detail = f"`{_short(parts[taken])}` is no longer refused: the value is mended above instead"
+            return [_check_finding(edit, RuleId.REMOVED_CHECK, k, f"check neutralised: {detail}")]
+    return []
+
+
+def _mending_tests(tree: ast.Module | None, ifs: list[int]) -> dict[str, int]:
+    """The test (dumped) of each ``if`` among those at lines ``ifs`` that mends a value (:func:`_mends`) →
+    its line."""
+    return {ast.dump(m.test): j for j in ifs if (m := _if_at(tree, j)) is not None and _mends(m)}
+
+
+def _or_parts(test: ast.expr) -> list[ast.expr]:
+    """The parts of an ``or``; a test of another kind is its only part."""
+    return list(test.values) if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+
+
+def _mends(node: ast.If) -> bool:
+    """An ``if`` with no ``else`` whose body gives a name its condition reads a value, and nothing else."""
+    read = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+    return _no_else(node) and all(
+        isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) and t.id in read for t in s.targets)
+        for s in node.body
+    )
 
 
 def _unless_split(
@@ -599,8 +671,32 @@ def _narrowed_here(edit: Edit, n: int, before: Sequence[ast.expr], after: ast.ex
         return f"{detail}: the bail-out lets more through"
     if _raise_next(edit.lines, n) and _raises_below(tree, n):
         return ""  # (a raise's test that holds in more cases refuses more: no path let by)
-    gate = _gate_admits_more_at(tree, n, before, after)
+    gate = _gate_admits_more_at(tree, n, before, after) or _probe_dropped(tree, n, before, after)
     return gate or _passes_more(edit, n, before, after) or _capability_widened(edit, n, before, after)
+
+
+def _probe_dropped(tree: ast.Module | None, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
+    """A part of an ``and`` that asks whether something is there (``hasattr(torch.ops._C, "op")``,
+    ``x.is_available()``, ``find_spec("m")``) taken out of the test of a path, nothing else changed: the path
+    is taken where what it uses may be missing. (An ``if`` that refuses, asking less, refuses more.)"""
+    kept = {ast.dump(p) for p in _and_parts(after)}
+    for was in before:
+        parts = _and_parts(was)
+        gone = [p for p in parts if ast.dump(p) not in kept]
+        if len(parts) > 1 and len(gone) == 1 and len(kept) == len(parts) - 1 and _probes(gone[0]):
+            return "" if _refusing_if(tree, n) else f"the test that `{_short(gone[0])}` is there is gone"
+    return ""
+
+
+def _and_parts(test: ast.expr) -> list[ast.expr]:
+    return list(test.values) if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+
+
+def _probes(test: ast.expr) -> bool:
+    """Whether a test asks if something is there: ``hasattr(…)``, ``callable(…)``, a call named for being
+    available or existing (``torch.cuda.is_available()``, ``path.exists()``, ``find_spec(…)``)."""
+    name = last_name(test.func) if isinstance(test, ast.Call) else ""
+    return name in ("hasattr", "callable", "find_spec", "exists") or name.endswith("available")
 
 
 def _gate_admits_more_at(tree: ast.Module | None, n: int, before: Sequence[ast.expr], after: ast.expr) -> str:
@@ -1876,7 +1972,7 @@ def flags_turned_off(regions: Sequence[Region], edit: Edit) -> list[Finding]:
             for k, v in _GIVEN.findall(_unquoted(code_of(old)))
         }
         out += _flags_overridden(r, edit) if not r.removed else _values_forced(r, edit)
-        out += _flags_defaulted(r, edit)
+        out += _flags_defaulted(r, edit) + _device_flags_off(r, edit)
         called = len(r.removed) == len(r.lines) and any("(" in old for old in r.removed)  # a call edited
         if not was and not called:
             continue
@@ -1885,6 +1981,26 @@ def flags_turned_off(regions: Sequence[Region], edit: Edit) -> list[Finding]:
                 detail = f"`{name}` is {value} now: the check it asked for is off"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
     return out
+
+
+def _device_flags_off(r: Region, edit: Edit) -> list[Finding]:
+    """A flag kept in a tensor (the device reads it: ``state.enable_chain_assert.fill_(1)``) given the
+    other value on the same line, one that turns its check off."""
+    out: list[Finding] = []
+    if len(r.removed) != len(r.lines):
+        return out
+    for old, n in zip(r.removed, r.lines, strict=True):
+        was, now = _FILLED.match(code_of(old)), _FILLED.match(code_of(edit.lines[n - 1]))
+        if was is None or now is None or was.group(1) != now.group(1) or was.group(2) == now.group(2):
+            continue
+        name, on = now.group(1), now.group(2) in ("1", "True")
+        if _flag_turned_off(name.rsplit(".", 1)[-1], on):
+            detail = f"`{name}` is {now.group(2)} now: the check it asked for is off"
+            out.append(_check_finding(edit, RuleId.REMOVED_CHECK, n, f"check neutralised: {detail}"))
+    return out
+
+
+_FILLED = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\.fill_\(\s*(True|False|0|1)\s*\)\s*$")
 
 
 def _flags_given(code: str, was: Mapping[str, str], called: bool) -> Iterator[tuple[str, str]]:

@@ -20,6 +20,7 @@ from ..rules import (
 )
 from ..structure import Region, Structure
 from .refusals import (
+    _TARGETED,
     _block_below,
     _caught,
     _check_finding,
@@ -42,6 +43,7 @@ __all__ = [
     "error_answers_dropped",
     "errors_handed_back",
     "errors_kept_back",
+    "failures_told_as_successes",
     "handlers_widened",
     "new_handlers",
     "refusals_retried",
@@ -64,10 +66,11 @@ def new_handlers(
     said = {f.line for f in found if f.rule == RuleId.SWALLOWED_EXCEPTION}
     kept = (pristine, _saved_originals(edit.st))  # (what ran bare: the pristine, the originals)
     out = _new_suppressions(edit, [n for n in nodes if isinstance(n, ast.With)], kept, said, was)
+    taken = _callees_taken(regions, _imported(edit.st))
     for node in nodes:
         if not isinstance(node, ast.Try):
             continue
-        wrapped = _wrapped_code(node, edit.lines, *kept)
+        wrapped = _wrapped_code(node, edit.lines, *kept, taken=taken)
         flagged = _found_within(node, found)
         for h in node.handlers:
             detail = "" if h.lineno in said or h.lineno not in changed else _let_go(h, wrapped, flagged)
@@ -263,12 +266,23 @@ def _found_within(node: ast.Try, found: Sequence[Finding]) -> bool:
 
 
 def _wrapped_code(
-    node: ast.Try | ast.With, lines: Sequence[str], pristine: str, originals: Collection[str] = ()
+    node: ast.Try | ast.With,
+    lines: Sequence[str],
+    pristine: str,
+    originals: Collection[str] = (),
+    taken: Collection[str] = (),
 ) -> list[ast.stmt]:
     """The statements of a ``try`` (``with``) body that the pristine file has (squeezed): code that ran bare
     there — the call a statement gives a name too (``yield base, decode(parts)`` → ``scale = decode(parts)``
     in a ``try``) — or that calls the original of what a patch replaces (``_orig_close(self)``, ``_orig_close
-    = shm.SharedMemory.close``): code that ran bare in its library."""
+    = shm.SharedMemory.close``): code that ran bare in its library; else those that call what the edit took
+    out (``taken``: :func:`_callees_taken`)."""
+    return _ran_bare_in(node, lines, pristine, originals) or [s for s in node.body if _calls_taken(s, taken)]
+
+
+def _ran_bare_in(
+    node: ast.Try | ast.With, lines: Sequence[str], pristine: str, originals: Collection[str]
+) -> list[ast.stmt]:
     return [
         s for s in node.body
         if not isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass))
@@ -316,6 +330,31 @@ def _root_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+def _callees_taken(regions: Sequence[Region], modules: Collection[str]) -> frozenset[str]:
+    """What the lines a targeted edit took out called by a dotted name of the code's own objects
+    (``quant_info.wrapper.run``, not a module's ``json.loads``): code that ran there bare, which a ``try``
+    the edit put in may run now (through a helper it wrote: ``_safe_run(…)``)."""
+    return frozenset(
+        m
+        for r in regions
+        if len(r.removed) <= _TARGETED
+        for old in r.removed
+        for m in _DOTTED_CALL.findall(code_of(old))
+        if m.split(".", 1)[0] not in modules
+    )
+
+
+_DOTTED_CALL = re.compile(r"((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)\s*\(")
+
+
+def _calls_taken(stmt: ast.stmt, taken: Collection[str]) -> bool:
+    """Whether a statement calls one of ``taken`` (dotted names, as written)."""
+    return bool(taken) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and ast.unparse(n.func) in taken
+        for n in ast.walk(stmt)
+    )
+
+
 def _calls_one_of(stmt: ast.stmt, names: Collection[str]) -> bool:
     calls = (n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
     return bool(names) and any(c.func.id in names for c in calls)  # type: ignore[attr-defined]
@@ -323,8 +362,8 @@ def _calls_one_of(stmt: ast.stmt, names: Collection[str]) -> bool:
 
 def _let_go(h: ast.ExceptHandler, wrapped: Sequence[ast.stmt], flagged: bool) -> str:
     """What a new handler that does not raise lets go, or "" (one that raises; an ordinary handler of new
-    code)."""
-    if _raises(h) or _parsed_another_way(h, wrapped):
+    code; one that tells the failure on: ``TransferResult(job_id=j, success=False)``)."""
+    if _raises(h) or _parsed_another_way(h, wrapped) or _tells_failure(h):
         return ""
     caught = ast.unparse(h.type) if h.type is not None else "everything"
     if wrapped:
@@ -417,6 +456,87 @@ def error_answers_dropped(regions: Sequence[Region], edit: Edit) -> list[Finding
         detail = f"the handler no longer answers with the error: `{answer.strip()[:60]}` is gone"
         out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, max(r.start, 1), detail))
     return out
+
+
+def failures_told_as_successes(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """A handler that reported the failure it caught and now reports a success: a value named for one
+    (``success``, ``ok``) — a parameter of the call by the file's own ``def`` (``state.task_done(False, t)``
+    → ``task_done(True, t)``), a keyword, a name — given ``True`` where it was given ``False``. Whoever
+    reads the outcome never learns of the error."""
+    if edit.before is None or "except" not in edit.before:
+        return []
+    before = locate(edit.before)
+    out: list[Finding] = []
+    for r in regions:
+        now = next(iter(_handlers_around(edit.st, max(r.start, 1))[-1:]), None)
+        was = next(iter(_handlers_around(before, r.old_start)[-1:]), None)
+        if not r.removed or not r.lines or now is None or was is None:
+            continue
+        told = _successes(now, set(r.lines), edit.st.tree)
+        said = _successes(was, set(range(r.old_start, r.old_start + len(r.removed))), before.tree)
+        flipped = sorted(k for k, v in told.items() if v and said.get(k) is False)
+        if flipped:
+            detail = f"the failure caught is told as a success now: `{flipped[0][1]}` False → True"
+            out.append(_check_finding(edit, RuleId.SWALLOWED_EXCEPTION, r.start, detail))
+    return out
+
+
+def _successes(
+    handler: ast.ExceptHandler, lines: set[int], tree: ast.Module | None
+) -> dict[tuple[str, str], bool]:
+    """(where, the name) → the truth value a handler's statements on ``lines`` give a name for success: a
+    call's argument (its parameter by the file's ``def`` of that name, or its keyword), a name assigned."""
+    found: dict[tuple[str, str], bool] = {}
+    for node in ast.walk(handler):
+        end = getattr(node, "end_lineno", 0) or 0
+        if not lines.intersection(range(getattr(node, "lineno", 0), end + 1)):
+            continue
+        where, given = _given(node, tree)
+        for name, value in given:
+            if _for_success(name) and isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                found[(where, name)] = value.value
+    return found
+
+
+def _given(node: ast.AST, tree: ast.Module | None) -> tuple[str, list[tuple[str, ast.expr]]]:
+    """(where, the values a node gives, each with the name it is given to): a call's arguments (named by the
+    file's ``def`` of the callee, or by their keywords), an assignment's value to each target."""
+    if isinstance(node, ast.Call):
+        callee = last_name(node.func)
+        names = _parameter_names(tree, callee)
+        given = [(names[i] if i < len(names) else "", a) for i, a in enumerate(node.args)]
+        return callee, given + [(k.arg or "", k.value) for k in node.keywords]
+    if isinstance(node, ast.Assign):
+        return "=", [(last_name(t), node.value) for t in node.targets]
+    return "", []
+
+
+def _tells_failure(h: ast.ExceptHandler) -> bool:
+    """Whether a handler gives a value named for success ``False`` (a keyword, a name): it tells the failure
+    on rather than letting it go."""
+    lines = set(range(h.lineno, (h.end_lineno or h.lineno) + 1))
+    return False in _successes(h, lines, None).values()
+
+
+def _parameter_names(tree: ast.Module | None, name: str) -> list[str]:
+    """The parameters of the file's function or method ``name`` (``self``/``cls`` aside) — [] when it has
+    none of that name, or more than one."""
+    defs = [
+        n
+        for n in (ast.walk(tree) if tree is not None and name else ())
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+    ]
+    if len(defs) != 1:
+        return []
+    names = [a.arg for a in (*defs[0].args.posonlyargs, *defs[0].args.args)]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def _for_success(name: str) -> bool:
+    return not _SUCCESS_WORDS.isdisjoint(name.lower().strip("_").split("_"))
+
+
+_SUCCESS_WORDS = frozenset({"success", "succeeded", "successful", "ok", "passed"})
 
 
 # A ``return`` of what a call named for an error makes (``create_error_response(…)``, ``error_reply(e)``), or

@@ -10,6 +10,7 @@ import re
 import textwrap
 import tokenize
 from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ...diffs import split_lines
 from ...model import Finding, RuleId
@@ -38,6 +39,9 @@ from .refusals import (
     _words,
     unwrapped,
 )
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 __all__ = [
     "bounds_dropped",
@@ -665,6 +669,9 @@ def _assigned(line: str) -> tuple[str, ast.expr | None]:
 def _lets_more_under(was: ast.expr, now: ast.expr, upper: bool) -> bool:
     """Whether a bound ``was`` → ``now`` lets more values by (``q <= was`` → ``q <= now`` holds in more cases
     and in no fewer; ``>=`` for a least)."""
+    old, new = _version(was), _version(now)
+    if old is not None and new is not None:  # (``MIN_CUDA = "13.0"`` → ``"12.8"``)
+        return new > old if upper else new < old
     op: ast.cmpop = ast.LtE() if upper else ast.GtE()
     q = ast.Name("_bounded_value_")
     if isinstance(was, ast.IfExp) and isinstance(
@@ -676,6 +683,18 @@ def _lets_more_under(was: ast.expr, now: ast.expr, upper: bool) -> bool:
     was, now = _as_quantity(was, parts), _as_quantity(now, parts)
     found = compare(ast.Compare(q, [op], [was]), ast.Compare(q, [op], [now]))
     return found is not None and found.more and not found.fewer
+
+
+def _version(value: ast.expr) -> Version | None:
+    """The version a string literal spells (``"13.0"``), else ``None``."""
+    from packaging.version import InvalidVersion, Version
+
+    if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+        return None
+    try:
+        return Version(value.value)
+    except InvalidVersion:
+        return None
 
 
 def _as_quantity(value: ast.expr, parts: dict[str, ast.Name]) -> ast.expr:
@@ -792,11 +811,19 @@ def _reads_name(node: ast.AST, name: str) -> bool:
 
 
 def _compares_with(test: ast.expr, names: set[str]) -> bool:
-    """Whether ``test`` orders something against one of ``names`` (``<``, ``<=``, ``>``, ``>=``)."""
+    """Whether ``test`` orders something against one of ``names`` (``<``, ``<=``, ``>``, ``>=``), or asks
+    whether one is met (``is_cuda_version_at_least(MIN_CUDA)``)."""
     return any(
-        isinstance(c, ast.Compare)
-        and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in c.ops)
-        and any(_reads_name(side, name) for side in (c.left, *c.comparators) for name in names)
+        (
+            isinstance(c, ast.Compare)
+            and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in c.ops)
+            and any(_reads_name(side, name) for side in (c.left, *c.comparators) for name in names)
+        )
+        or (
+            isinstance(c, ast.Call)
+            and _asks_minimum(last_name(c.func))
+            and any(_reads_name(a, name) for a in c.args for name in names)
+        )
         for c in ast.walk(test)
     )
 

@@ -217,7 +217,18 @@ def _name_ids(node: ast.AST) -> set[str]:
 # Words of a function whose answer is what is let through (``get_supported_dtypes``, ``allowed_backends``,
 # ``supports_compute_capability``, ``can_implement``).
 _ALLOWING = frozenset(
-    {"supported", "supports", "allowed", "allows", "valid", "accepted", "compatible", "permitted", "can"}
+    {
+        "support",
+        "supported",
+        "supports",
+        "allowed",
+        "allows",
+        "valid",
+        "accepted",
+        "compatible",
+        "permitted",
+        "can",
+    }
     | {"admits", "admitted", "accepts", "fits", "eligible", "usable", "applicable"}
 )
 
@@ -225,12 +236,13 @@ _ALLOWING = frozenset(
 def _answers_admission(function: str) -> bool:
     """Whether a function says whether something may go ahead: named for what it allows
     (``supports_fp8``, ``fits``), or a predicate of what is ready or available (``is_*_ready``,
-    ``is_trainable``, ``can_implement``)."""
+    ``is_trainable``, ``can_implement``) or of a path to use (``should_use_*``)."""
     words = _words(function)
     asks = function.lstrip("_").startswith(_ASKING)
     # (``is_launchable``, ``_is_dispatchable``: a predicate of what something can be, by its ending)
     able = any(w.endswith(("able", "ible")) for w in words)
-    return not _ALLOWING.isdisjoint(words) or (asks and (bool(_READY & words) or able))
+    # (``should_use_zentorch_sdpa``: whether a path is to be taken — as a flag named ``use_*`` picks one)
+    return not _ALLOWING.isdisjoint(words) or (asks and (bool(_READY & words) or able or "use" in words))
 
 
 # What a predicate asks when it says whether a path may be taken (``is_mega_moe_ready``, ``is_trainable``).
@@ -758,6 +770,9 @@ class _Gone:
         names = _tested_names(statement, self._guard(line))
         if not names:
             return False
+        pristine = "".join(self.before_lines)
+        if any(not _binds_attribute(a, pristine) for a in _own_attributes(statement, self._guard(line))):
+            return False  # (``self.model_tokenizer`` a base class sets: the object still has it)
         scope = self.before.innermost(line)
         region: Sequence[str] = self.after_lines
         if scope is not None:
@@ -1043,16 +1058,43 @@ def _kept_in_file(name: str, text: str) -> bool:
     return found is not None
 
 
-def _tested_names(statement: str, guard: str) -> set[str]:
-    """The names and attributes a check tests: an ``assert``'s whole statement, a ``raise``'s guard."""
+def _own_attributes(statement: str, guard: str) -> set[str]:
+    """The attributes of ``self``/``cls`` a check tests (``if not self.model_tokenizer: raise``)."""
+    tree = _check_tree(statement, guard)
+    nodes = ast.walk(tree) if tree is not None else ()
+    return {n.attr for n in nodes if isinstance(n, ast.Attribute) and _named(n.value, "self", "cls")}
+
+
+def _named(node: ast.expr, *names: str) -> bool:
+    return isinstance(node, ast.Name) and node.id in names
+
+
+def _binds_attribute(name: str, text: str) -> bool:
+    """Whether a file gives its objects the attribute ``name`` (``self.name = …``, ``name: int = …`` or
+    ``def name`` in a class): else they have it from a base class elsewhere, and a check of it that is gone
+    did not leave with it."""
+    n = re.escape(name)
+    found = re.search(rf"\.{n}\s*(?::[^=\n]*)?=(?!=)|^\s*{n}\s*:|^\s*{n}\s*=(?!=)|\bdef\s+{n}\(", text, re.M)
+    return found is not None
+
+
+def _check_tree(statement: str, guard: str) -> ast.Module | None:
+    """A check parsed: an ``assert``'s whole statement, a ``raise``'s guard (``None``: neither parses)."""
     text = statement.strip()
     if text.startswith("raise"):
         if not guard:
-            return set()
+            return None
         text = guard.replace("elif ", "if ", 1) + " pass"
     try:
-        tree = ast.parse(text)
+        return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _tested_names(statement: str, guard: str) -> set[str]:
+    """The names and attributes a check tests: an ``assert``'s whole statement, a ``raise``'s guard."""
+    tree = _check_tree(statement, guard)
+    if tree is None:
         return set()
     found: set[str] = set()
     for node in ast.walk(tree):

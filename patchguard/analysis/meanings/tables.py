@@ -22,6 +22,7 @@ from .refusals import (
     _ALLOWING,
     _EXIT_NODES,
     _LITERALS,
+    _READY,
     _answers_admission,
     _answers_no,
     _check_finding,
@@ -41,7 +42,14 @@ from .refusals import (
     unwrapped,
 )
 
-__all__ = ["answer_widened", "checks_dropped", "supported_grown", "table_entries_dropped", "widened_sets"]
+__all__ = [
+    "answer_widened",
+    "checks_dropped",
+    "flags_widened",
+    "supported_grown",
+    "table_entries_dropped",
+    "widened_sets",
+]
 
 
 def widened_sets(edit: Edit, changed: set[int]) -> list[Finding]:
@@ -386,11 +394,20 @@ def table_entries_dropped(regions: Sequence[Region], edit: Edit) -> list[Finding
         gone = set(range(r.old_start, r.old_start + len(r.removed)))
         for entries, loop in _tables_at(before, gone, edit.before):
             dropped = [e for e in entries if e.lineno in gone and (e.end_lineno or 0) in gone]
-            shown = next((t for e in dropped if not _written(t := _entry_text(lines, e), edit)), "")
+            shown = next((t for e in dropped if not _kept(e, t := _entry_text(lines, e), edit)), "")
             if shown:
                 detail = f"check neutralised: `{shown[:60]}` left a table checked entry by entry (`{loop}`)"
                 out.append(_check_finding(edit, RuleId.REMOVED_CHECK, max(r.start, 1), detail))
     return out
+
+
+def _kept(entry: ast.expr, text: str, edit: Edit) -> bool:
+    """Whether a table's entry is still in the installed file: as written, or — a condition and the words
+    that say why — its condition, the words reworded."""
+    if _written(text, edit):
+        return True
+    said = isinstance(entry, ast.Tuple) and len(entry.elts) == 2 and isinstance(entry.elts[1], ast.Constant)
+    return said and f"({_squeeze(ast.unparse(entry.elts[0]))}," in _squeezed_source(edit.text)  # type: ignore[attr-defined]
 
 
 def _tables_at(before: Structure, lines: set[int], text: str) -> list[tuple[list[ast.expr], str]]:
@@ -412,7 +429,27 @@ def _tables_at(before: Structure, lines: set[int], text: str) -> list[tuple[list
             given = {named.id: node.value}
             loops = [n for n in statements_in(before.tree) if isinstance(n, ast.For)]
             out += [t for loop in loops for t in _checked(loop, _table_walked(loop, given))]
+            out += _reasons_kept(before.tree, named.id, node.value)
     return out
+
+
+def _reasons_kept(
+    tree: ast.Module, name: str, table: ast.Dict | ast.List | ast.Tuple | ast.Set
+) -> list[tuple[list[ast.expr], str]]:
+    """(the entries, the comprehension) of a table of reasons to refuse — each entry a condition and the
+    words that say why (``(hicache, "a HiCache backend moves KV between steps")``) — that a comprehension
+    walks keeping the reasons whose condition holds (``why for refused, why in reasons if refused``)."""
+    entries = _entries(table)
+    paired = bool(entries) and all(
+        isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[1], (ast.Constant, ast.JoinedStr))
+        for e in entries
+    )
+    for node in ast.walk(tree) if paired else ():
+        made = node if isinstance(node, (ast.GeneratorExp, ast.ListComp)) else None
+        walks = made is not None and len(made.generators) == 1 and made.generators[0].ifs
+        if made is not None and walks and last_name(made.generators[0].iter) == name:
+            return [(entries, f"{ast.unparse(made)[:40]}")]
+    return []
 
 
 def _checked(
@@ -556,6 +593,45 @@ def answer_widened(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     return out
 
 
+def flags_widened(regions: Sequence[Region], edit: Edit) -> list[Finding]:
+    """A flag named for whether something may go ahead (``_kda_available = … >= 10`` → ``>= 9``,
+    ``self.fp8_supported = …``) given a value that holds in more cases (read by cases, :mod:`.cases`): what
+    :func:`answer_widened` reads of a function's answer, of the name that keeps it."""
+    out: list[Finding] = []
+    before = locate(edit.before).tree if edit.before is not None else None
+    for r in regions if before is not None else ():
+        if not r.removed or not r.lines:
+            continue  # (a value rewritten in place)
+        now = _flag_set(edit.st.tree, r.start, r.end)
+        was = _flag_set(before, r.old_start, r.old_start + len(r.removed) - 1)
+        if now is None or was is None or now[0] != was[0] or not _yes_more_often(was[1], now[1]):
+            continue
+        detail = f"`{now[0]}` {_short(was[1])} → {_short(now[1])}: it says yes in more cases"
+        out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
+    return out
+
+
+def _flag_set(tree: ast.Module | None, first: int, last: int) -> tuple[str, ast.expr] | None:
+    """(its name, its value) of the one assignment over lines ``first..last`` that gives a flag named for
+    whether something may go ahead its value."""
+    for node in nodes_at(tree, {first}) if tree is not None else ():
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        target = node.target if isinstance(node, ast.AnnAssign) else target
+        value = getattr(node, "value", None)
+        if target is None or value is None or (node.end_lineno or 0) < last:
+            continue
+        name = ast.unparse(target)
+        if isinstance(target, (ast.Name, ast.Attribute)) and _admission_flag(name.rsplit(".", 1)[-1]):
+            return name, value
+    return None
+
+
+def _admission_flag(name: str) -> bool:
+    """A name that keeps whether something may go ahead: as a function that says so is named
+    (:func:`.refusals._answers_admission`), or ending in what is ready (``_kda_available``)."""
+    return _answers_admission(name) or name.lower().strip("_").rsplit("_", 1)[-1] in _READY
+
+
 def _answers_of(edit: Edit, r: Region) -> tuple[list[ast.expr], Sequence[int]]:
     """(the pristine answers the region rewrote, the installed lines to read them against): each removed line
     read with the pristine lines after it (a ``return all(`` whose items are kept) — or, a part inside one
@@ -625,13 +701,15 @@ def _called(node: ast.AST, name: str) -> bool:
 
 
 def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
-    """Whether an answer holds in more cases: read by cases, or the same answer given an ``or`` part
-    (``return is_supported(…)`` → ``return is_supported(…) or hidden in (4096, 7168)``)."""
+    """Whether an answer holds in more cases: a constant answer made another (:func:`_constant_widened`),
+    read by cases, or the same answer given an ``or`` part (``return is_supported(…)`` → ``return
+    is_supported(…) or hidden in (4096, 7168)``)."""
     widened = isinstance(after, ast.BoolOp) and isinstance(after.op, ast.Or)
     if widened and any(ast.dump(v) == ast.dump(before) for v in after.values):  # type: ignore[attr-defined]
         return True
-    if isinstance(after, ast.Constant) and after.value is True:  # (``return False`` → ``return True``)
-        return not (isinstance(before, ast.Constant) and before.value is True)
+    constant = _constant_widened(before, after)
+    if constant is not None:
+        return constant
     weakened = _all_read_as_any(before, after)
     if weakened is not None:  # (``x and all(ok(b) for b in bs)`` → ``any(ok(b) for b in bs)``)
         return _holds_at_least(weakened, after)
@@ -643,7 +721,24 @@ def _yes_more_often(before: ast.expr, after: ast.expr) -> bool:
     return (found is not None and found.more) or bool(weaker(after, before))
 
 
+def _constant_widened(before: ast.expr, after: ast.expr) -> bool | None:
+    """Whether a constant answer, or one made constant, says yes in more cases — ``return False`` →
+    ``return True`` or ``return x == y``; ``return Support.NEVER`` → ``return Support.UNIFORM_BATCH`` (a
+    level of support where there was none) — ``None`` when neither answer is such a constant."""
+    if isinstance(after, ast.Constant) and after.value is True:
+        return not (isinstance(before, ast.Constant) and before.value is True)
+    if isinstance(before, ast.Constant) and before.value is False:
+        return not isinstance(after, ast.Constant) and isinstance(after, _TESTS)
+    if isinstance(before, ast.Attribute) and before.attr in _NO_MEMBERS and isinstance(after, ast.Attribute):
+        return after.attr not in _NO_MEMBERS and ast.dump(after.value) == ast.dump(before.value)
+    return None
+
+
 _TESTS = (ast.Compare, ast.BoolOp, ast.UnaryOp)
+
+
+# An enum's members named for no support at all (``AttentionCGSupport.NEVER``, ``Mode.DISABLED``).
+_NO_MEMBERS = frozenset({"NEVER", "NONE", "NO", "DISABLED", "UNSUPPORTED", "OFF", "FORBIDDEN", "DENIED"})
 
 
 # Words of a collection named for what is refused: ``_UNSUPPORTED_KEYWORDS``, ``DENYLIST``, ``BLOCKED_OPS``.
