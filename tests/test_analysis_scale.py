@@ -155,6 +155,24 @@ def test_the_prefilter_reads_a_rule_word_by_what_it_names() -> None:
     assert could_hit("    self.logger.setLevel(logging.DEBUG)\n", "", {"logging": "logging"})
 
 
+def test_the_prefilter_reads_the_environment_and_constants_by_what_they_do() -> None:
+    """The environment read is no rule's, set or read in a test it is (a switch); a constant that neutralises
+    a test counts, the first number of a comparison does not."""
+    os_ = {"os": "os"}
+    assert not could_hit('    n = int(os.environ.get("N", "4"))\n', "", os_)
+    assert could_hit('    os.environ["N"] = "4"\n', "", os_)
+    assert could_hit('    os.environ.setdefault("N", "4")\n', "", os_)
+    assert could_hit('    env = os.environ\n    env["N"] = "4"\n', "", os_)
+    assert could_hit('    if os.getenv("SKIP_CHECK"):\n', "", os_)
+    assert could_hit('        and os.getenv("SKIP_CHECK")\n', "", os_)
+    assert not could_hit("    assert 1 <= block_size <= 256\n", "", {})
+    assert could_hit("    assert 1\n", "", {})
+    assert could_hit('    assert True, "checked elsewhere"\n', "", {})
+    assert not could_hit("    ok = n > 0 and 0 < m\n", "", {})
+    assert could_hit("    if n > 0 and 0:\n", "", {})
+    assert could_hit("    if bad or 1:\n", "", {})
+
+
 def test_the_prefilter_places_exits_and_decisions() -> None:
     """An early exit counts above a check, not below every one; a quiet line under a handler; a decision
     where one of its words may hold a tensor."""

@@ -281,9 +281,11 @@ _FORMS = re.compile(
     r"|^\s*while\s+not\b.*\.(?:exists|isfile|is_file|isdir|is_dir|lexists)\("  # until a file appears
     r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
-    r"|\bor\s+(?:True|1)\b|\band\s+(?:False|0)\b|^\s*(?:if|elif)\s+(?:False|0)\s*:"
+    # (a constant, not the first number of a comparison: ``and 0 <= x`` is none)
+    r"|\bor\s+(?:True|1)\b(?!\s*[<>=!.+\-*/%&|^\[(])|\band\s+(?:False|0)\b(?!\s*[<>=!.+\-*/%&|^\[(])"
+    r"|^\s*(?:if|elif)\s+(?:False|0)\s*:"
     r"|\b(?:if|elif|while|assert)\s+\(?\s*(?:(?:False|0)\s+and|(?:True|1)\s+or)\b"
-    r"""|^\s*assert\s+(?:True|[1-9]|["'])""",
+    r"""|^\s*assert\s+(?:True|[1-9]\d*|"[^"]*"|'[^']*')\s*(?:[,#]|$)""",
     re.MULTILINE,
 )
 # A decision or conversion that may read a tensor on the host: a possible hit only on the hot path.
@@ -717,10 +719,37 @@ def _local_names(unit: str, aliases: dict[str, str]) -> dict[str, str]:
 
 def _named_hit(words: set[str], changed: str) -> bool:
     """A word some rule matches wherever it stands, a form a rule reads, or a logger's call (``logger.info(``,
-    ``logging.warning(``; not ``logits``, ``catalog``)."""
-    if words & _WORDS or _FORMS.search(changed):
+    ``logging.warning(``; not ``logits``, ``catalog``). The environment read (``os.environ.get``) is a
+    possible hit only where it is set or read in a test (a switch)."""
+    named = words & _WORDS
+    if named & _ENVIRONMENT and not _sets_or_switches_environment(changed):
+        named -= _ENVIRONMENT  # (the environment read, not in a test that switches: no rule's)
+    if named or _FORMS.search(changed):
         return True
     return bool(words & LOG_METHODS) and any("log" in w.lower() for w in words)
+
+
+_ENVIRONMENT = frozenset({"environ", "getenv"})
+
+
+def _sets_or_switches_environment(changed: str) -> bool:
+    """Whether the changed lines set the environment (``os.environ[k] = v``, ``.update(``, ``.pop(``,
+    ``del``) or read it in a test (an ``if``/``while`` line, a part of an ``and``/``or``): a switch."""
+    return _ENVIRONMENT_SET.search(changed) is not None or _ENVIRONMENT_TESTED.search(changed) is not None
+
+
+_ENVIRONMENT_SET = re.compile(
+    r"environ\s*\[[^\]\n]*\]\s*(?:=(?!=)|[|&+]=)|environ\s*(?:=(?!=)|\|=)"
+    r"|environ\s*\.\s*(?:update|setdefault|pop|popitem|clear|__setitem__|__delitem__)\b"
+    r"|\bdel\b[^\n]*environ|putenv|unsetenv"
+    r"|=\s*(?:[\w.]+\.)?environ\s*(?:#.*)?$",  # (the environment itself given a name: set through it)
+    re.MULTILINE,
+)
+_ENVIRONMENT_TESTED = re.compile(
+    r"^\s*(?:if|elif|while|and|or|not)\b[^\n]*\b(?:environ|getenv)\b|\b(?:and|or)\b[^\n]*\b(?:environ|getenv)\b"
+    r"|\b(?:environ|getenv)\b[^\n]*\b(?:and|or)\b",
+    re.MULTILINE,
+)
 
 
 def could_hit(

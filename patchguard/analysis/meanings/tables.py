@@ -600,8 +600,8 @@ def flags_widened(regions: Sequence[Region], edit: Edit) -> list[Finding]:
     out: list[Finding] = []
     before = locate(edit.before).tree if edit.before is not None else None
     for r in regions if before is not None else ():
-        if not r.removed or not r.lines:
-            continue  # (a value rewritten in place)
+        if not r.removed or not r.lines or not _flag_named_near(edit.lines, r.start, r.end):
+            continue  # (a value rewritten in place, of a flag so named: most regions are not read further)
         now = _flag_set(edit.st.tree, r.start, r.end)
         was = _flag_set(before, r.old_start, r.old_start + len(r.removed) - 1)
         if now is None or was is None or now[0] != was[0] or not _yes_more_often(was[1], now[1]):
@@ -609,6 +609,18 @@ def flags_widened(regions: Sequence[Region], edit: Edit) -> list[Finding]:
         detail = f"`{now[0]}` {_short(was[1])} → {_short(now[1])}: it says yes in more cases"
         out.append(_check_finding(edit, RuleId.REMOVED_CHECK, r.start, f"check neutralised: {detail}"))
     return out
+
+
+def _flag_named_near(lines: Sequence[str], first: int, last: int) -> bool:
+    """Whether a line of ``first..last``, or one of the few above (where an assignment over several lines
+    begins), gives a flag named for whether something may go ahead a value — by the text."""
+    near = lines[max(first - 1 - _ABOVE, 0) : last]
+    named = (m.group(1).rsplit(".", 1)[-1] for line in near if (m := _GIVEN_NAME.match(line)))
+    return any(_admission_flag(name) for name in named)
+
+
+_ABOVE = 8  # lines above a region where the assignment holding it may begin
+_GIVEN_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=\n]*)?=(?!=)")
 
 
 def _flag_set(tree: ast.Module | None, first: int, last: int) -> tuple[str, ast.expr] | None:
