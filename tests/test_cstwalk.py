@@ -101,7 +101,7 @@ def test_the_same_positions_as_libcst(text: str) -> None:
     assert all(n in lean for n in theirs._computed if not isinstance(n, cstwalk.TRIVIA))
 
 
-_KINDS = [
+_KINDS: list[tuple[type[cst.CSTNode], ...]] = [
     (cst.Name,),
     (cst.Call,),
     (cst.Attribute,),
@@ -122,8 +122,11 @@ def test_find_all_finds_what_libcst_matchers_find(text: str) -> None:
 
     module = cst.parse_module(text)
     for kinds in _KINDS:
-        matcher = m.MatchIfTrue(lambda node, kinds=kinds: isinstance(node, kinds))
-        theirs = m.findall(module, matcher)
+
+        def of_kind(node: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...] = kinds) -> bool:
+            return isinstance(node, kinds)
+
+        theirs = m.findall(module, m.MatchIfTrue(of_kind))
         mine = cstwalk.find_all(module, *kinds)
         assert [id(n) for n in mine] == [id(n) for n in theirs], kinds
     assert cstwalk.find_all(module, cst.Name)  # (not vacuous: every text names something)
