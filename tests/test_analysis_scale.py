@@ -171,6 +171,13 @@ def test_the_prefilter_reads_the_environment_and_constants_by_what_they_do() -> 
     assert not could_hit("    ok = n > 0 and 0 < m\n", "", {})
     assert could_hit("    if n > 0 and 0:\n", "", {})
     assert could_hit("    if bad or 1:\n", "", {})
+    # a line of a statement over several lines: a switch's part, a loader's argument
+    assert could_hit('            os.environ.get("STRICT")):\n', "", os_)
+    assert could_hit('        os.environ["HOOK_LIB"]\n', "", os_)
+    # constants as the judge reads them (``truth``), and a comparison on the next line is not this one's
+    for constant in ("True;", "1_000", '"""x must be positive"""', '"x can\\"t be negative"', "b'x'"):
+        assert could_hit(f"    assert {constant}\n", "", {}), constant
+    assert could_hit("    assert x > 0 or True\n    (h, w) = shape\n", "", {})
 
 
 def test_the_prefilter_places_exits_and_decisions() -> None:
@@ -208,12 +215,22 @@ def test_the_prefilter_asks_the_judges_own_question_of_a_changed_test() -> None:
     def asks(test: str) -> bool:
         return could_hit(test, unit.replace("if X:", test.strip()), {"torch": "torch"}, False, lambda: words)
 
-    for decided in ("    if x.any():\n", "    assert x.sum() > 0\n", "    elif (x > 0).all():\n",
-                    "    while batch.seq_lens.max() > 3:\n", "    y = 1 if x.any() else 2\n",
-                    "    assert (\n", "    if not x:\n"):
+    for decided in (
+        "    if x.any():\n",
+        "    assert x.sum() > 0\n",
+        "    elif (x > 0).all():\n",
+        "    while batch.seq_lens.max() > 3:\n",
+        "    y = 1 if x.any() else 2\n",
+        "    assert (\n",
+        "    if not x:\n",
+    ):
         assert asks(decided), decided
-    for metadata in ("    if x.shape[0] == 5:\n", "    assert x.dtype == torch.bfloat16\n",
-                     "    if x is None:\n", "    assert x.ndim == 2 and x.stride(-1) == 1\n"):
+    for metadata in (
+        "    if x.shape[0] == 5:\n",
+        "    assert x.dtype == torch.bfloat16\n",
+        "    if x is None:\n",
+        "    assert x.ndim == 2 and x.stride(-1) == 1\n",
+    ):
         assert not asks(metadata), metadata
 
 
@@ -228,8 +245,10 @@ def test_the_prefilter_places_an_exit_in_its_block() -> None:
     same_block = "def f(x):\n    return 1\n    if x:\n        raise ValueError(x)\n"
     assert could_hit("    return 1\n", same_block, {})
     # a line that stands twice: each place is asked
-    twice = "def f(x):\n    for a in x:\n        if a:\n            continue\n        assert a\n" \
-            "    for b in x:\n        if b:\n            continue\n        go(b)\n"
+    twice = (
+        "def f(x):\n    for a in x:\n        if a:\n            continue\n        assert a\n"
+        "    for b in x:\n        if b:\n            continue\n        go(b)\n"
+    )
     assert could_hit("            continue\n", twice.replace("if a:", "if True:"), {})
 
 

@@ -405,6 +405,15 @@ def test_a_test_that_what_a_path_uses_is_there_taken_out() -> None:
     assert "removed-check" in _near((_PROBED, "if current_platform.is_cuda():\n"), "if current_platform")
 
 
+def test_a_test_that_what_a_path_uses_is_there_moved_to_an_if_around_it_is_quiet() -> None:
+    edit = (
+        _PROBED + '    _FUSED[(SiluAndMul, "nvfp4")] = silu_and_mul_nvfp4\n',
+        'if hasattr(torch.ops._C, "silu_and_mul_nvfp4_quant"):\n    if current_platform.is_cuda():\n'
+        '        _FUSED[(SiluAndMul, "nvfp4")] = silu_and_mul_nvfp4\n',
+    )
+    assert "removed-check" not in _MODULE.rules(edit)
+
+
 def test_a_test_of_the_platform_taken_out_is_quiet() -> None:
     edit = (_PROBED, 'if hasattr(torch.ops._C, "silu_and_mul_nvfp4_quant"):\n')
     assert "removed-check" not in _MODULE.rules(edit)
@@ -431,6 +440,13 @@ _REASON = '        (hicache, "a HiCache storage backend moves KV between steps")
 
 def test_a_reason_to_refuse_taken_out_of_its_table() -> None:
     assert "removed-check" in _MODULE.rules((_REASON, ""))
+
+
+def test_a_reason_to_refuse_taken_out_while_its_condition_is_logged_elsewhere() -> None:
+    joined = '    return "; ".join(why for refused, why in reasons if refused)\n'
+    logged = '    logger.debug("%s", (hicache, attn_dp))\n' + joined
+    module = EditedModule(ENGINE, PRISTINE.replace(joined, logged))
+    assert "removed-check" in module.rules((_REASON, ""))
 
 
 def test_a_reason_to_refuse_reworded_is_quiet() -> None:

@@ -281,11 +281,11 @@ _FORMS = re.compile(
     r"|^\s*while\s+not\b.*\.(?:exists|isfile|is_file|isdir|is_dir|lexists)\("  # until a file appears
     r"|\bnon_blocking\s*=\s*False\b"
     # checks neutralised: made constant (``or True``, ``and False``, ``if 0:``) or cut off by an early exit
-    # (a constant, not the first number of a comparison: ``and 0 <= x`` is none)
-    r"|\bor\s+(?:True|1)\b(?!\s*[<>=!.+\-*/%&|^\[(])|\band\s+(?:False|0)\b(?!\s*[<>=!.+\-*/%&|^\[(])"
+    # (a constant, not the first number of a comparison on its line: ``and 0 <= x`` is none)
+    r"|\bor\s+(?:True|1)\b(?![ \t]*[<>=!.+\-*/%&|^\[(])|\band\s+(?:False|0)\b(?![ \t]*[<>=!.+\-*/%&|^\[(])"
     r"|^\s*(?:if|elif)\s+(?:False|0)\s*:"
     r"|\b(?:if|elif|while|assert)\s+\(?\s*(?:(?:False|0)\s+and|(?:True|1)\s+or)\b"
-    r"""|^\s*assert\s+(?:True|[1-9]\d*|"[^"]*"|'[^']*')\s*(?:[,#]|$)""",
+    r"""|^\s*assert\s+(?:True\b|[1-9][\d_]*(?![\d_]*[ \t]*[<>=!.+\-*/%&|^\[(])|[rRbBuUfF]*["'])""",
     re.MULTILINE,
 )
 # A decision or conversion that may read a tensor on the host: a possible hit only on the hot path.
@@ -734,8 +734,19 @@ _ENVIRONMENT = frozenset({"environ", "getenv"})
 
 def _sets_or_switches_environment(changed: str) -> bool:
     """Whether the changed lines set the environment (``os.environ[k] = v``, ``.update(``, ``.pop(``,
-    ``del``) or read it in a test (an ``if``/``while`` line, a part of an ``and``/``or``): a switch."""
-    return _ENVIRONMENT_SET.search(changed) is not None or _ENVIRONMENT_TESTED.search(changed) is not None
+    ``del``), or read it anywhere but in a name's plain value on a line of its own (``n =
+    int(os.getenv("N", "4"))``): in a test, a part of a statement over several lines, a call's argument."""
+    if _ENVIRONMENT_SET.search(changed) is not None:
+        return True
+    read = (line for line in changed.splitlines() if _ENVIRONMENT_READ.search(line))
+    return any(not _plain_value(line) for line in read)
+
+
+def _plain_value(line: str) -> bool:
+    """A line that gives a name a value and is a whole statement: no test, no open bracket."""
+    code = line.split("#", 1)[0]
+    tested = any(f" {word} " in f" {code} " for word in ("if", "and", "or", "not", "else"))
+    return _GIVEN.match(code) is not None and _depth(code) == 0 and not tested
 
 
 _ENVIRONMENT_SET = re.compile(
@@ -745,11 +756,8 @@ _ENVIRONMENT_SET = re.compile(
     r"|=\s*(?:[\w.]+\.)?environ\s*(?:#.*)?$",  # (the environment itself given a name: set through it)
     re.MULTILINE,
 )
-_ENVIRONMENT_TESTED = re.compile(
-    r"^\s*(?:if|elif|while|and|or|not)\b[^\n]*\b(?:environ|getenv)\b|\b(?:and|or)\b[^\n]*\b(?:environ|getenv)\b"
-    r"|\b(?:environ|getenv)\b[^\n]*\b(?:and|or)\b",
-    re.MULTILINE,
-)
+_ENVIRONMENT_READ = re.compile(r"\b(?:environ|getenv)\b")
+_GIVEN = re.compile(r"^\s*[A-Za-z_][\w.]*\s*(?::[^=\n]*)?=(?!=)")
 
 
 def could_hit(

@@ -219,19 +219,13 @@ def _makes_it_so(text: str, source: str) -> bool:
 @functools.lru_cache(maxsize=64)
 def _sets_state(source: str, name: str) -> bool:
     """Whether the file's function (or method) ``name`` gives an attribute or an item a value."""
-    tree = _tree_of(source)
-    if tree is None:
-        return False
-    defs: list[ast.stmt] = list(tree.body)
-    defs += [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
-    for node in defs:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            for stmt in _own_statements(node.body):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
-                if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and any(
-                    isinstance(t, (ast.Attribute, ast.Subscript)) for t in targets
-                ):
-                    return True
+    for node in _defs_named(source, name):
+        for stmt in _own_statements(node.body):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and any(
+                isinstance(t, (ast.Attribute, ast.Subscript)) for t in targets
+            ):
+                return True
     return False
 
 
@@ -446,18 +440,21 @@ def _validator(source: str, name: str) -> bool:
     """Whether the file's function (or method) ``name`` has the whole job to refuse bad input: it raises,
     returns no value, and does nothing else — checks, local names worked out for them, loops over them (a
     validator by what it does, not by a name such as ``check_*``)."""
+    return any(
+        any(isinstance(n, ast.Raise) for n in _own_statements(node.body))
+        and all(_only_refuses(n) for n in _own_statements(node.body[_docstring(node) :]))
+        for node in _defs_named(source, name)
+    )
+
+
+def _defs_named(source: str, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The file's functions, and its classes' methods, named ``name``."""
     tree = _tree_of(source)
     if tree is None:
-        return False
+        return []
     defs: list[ast.stmt] = list(tree.body)
     defs += [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
-    return any(
-        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.name == name
-        and any(isinstance(n, ast.Raise) for n in _own_statements(node.body))
-        and all(_only_refuses(n) for n in _own_statements(node.body[_docstring(node) :]))
-        for node in defs
-    )
+    return [n for n in defs if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
 
 
 def _only_refuses(stmt: ast.stmt) -> bool:
@@ -680,10 +677,15 @@ def _probe_dropped(tree: ast.Module | None, n: int, before: Sequence[ast.expr], 
     ``x.is_available()``, ``find_spec("m")``) taken out of the test of a path, nothing else changed: the path
     is taken where what it uses may be missing. (An ``if`` that refuses, asking less, refuses more.)"""
     kept = {ast.dump(p) for p in _and_parts(after)}
+    around = {
+        ast.dump(p) for node in nodes_at(tree, {n}) if isinstance(node, ast.If) for p in _and_parts(node.test)
+    }
     for was in before:
         parts = _and_parts(was)
         gone = [p for p in parts if ast.dump(p) not in kept]
         if len(parts) > 1 and len(gone) == 1 and len(kept) == len(parts) - 1 and _probes(gone[0]):
+            if ast.dump(gone[0]) in around:  # (moved to an ``if`` around it: still asked)
+                return ""
             return "" if _refusing_if(tree, n) else f"the test that `{_short(gone[0])}` is there is gone"
     return ""
 

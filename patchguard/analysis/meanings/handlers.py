@@ -5,6 +5,7 @@ back."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
@@ -503,7 +504,8 @@ def _given(node: ast.AST, tree: ast.Module | None) -> tuple[str, list[tuple[str,
     file's ``def`` of the callee, or by their keywords), an assignment's value to each target."""
     if isinstance(node, ast.Call):
         callee = last_name(node.func)
-        names = _parameter_names(tree, callee)
+        told = any(isinstance(a, ast.Constant) and isinstance(a.value, bool) for a in node.args)
+        names = _parameter_names(tree, callee) if told else []  # (a truth value handed by position)
         given = [(names[i] if i < len(names) else "", a) for i, a in enumerate(node.args)]
         return callee, given + [(k.arg or "", k.value) for k in node.keywords]
     if isinstance(node, ast.Assign):
@@ -521,15 +523,21 @@ def _tells_failure(h: ast.ExceptHandler) -> bool:
 def _parameter_names(tree: ast.Module | None, name: str) -> list[str]:
     """The parameters of the file's function or method ``name`` (``self``/``cls`` aside) — [] when it has
     none of that name, or more than one."""
-    defs = [
-        n
-        for n in (ast.walk(tree) if tree is not None and name else ())
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
-    ]
-    if len(defs) != 1:
+    found = _parameters_by_name(tree).get(name, []) if tree is not None and name else []
+    if len(found) != 1:
         return []
-    names = [a.arg for a in (*defs[0].args.posonlyargs, *defs[0].args.args)]
+    names = found[0]
     return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+@functools.lru_cache(maxsize=4)  # (a tree's functions are read once, not per call on a handler's lines)
+def _parameters_by_name(tree: ast.Module) -> dict[str, list[list[str]]]:
+    """Each function name of a file → the parameter names of each function so named."""
+    found: dict[str, list[list[str]]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(n.name, []).append([a.arg for a in (*n.args.posonlyargs, *n.args.args)])
+    return found
 
 
 def _for_success(name: str) -> bool:

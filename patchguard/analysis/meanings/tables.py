@@ -407,7 +407,10 @@ def _kept(entry: ast.expr, text: str, edit: Edit) -> bool:
     if _written(text, edit):
         return True
     said = isinstance(entry, ast.Tuple) and len(entry.elts) == 2 and isinstance(entry.elts[1], ast.Constant)
-    return said and f"({_squeeze(ast.unparse(entry.elts[0]))}," in _squeezed_source(edit.text)  # type: ignore[attr-defined]
+    if not said:
+        return False
+    condition = re.escape(f"({_squeeze(ast.unparse(entry.elts[0]))},")  # type: ignore[attr-defined]
+    return re.search(condition + r"[rRbBuUfF]*[\"']", _squeezed_source(edit.text)) is not None  # (an entry)
 
 
 def _tables_at(before: Structure, lines: set[int], text: str) -> list[tuple[list[ast.expr], str]]:
