@@ -23,6 +23,7 @@ and end to end on an installed wheel:
 - what a function hands back, where it says it returns a numpy array (``-> np.ndarray | None``), is on the
   host: reading it decides nothing on the device;
 - one more line printed by a function that prints already (a visualizer) is its job;
+- a wait for the device in a server's sleep-mode lifecycle (``suspend``, ``resume``, ``wake_up``) is seldom;
 - a part of the test of a path that asks whether something is there (``hasattr(torch.ops._C, "op")``) taken
   out;
 - an entry taken out of a table of reasons to refuse (``(hicache, "…moves KV between steps")``) that a
@@ -160,6 +161,16 @@ class Backend:
     def _init_weights(self, weights: torch.Tensor):
         self.weights = weights
         return self.weights
+
+
+class Allocator:
+    def suspend(self, tags):
+        self._state = "SUSPENDED"
+        self.pool.sleep(tags)
+
+    def forward(self, x: torch.Tensor):
+        self.pool.touch(x)
+        return x
 
 
 def run_parallel(pending, default_fn):
@@ -451,6 +462,20 @@ def test_a_reason_to_refuse_taken_out_while_its_condition_is_logged_elsewhere() 
 
 def test_a_reason_to_refuse_reworded_is_quiet() -> None:
     assert "removed-check" not in _MODULE.rules((_REASON, _REASON.replace("moves KV", "moves the KV")))
+
+
+def test_a_wait_where_the_server_is_put_to_sleep_is_seldom() -> None:
+    edit = (
+        '        self._state = "SUSPENDED"\n',
+        '        self._state = "SUSPENDED"\n        torch.cuda.synchronize()\n',
+    )
+    found = [(r, sev) for r, sev, _n in _MODULE.found(edit) if r == "device-sync"]
+    assert found == [("device-sync", "MINOR")], found
+
+
+def test_a_wait_in_a_forward_still_waits() -> None:
+    edit = ("        self.pool.touch(x)\n", "        self.pool.touch(x)\n        torch.cuda.synchronize()\n")
+    assert "device-sync" in _MODULE.rules(edit)
 
 
 def test_end_to_end_on_an_installed_wheel(tmp_path: Path) -> None:

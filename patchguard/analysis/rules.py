@@ -129,6 +129,7 @@ def is_forward(name: str) -> bool:
 _ONCE_WORDS = frozenset(
     {"init", "initialize", "setup", "load", "register", "configure", "compile", "capture", "warmup"}
     | {"profile", "save", "export", "shutdown", "cleanup", "destroy", "teardown"}
+    | {"suspend", "resume", "wake"}  # (a server put to sleep and woken: when an operator asks, not per step)
 )
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__", "__init_subclass__", "__set_name__"})
 
