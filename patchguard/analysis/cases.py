@@ -72,10 +72,7 @@ def _quantified(condition: ast.expr) -> ast.expr:
     """``condition`` with each ``any(… for x in items)`` read as ``items and any(…)`` (it holds only where
     there are items) and each ``all(… for x in items)`` as ``not items or all(…)`` (it holds where there are
     none): ``if out_of_range:`` → ``if any(i > n for i in out_of_range):`` raises in fewer cases."""
-    if not any(_quantifier(n) is not None for n in ast.walk(condition)):
-        return condition
-    rewritten: ast.expr = _Quantified().visit(copy.deepcopy(condition))
-    return rewritten
+    return _rewritten(condition, lambda n: _quantifier(n) is not None, _Quantified)
 
 
 def _quantifier(node: ast.AST) -> ast.expr | None:
@@ -106,19 +103,25 @@ def _asked_as_compared(condition: ast.expr) -> ast.expr:
     n``, ``is_<x>(n)`` is ``x == n``, ``is_<x>_family(n)`` is ``x // 10 == n // 10`` (the same major of a
     capability written ``<major><minor>``; ``(9, 0)`` is 90) — the receiver aside (``p.has_…``,
     ``current_platform.has_…``): one subject for every call of that name."""
-    if not any(isinstance(n, ast.Call) and level_asked(n) for n in ast.walk(condition)):
-        return condition
-    rewritten: ast.expr = _AskedAsCompared().visit(copy.deepcopy(condition))
-    return rewritten
+    return _rewritten(
+        condition, lambda n: isinstance(n, ast.Call) and level_asked(n) is not None, _AskedAsCompared
+    )
 
 
 def _types_apart(condition: ast.expr) -> ast.expr:
     """``condition`` with each ``isinstance(x, (A, B))`` read as ``isinstance(x, A) or isinstance(x, B)``, as
     Python's docs define it: one type more is one more case that holds."""
-    if not any(_of_types(n) for n in ast.walk(condition)):
+    return _rewritten(condition, _of_types, _TypesApart)
+
+
+def _rewritten(
+    condition: ast.expr, applies: Callable[[ast.AST], bool], rewriter: type[ast.NodeTransformer]
+) -> ast.expr:
+    """``condition`` read by ``rewriter`` (on a copy) where a node of it ``applies``; else as it is."""
+    if not any(applies(n) for n in ast.walk(condition)):
         return condition
-    apart: ast.expr = _TypesApart().visit(copy.deepcopy(condition))
-    return apart
+    rewritten: ast.expr = rewriter().visit(copy.deepcopy(condition))
+    return rewritten
 
 
 def _of_types(node: ast.AST) -> bool:

@@ -326,8 +326,7 @@ class _Walker(Dispatch):
     def _sets_up_a_step(self, fn: cst.FunctionDef, name: str) -> bool:
         """Whether a function named for setting up (``_init_kpool_metadata``, ``prepare_inputs``) is handed
         the step itself (``forward_batch: ForwardBatch``): it sets up each step, on the device path."""
-        owner = self._owners[-1] if self._owners else None
-        return role_verb(name) in _STEP_SETUP_VERBS and handed_a_step(fn, owner)
+        return role_verb(name) in _STEP_SETUP_VERBS and handed_a_step(fn, self._owner())
 
     def _computes(self, fn: cst.FunctionDef) -> bool:
         """Whether a function's job is device work by what it calls: a function named for running device
@@ -432,8 +431,11 @@ class _Walker(Dispatch):
         narrows it to), one declared among others (``Tuple[Tensor, Tensor]``), or the step itself."""
         held = {p.name.value for p in params_of(fn)} & self._function_tensors()
         captured = self._captures.get(id(fn), False)  # (a closure reading the tensors around it)
-        owner = self._owners[-1] if self._owners else None
-        return bool(held) or captured or handed_a_step(fn, owner) or handed_tensors(fn)
+        return bool(held) or captured or handed_a_step(fn, self._owner()) or handed_tensors(fn)
+
+    def _owner(self) -> str | None:
+        """The class of the current method (the function around a closure); ``None`` at the top."""
+        return self._owners[-1] if self._owners else None
 
     def _function_tensors(self) -> set[str]:
         """The tensors of the current function wherever it stands (no ``if`` narrowing them)."""

@@ -47,6 +47,7 @@ from .families import (
 __all__ = [
     "AFTER_LOADING",
     "CALLS",
+    "GIVEN_NAME",
     "HOT_PATH",
     "LOG_METHODS",
     "LOG_ONCE",
@@ -747,7 +748,7 @@ def _plain_value(line: str) -> bool:
     """A line that gives a name a value and is a whole statement: no test, no open bracket."""
     code = line.split("#", 1)[0]
     tested = any(f" {word} " in f" {code} " for word in ("if", "and", "or", "not", "else"))
-    return _GIVEN.match(code) is not None and _depth(code) == 0 and not tested
+    return GIVEN_NAME.match(code) is not None and _depth(code) == 0 and not tested
 
 
 _ENVIRONMENT_SET = re.compile(
@@ -758,7 +759,8 @@ _ENVIRONMENT_SET = re.compile(
     re.MULTILINE,
 )
 _ENVIRONMENT_READ = re.compile(r"\b(?:environ|getenv)\b")
-_GIVEN = re.compile(r"^\s*[A-Za-z_][\w.]*\s*(?::[^=\n]*)?=(?!=)")
+# A line that gives a (dotted) name a value: ``name = …``, ``self.x: int = …`` (the name, group 1).
+GIVEN_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=\n]*)?=(?!=)")
 
 
 def could_hit(

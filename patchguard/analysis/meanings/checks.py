@@ -549,7 +549,12 @@ def _mending_tests(tree: ast.Module | None, ifs: list[int]) -> dict[str, int]:
 
 def _or_parts(test: ast.expr) -> list[ast.expr]:
     """The parts of an ``or``; a test of another kind is its only part."""
-    return list(test.values) if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    return _parts(test, ast.Or)
+
+
+def _parts(test: ast.expr, op: type[ast.boolop]) -> list[ast.expr]:
+    """The parts of an ``or`` (``op``: ``ast.Or``) or an ``and``; a test of another kind is its only part."""
+    return list(test.values) if isinstance(test, ast.BoolOp) and isinstance(test.op, op) else [test]
 
 
 def _mends(node: ast.If) -> bool:
@@ -691,7 +696,7 @@ def _probe_dropped(tree: ast.Module | None, n: int, before: Sequence[ast.expr], 
 
 
 def _and_parts(test: ast.expr) -> list[ast.expr]:
-    return list(test.values) if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    return _parts(test, ast.And)
 
 
 def _probes(test: ast.expr) -> bool:

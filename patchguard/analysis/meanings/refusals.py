@@ -767,11 +767,12 @@ class _Gone:
         a local made for the check alone, and ``taken`` out with it, was made of (:meth:`_made_from`)."""
         if self.before is None:
             return False
-        names = _tested_names(statement, self._guard(line))
+        guard = self._guard(line)
+        names = _tested_names(statement, guard)
         if not names:
             return False
         pristine = "".join(self.before_lines)
-        if any(not _binds_attribute(a, pristine) for a in _own_attributes(statement, self._guard(line))):
+        if any(not _binds_attribute(a, pristine) for a in _own_attributes(statement, guard)):
             return False  # (``self.model_tokenizer`` a base class sets: the object still has it)
         scope = self.before.innermost(line)
         region: Sequence[str] = self.after_lines

@@ -16,6 +16,7 @@ from ...model import Finding, RuleId
 from ..cases import compare
 from ..change import Edit, code_of, last_name, locate, nodes_at
 from ..reach.calls import statements_in
+from ..rules import GIVEN_NAME
 from ..structure import Region, Structure
 from .checks import only_presence, weaker
 from .refusals import (
@@ -618,12 +619,11 @@ def _flag_named_near(lines: Sequence[str], first: int, last: int) -> bool:
     """Whether a line of ``first..last``, or one of the few above (where an assignment over several lines
     begins), gives a flag named for whether something may go ahead a value — by the text."""
     near = lines[max(first - 1 - _ABOVE, 0) : last]
-    named = (m.group(1).rsplit(".", 1)[-1] for line in near if (m := _GIVEN_NAME.match(line)))
+    named = (m.group(1).rsplit(".", 1)[-1] for line in near if (m := GIVEN_NAME.match(line)))
     return any(_admission_flag(name) for name in named)
 
 
 _ABOVE = 8  # lines above a region where the assignment holding it may begin
-_GIVEN_NAME = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=\n]*)?=(?!=)")
 
 
 def _flag_set(tree: ast.Module | None, first: int, last: int) -> tuple[str, ast.expr] | None:
